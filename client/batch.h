@@ -1,0 +1,31 @@
+// A batch as the client hands it to the training loop. A plain value that
+// owns its image buffer; thread-compatible.
+#ifndef STOKER_CLIENT_BATCH_H_
+#define STOKER_CLIENT_BATCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "proto/stoker/v1/stoker.pb.h"
+
+namespace stoker {
+
+struct Batch {
+  int64_t epoch = 0;
+  int64_t batch_index = 0;
+  std::vector<int64_t> sample_indices;
+  std::vector<int32_t> labels;
+  std::vector<int64_t> shape;  // e.g. {N, H, W, 3} for NHWC
+  v1::Layout layout = v1::NHWC;
+  std::string data;            // uint8 image buffer, shape's product bytes
+  std::string server;          // host:port that produced it
+  v1::StageTimes stage_times;  // server-side times (see stoker.proto)
+  std::vector<v1::FailedSample> failed_samples;
+  absl::Duration receive_latency;  // request sent to last byte received
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_BATCH_H_

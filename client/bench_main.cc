@@ -1,0 +1,212 @@
+// stoker-bench: drives a training loop with a simulated step against Stoker
+// data servers and reports throughput, the share of time the loop starved for
+// data, and the time between batches.
+#include <xxhash.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/run_stats.h"
+#include "client/stoker_client.h"
+#include "common/flag_names.h"
+#include "common/metrics_endpoint.h"
+#include "common/pipeline_text.h"
+#include "glog/logging.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, servers, "", "Comma-separated data servers, host:port,...");
+ABSL_FLAG(std::string, dataset, "", "Dataset name under each server's --data-root");
+ABSL_FLAG(int, batch_size, 256, "Samples per batch");
+ABSL_FLAG(int, epochs, 1, "Epochs to run");
+ABSL_FLAG(int, max_batches, 0, "Stop each epoch after this many batches; 0 runs whole epochs");
+ABSL_FLAG(double, step_ms, 0, "Simulated training step per batch, in milliseconds");
+ABSL_FLAG(std::string, pipeline, "",
+          "Ops, e.g. 'resize(256), center_crop(224)'; empty means RandomResizedCrop(224) + "
+          "RandomHorizontalFlip(0.5)");
+ABSL_FLAG(std::string, layout, "nhwc", "Image layout: nhwc or nchw (uint8)");
+ABSL_FLAG(std::string, cache_mode, "none",
+          "none, or batch: servers re-send their first batch (measures the transport alone)");
+ABSL_FLAG(uint64_t, seed, 0, "Session seed: fixes sample order and augmentation");
+ABSL_FLAG(int, window, 2, "Batches requested from one server at a time");
+ABSL_FLAG(int, prefetch, 0, "Most batches requested or buffered at once; 0 means window x servers");
+ABSL_FLAG(bool, drop_last, false, "Leave out each epoch's last partial batch");
+ABSL_FLAG(std::string, log_batches, "", "Write one JSON line per delivered batch to this file");
+ABSL_FLAG(std::string, json, "", "Write the summary as JSON to this file");
+ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
+ABSL_FLAG(double, linger_seconds, 0, "Keep serving metrics this many seconds after the run");
+ABSL_FLAG(double, connect_timeout_seconds, 10, "Seconds to wait for each server to answer OpenSession");
+
+namespace stoker {
+namespace {
+
+std::string Hash(const std::string& data) {
+  const XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  return absl::StrFormat("%016x%016x", h.high64, h.low64);
+}
+
+absl::StatusOr<ClientConfig> ConfigFromFlags() {
+  ClientConfig c;
+  c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
+  if (c.servers.empty()) return absl::InvalidArgumentError("--servers is required (host:port,...)");
+  if (absl::GetFlag(FLAGS_dataset).empty()) return absl::InvalidArgumentError("--dataset is required");
+  c.session.set_dataset(absl::GetFlag(FLAGS_dataset));
+  c.session.set_batch_size(absl::GetFlag(FLAGS_batch_size));
+  c.session.set_seed(absl::GetFlag(FLAGS_seed));
+  std::string text = absl::GetFlag(FLAGS_pipeline);
+  if (text.empty()) text = std::string(kDefaultTrainPipeline);
+  auto ops = ParsePipelineText(text);
+  if (!ops.ok()) return ops.status();
+  for (v1::Op& op : *ops) *c.session.add_pipeline() = std::move(op);
+  const std::string layout = absl::GetFlag(FLAGS_layout);
+  if (layout != "nhwc" && layout != "nchw") return absl::InvalidArgumentError("--layout must be nhwc or nchw");
+  c.session.set_layout(layout == "nchw" ? v1::NCHW : v1::NHWC);
+  const std::string cache = absl::GetFlag(FLAGS_cache_mode);
+  if (cache != "none" && cache != "batch") return absl::InvalidArgumentError("--cache-mode must be none or batch");
+  c.session.set_cache_mode(cache == "batch" ? v1::CACHE_BATCH : v1::CACHE_NONE);
+  c.window_per_server = absl::GetFlag(FLAGS_window);
+  c.prefetch_batches = absl::GetFlag(FLAGS_prefetch);
+  c.drop_last = absl::GetFlag(FLAGS_drop_last);
+  c.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_seconds));
+  return c;
+}
+
+void PrintSummary(const ClientConfig& c, const RunSummary& s) {
+  std::printf("\nstoker-bench summary: %zu server(s), batch %d, step %.1f ms\n", c.servers.size(),
+              c.session.batch_size(), absl::GetFlag(FLAGS_step_ms));
+  std::printf("  %-22s %12lld\n", "batches", static_cast<long long>(s.batches));
+  std::printf("  %-22s %12lld\n", "images", static_cast<long long>(s.images));
+  std::printf("  %-22s %12.2f\n", "wall seconds", s.seconds);
+  std::printf("  %-22s %12.1f\n", "images/s", s.images_per_second);
+  std::printf("  %-22s %12.1f\n", "MB/s", s.megabytes_per_second);
+  std::printf("  %-22s %12.1f\n", "starved %", s.starved_percent);
+  std::printf("  %-22s %12.2f\n", "inter-batch p50 ms", s.inter_batch_p50_ms);
+  std::printf("  %-22s %12.2f\n", "inter-batch p99 ms", s.inter_batch_p99_ms);
+  std::printf("  %-22s %12.2f\n", "receive p50 ms", s.receive_latency_p50_ms);
+  for (const auto& [server, n] : s.batches_per_server) {
+    std::printf("  %-22s %12lld\n", ("batches from " + server).c_str(), static_cast<long long>(n));
+  }
+  std::fflush(stdout);
+}
+
+nlohmann::json SummaryJson(const RunSummary& s) {
+  return {{"batches", s.batches},
+          {"images", s.images},
+          {"bytes", s.bytes},
+          {"seconds", s.seconds},
+          {"images_per_second", s.images_per_second},
+          {"megabytes_per_second", s.megabytes_per_second},
+          {"starved_percent", s.starved_percent},
+          {"inter_batch_p50_ms", s.inter_batch_p50_ms},
+          {"inter_batch_p99_ms", s.inter_batch_p99_ms},
+          {"receive_latency_p50_ms", s.receive_latency_p50_ms},
+          {"batches_per_server", s.batches_per_server}};
+}
+
+int Run() {
+  absl::StatusOr<ClientConfig> config = ConfigFromFlags();
+  if (!config.ok()) {
+    std::fprintf(stderr, "stoker-bench: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  auto registry = std::make_shared<prometheus::Registry>();
+  ClientMetrics metrics(*registry);
+  std::unique_ptr<MetricsEndpoint> endpoint;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    auto e = MetricsEndpoint::Start("0.0.0.0", absl::GetFlag(FLAGS_metrics_port), registry);
+    if (!e.ok()) {
+      LOG(ERROR) << e.status();
+      return 1;
+    }
+    endpoint = *std::move(e);
+    std::printf("stoker-bench metrics on :%d\n", endpoint->port());
+    std::fflush(stdout);
+  }
+  auto client = StokerClient::Connect(*config, &metrics);
+  if (!client.ok()) {
+    std::fprintf(stderr, "stoker-bench: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("dataset %s: %lld samples, %d classes, %lld batches/epoch, pipeline: %s\n",
+              config->session.dataset().c_str(), static_cast<long long>((*client)->dataset().num_samples()),
+              (*client)->dataset().class_names_size(), static_cast<long long>((*client)->BatchesPerEpoch()),
+              PipelineToText({config->session.pipeline().begin(), config->session.pipeline().end()}).c_str());
+  std::ofstream log;
+  if (!absl::GetFlag(FLAGS_log_batches).empty()) {
+    log.open(absl::GetFlag(FLAGS_log_batches));
+    if (!log) {
+      std::fprintf(stderr, "stoker-bench: cannot write %s\n", absl::GetFlag(FLAGS_log_batches).c_str());
+      return 2;
+    }
+  }
+  const absl::Duration step = absl::Milliseconds(absl::GetFlag(FLAGS_step_ms));
+  const int max_batches = absl::GetFlag(FLAGS_max_batches);
+  RunStats total;
+  total.Start(absl::Now());
+  for (int epoch = 0; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
+    RunStats stats;
+    stats.Start(absl::Now());
+    if (absl::Status s = (*client)->StartEpoch(epoch); !s.ok()) {
+      std::fprintf(stderr, "stoker-bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    for (int n = 0; max_batches <= 0 || n < max_batches; ++n) {
+      Batch batch;
+      bool end = false;
+      const absl::Time t0 = absl::Now();
+      if (absl::Status s = (*client)->Next(&batch, &end); !s.ok()) {
+        std::fprintf(stderr, "stoker-bench: epoch %d: %s\n", epoch, s.ToString().c_str());
+        return 1;
+      }
+      if (end) break;
+      const absl::Time t1 = absl::Now();
+      const int64_t images = static_cast<int64_t>(batch.sample_indices.size());
+      for (RunStats* r : {&stats, &total}) {
+        r->AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
+                    batch.server);
+      }
+      if (log.is_open()) {
+        nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},
+                               {"sample_indices", batch.sample_indices}, {"labels", batch.labels},
+                               {"server", batch.server}, {"hash", Hash(batch.data)},
+                               {"failed_samples", batch.failed_samples.size()}};
+        log << line.dump() << '\n';
+      }
+      absl::SleepFor(step);  // the simulated training step
+    }
+    const RunSummary s = stats.Finish(absl::Now());
+    std::printf("epoch %d: %lld batches, %lld images in %.2f s: %.1f images/s, %.1f MB/s, starved %.1f%%\n", epoch,
+                static_cast<long long>(s.batches), static_cast<long long>(s.images), s.seconds, s.images_per_second,
+                s.megabytes_per_second, s.starved_percent);
+    std::fflush(stdout);
+  }
+  const RunSummary summary = total.Finish(absl::Now());
+  PrintSummary(*config, summary);
+  if (!absl::GetFlag(FLAGS_json).empty()) {
+    std::ofstream(absl::GetFlag(FLAGS_json)) << SummaryJson(summary).dump(2) << '\n';
+  }
+  if (log.is_open()) log.close();
+  absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_linger_seconds)));
+  return 0;
+}
+
+}  // namespace
+}  // namespace stoker
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Stoker benchmark client: runs epochs against data servers with a simulated training step.\n"
+      "Usage: stoker-bench --servers host:port,... --dataset NAME [--batch-size 256] [--epochs 1] [--step-ms 0]");
+  const std::vector<std::string> args = stoker::DashesToUnderscores(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  return stoker::Run();
+}

@@ -1,0 +1,45 @@
+#include "client/client_metrics.h"
+
+#include "common/metrics_endpoint.h"
+
+namespace stoker {
+
+ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
+  wait_seconds = &prometheus::BuildHistogram()
+                      .Name("stoker_client_wait_seconds")
+                      .Help("Time the training loop waited in Next() for a batch.")
+                      .Register(registry)
+                      .Add({}, DurationBuckets());
+  receive_latency_seconds = &prometheus::BuildHistogram()
+                                 .Name("stoker_client_receive_latency_seconds")
+                                 .Help("Time from requesting a batch to holding all of it.")
+                                 .Register(registry)
+                                 .Add({}, DurationBuckets());
+  received_bytes = &prometheus::BuildCounter()
+                        .Name("stoker_client_received_bytes_total")
+                        .Help("Image bytes received from data servers.")
+                        .Register(registry)
+                        .Add({});
+  batches = &prometheus::BuildCounter()
+                 .Name("stoker_client_batches_total")
+                 .Help("Batches received from data servers.")
+                 .Register(registry)
+                 .Add({});
+  failed_samples = &prometheus::BuildCounter()
+                        .Name("stoker_client_failed_samples_total")
+                        .Help("Samples the servers could not produce (delivered as zeros).")
+                        .Register(registry)
+                        .Add({});
+  buffered_batches = &prometheus::BuildGauge()
+                          .Name("stoker_client_buffered_batches")
+                          .Help("Batches received and waiting for the training loop.")
+                          .Register(registry)
+                          .Add({});
+  inflight_batches = &prometheus::BuildGauge()
+                          .Name("stoker_client_inflight_batches")
+                          .Help("Batches requested from servers and not yet received.")
+                          .Register(registry)
+                          .Add({});
+}
+
+}  // namespace stoker

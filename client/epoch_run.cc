@@ -1,0 +1,201 @@
+#include "client/epoch_run.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace stoker {
+
+struct EpochRun::Stream {
+  std::string address;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::BatchChunk>> rpc;
+  std::thread reader;
+  absl::Mutex write_mu;  // one writer at a time; the reader thread reads
+  bool writes_done ABSL_GUARDED_BY(write_mu) = false;
+  int outstanding = 0;  // guarded by EpochRun::mu_
+};
+
+EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan,
+                   const std::vector<std::pair<std::string, v1::DataService::Stub*>>& servers,
+                   EpochRunOptions options, ClientMetrics* metrics)
+    : plan_(std::move(plan)), options_(options), metrics_(metrics) {
+  v1::StreamRequest config;
+  *config.mutable_config() = session;
+  for (const auto& [address, stub] : servers) {
+    auto s = std::make_unique<Stream>();
+    s->address = address;
+    s->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.stream_timeout));
+    s->rpc = stub->BatchStream(&s->context);
+    s->rpc->Write(config);  // a failure surfaces as the stream's status in ReadLoop
+    streams_.push_back(std::move(s));
+  }
+  for (auto& s : streams_) s->reader = std::thread([this, p = s.get()] { ReadLoop(p); });
+  std::vector<Request> requests;
+  {
+    absl::MutexLock lock(&mu_);
+    requests = Dispatch();
+  }
+  Send(std::move(requests));
+}
+
+EpochRun::~EpochRun() {
+  for (auto& s : streams_) s->context.TryCancel();
+  for (auto& s : streams_) s->reader.join();
+  if (metrics_) {
+    absl::MutexLock lock(&mu_);
+    metrics_->buffered_batches->Decrement(static_cast<double>(ready_.size()));
+    metrics_->inflight_batches->Decrement(static_cast<double>(in_flight_));
+  }
+}
+
+std::vector<EpochRun::Request> EpochRun::Dispatch() {
+  std::vector<Request> requests;
+  while (next_to_dispatch_ < plan_.num_batches() &&
+         in_flight_ + static_cast<int64_t>(ready_.size()) < options_.prefetch) {
+    // The least-loaded stream with room in its window: fast servers return
+    // batches sooner, so they are asked more often.
+    Stream* best = nullptr;
+    for (auto& s : streams_) {
+      if (s->outstanding < options_.window && (!best || s->outstanding < best->outstanding)) best = s.get();
+    }
+    if (!best) break;
+    Request& r = requests.emplace_back();
+    r.stream = best;
+    v1::BatchRequest* b = r.message.mutable_batch();
+    b->set_epoch(plan_.epoch());
+    b->set_batch_index(next_to_dispatch_);
+    for (int64_t i : plan_.BatchIndices(next_to_dispatch_)) b->add_sample_indices(i);
+    requested_at_[next_to_dispatch_] = absl::Now();
+    ++best->outstanding;
+    ++in_flight_;
+    ++next_to_dispatch_;
+    if (metrics_) metrics_->inflight_batches->Increment();
+  }
+  return requests;
+}
+
+void EpochRun::Send(std::vector<Request> requests) {
+  for (Request& r : requests) {
+    absl::MutexLock lock(&r.stream->write_mu);
+    if (!r.stream->writes_done) r.stream->rpc->Write(r.message);
+  }
+  bool all_dispatched;
+  {
+    absl::MutexLock lock(&mu_);
+    all_dispatched = next_to_dispatch_ >= plan_.num_batches();
+  }
+  if (!all_dispatched) return;
+  for (auto& s : streams_) {
+    absl::MutexLock lock(&s->write_mu);
+    if (!s->writes_done) {
+      s->writes_done = true;
+      s->rpc->WritesDone();
+    }
+  }
+}
+
+void EpochRun::ReadLoop(Stream* stream) {
+  v1::BatchChunk chunk;
+  Batch batch;
+  int64_t received = 0, total = -1;
+  while (stream->rpc->Read(&chunk)) {
+    if (chunk.has_header()) {
+      const v1::BatchHeader& h = chunk.header();
+      batch = Batch();
+      batch.epoch = h.epoch();
+      batch.batch_index = h.batch_index();
+      batch.sample_indices.assign(h.sample_indices().begin(), h.sample_indices().end());
+      batch.labels.assign(h.labels().begin(), h.labels().end());
+      batch.shape.assign(h.shape().begin(), h.shape().end());
+      batch.layout = h.layout();
+      batch.stage_times = h.stage_times();
+      batch.failed_samples.assign(h.failed_samples().begin(), h.failed_samples().end());
+      batch.server = stream->address;
+      total = h.total_bytes();
+      received = 0;
+      batch.data.resize(static_cast<size_t>(total));
+    }
+    const std::string& data = chunk.data();
+    if (total < 0 || chunk.batch_index() != batch.batch_index || chunk.offset() != received ||
+        received + static_cast<int64_t>(data.size()) > total) {
+      absl::MutexLock lock(&mu_);
+      if (error_.ok()) {
+        error_ = absl::DataLossError(absl::StrCat("server ", stream->address, " sent an out-of-order chunk of batch ",
+                                                  chunk.batch_index(), " at offset ", chunk.offset()));
+      }
+      stream->context.TryCancel();
+      break;
+    }
+    if (!data.empty()) {
+      std::memcpy(batch.data.data() + received, data.data(), data.size());
+    }
+    received += static_cast<int64_t>(data.size());
+    if (metrics_) metrics_->received_bytes->Increment(static_cast<double>(data.size()));
+    if (received == total) {
+      total = -1;
+      Send(OnBatchReceived(stream, std::move(batch)));
+    }
+  }
+  grpc::Status status = stream->rpc->Finish();
+  absl::MutexLock lock(&mu_);
+  if (!status.ok() && error_.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+    error_ = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          absl::StrCat("server ", stream->address, ": ", status.error_message()));
+  } else if (status.ok() && stream->outstanding > 0 && error_.ok()) {
+    error_ = absl::DataLossError(absl::StrCat("server ", stream->address, " closed the stream with ",
+                                              stream->outstanding, " batches outstanding"));
+  }
+}
+
+std::vector<EpochRun::Request> EpochRun::OnBatchReceived(Stream* stream, Batch batch) {
+  absl::MutexLock lock(&mu_);
+  auto it = requested_at_.find(batch.batch_index);
+  if (it != requested_at_.end()) {
+    batch.receive_latency = absl::Now() - it->second;
+    requested_at_.erase(it);
+  }
+  --stream->outstanding;
+  --in_flight_;
+  if (metrics_) {
+    metrics_->batches->Increment();
+    metrics_->inflight_batches->Decrement();
+    metrics_->buffered_batches->Increment();
+    metrics_->receive_latency_seconds->Observe(absl::ToDoubleSeconds(batch.receive_latency));
+    metrics_->failed_samples->Increment(static_cast<double>(batch.failed_samples.size()));
+  }
+  const int64_t index = batch.batch_index;
+  ready_.emplace(index, std::move(batch));
+  return Dispatch();
+}
+
+absl::Status EpochRun::Next(Batch* batch, bool* end_of_epoch) {
+  const absl::Time start = absl::Now();
+  std::vector<Request> requests;
+  {
+    absl::MutexLock lock(&mu_);
+    *end_of_epoch = false;
+    if (next_to_deliver_ >= plan_.num_batches()) {
+      *end_of_epoch = true;
+      return absl::OkStatus();
+    }
+    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !error_.ok() || ready_.count(next_to_deliver_) > 0;
+    };
+    mu_.Await(absl::Condition(&available));
+    auto it = ready_.find(next_to_deliver_);
+    if (it == ready_.end()) return error_;
+    *batch = std::move(it->second);
+    ready_.erase(it);
+    ++next_to_deliver_;
+    if (metrics_) metrics_->buffered_batches->Decrement();
+    requests = Dispatch();
+  }
+  Send(std::move(requests));
+  if (metrics_) metrics_->wait_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+}  // namespace stoker

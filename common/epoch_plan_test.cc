@@ -1,0 +1,54 @@
+#include "common/epoch_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+TEST(EpochPlanTest, OrderIsAPermutation) {
+  EpochPlan plan(42, 0, 1000, 64, false);
+  std::vector<int64_t> sorted = plan.order();
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> expected(1000);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(sorted, expected);
+  EXPECT_NE(plan.order(), expected) << "not shuffled";
+}
+
+TEST(EpochPlanTest, DeterministicPerSeedAndEpoch) {
+  EXPECT_EQ(EpochPlan(1, 2, 100, 8, false).order(), EpochPlan(1, 2, 100, 8, false).order());
+  EXPECT_NE(EpochPlan(1, 2, 100, 8, false).order(), EpochPlan(1, 3, 100, 8, false).order());
+  EXPECT_NE(EpochPlan(1, 2, 100, 8, false).order(), EpochPlan(9, 2, 100, 8, false).order());
+}
+
+struct BatchCase {
+  int64_t samples, batch;
+  bool drop_last;
+  int64_t batches, last_size;
+};
+
+TEST(EpochPlanTest, BatchSplits) {
+  const BatchCase cases[] = {
+      {10, 4, false, 3, 2}, {10, 4, true, 2, 4}, {8, 4, false, 2, 4}, {3, 4, false, 1, 3}, {3, 4, true, 0, 0},
+  };
+  for (const BatchCase& c : cases) {
+    EpochPlan plan(0, 0, c.samples, c.batch, c.drop_last);
+    ASSERT_EQ(plan.num_batches(), c.batches) << c.samples << "/" << c.batch << " drop_last=" << c.drop_last;
+    if (c.batches > 0) EXPECT_EQ(static_cast<int64_t>(plan.BatchIndices(c.batches - 1).size()), c.last_size);
+  }
+}
+
+TEST(EpochPlanTest, BatchesTileTheOrder) {
+  EpochPlan plan(5, 1, 50, 7, false);
+  std::vector<int64_t> joined;
+  for (int64_t b = 0; b < plan.num_batches(); ++b) {
+    for (int64_t i : plan.BatchIndices(b)) joined.push_back(i);
+  }
+  EXPECT_EQ(joined, plan.order());
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,33 @@
+#include "common/metrics_endpoint.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry) {
+  const std::string address = absl::StrCat(host, ":", port);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+  }
+  exposer->RegisterCollectable(registry);
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("metrics endpoint on ", address, " has no port"));
+  }
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(exposer), ports[0]));
+}
+
+prometheus::Histogram::BucketBoundaries DurationBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 50e-6; v < 110.0; v *= 2) b.push_back(v);
+  return b;
+}
+
+}  // namespace stoker

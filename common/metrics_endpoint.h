@@ -1,0 +1,39 @@
+// Serves a prometheus-cpp registry over HTTP (/metrics, Prometheus text
+// format) and shared helpers for metric definitions. Thread-safe; the
+// endpoint stops serving when destroyed. The registry is shared with the
+// components that record into it.
+#ifndef STOKER_COMMON_METRICS_ENDPOINT_H_
+#define STOKER_COMMON_METRICS_ENDPOINT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "prometheus/exposer.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace stoker {
+
+class MetricsEndpoint {
+ public:
+  // Binds host:port (port 0 picks a free one) and serves `registry`.
+  // UNAVAILABLE if the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry);
+
+  int port() const { return port_; }
+
+ private:
+  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int port)
+      : exposer_(std::move(exposer)), port_(port) {}
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_;
+};
+
+// Histogram buckets for durations in seconds: 50 us .. ~100 s, doubling.
+prometheus::Histogram::BucketBoundaries DurationBuckets();
+
+}  // namespace stoker
+
+#endif  // STOKER_COMMON_METRICS_ENDPOINT_H_

@@ -1,0 +1,218 @@
+#include "common/pipeline_text.h"
+
+#include <functional>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace stoker {
+namespace {
+
+// One argument's setter: receives the raw text of the value.
+using Setter = std::function<absl::Status(absl::string_view value, v1::Op& op)>;
+
+struct OpSyntax {
+  std::vector<std::string> params;  // positional order
+  std::map<std::string, Setter> setters;
+};
+
+absl::StatusOr<float> ParseFloat(absl::string_view v) {
+  float f;
+  if (!absl::SimpleAtof(v, &f)) return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not a number"));
+  return f;
+}
+
+absl::StatusOr<int32_t> ParseInt(absl::string_view v) {
+  int32_t i;
+  if (!absl::SimpleAtoi(v, &i)) return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not an integer"));
+  return i;
+}
+
+absl::StatusOr<std::pair<float, float>> ParseRange(absl::string_view v) {
+  std::vector<absl::string_view> parts = absl::StrSplit(v, ':');
+  if (parts.size() != 2) return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not a range lo:hi"));
+  auto lo = ParseFloat(parts[0]);
+  auto hi = ParseFloat(parts[1]);
+  if (!lo.ok()) return lo.status();
+  if (!hi.ok()) return hi.status();
+  return std::make_pair(*lo, *hi);
+}
+
+const std::map<std::string, OpSyntax>& Syntax() {
+  static const auto* syntax = new std::map<std::string, OpSyntax>{
+      {"random_resized_crop",
+       {{"size", "scale", "ratio"},
+        {{"size",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInt(v);
+            if (i.ok()) op.mutable_random_resized_crop()->set_size(*i);
+            return i.status();
+          }},
+         {"scale",
+          [](absl::string_view v, v1::Op& op) {
+            auto r = ParseRange(v);
+            if (!r.ok()) return r.status();
+            op.mutable_random_resized_crop()->set_scale_min(r->first);
+            op.mutable_random_resized_crop()->set_scale_max(r->second);
+            return absl::OkStatus();
+          }},
+         {"ratio",
+          [](absl::string_view v, v1::Op& op) {
+            auto r = ParseRange(v);
+            if (!r.ok()) return r.status();
+            op.mutable_random_resized_crop()->set_ratio_min(r->first);
+            op.mutable_random_resized_crop()->set_ratio_max(r->second);
+            return absl::OkStatus();
+          }}}}},
+      {"center_crop",
+       {{"size"},
+        {{"size",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInt(v);
+            if (i.ok()) op.mutable_center_crop()->set_size(*i);
+            return i.status();
+          }}}}},
+      {"resize",
+       {{"size"},
+        {{"size",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInt(v);
+            if (i.ok()) op.mutable_resize()->set_shorter_side(*i);
+            return i.status();
+          }}}}},
+      {"random_horizontal_flip",
+       {{"p"},
+        {{"p",
+          [](absl::string_view v, v1::Op& op) {
+            auto f = ParseFloat(v);
+            if (f.ok()) op.mutable_random_horizontal_flip()->set_p(*f);
+            return f.status();
+          }}}}},
+  };
+  return *syntax;
+}
+
+// Splits at commas that are not inside parentheses.
+std::vector<std::string> SplitTopLevel(absl::string_view text) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  for (char c : text) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.emplace_back();
+    } else {
+      out.back().push_back(c);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  const size_t open = text.find('(');
+  std::string name(absl::StripAsciiWhitespace(text.substr(0, open)));
+  auto it = Syntax().find(name);
+  if (it == Syntax().end()) {
+    std::vector<std::string> known;
+    for (const auto& [k, _] : Syntax()) known.push_back(k);
+    return absl::InvalidArgumentError(absl::StrCat("pipeline: unknown op '", name,
+                                                   "'; known ops: ", absl::StrJoin(known, ", ")));
+  }
+  v1::Op op;
+  const OpSyntax& syntax = it->second;
+  // Mark the op as set even when it has no arguments.
+  if (name == "random_resized_crop") op.mutable_random_resized_crop();
+  if (name == "center_crop") op.mutable_center_crop();
+  if (name == "resize") op.mutable_resize();
+  if (name == "random_horizontal_flip") op.mutable_random_horizontal_flip();
+  if (open == absl::string_view::npos) return op;
+  if (text.back() != ')') {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline: op '", text, "' lacks a closing ')'"));
+  }
+  absl::string_view args = text.substr(open + 1, text.size() - open - 2);
+  if (absl::StripAsciiWhitespace(args).empty()) return op;
+  size_t position = 0;
+  for (absl::string_view arg : absl::StrSplit(args, ',')) {
+    arg = absl::StripAsciiWhitespace(arg);
+    std::string key;
+    absl::string_view value = arg;
+    const size_t eq = arg.find('=');
+    if (eq != absl::string_view::npos) {
+      key = std::string(absl::StripAsciiWhitespace(arg.substr(0, eq)));
+      value = absl::StripAsciiWhitespace(arg.substr(eq + 1));
+    } else if (position < syntax.params.size()) {
+      key = syntax.params[position];
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline: ", name, " takes at most ", syntax.params.size(), " arguments"));
+    }
+    ++position;
+    auto setter = syntax.setters.find(key);
+    if (setter == syntax.setters.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, " has no argument '", key,
+                                                     "'; it takes ", absl::StrJoin(syntax.params, ", ")));
+    }
+    absl::Status s = setter->second(value, op);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ".", key, ": ", s.message()));
+    }
+  }
+  return op;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::Op>> ParsePipelineText(absl::string_view text) {
+  std::vector<v1::Op> ops;
+  if (absl::StripAsciiWhitespace(text).empty()) {
+    return absl::InvalidArgumentError("pipeline: empty; give at least one op");
+  }
+  for (const std::string& part : SplitTopLevel(text)) {
+    auto op = ParseOp(part);
+    if (!op.ok()) return op.status();
+    ops.push_back(*std::move(op));
+  }
+  return ops;
+}
+
+std::string PipelineToText(const std::vector<v1::Op>& ops) {
+  std::vector<std::string> parts;
+  for (const v1::Op& op : ops) {
+    switch (op.op_case()) {
+      case v1::Op::kRandomResizedCrop: {
+        const auto& o = op.random_resized_crop();
+        std::string text = absl::StrFormat("random_resized_crop(%d", o.size());
+        // Unset ranges stay unset, so the server's defaults apply.
+        if (o.scale_min() != 0 || o.scale_max() != 0) {
+          absl::StrAppendFormat(&text, ", scale=%g:%g", o.scale_min(), o.scale_max());
+        }
+        if (o.ratio_min() != 0 || o.ratio_max() != 0) {
+          absl::StrAppendFormat(&text, ", ratio=%g:%g", o.ratio_min(), o.ratio_max());
+        }
+        parts.push_back(text + ")");
+        break;
+      }
+      case v1::Op::kCenterCrop:
+        parts.push_back(absl::StrFormat("center_crop(%d)", op.center_crop().size()));
+        break;
+      case v1::Op::kResize:
+        parts.push_back(absl::StrFormat("resize(%d)", op.resize().shorter_side()));
+        break;
+      case v1::Op::kRandomHorizontalFlip:
+        parts.push_back(absl::StrFormat("random_horizontal_flip(%g)", op.random_horizontal_flip().p()));
+        break;
+      case v1::Op::OP_NOT_SET:
+        parts.push_back("<unset>");
+        break;
+    }
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace stoker

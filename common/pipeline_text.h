@@ -1,0 +1,32 @@
+// Text form of a pipeline spec, as typed on command lines, e.g.
+//   "random_resized_crop(224, scale=0.08:1, ratio=0.75:1.3333), random_horizontal_flip(0.5)"
+// Ops are separated by commas outside parentheses; arguments are positional
+// (in the order of stoker.proto's fields) or name=value; ranges are lo:hi.
+// Pure functions; thread-safe.
+#ifndef STOKER_COMMON_PIPELINE_TEXT_H_
+#define STOKER_COMMON_PIPELINE_TEXT_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/stoker/v1/stoker.pb.h"
+
+namespace stoker {
+
+// The standard ImageNet training transform: RandomResizedCrop(224) and
+// RandomHorizontalFlip(0.5).
+constexpr absl::string_view kDefaultTrainPipeline =
+    "random_resized_crop(224), random_horizontal_flip(0.5)";
+
+// INVALID_ARGUMENT naming the op or argument that does not parse. Values are
+// not range-checked here; the server validates them.
+absl::StatusOr<std::vector<v1::Op>> ParsePipelineText(absl::string_view text);
+
+// The inverse of ParsePipelineText, for logs and reports.
+std::string PipelineToText(const std::vector<v1::Op>& ops);
+
+}  // namespace stoker
+
+#endif  // STOKER_COMMON_PIPELINE_TEXT_H_

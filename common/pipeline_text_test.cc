@@ -1,0 +1,62 @@
+#include "common/pipeline_text.h"
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+TEST(PipelineTextTest, DefaultTrainPipelineParses) {
+  auto ops = ParsePipelineText(kDefaultTrainPipeline);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 2u);
+  EXPECT_EQ((*ops)[0].random_resized_crop().size(), 224);
+  EXPECT_FLOAT_EQ((*ops)[1].random_horizontal_flip().p(), 0.5f);
+}
+
+TEST(PipelineTextTest, NamedArgumentsAndRanges) {
+  auto ops = ParsePipelineText("random_resized_crop(size=160, scale=0.25:1, ratio=0.5:2), resize(256), center_crop(224)");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 3u);
+  const auto& rrc = (*ops)[0].random_resized_crop();
+  EXPECT_EQ(rrc.size(), 160);
+  EXPECT_FLOAT_EQ(rrc.scale_min(), 0.25f);
+  EXPECT_FLOAT_EQ(rrc.ratio_max(), 2.0f);
+  EXPECT_EQ((*ops)[1].resize().shorter_side(), 256);
+  EXPECT_EQ((*ops)[2].center_crop().size(), 224);
+}
+
+TEST(PipelineTextTest, OpWithoutArgumentsIsSet) {
+  auto ops = ParsePipelineText("random_horizontal_flip");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_TRUE((*ops)[0].has_random_horizontal_flip());
+}
+
+TEST(PipelineTextTest, ErrorsNameTheProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "empty"},
+      {"blur(3)", "unknown op 'blur'"},
+      {"center_crop(abc)", "center_crop.size"},
+      {"center_crop(1, 2)", "at most 1"},
+      {"random_resized_crop(224, scale=0.1)", "range"},
+      {"center_crop(size=3, foo=1)", "no argument 'foo'"},
+      {"center_crop(3", "closing"},
+  };
+  for (const auto& [text, fragment] : cases) {
+    auto ops = ParsePipelineText(text);
+    ASSERT_FALSE(ops.ok()) << text;
+    EXPECT_EQ(ops.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(ops.status().message().find(fragment), std::string::npos) << text << " -> " << ops.status();
+  }
+}
+
+TEST(PipelineTextTest, RoundTripsThroughText) {
+  auto ops = ParsePipelineText("resize(256), center_crop(224), random_horizontal_flip(0.25)");
+  ASSERT_TRUE(ops.ok());
+  auto again = ParsePipelineText(PipelineToText(*ops));
+  ASSERT_TRUE(again.ok()) << PipelineToText(*ops);
+  ASSERT_EQ(again->size(), ops->size());
+  for (size_t i = 0; i < ops->size(); ++i) EXPECT_EQ((*again)[i].SerializeAsString(), (*ops)[i].SerializeAsString());
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,45 @@
+// Deterministic random numbers for Stoker. Every random choice made for sample
+// i of epoch e draws from SampleRng(seed, e, i), so a sample's content never
+// depends on which server, thread or retry produced it. The stream of numbers
+// for given seeds is load-bearing (it fixes the content of every batch): do not
+// change the mixing or the generator. Thread-compatible; cheap to copy.
+#ifndef STOKER_COMMON_RNG_H_
+#define STOKER_COMMON_RNG_H_
+
+#include <cstdint>
+
+namespace stoker {
+
+// SplitMix64 finaliser: a bijective 64-bit mix.
+constexpr uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// xoshiro256** seeded through SplitMix64, with platform-independent helpers
+// (std::uniform_*_distribution differ between standard libraries).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  // Generator for one sample of one epoch of a session.
+  static Rng ForSample(uint64_t seed, int64_t epoch, int64_t index);
+  // Generator for the sample order of one epoch of a session.
+  static Rng ForEpoch(uint64_t seed, int64_t epoch);
+
+  uint64_t Next();
+  // Uniform in [0, 1) with 53 random bits.
+  double UniformDouble();
+  // Uniform in [lo, hi).
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * UniformDouble(); }
+  // Uniform integer in [lo, hi], both inclusive; requires lo <= hi.
+  int64_t UniformInt(int64_t lo, int64_t hi);
+
+ private:
+  uint64_t s_[4];
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_COMMON_RNG_H_

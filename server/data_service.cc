@@ -1,0 +1,229 @@
+#include "server/data_service.h"
+
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "glog/logging.h"
+
+namespace stoker {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+namespace {
+
+// One BatchStream call. Reads run on gRPC threads and only validate and
+// schedule; batches complete on worker threads and are queued for writing,
+// one write in flight at a time. The reactor deletes itself in OnDone, which
+// gRPC calls only after Finish, and Finish is called only once no sample task
+// of this stream is outstanding, so worker callbacks never outlive it.
+class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::StreamRequest, v1::BatchChunk> {
+ public:
+  explicit BatchStreamReactor(DataServiceCore* core) : core_(core) {
+    core_->metrics().streams->Increment();
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // client half-closed, or the call is gone
+      Next next;
+      {
+        absl::MutexLock lock(&mu_);
+        reads_done_ = true;
+        next = Decide();
+      }
+      return Act(next);
+    }
+    absl::Status status = HandleRequest();
+    if (status.ok()) return StartRead(&request_);
+    LOG(WARNING) << "BatchStream refused a request: " << status;
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (error_.ok()) error_ = status;
+      reads_done_ = true;  // no further reads: the stream ends with the error
+      next = Decide();
+    }
+    Act(next);
+  }
+
+  void OnWriteDone(bool ok) override {
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      write_in_flight_ = false;
+      Outgoing& sent = outgoing_.front();
+      if (ok) {
+        core_->metrics().sent_bytes->Increment(static_cast<double>(sent.chunk.data().size()));
+        if (sent.last_of_batch) {
+          core_->metrics().batches->Increment();
+          core_->metrics().send_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - sent.ready_time));
+        }
+      } else {
+        broken_ = true;
+      }
+      if (sent.last_of_batch) core_->metrics().inflight_batches->Decrement();
+      outgoing_.pop_front();
+      if (broken_) DropOutgoing();
+      next = Decide();
+    }
+    Act(next);
+  }
+
+  void OnCancel() override {
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (session_) session_->Cancel();
+      broken_ = true;
+      if (!write_in_flight_) DropOutgoing();
+      next = Decide();
+    }
+    Act(next);
+  }
+
+  void OnDone() override {
+    core_->metrics().streams->Decrement();
+    delete this;
+  }
+
+ private:
+  struct Outgoing {
+    v1::BatchChunk chunk;
+    bool last_of_batch = false;
+    absl::Time ready_time;
+  };
+
+  // What to do once mu_ is released: at most one of a write and Finish.
+  struct Next {
+    const v1::BatchChunk* write = nullptr;
+    std::optional<grpc::Status> finish;
+  };
+
+  absl::Status HandleRequest() {
+    if (request_.has_config()) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (session_) return absl::InvalidArgumentError("config sent twice on one stream");
+      }
+      absl::StatusOr<std::unique_ptr<BatchSession>> session = core_->StartSession(request_.config());
+      if (!session.ok()) return session.status();
+      absl::MutexLock lock(&mu_);
+      session_ = *std::move(session);
+      return absl::OkStatus();
+    }
+    if (!request_.has_batch()) return absl::InvalidArgumentError("empty StreamRequest: set config or batch");
+    BatchSession* session;
+    {
+      absl::MutexLock lock(&mu_);
+      session = session_.get();
+      if (!session) return absl::InvalidArgumentError("the first message of a BatchStream must be the config");
+      ++outstanding_;
+    }
+    absl::Status status = session->Submit(request_.batch(), [this](FinishedBatch b) { OnBatch(std::move(b)); });
+    if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+    }
+    return status;
+  }
+
+  // Worker thread: queue the batch's chunks for writing.
+  void OnBatch(FinishedBatch batch) {
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+      if (broken_) {
+        core_->metrics().inflight_batches->Decrement();
+      } else {
+        Enqueue(batch);
+      }
+      next = Decide();
+    }
+    Act(next);
+  }
+
+  void Enqueue(FinishedBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < batch.chunks.size(); ++i) {
+      Outgoing& out = outgoing_.emplace_back();
+      if (i == 0) *out.chunk.mutable_header() = batch.header;
+      out.chunk.set_batch_index(batch.header.batch_index());
+      out.chunk.set_offset(offset);
+      offset += static_cast<int64_t>(batch.chunks[i].size());
+      out.chunk.mutable_data()->swap(batch.chunks[i]);  // no copy of the payload
+      out.last_of_batch = i + 1 == batch.chunks.size();
+      out.ready_time = batch.ready_time;
+    }
+  }
+
+  void DropOutgoing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const Outgoing& o : outgoing_) {
+      if (o.last_of_batch) core_->metrics().inflight_batches->Decrement();
+    }
+    outgoing_.clear();
+  }
+
+  Next Decide() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Next next;
+    if (finished_ || write_in_flight_) return next;
+    if (!outgoing_.empty() && !broken_) {
+      write_in_flight_ = true;
+      next.write = &outgoing_.front().chunk;  // stable until OnWriteDone
+      return next;
+    }
+    if (!reads_done_ || outstanding_ > 0) return next;
+    finished_ = true;
+    next.finish = broken_ && error_.ok() ? grpc::Status::CANCELLED : ToGrpcStatus(error_);
+    return next;
+  }
+
+  // gRPC may run reactions inline, so StartWrite and Finish are called with
+  // mu_ released; the flags set in Decide keep them exclusive. Finish may
+  // delete this (OnDone): nothing is touched after it.
+  void Act(const Next& next) {
+    if (next.write) StartWrite(next.write);
+    if (next.finish) Finish(*next.finish);
+  }
+
+  DataServiceCore* const core_;
+  v1::StreamRequest request_;  // only the read path touches it
+
+  absl::Mutex mu_;
+  std::unique_ptr<BatchSession> session_ ABSL_GUARDED_BY(mu_);
+  std::deque<Outgoing> outgoing_ ABSL_GUARDED_BY(mu_);
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // batches submitted, not yet queued
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or a write failed
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerContext* context,
+                                                       const v1::OpenSessionRequest* request,
+                                                       v1::OpenSessionResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<v1::OpenSessionResponse> result = core_->OpenSession(request->config());
+  if (result.ok()) {
+    *response = *std::move(result);
+  } else {
+    LOG(INFO) << "OpenSession refused: " << result.status();
+  }
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::StreamRequest, v1::BatchChunk>* DataServiceImpl::BatchStream(
+    grpc::CallbackServerContext* /*context*/) {
+  return new BatchStreamReactor(core_);
+}
+
+}  // namespace stoker

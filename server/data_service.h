@@ -1,0 +1,31 @@
+// gRPC shim for stoker.v1.DataService (see stoker.proto): translates protos
+// and statuses and hands all work to DataServiceCore. Thread-safe; the core
+// must outlive the service.
+#ifndef STOKER_SERVER_DATA_SERVICE_H_
+#define STOKER_SERVER_DATA_SERVICE_H_
+
+#include "proto/stoker/v1/stoker.grpc.pb.h"
+#include "server/batch_session.h"
+
+namespace stoker {
+
+class DataServiceImpl final : public v1::DataService::CallbackService {
+ public:
+  explicit DataServiceImpl(DataServiceCore* core) : core_(core) {}
+
+  grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
+                                        const v1::OpenSessionRequest* request,
+                                        v1::OpenSessionResponse* response) override;
+  grpc::ServerBidiReactor<v1::StreamRequest, v1::BatchChunk>* BatchStream(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  DataServiceCore* const core_;
+};
+
+// absl::Status -> grpc::Status, keeping code and message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_DATA_SERVICE_H_

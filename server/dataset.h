@@ -1,0 +1,75 @@
+// Datasets a server can read: resolving a dataset name safely under the data
+// root, and the index of an ImageFolder tree (root/<class>/<file>). An index is
+// immutable once built and shared by every session that reads the dataset.
+#ifndef STOKER_SERVER_DATASET_H_
+#define STOKER_SERVER_DATASET_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace stoker {
+
+// Resolves `name` to a directory under `data_root`. INVALID_ARGUMENT for an
+// empty name, PERMISSION_DENIED for an absolute name, one with "..", or one
+// that resolves (through symlinks) outside the root, NOT_FOUND when there is
+// no such directory.
+absl::StatusOr<std::filesystem::path> ResolveDatasetDir(const std::filesystem::path& data_root,
+                                                        const std::string& name);
+
+struct SampleRef {
+  std::string path;  // relative to the dataset directory
+  int32_t label;
+};
+
+// An ImageFolder tree: labels are the indices of the sorted class directory
+// names, and samples are sorted by class, then file name, as torchvision's
+// ImageFolder does. Files count when their extension (any case) is one of
+// torchvision's image extensions.
+class ImageFolderIndex {
+ public:
+  // Scans `dir`. NOT_FOUND when it has no class directory with an image;
+  // symlinked files that point outside `data_root` are skipped.
+  static absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Scan(
+      const std::filesystem::path& dir, const std::filesystem::path& data_root);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  const std::vector<SampleRef>& samples() const { return samples_; }
+  int64_t size() const { return static_cast<int64_t>(samples_.size()); }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::string> class_names_;
+  std::vector<SampleRef> samples_;
+};
+
+// Indexes each dataset once and hands the shared index to every session.
+// Thread-safe.
+class DatasetCatalog {
+ public:
+  explicit DatasetCatalog(std::filesystem::path data_root);
+
+  // Errors as ResolveDatasetDir and ImageFolderIndex::Scan.
+  absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Open(const std::string& name);
+
+ private:
+  const std::filesystem::path data_root_;  // canonical
+  absl::Mutex mu_;
+  std::map<std::filesystem::path, std::shared_ptr<const ImageFolderIndex>> indexes_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// Reads a whole file. NOT_FOUND / DATA_LOSS name the path.
+absl::StatusOr<std::string> ReadFileBytes(const std::filesystem::path& path);
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_DATASET_H_

@@ -1,0 +1,75 @@
+#include "server/server_metrics.h"
+
+#include "common/metrics_endpoint.h"
+
+namespace stoker {
+
+ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
+  auto& sample_stage = prometheus::BuildHistogram()
+                           .Name("stoker_server_sample_stage_seconds")
+                           .Help("Worker time spent on one sample, by stage (read, decode, augment).")
+                           .Register(registry);
+  read_seconds = &sample_stage.Add({{"stage", "read"}}, DurationBuckets());
+  decode_seconds = &sample_stage.Add({{"stage", "decode"}}, DurationBuckets());
+  augment_seconds = &sample_stage.Add({{"stage", "augment"}}, DurationBuckets());
+  auto& batch_stage = prometheus::BuildHistogram()
+                          .Name("stoker_server_batch_stage_seconds")
+                          .Help("Time one batch spent in a stage: queue (waiting for a worker), "
+                                "assemble (laying samples out), send (ready to fully written).")
+                          .Register(registry);
+  queue_seconds = &batch_stage.Add({{"stage", "queue"}}, DurationBuckets());
+  assemble_seconds = &batch_stage.Add({{"stage", "assemble"}}, DurationBuckets());
+  send_seconds = &batch_stage.Add({{"stage", "send"}}, DurationBuckets());
+  samples = &prometheus::BuildCounter()
+                 .Name("stoker_server_samples_total")
+                 .Help("Samples produced (including failed ones, sent as zeros).")
+                 .Register(registry)
+                 .Add({});
+  samples_failed = &prometheus::BuildCounter()
+                        .Name("stoker_server_samples_failed_total")
+                        .Help("Samples that could not be read or decoded.")
+                        .Register(registry)
+                        .Add({});
+  batches = &prometheus::BuildCounter()
+                 .Name("stoker_server_batches_total")
+                 .Help("Batches fully sent.")
+                 .Register(registry)
+                 .Add({});
+  sent_bytes = &prometheus::BuildCounter()
+                    .Name("stoker_server_sent_bytes_total")
+                    .Help("Image bytes written to batch streams.")
+                    .Register(registry)
+                    .Add({});
+  read_bytes = &prometheus::BuildCounter()
+                    .Name("stoker_server_read_bytes_total")
+                    .Help("Encoded bytes read from storage.")
+                    .Register(registry)
+                    .Add({});
+  inflight_batches = &prometheus::BuildGauge()
+                          .Name("stoker_server_inflight_batches")
+                          .Help("Batches requested and not yet fully sent.")
+                          .Register(registry)
+                          .Add({});
+  queued_samples = &prometheus::BuildGauge()
+                        .Name("stoker_server_queued_samples")
+                        .Help("Samples waiting for a worker thread.")
+                        .Register(registry)
+                        .Add({});
+  streams = &prometheus::BuildGauge()
+                 .Name("stoker_server_streams")
+                 .Help("Open batch streams.")
+                 .Register(registry)
+                 .Add({});
+  workers = &prometheus::BuildGauge()
+                 .Name("stoker_server_workers")
+                 .Help("Worker threads that decode and augment.")
+                 .Register(registry)
+                 .Add({});
+  rejected_sessions = &prometheus::BuildCounter()
+                           .Name("stoker_server_rejected_sessions_total")
+                           .Help("Sessions refused for a bad config (dataset, pipeline, batch size).")
+                           .Register(registry)
+                           .Add({});
+}
+
+}  // namespace stoker

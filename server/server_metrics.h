@@ -1,0 +1,40 @@
+// The data server's Prometheus metrics. Handles are created once at start-up
+// and are safe to update from any thread; the registry owns them.
+#ifndef STOKER_SERVER_SERVER_METRICS_H_
+#define STOKER_SERVER_SERVER_METRICS_H_
+
+#include <memory>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace stoker {
+
+struct ServerMetrics {
+  explicit ServerMetrics(prometheus::Registry& registry);
+
+  // stoker_server_sample_stage_seconds{stage}: per-sample worker time.
+  prometheus::Histogram* read_seconds;
+  prometheus::Histogram* decode_seconds;
+  prometheus::Histogram* augment_seconds;
+  // stoker_server_batch_stage_seconds{stage}: per-batch times.
+  prometheus::Histogram* queue_seconds;     // request arrival to first sample start
+  prometheus::Histogram* assemble_seconds;  // laying samples into the buffer
+  prometheus::Histogram* send_seconds;      // batch ready to last chunk written
+  prometheus::Counter* samples;             // stoker_server_samples_total
+  prometheus::Counter* samples_failed;      // stoker_server_samples_failed_total
+  prometheus::Counter* batches;             // stoker_server_batches_total
+  prometheus::Counter* sent_bytes;          // stoker_server_sent_bytes_total
+  prometheus::Counter* read_bytes;          // stoker_server_read_bytes_total
+  prometheus::Gauge* inflight_batches;      // stoker_server_inflight_batches
+  prometheus::Gauge* queued_samples;        // stoker_server_queued_samples
+  prometheus::Gauge* streams;               // stoker_server_streams
+  prometheus::Gauge* workers;               // stoker_server_workers
+  prometheus::Counter* rejected_sessions;   // stoker_server_rejected_sessions_total
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_SERVER_METRICS_H_

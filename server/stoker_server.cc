@@ -1,0 +1,49 @@
+#include "server/stoker_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+
+// Load-bearing limits: requests carry at most kMaxBatchSize packed indices;
+// chunks are about 1 MiB, so 64 MiB leaves room for large samples.
+constexpr int kMaxRequestBytes = 4 << 20;
+constexpr int kMaxChunkMessageBytes = 64 << 20;
+
+absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Start(ServerConfig config, ServerMetrics* metrics) {
+  std::unique_ptr<StokerServer> s(new StokerServer());
+  s->core_ = std::make_unique<DataServiceCore>(config.core, metrics);
+  s->service_ = std::make_unique<DataServiceImpl>(s->core_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(config.host, ":", config.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.SetMaxSendMessageSize(kMaxChunkMessageBytes);
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  return s;
+}
+
+StokerServer::~StokerServer() {
+  if (server_) {
+    Shutdown(absl::Now());
+    Wait();
+  }
+}
+
+void StokerServer::Shutdown(absl::Time deadline) {
+  if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
+  server_->Shutdown(absl::ToChronoTime(deadline));
+}
+
+void StokerServer::Wait() { server_->Wait(); }
+
+}  // namespace stoker

@@ -1,0 +1,36 @@
+// Generates small ImageFolder trees of synthetic JPEG photos (gradients,
+// shapes and grain at ImageNet-like sizes) for tests and the demo.
+// Deterministic for a seed. Thread-compatible.
+#ifndef STOKER_TESTS_TESTDATA_IMAGE_SET_H_
+#define STOKER_TESTS_TESTDATA_IMAGE_SET_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "absl/status/status.h"
+#include <opencv2/core.hpp>
+
+namespace stoker::testing {
+
+struct ImageSetOptions {
+  int classes = 4;
+  int per_class = 16;
+  int min_side = 200;   // pixels
+  int max_side = 500;   // pixels
+  int quality = 90;     // JPEG quality
+  uint64_t seed = 1;
+};
+
+// Writes root/class_NNN/img_NNNN.jpg.
+absl::Status WriteImageFolder(const std::filesystem::path& root, const ImageSetOptions& options);
+
+// One synthetic RGB image of the given size.
+cv::Mat SyntheticImage(int height, int width, uint64_t seed);
+
+// Encodes RGB pixels as JPEG (through OpenCV).
+std::string EncodeJpeg(const cv::Mat& rgb, int quality);
+
+}  // namespace stoker::testing
+
+#endif  // STOKER_TESTS_TESTDATA_IMAGE_SET_H_
