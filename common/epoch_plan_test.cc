@@ -37,7 +37,9 @@ TEST(EpochPlanTest, BatchSplits) {
   for (const BatchCase& c : cases) {
     EpochPlan plan(0, 0, c.samples, c.batch, c.drop_last);
     ASSERT_EQ(plan.num_batches(), c.batches) << c.samples << "/" << c.batch << " drop_last=" << c.drop_last;
-    if (c.batches > 0) EXPECT_EQ(static_cast<int64_t>(plan.BatchIndices(c.batches - 1).size()), c.last_size);
+    if (c.batches > 0) {
+      EXPECT_EQ(static_cast<int64_t>(plan.BatchIndices(c.batches - 1).size()), c.last_size);
+    }
   }
 }
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian (bookworm) packages Stoker builds, tests and demos with.
+# Idempotent and quiet when everything is present; runs `apt-get update` only
+# when something must be installed. Needs root (or sudo) only then.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  cmake ninja-build g++ pkg-config make
+  # gRPC, protobuf, Abseil
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  # decode and augment: libjpeg-turbo and only the OpenCV modules we use
+  libturbojpeg0-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  # metrics, logging, hashing, JSON
+  prometheus-cpp-dev libgoogle-glog-dev libxxhash-dev nlohmann-json3-dev
+  # tests and benchmarks: GoogleTest, promtool/prometheus, iperf3, curl
+  libgtest-dev libgmock-dev prometheus iperf3 curl
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != "installed" ]; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install packages" >&2; exit 1; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
