@@ -138,6 +138,7 @@ int Run() {
               config->session.dataset().c_str(), static_cast<long long>((*client)->dataset().num_samples()),
               (*client)->dataset().class_names_size(), static_cast<long long>((*client)->BatchesPerEpoch()),
               PipelineToText({config->session.pipeline().begin(), config->session.pipeline().end()}).c_str());
+  std::fflush(stdout);
   std::ofstream log;
   if (!absl::GetFlag(FLAGS_log_batches).empty()) {
     log.open(absl::GetFlag(FLAGS_log_batches));

@@ -42,6 +42,7 @@ EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan,
 }
 
 EpochRun::~EpochRun() {
+  stopping_.store(true);
   for (auto& s : streams_) s->context.TryCancel();
   for (auto& s : streams_) s->reader.join();
   if (metrics_) {
@@ -141,7 +142,8 @@ void EpochRun::ReadLoop(Stream* stream) {
   }
   grpc::Status status = stream->rpc->Finish();
   absl::MutexLock lock(&mu_);
-  if (!status.ok() && error_.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+  if (stopping_.load()) return;  // our own cancellation
+  if (!status.ok() && error_.ok()) {
     error_ = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                           absl::StrCat("server ", stream->address, ": ", status.error_message()));
   } else if (status.ok() && stream->outstanding > 0 && error_.ok()) {

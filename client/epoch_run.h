@@ -7,6 +7,7 @@
 #ifndef STOKER_CLIENT_EPOCH_RUN_H_
 #define STOKER_CLIENT_EPOCH_RUN_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,6 +63,7 @@ class EpochRun {
   const EpochRunOptions options_;
   ClientMetrics* const metrics_;
   std::vector<std::unique_ptr<Stream>> streams_;  // constant after construction
+  std::atomic<bool> stopping_{false};             // the destructor is cancelling
 
   absl::Mutex mu_;
   int64_t next_to_dispatch_ ABSL_GUARDED_BY(mu_) = 0;

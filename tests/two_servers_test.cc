@@ -1,0 +1,270 @@
+// Multi-process test: two real stoker-server processes on 127.0.0.1 and the
+// real stoker-bench / client library streaming a generated image set.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "client/stoker_client.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testdata/image_set.h"
+#include "tests/testdata/subprocess.h"
+#include "tests/testdata/temp_dir.h"
+
+namespace stoker {
+namespace {
+
+using ::stoker::testing::Subprocess;
+using ::stoker::testing::TempDir;
+
+constexpr int kClasses = 3, kPerClass = 10, kSamples = kClasses * kPerClass;
+
+struct RunningServer {
+  std::unique_ptr<Subprocess> process;
+  std::string address;
+};
+
+RunningServer StartServer(const std::filesystem::path& root, int workers, double grace_seconds = 10) {
+  auto p = Subprocess::Start({STOKER_SERVER_BIN, "--host=127.0.0.1", "--port=0", "--metrics-port=-1",
+                              "--data-root=" + root.string(), absl::StrCat("--workers=", workers),
+                              absl::StrCat("--shutdown-grace-seconds=", grace_seconds)});
+  EXPECT_TRUE(p.ok()) << p.status();
+  auto line = (*p)->WaitForLine("listening on", absl::Seconds(20));
+  EXPECT_TRUE(line.ok()) << line.status();
+  auto port = testing::PortFromLine(*line);
+  EXPECT_TRUE(port.ok()) << port.status();
+  return {*std::move(p), absl::StrCat("127.0.0.1:", *port)};
+}
+
+class TwoServersTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new TempDir();
+    testing::ImageSetOptions o;
+    o.classes = kClasses;
+    o.per_class = kPerClass;
+    o.min_side = 100;
+    o.max_side = 260;
+    ASSERT_TRUE(testing::WriteImageFolder(root_->path() / "ds", o).ok());
+  }
+  static void TearDownTestSuite() { delete root_; }
+
+  void SetUp() override {
+    a_ = StartServer(root_->path(), 1);
+    b_ = StartServer(root_->path(), 1);
+  }
+
+  // Runs stoker-bench to completion; returns its exit code and stdout.
+  int RunBench(const std::vector<std::string>& extra, std::string* out) {
+    std::vector<std::string> argv = {STOKER_BENCH_BIN, "--dataset=ds", "--metrics-port=-1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = Subprocess::Start(argv);
+    EXPECT_TRUE(p.ok());
+    auto code = (*p)->Wait(absl::Seconds(120));
+    EXPECT_TRUE(code.ok()) << "stoker-bench did not finish";
+    *out = (*p)->output();
+    return code.ok() ? *code : -1;
+  }
+
+  static std::vector<nlohmann::json> ReadLog(const std::filesystem::path& path) {
+    std::vector<nlohmann::json> lines;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+
+  static TempDir* root_;
+  RunningServer a_, b_;
+};
+
+TempDir* TwoServersTest::root_ = nullptr;
+
+TEST_F(TwoServersTest, BenchDeliversEverySampleExactlyOncePerEpoch) {
+  TempDir out;
+  const auto log = out.path() / "batches.jsonl";
+  std::string stdout_text;
+  ASSERT_EQ(RunBench({"--servers=" + a_.address + "," + b_.address, "--batch-size=4", "--epochs=2",
+                      "--log-batches=" + log.string()},
+                     &stdout_text),
+            0)
+      << stdout_text;
+  for (const char* figure : {"images/s", "MB/s", "starved %", "inter-batch p50 ms", "inter-batch p99 ms"}) {
+    EXPECT_NE(stdout_text.find(figure), std::string::npos) << figure << " missing from:\n" << stdout_text;
+  }
+  const std::vector<nlohmann::json> lines = ReadLog(log);
+  ASSERT_EQ(lines.size(), 2u * 8);  // ceil(30 / 4) batches per epoch
+  std::map<int, std::multiset<int64_t>> per_epoch;
+  std::set<std::string> servers;
+  std::map<int, std::vector<int64_t>> first_batch;
+  for (const auto& l : lines) {
+    const int epoch = l["epoch"];
+    for (int64_t i : l["sample_indices"]) per_epoch[epoch].insert(i);
+    servers.insert(l["server"].get<std::string>());
+    EXPECT_EQ(l["hash"].get<std::string>().size(), 32u);
+    EXPECT_EQ(l["labels"].size(), l["sample_indices"].size());
+    if (l["batch"] == 0) first_batch[epoch] = l["sample_indices"].get<std::vector<int64_t>>();
+  }
+  for (int epoch : {0, 1}) {
+    std::multiset<int64_t> expected;
+    for (int64_t i = 0; i < kSamples; ++i) expected.insert(i);
+    EXPECT_EQ(per_epoch[epoch], expected) << "epoch " << epoch;
+  }
+  EXPECT_EQ(servers, (std::set<std::string>{a_.address, b_.address})) << "both servers should get work";
+  EXPECT_NE(first_batch[0], first_batch[1]) << "epochs should be reshuffled";
+}
+
+TEST_F(TwoServersTest, BatchContentDoesNotDependOnWhichServerMadeIt) {
+  TempDir out;
+  std::map<std::pair<int, int>, std::string> hashes[2];
+  int run = 0;
+  for (const std::string& server : {a_.address, b_.address}) {
+    const auto log = out.path() / absl::StrCat("run", run, ".jsonl");
+    std::string text;
+    ASSERT_EQ(RunBench({"--servers=" + server, "--batch-size=5", "--seed=9", "--log-batches=" + log.string()}, &text), 0)
+        << text;
+    for (const auto& l : ReadLog(log)) hashes[run][{l["epoch"], l["batch"]}] = l["hash"];
+    ++run;
+  }
+  ASSERT_EQ(hashes[0].size(), 6u);
+  EXPECT_EQ(hashes[0], hashes[1]);
+}
+
+// Python's round() as torchvision's CenterCrop uses it.
+int PyRound(double x) { return static_cast<int>(std::nearbyint(x)); }
+
+TEST_F(TwoServersTest, CenterCropBatchesMatchAReferenceDecode) {
+  ClientConfig config;
+  config.servers = {a_.address, b_.address};
+  config.session.set_dataset("ds");
+  config.session.set_batch_size(7);
+  config.session.add_pipeline()->mutable_center_crop()->set_size(64);
+  auto client = StokerClient::Connect(config, nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->dataset().num_samples(), kSamples);
+  ASSERT_TRUE((*client)->StartEpoch(0).ok());
+  int64_t samples = 0;
+  for (;;) {
+    Batch b;
+    bool end = false;
+    ASSERT_TRUE((*client)->Next(&b, &end).ok());
+    if (end) break;
+    const int64_t n = static_cast<int64_t>(b.sample_indices.size());
+    ASSERT_EQ(b.shape, (std::vector<int64_t>{n, 64, 64, 3}));
+    ASSERT_EQ(b.data.size(), static_cast<size_t>(n * 64 * 64 * 3));
+    EXPECT_EQ(b.layout, v1::NHWC);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t index = b.sample_indices[s];
+      EXPECT_EQ(b.labels[s], index / kPerClass);
+      const auto path = root_->path() / "ds" / absl::StrFormat("class_%03d", index / kPerClass) /
+                        absl::StrFormat("img_%04d.jpg", index % kPerClass);
+      cv::Mat bgr = cv::imread(path.string(), cv::IMREAD_COLOR), ref;
+      ASSERT_FALSE(bgr.empty()) << path;
+      cv::cvtColor(bgr, ref, cv::COLOR_BGR2RGB);
+      const int top = PyRound((ref.rows - 64) / 2.0), left = PyRound((ref.cols - 64) / 2.0);
+      const cv::Mat expected = ref(cv::Rect(left, top, 64, 64));
+      const cv::Mat got(64, 64, CV_8UC3, b.data.data() + s * 64 * 64 * 3);
+      // libjpeg's default IDCT versus libjpeg-turbo's fast IDCT: a few levels.
+      EXPECT_LT(cv::norm(got, expected, cv::NORM_L1) / (64.0 * 64 * 3), 2.0) << path;
+      EXPECT_LE(cv::norm(got, expected, cv::NORM_INF), 32) << path;
+    }
+    samples += n;
+  }
+  EXPECT_EQ(samples, kSamples);
+}
+
+TEST_F(TwoServersTest, HealthCheckingAndReflectionAnswer) {
+  auto channel = grpc::CreateChannel(a_.address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  // grpc.health.v1.Health/Check with an empty request (service ""): the
+  // answer is HealthCheckResponse{status: SERVING}, encoded 08 01.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   status = s;
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes += std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+
+  // Reflection lists the service: ServerReflectionRequest{list_services: "*"}.
+  class ListServices : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+   public:
+    void Go() {
+      grpc::Slice s(std::string("\x3a\x01*", 3));
+      out_ = grpc::ByteBuffer(&s, 1);
+      StartWrite(&out_);
+      StartRead(&in_);
+      StartCall();
+    }
+    void OnWriteDone(bool) override { StartWritesDone(); }
+    void OnReadDone(bool ok) override {
+      if (!ok) return;
+      std::vector<grpc::Slice> slices;
+      if (in_.Dump(&slices).ok()) {
+        for (const auto& s : slices) text += std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+      StartRead(&in_);
+    }
+    void OnDone(const grpc::Status& s) override {
+      status = s;
+      done.Notify();
+    }
+    grpc::ByteBuffer out_, in_;
+    std::string text;
+    grpc::Status status;
+    absl::Notification done;
+  } reflection;
+  grpc::ClientContext rctx;
+  rctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  stub.PrepareBidiStreamingCall(&rctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                grpc::StubOptions(), &reflection);
+  reflection.Go();
+  reflection.done.WaitForNotification();
+  EXPECT_TRUE(reflection.status.ok()) << reflection.status.error_message();
+  EXPECT_NE(reflection.text.find("stoker.v1.DataService"), std::string::npos);
+}
+
+TEST_F(TwoServersTest, SigtermDuringAStreamExitsZeroAndTheClientGetsAnError) {
+  RunningServer s = StartServer(root_->path(), 1, /*grace_seconds=*/1);
+  auto bench = Subprocess::Start({STOKER_BENCH_BIN, "--dataset=ds", "--metrics-port=-1", "--servers=" + s.address,
+                                  "--batch-size=2", "--step-ms=300", "--epochs=3"});
+  ASSERT_TRUE(bench.ok());
+  ASSERT_TRUE((*bench)->WaitForLine("batches/epoch", absl::Seconds(20)).ok()) << (*bench)->output();
+  absl::SleepFor(absl::Milliseconds(500));  // mid-epoch: the stream is open
+  s.process->Signal(SIGTERM);
+  auto server_code = s.process->Wait(absl::Seconds(15));
+  ASSERT_TRUE(server_code.ok()) << "server did not stop within the grace period";
+  EXPECT_EQ(*server_code, 0);
+  auto bench_code = (*bench)->Wait(absl::Seconds(30));
+  ASSERT_TRUE(bench_code.ok()) << "client hung after its server left";
+  EXPECT_EQ(*bench_code, 1);
+  // An idle server also stops with 0.
+  a_.process->Signal(SIGINT);
+  auto idle_code = a_.process->Wait(absl::Seconds(15));
+  ASSERT_TRUE(idle_code.ok());
+  EXPECT_EQ(*idle_code, 0);
+}
+
+}  // namespace
+}  // namespace stoker
