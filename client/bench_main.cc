@@ -37,6 +37,7 @@ ABSL_FLAG(std::string, cache_mode, "none",
 ABSL_FLAG(uint64_t, seed, 0, "Session seed: fixes sample order and augmentation");
 ABSL_FLAG(int, window, 2, "Batches requested from one server at a time");
 ABSL_FLAG(int, prefetch, 0, "Most batches requested or buffered at once; 0 means window x servers");
+ABSL_FLAG(int, warmup_batches, 0, "Leave the first N delivered batches out of the summary (start-up, caches)");
 ABSL_FLAG(bool, drop_last, false, "Leave out each epoch's last partial batch");
 ABSL_FLAG(std::string, log_batches, "", "Write one JSON line per delivered batch to this file");
 ABSL_FLAG(std::string, json, "", "Write the summary as JSON to this file");
@@ -47,7 +48,7 @@ ABSL_FLAG(double, connect_timeout_seconds, 10, "Seconds to wait for each server 
 namespace stoker {
 namespace {
 
-std::string Hash(const std::string& data) {
+std::string Hash(const HostBuffer& data) {
   const XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
   return absl::StrFormat("%016x%016x", h.high64, h.low64);
 }
@@ -151,6 +152,8 @@ int Run() {
   const int max_batches = absl::GetFlag(FLAGS_max_batches);
   RunStats total;
   total.Start(absl::Now());
+  int64_t delivered = 0;
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
   for (int epoch = 0; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
     RunStats stats;
     stats.Start(absl::Now());
@@ -169,9 +172,13 @@ int Run() {
       if (end) break;
       const absl::Time t1 = absl::Now();
       const int64_t images = static_cast<int64_t>(batch.sample_indices.size());
-      for (RunStats* r : {&stats, &total}) {
-        r->AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
-                    batch.server);
+      stats.AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
+                     batch.server);
+      if (++delivered <= warmup) {
+        total.Start(t1);  // the summary starts after the warm-up batches
+      } else {
+        total.AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
+                       batch.server);
       }
       if (log.is_open()) {
         nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},

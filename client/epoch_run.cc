@@ -4,14 +4,20 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/chunk_assembler.h"
 #include "glog/logging.h"
 
 namespace stoker {
 
+// BatchStream's full method name. Load-bearing: must match stoker.proto.
+constexpr char kBatchStreamMethod[] = "/stoker.v1.DataService/BatchStream";
+
 struct EpochRun::Stream {
   std::string address;
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, v1::BatchChunk>> rpc;
+  // Requests go out as messages; chunks come in as raw bytes, which the
+  // assembler parses without an intermediate copy of the payload.
+  std::unique_ptr<grpc::ClientReaderWriter<v1::StreamRequest, grpc::ByteBuffer>> rpc;
   std::thread reader;
   absl::Mutex write_mu;  // one writer at a time; the reader thread reads
   bool writes_done ABSL_GUARDED_BY(write_mu) = false;
@@ -19,16 +25,19 @@ struct EpochRun::Stream {
 };
 
 EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan,
-                   const std::vector<std::pair<std::string, v1::DataService::Stub*>>& servers,
+                   const std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>>& servers,
                    EpochRunOptions options, ClientMetrics* metrics)
     : plan_(std::move(plan)), options_(options), metrics_(metrics) {
   v1::StreamRequest config;
   *config.mutable_config() = session;
-  for (const auto& [address, stub] : servers) {
+  for (const auto& [address, channel] : servers) {
     auto s = std::make_unique<Stream>();
     s->address = address;
     s->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.stream_timeout));
-    s->rpc = stub->BatchStream(&s->context);
+    // What the generated stub does, with a raw reader type.
+    s->rpc.reset(grpc::internal::ClientReaderWriterFactory<v1::StreamRequest, grpc::ByteBuffer>::Create(
+        channel.get(), grpc::internal::RpcMethod(kBatchStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel),
+        &s->context));
     s->rpc->Write(config);  // a failure surfaces as the stream's status in ReadLoop
     streams_.push_back(std::move(s));
   }
@@ -99,46 +108,19 @@ void EpochRun::Send(std::vector<Request> requests) {
 }
 
 void EpochRun::ReadLoop(Stream* stream) {
-  v1::BatchChunk chunk;
-  Batch batch;
-  int64_t received = 0, total = -1;
-  while (stream->rpc->Read(&chunk)) {
-    if (chunk.has_header()) {
-      const v1::BatchHeader& h = chunk.header();
-      batch = Batch();
-      batch.epoch = h.epoch();
-      batch.batch_index = h.batch_index();
-      batch.sample_indices.assign(h.sample_indices().begin(), h.sample_indices().end());
-      batch.labels.assign(h.labels().begin(), h.labels().end());
-      batch.shape.assign(h.shape().begin(), h.shape().end());
-      batch.layout = h.layout();
-      batch.stage_times = h.stage_times();
-      batch.failed_samples.assign(h.failed_samples().begin(), h.failed_samples().end());
-      batch.server = stream->address;
-      total = h.total_bytes();
-      received = 0;
-      batch.data.resize(static_cast<size_t>(total));
-    }
-    const std::string& data = chunk.data();
-    if (total < 0 || chunk.batch_index() != batch.batch_index || chunk.offset() != received ||
-        received + static_cast<int64_t>(data.size()) > total) {
+  ChunkAssembler assembler(stream->address);
+  grpc::ByteBuffer buffer;
+  while (stream->rpc->Read(&buffer)) {
+    const size_t bytes = buffer.Length();
+    absl::StatusOr<std::optional<Batch>> batch = assembler.Add(&buffer);
+    if (!batch.ok()) {
       absl::MutexLock lock(&mu_);
-      if (error_.ok()) {
-        error_ = absl::DataLossError(absl::StrCat("server ", stream->address, " sent an out-of-order chunk of batch ",
-                                                  chunk.batch_index(), " at offset ", chunk.offset()));
-      }
+      if (error_.ok()) error_ = batch.status();
       stream->context.TryCancel();
       break;
     }
-    if (!data.empty()) {
-      std::memcpy(batch.data.data() + received, data.data(), data.size());
-    }
-    received += static_cast<int64_t>(data.size());
-    if (metrics_) metrics_->received_bytes->Increment(static_cast<double>(data.size()));
-    if (received == total) {
-      total = -1;
-      Send(OnBatchReceived(stream, std::move(batch)));
-    }
+    if (metrics_) metrics_->received_bytes->Increment(static_cast<double>(bytes));
+    if (batch->has_value()) Send(OnBatchReceived(stream, **std::move(batch)));
   }
   grpc::Status status = stream->rpc->Finish();
   absl::MutexLock lock(&mu_);

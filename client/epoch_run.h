@@ -34,10 +34,10 @@ struct EpochRunOptions {
 
 class EpochRun {
  public:
-  // Starts one stream per server and the first requests. `stubs` and
+  // Starts one stream per (address, channel) and the first requests.
   // `metrics` (nullable) must outlive the run.
   EpochRun(const v1::SessionConfig& session, EpochPlan plan,
-           const std::vector<std::pair<std::string, v1::DataService::Stub*>>& servers,
+           const std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>>& servers,
            EpochRunOptions options, ClientMetrics* metrics);
   ~EpochRun();
 
@@ -52,7 +52,7 @@ class EpochRun {
   };
 
   void ReadLoop(Stream* stream);
-  // Completes a batch whose last chunk arrived. Returns new requests to send.
+  // Files a batch whose last chunk arrived. Returns new requests to send.
   std::vector<Request> OnBatchReceived(Stream* stream, Batch batch);
   // Picks the next batches to request, within window and prefetch.
   std::vector<Request> Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    Server server{address, v1::DataService::NewStub(channel)};
+    Server server{address, channel, v1::DataService::NewStub(channel)};
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
     context.set_wait_for_ready(true);  // ride out a server that is still starting
@@ -60,8 +60,8 @@ absl::Status StokerClient::StartEpoch(int64_t epoch) {
   epoch_.reset();
   EpochPlan plan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
                  config_.drop_last);
-  std::vector<std::pair<std::string, v1::DataService::Stub*>> servers;
-  for (Server& s : servers_) servers.emplace_back(s.address, s.stub.get());
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> servers;
+  for (Server& s : servers_) servers.emplace_back(s.address, s.channel);
   EpochRunOptions options;
   options.window = std::max(1, config_.window_per_server);
   options.prefetch = config_.prefetch_batches > 0 ? config_.prefetch_batches

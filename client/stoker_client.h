@@ -56,6 +56,7 @@ class StokerClient {
  private:
   struct Server {
     std::string address;
+    std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::DataService::Stub> stub;
   };
   StokerClient(ClientConfig config, ClientMetrics* metrics);

@@ -20,7 +20,8 @@ double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 // finish completes it.
 struct BatchSession::Job {
   v1::BatchHeader header;
-  std::vector<std::string> chunks;
+  std::vector<std::string> chunks;  // written by the sample tasks
+  std::vector<std::shared_ptr<const std::string>> shared_chunks;  // a cache hit
   DoneCallback done;
   absl::Time arrived;
   std::atomic<int64_t> remaining{0};
@@ -93,7 +94,7 @@ bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
   {
     absl::MutexLock lock(&mu_);
     if (cached_samples_ != job->header.sample_indices_size()) return false;
-    job->chunks = cached_chunks_;
+    job->shared_chunks = cached_chunks_;
   }
   // Runs on the worker pool like a real batch, so callers see one threading model.
   pool_->Schedule([this, job] { Complete(job); });
@@ -161,14 +162,17 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
     absl::MutexLock lock(&job->mu);
     for (v1::FailedSample& f : job->failed) *job->header.add_failed_samples() = std::move(f);
   }
+  for (std::string& chunk : job->chunks) {
+    job->shared_chunks.push_back(std::make_shared<const std::string>(std::move(chunk)));
+  }
   if (config_.cache_mode() == v1::CACHE_BATCH) {
     absl::MutexLock lock(&mu_);
     if (cached_samples_ == 0) {
-      cached_chunks_ = job->chunks;
+      cached_chunks_ = job->shared_chunks;
       cached_samples_ = job->header.sample_indices_size();
     }
   }
-  FinishedBatch batch{std::move(job->header), std::move(job->chunks), absl::Now()};
+  FinishedBatch batch{std::move(job->header), std::move(job->shared_chunks), absl::Now()};
   job->done(std::move(batch));
 }
 

@@ -34,10 +34,11 @@ struct CoreConfig {
 };
 
 // A batch ready to send: the header and the image buffer in chunks of whole
-// samples, in order.
+// samples, in order. Chunks are shared and immutable, so a cached batch is
+// re-sent and streamed without copying.
 struct FinishedBatch {
   v1::BatchHeader header;
-  std::vector<std::string> chunks;
+  std::vector<std::shared_ptr<const std::string>> chunks;
   absl::Time ready_time;
 };
 
@@ -74,7 +75,7 @@ class BatchSession {
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
   // CACHE_BATCH: the first finished batch's chunks and its sample count.
-  std::vector<std::string> cached_chunks_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const std::string>> cached_chunks_ ABSL_GUARDED_BY(mu_);
   int64_t cached_samples_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

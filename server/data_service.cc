@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
+#include "server/chunk_encoder.h"
 
 namespace stoker {
 
@@ -21,11 +22,11 @@ namespace {
 // one write in flight at a time. The reactor deletes itself in OnDone, which
 // gRPC calls only after Finish, and Finish is called only once no sample task
 // of this stream is outstanding, so worker callbacks never outlive it.
-class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::StreamRequest, v1::BatchChunk> {
+class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit BatchStreamReactor(DataServiceCore* core) : core_(core) {
     core_->metrics().streams->Increment();
-    StartRead(&request_);
+    StartRead(&request_buffer_);
   }
 
   void OnReadDone(bool ok) override {
@@ -39,7 +40,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::StreamReques
       return Act(next);
     }
     absl::Status status = HandleRequest();
-    if (status.ok()) return StartRead(&request_);
+    if (status.ok()) return StartRead(&request_buffer_);
     LOG(WARNING) << "BatchStream refused a request: " << status;
     Next next;
     {
@@ -58,7 +59,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::StreamReques
       write_in_flight_ = false;
       Outgoing& sent = outgoing_.front();
       if (ok) {
-        core_->metrics().sent_bytes->Increment(static_cast<double>(sent.chunk.data().size()));
+        core_->metrics().sent_bytes->Increment(static_cast<double>(sent.payload_bytes));
         if (sent.last_of_batch) {
           core_->metrics().batches->Increment();
           core_->metrics().send_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - sent.ready_time));
@@ -93,18 +94,22 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::StreamReques
 
  private:
   struct Outgoing {
-    v1::BatchChunk chunk;
+    grpc::ByteBuffer chunk;  // an encoded BatchChunk
+    size_t payload_bytes = 0;
     bool last_of_batch = false;
     absl::Time ready_time;
   };
 
   // What to do once mu_ is released: at most one of a write and Finish.
   struct Next {
-    const v1::BatchChunk* write = nullptr;
+    const grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
   };
 
   absl::Status HandleRequest() {
+    request_.Clear();
+    grpc::Status parsed = grpc::SerializationTraits<v1::StreamRequest>::Deserialize(&request_buffer_, &request_);
+    if (!parsed.ok()) return absl::InvalidArgumentError("StreamRequest does not parse: " + parsed.error_message());
     if (request_.has_config()) {
       {
         absl::MutexLock lock(&mu_);
@@ -151,12 +156,14 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::StreamReques
   void Enqueue(FinishedBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int64_t offset = 0;
     for (size_t i = 0; i < batch.chunks.size(); ++i) {
+      v1::BatchChunk fields;  // everything but the payload
+      if (i == 0) *fields.mutable_header() = batch.header;
+      fields.set_batch_index(batch.header.batch_index());
+      fields.set_offset(offset);
       Outgoing& out = outgoing_.emplace_back();
-      if (i == 0) *out.chunk.mutable_header() = batch.header;
-      out.chunk.set_batch_index(batch.header.batch_index());
-      out.chunk.set_offset(offset);
-      offset += static_cast<int64_t>(batch.chunks[i].size());
-      out.chunk.mutable_data()->swap(batch.chunks[i]);  // no copy of the payload
+      out.payload_bytes = batch.chunks[i]->size();
+      offset += static_cast<int64_t>(out.payload_bytes);
+      out.chunk = EncodeChunk(fields, std::move(batch.chunks[i]));  // no copy of the payload
       out.last_of_batch = i + 1 == batch.chunks.size();
       out.ready_time = batch.ready_time;
     }
@@ -192,7 +199,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<v1::StreamReques
   }
 
   DataServiceCore* const core_;
-  v1::StreamRequest request_;  // only the read path touches it
+  grpc::ByteBuffer request_buffer_;  // only the read path touches these
+  v1::StreamRequest request_;
 
   absl::Mutex mu_;
   std::unique_ptr<BatchSession> session_ ABSL_GUARDED_BY(mu_);
@@ -221,7 +229,7 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
   return reactor;
 }
 
-grpc::ServerBidiReactor<v1::StreamRequest, v1::BatchChunk>* DataServiceImpl::BatchStream(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DataServiceImpl::BatchStream(
     grpc::CallbackServerContext* /*context*/) {
   return new BatchStreamReactor(core_);
 }

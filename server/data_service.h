@@ -9,14 +9,19 @@
 
 namespace stoker {
 
-class DataServiceImpl final : public v1::DataService::CallbackService {
+// BatchStream is registered raw (byte buffers) so that chunks go out without
+// copying their payload (see chunk_encoder.h); the bytes on the wire are
+// ordinary StreamRequest / BatchChunk messages.
+class DataServiceImpl final
+    : public v1::DataService::WithCallbackMethod_OpenSession<
+          v1::DataService::WithRawCallbackMethod_BatchStream<v1::DataService::Service>> {
  public:
   explicit DataServiceImpl(DataServiceCore* core) : core_(core) {}
 
   grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
                                         const v1::OpenSessionRequest* request,
                                         v1::OpenSessionResponse* response) override;
-  grpc::ServerBidiReactor<v1::StreamRequest, v1::BatchChunk>* BatchStream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* BatchStream(
       grpc::CallbackServerContext* context) override;
 
  private:

@@ -177,7 +177,7 @@ TEST_F(BadInputTest, UndecodableFileIsReportedAndItsBatchStillArrives) {
       size_t slot = 0;
       while (b.sample_indices[slot] != 5) ++slot;
       const size_t sample_bytes = 32 * 32 * 3;
-      EXPECT_EQ(b.data.substr(slot * sample_bytes, sample_bytes), std::string(sample_bytes, '\0'));
+      EXPECT_EQ(b.data.view().substr(slot * sample_bytes, sample_bytes), std::string(sample_bytes, '\0'));
     }
   }
   EXPECT_EQ(seen, 11);

@@ -172,7 +172,7 @@ TEST_F(TwoServersTest, CenterCropBatchesMatchAReferenceDecode) {
       cv::cvtColor(bgr, ref, cv::COLOR_BGR2RGB);
       const int top = PyRound((ref.rows - 64) / 2.0), left = PyRound((ref.cols - 64) / 2.0);
       const cv::Mat expected = ref(cv::Rect(left, top, 64, 64));
-      const cv::Mat got(64, 64, CV_8UC3, b.data.data() + s * 64 * 64 * 3);
+      const cv::Mat got(64, 64, CV_8UC3, const_cast<uint8_t*>(b.data.data()) + s * 64 * 64 * 3);
       // libjpeg's default IDCT versus libjpeg-turbo's fast IDCT: a few levels.
       EXPECT_LT(cv::norm(got, expected, cv::NORM_L1) / (64.0 * 64 * 3), 2.0) << path;
       EXPECT_LE(cv::norm(got, expected, cv::NORM_INF), 32) << path;

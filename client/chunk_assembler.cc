@@ -1,0 +1,87 @@
+#include "client/chunk_assembler.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+namespace {
+
+// BatchChunk field numbers. Load-bearing: must match stoker.proto.
+constexpr int kHeaderField = 1, kBatchIndexField = 2, kOffsetField = 3, kDataField = 4;
+// A header is small; this bounds what a broken peer can make us allocate.
+constexpr uint32_t kMaxHeaderBytes = 16 << 20;
+constexpr int64_t kMaxBatchBytes = int64_t{64} << 30;
+
+}  // namespace
+
+absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
+  if (h.total_bytes() < 0 || h.total_bytes() > kMaxBatchBytes) {
+    return absl::DataLossError(absl::StrCat("server ", server_, ": batch ", h.batch_index(), " claims ",
+                                            h.total_bytes(), " bytes"));
+  }
+  Batch& b = batch_.emplace();
+  b.epoch = h.epoch();
+  b.batch_index = h.batch_index();
+  b.sample_indices.assign(h.sample_indices().begin(), h.sample_indices().end());
+  b.labels.assign(h.labels().begin(), h.labels().end());
+  b.shape.assign(h.shape().begin(), h.shape().end());
+  b.layout = h.layout();
+  b.stage_times = h.stage_times();
+  b.failed_samples.assign(h.failed_samples().begin(), h.failed_samples().end());
+  b.server = server_;
+  b.data = HostBuffer(static_cast<size_t>(h.total_bytes()));
+  received_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffer) {
+  grpc::ProtoBufferReader reader(buffer);
+  google::protobuf::io::CodedInputStream in(&reader);
+  int64_t batch_index = 0, offset = 0;  // proto3: absent means 0
+  auto bad = [&](const std::string& what) {
+    batch_.reset();
+    return absl::DataLossError(absl::StrCat("server ", server_, " sent a bad chunk: ", what));
+  };
+  while (const uint32_t tag = in.ReadTag()) {
+    const int field = static_cast<int>(tag >> 3);
+    if (field == kHeaderField) {
+      uint32_t size;
+      if (!in.ReadVarint32(&size) || size > kMaxHeaderBytes) return bad("header length");
+      std::string bytes;
+      v1::BatchHeader header;
+      if (!in.ReadString(&bytes, static_cast<int>(size)) || !header.ParseFromString(bytes)) return bad("header");
+      if (batch_) return bad(absl::StrCat("header of batch ", header.batch_index(), " inside batch ", batch_->batch_index));
+      if (absl::Status s = StartBatch(header); !s.ok()) return s;
+    } else if (field == kBatchIndexField || field == kOffsetField) {
+      uint64_t v;
+      if (!in.ReadVarint64(&v)) return bad("varint");
+      (field == kBatchIndexField ? batch_index : offset) = static_cast<int64_t>(v);
+    } else if (field == kDataField) {
+      uint64_t size;
+      if (!in.ReadVarint64(&size)) return bad("data length");
+      if (!batch_) return bad("data before any header");
+      if (batch_index != batch_->batch_index || offset != received_ ||
+          received_ + static_cast<int64_t>(size) > static_cast<int64_t>(batch_->data.size())) {
+        return bad(absl::StrCat("chunk of batch ", batch_index, " at offset ", offset, " (", size,
+                                " bytes) does not continue batch ", batch_->batch_index, " at ", received_));
+      }
+      // The one copy of the payload: received slices -> batch buffer.
+      if (!in.ReadRaw(batch_->data.data() + received_, static_cast<int>(size))) return bad("truncated data");
+      received_ += static_cast<int64_t>(size);
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+      return bad(absl::StrCat("unknown field ", field));
+    }
+  }
+  if (!in.ConsumedEntireMessage()) return bad("trailing bytes");
+  if (batch_ && received_ == static_cast<int64_t>(batch_->data.size())) {
+    std::optional<Batch> done = std::move(batch_);
+    batch_.reset();
+    return done;
+  }
+  return std::optional<Batch>();
+}
+
+}  // namespace stoker

@@ -1,0 +1,37 @@
+// Reassembles batches from the BatchChunk messages of one stream (see
+// stoker.proto), parsing each message straight from gRPC's byte buffer so that
+// the payload is copied once, from the received slices into the batch's
+// buffer. Thread-compatible: one stream's reader owns one assembler.
+#ifndef STOKER_CLIENT_CHUNK_ASSEMBLER_H_
+#define STOKER_CLIENT_CHUNK_ASSEMBLER_H_
+
+#include <optional>
+#include <string>
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/status/statusor.h"
+#include "client/batch.h"
+
+namespace stoker {
+
+class ChunkAssembler {
+ public:
+  explicit ChunkAssembler(std::string server) : server_(std::move(server)) {}
+
+  // Consumes one serialized BatchChunk. Returns the batch once its last byte
+  // arrived, nullopt while it is incomplete. DATA_LOSS names the problem when
+  // the chunk does not parse or does not continue the batch in progress.
+  absl::StatusOr<std::optional<Batch>> Add(grpc::ByteBuffer* buffer);
+
+ private:
+  absl::Status StartBatch(const v1::BatchHeader& header);
+
+  const std::string server_;
+  std::optional<Batch> batch_;  // in progress
+  int64_t received_ = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_CHUNK_ASSEMBLER_H_

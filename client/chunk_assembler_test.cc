@@ -1,0 +1,91 @@
+#include "client/chunk_assembler.h"
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+grpc::ByteBuffer Serialize(const v1::BatchChunk& chunk) {
+  const std::string bytes = chunk.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+v1::BatchChunk Chunk(int64_t batch, int64_t offset, const std::string& data, int64_t total = -1) {
+  v1::BatchChunk c;
+  if (total >= 0) {
+    v1::BatchHeader* h = c.mutable_header();
+    h->set_epoch(2);
+    h->set_batch_index(batch);
+    h->add_sample_indices(11);
+    h->add_sample_indices(12);
+    h->add_labels(1);
+    h->add_labels(0);
+    h->add_shape(2);
+    h->add_shape(3);
+    h->set_total_bytes(total);
+  }
+  c.set_batch_index(batch);
+  c.set_offset(offset);
+  c.set_data(data);
+  return c;
+}
+
+TEST(ChunkAssemblerTest, JoinsChunksInOrderIntoOneBatch) {
+  ChunkAssembler a("s:1");
+  grpc::ByteBuffer b1 = Serialize(Chunk(4, 0, "abc", 6)), b2 = Serialize(Chunk(4, 3, "def"));
+  auto first = a.Add(&b1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->has_value());
+  auto second = a.Add(&b2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(second->has_value());
+  const Batch& batch = **second;
+  EXPECT_EQ(batch.data.view(), "abcdef");
+  EXPECT_EQ(batch.epoch, 2);
+  EXPECT_EQ(batch.batch_index, 4);
+  EXPECT_EQ(batch.sample_indices, (std::vector<int64_t>{11, 12}));
+  EXPECT_EQ(batch.labels, (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(batch.server, "s:1");
+
+  // The next batch starts cleanly.
+  grpc::ByteBuffer b3 = Serialize(Chunk(5, 0, "xy", 2));
+  auto third = a.Add(&b3);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->data.view(), "xy");
+}
+
+TEST(ChunkAssemblerTest, RefusesChunksThatDoNotContinueTheBatch) {
+  struct Case {
+    std::vector<v1::BatchChunk> chunks;
+    std::string fragment;
+  };
+  const Case cases[] = {
+      {{Chunk(1, 0, "ab")}, "data before any header"},
+      {{Chunk(1, 0, "ab", 4), Chunk(1, 1, "cd")}, "does not continue"},
+      {{Chunk(1, 0, "ab", 4), Chunk(2, 2, "cd")}, "does not continue"},
+      {{Chunk(1, 0, "ab", 3), Chunk(1, 2, "cd")}, "does not continue"},
+      {{Chunk(1, 0, "ab", 4), Chunk(2, 0, "", 4)}, "inside batch 1"},
+  };
+  for (const Case& c : cases) {
+    ChunkAssembler a("s:1");
+    absl::Status last;
+    for (const auto& chunk : c.chunks) {
+      grpc::ByteBuffer b = Serialize(chunk);
+      last = a.Add(&b).status();
+      if (!last.ok()) break;
+    }
+    EXPECT_EQ(last.code(), absl::StatusCode::kDataLoss) << c.fragment;
+    EXPECT_NE(last.message().find(c.fragment), std::string::npos) << last;
+  }
+}
+
+TEST(ChunkAssemblerTest, GarbageBytesAreDataLoss) {
+  ChunkAssembler a("s:1");
+  grpc::Slice slice(std::string("\x0a\xff\xff\xff\xff\x0f", 6));
+  grpc::ByteBuffer b(&slice, 1);
+  EXPECT_EQ(a.Add(&b).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace stoker
