@@ -4,31 +4,14 @@
 #define STOKER_CLIENT_BATCH_H_
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
+#include "client/host_buffer.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
-
-// A batch's image bytes in host memory, left uninitialised on allocation (the
-// receive path overwrites every byte). Move-only.
-class HostBuffer {
- public:
-  HostBuffer() = default;
-  explicit HostBuffer(size_t size) : data_(new uint8_t[size]), size_(size) {}
-  uint8_t* data() { return data_.get(); }
-  const uint8_t* data() const { return data_.get(); }
-  size_t size() const { return size_; }
-  absl::string_view view() const { return {reinterpret_cast<const char*>(data_.get()), size_}; }
-
- private:
-  std::unique_ptr<uint8_t[]> data_;
-  size_t size_ = 0;
-};
 
 struct Batch {
   int64_t epoch = 0;

@@ -32,7 +32,8 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   b.stage_times = h.stage_times();
   b.failed_samples.assign(h.failed_samples().begin(), h.failed_samples().end());
   b.server = server_;
-  b.data = HostBuffer(static_cast<size_t>(h.total_bytes()));
+  const size_t size = static_cast<size_t>(h.total_bytes());
+  b.data = pool_ ? pool_->Get(size) : HostBuffer(size);
   received_ = 0;
   return absl::OkStatus();
 }

@@ -17,7 +17,9 @@ namespace stoker {
 
 class ChunkAssembler {
  public:
-  explicit ChunkAssembler(std::string server) : server_(std::move(server)) {}
+  // Batch buffers come from `pool` (null: plain allocations).
+  ChunkAssembler(std::string server, std::shared_ptr<HostBufferPool> pool = nullptr)
+      : server_(std::move(server)), pool_(std::move(pool)) {}
 
   // Consumes one serialized BatchChunk. Returns the batch once its last byte
   // arrived, nullopt while it is incomplete. DATA_LOSS names the problem when
@@ -28,6 +30,7 @@ class ChunkAssembler {
   absl::Status StartBatch(const v1::BatchHeader& header);
 
   const std::string server_;
+  const std::shared_ptr<HostBufferPool> pool_;
   std::optional<Batch> batch_;  // in progress
   int64_t received_ = 0;
 };

@@ -108,7 +108,7 @@ void EpochRun::Send(std::vector<Request> requests) {
 }
 
 void EpochRun::ReadLoop(Stream* stream) {
-  ChunkAssembler assembler(stream->address);
+  ChunkAssembler assembler(stream->address, pool_);
   grpc::ByteBuffer buffer;
   while (stream->rpc->Read(&buffer)) {
     const size_t bytes = buffer.Length();

@@ -30,6 +30,7 @@ struct EpochRunOptions {
   int window = 2;
   int prefetch = 4;
   absl::Duration stream_timeout = absl::Hours(24);
+  std::shared_ptr<HostBufferPool> buffers;  // where batch buffers come from
 };
 
 class EpochRun {
@@ -61,6 +62,7 @@ class EpochRun {
 
   const EpochPlan plan_;
   const EpochRunOptions options_;
+  const std::shared_ptr<HostBufferPool> pool_ = options_.buffers;
   ClientMetrics* const metrics_;
   std::vector<std::unique_ptr<Stream>> streams_;  // constant after construction
   std::atomic<bool> stopping_{false};             // the destructor is cancelling

@@ -67,6 +67,10 @@ absl::Status StokerClient::StartEpoch(int64_t epoch) {
   options.prefetch = config_.prefetch_batches > 0 ? config_.prefetch_batches
                                                   : options.window * static_cast<int>(servers_.size());
   options.stream_timeout = config_.stream_timeout;
+  // Enough free buffers for everything the epoch may hold at once, plus the
+  // batch the caller is using.
+  if (!buffers_) buffers_ = HostBufferPool::Create(options.prefetch + 2);
+  options.buffers = buffers_;
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers, options, metrics_);
   return absl::OkStatus();
 }

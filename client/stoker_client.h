@@ -65,6 +65,8 @@ class StokerClient {
   ClientMetrics* const metrics_;
   std::vector<Server> servers_;
   v1::OpenSessionResponse dataset_;
+  // Recycles batch buffers across batches and epochs (see host_buffer.h).
+  std::shared_ptr<HostBufferPool> buffers_;
   std::unique_ptr<EpochRun> epoch_;
 };
 
