@@ -17,6 +17,7 @@
 #include "client/run_stats.h"
 #include "client/stoker_client.h"
 #include "common/flag_names.h"
+#include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "common/pipeline_text.h"
 #include "glog/logging.h"
@@ -214,6 +215,7 @@ int main(int argc, char** argv) {
       "Usage: stoker-bench --servers host:port,... --dataset NAME [--batch-size 256] [--epochs 1] [--step-ms 0]");
   const std::vector<std::string> args = stoker::DashesToUnderscores(argc, argv);
   absl::ParseCommandLine(argc, argv);
+  stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return stoker::Run();

@@ -9,6 +9,8 @@ namespace stoker {
 // Load-bearing: a chunk is about 1 MiB of whole samples, so one very large
 // sample can make a chunk large; the server sends at most 64 MiB.
 constexpr int kMaxChunkMessageBytes = 64 << 20;
+constexpr int kHttp2MaxFrameBytes = (1 << 24) - 1;  // the largest HTTP/2 allows
+constexpr int kStreamLookaheadBytes = 16 << 20;
 
 StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics) {}
@@ -27,6 +29,10 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     // Notice a dead peer in seconds, not minutes.
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+    // Batches are tens of MB: let the server send large HTTP/2 frames and keep
+    // several MB in flight without waiting for window updates.
+    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kHttp2MaxFrameBytes);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamLookaheadBytes);
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     Server server{address, channel, v1::DataService::NewStub(channel)};
     grpc::ClientContext context;

@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/time/time.h"
 #include "common/flag_names.h"
+#include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "glog/logging.h"
 #include "server/server_metrics.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
       "Usage: stoker-server --data-root DIR [--port 50051] [--workers N] [--metrics-port 9464]");
   const std::vector<std::string> args = stoker::DashesToUnderscores(argc, argv);
   absl::ParseCommandLine(argc, argv);
+  stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
 
