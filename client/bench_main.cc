@@ -9,8 +9,6 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -210,11 +208,9 @@ int Run() {
 }  // namespace stoker
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  stoker::ParseFlags(argc, argv,
       "Stoker benchmark client: runs epochs against data servers with a simulated training step.\n"
       "Usage: stoker-bench --servers host:port,... --dataset NAME [--batch-size 256] [--epochs 1] [--step-ms 0]");
-  const std::vector<std::string> args = stoker::DashesToUnderscores(argc, argv);
-  absl::ParseCommandLine(argc, argv);
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -2,6 +2,12 @@
 
 #include <algorithm>
 
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
 namespace stoker {
 
 std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
@@ -16,6 +22,24 @@ std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
   }
   for (int i = 1; i < argc; ++i) argv[i] = storage[i].data();
   return storage;
+}
+
+}  // namespace stoker
+
+namespace stoker {
+
+std::vector<char*> ParseFlags(int argc, char** argv, const char* usage) {
+  // Kept for the life of the process: argv points into it.
+  static auto* storage = new std::vector<std::string>(DashesToUnderscores(argc, argv));
+  (void)storage;
+  absl::SetProgramUsageMessage(absl::StrCat(usage, "\nFlags may be spelled with dashes or underscores (--data-root, --data_root)."));
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "_main.cc");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+  return absl::ParseCommandLine(argc, argv);
 }
 
 }  // namespace stoker

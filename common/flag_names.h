@@ -1,6 +1,7 @@
-// Lets command lines spell flags with dashes (--data-root) as well as with
-// Abseil's underscores (--data_root). Thread-compatible; call once in main
-// before absl::ParseCommandLine.
+// Command-line parsing shared by Stoker's binaries: flags may be spelled with
+// dashes (--data-root) as well as Abseil's underscores (--data_root), and
+// --help lists the flags defined in the program's own *_main.cc. Call once at
+// the top of main().
 #ifndef STOKER_COMMON_FLAG_NAMES_H_
 #define STOKER_COMMON_FLAG_NAMES_H_
 
@@ -13,6 +14,10 @@ namespace stoker {
 // and arguments after a bare "--" are left alone). Returns storage that must
 // outlive argv's use.
 std::vector<std::string> DashesToUnderscores(int argc, char** argv);
+
+// Sets the usage text, then parses flags as above (exits on --help or a bad
+// flag). Returns the positional arguments.
+std::vector<char*> ParseFlags(int argc, char** argv, const char* usage);
 
 }  // namespace stoker
 

@@ -8,8 +8,6 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/time/time.h"
 #include "common/flag_names.h"
 #include "common/malloc_tuning.h"
@@ -27,11 +25,9 @@ ABSL_FLAG(int, chunk_kib, 1024, "Target size of one streamed chunk in KiB (round
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "Seconds open streams may run on after SIGTERM/SIGINT");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  stoker::ParseFlags(argc, argv,
       "Stoker data server: streams preprocessed training batches over gRPC.\n"
       "Usage: stoker-server --data-root DIR [--port 50051] [--workers N] [--metrics-port 9464]");
-  const std::vector<std::string> args = stoker::DashesToUnderscores(argc, argv);
-  absl::ParseCommandLine(argc, argv);
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -3,8 +3,6 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "common/flag_names.h"
 #include "tests/testdata/image_set.h"
 
@@ -16,9 +14,8 @@ ABSL_FLAG(int, max_side, 500, "Largest image side in pixels");
 ABSL_FLAG(uint64_t, seed, 1, "Seed; the same seed writes the same files");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Writes a synthetic ImageFolder tree: stoker-make-images --out DIR");
-  const std::vector<std::string> args = stoker::DashesToUnderscores(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  stoker::ParseFlags(argc, argv,
+      "Writes a synthetic ImageFolder tree: stoker-make-images --out DIR");
   if (absl::GetFlag(FLAGS_out).empty()) {
     std::fprintf(stderr, "stoker-make-images: --out is required\n");
     return 2;
