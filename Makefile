@@ -5,7 +5,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test bench thread-safety clean
 
 all: build
 
@@ -19,11 +19,18 @@ build: deps
 demo: build
 	@deploy/demo.sh $(BUILD_DIR)
 
-test: build
+test: build thread-safety
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# Compiles the server and client libraries with clang's -Wthread-safety as
+# errors, so the locking annotations are checked on every test run.
+thread-safety: deps
+	@cmake -S . -B $(BUILD_DIR)-tsa -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+	  -DSTOKER_WERROR_THREAD_SAFETY=ON >/dev/null
+	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server_grpc stoker_client
 
 bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-tsa
