@@ -1,5 +1,7 @@
 #include "client/chunk_assembler.h"
 
+#include <climits>
+
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/support/proto_buffer_reader.h>
@@ -46,8 +48,14 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
     batch_.reset();
     return absl::DataLossError(absl::StrCat("server ", server_, " sent a bad chunk: ", what));
   };
+  using google::protobuf::internal::WireFormatLite;
   while (const uint32_t tag = in.ReadTag()) {
     const int field = static_cast<int>(tag >> 3);
+    const auto wire_type = WireFormatLite::GetTagWireType(tag);
+    const bool delimited = wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    const bool varint = wire_type == WireFormatLite::WIRETYPE_VARINT;
+    if ((field == kHeaderField || field == kDataField) && !delimited) return bad(absl::StrCat("field ", field, " is not length-delimited"));
+    if ((field == kBatchIndexField || field == kOffsetField) && !varint) return bad(absl::StrCat("field ", field, " is not a varint"));
     if (field == kHeaderField) {
       uint32_t size;
       if (!in.ReadVarint32(&size) || size > kMaxHeaderBytes) return bad("header length");
@@ -64,8 +72,9 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
       uint64_t size;
       if (!in.ReadVarint64(&size)) return bad("data length");
       if (!batch_) return bad("data before any header");
-      if (batch_index != batch_->batch_index || offset != received_ ||
-          received_ + static_cast<int64_t>(size) > static_cast<int64_t>(batch_->data.size())) {
+      const uint64_t room = batch_->data.size() - static_cast<uint64_t>(received_);
+      if (batch_index != batch_->batch_index || offset != received_ || size > room ||
+          size > static_cast<uint64_t>(INT_MAX)) {
         return bad(absl::StrCat("chunk of batch ", batch_index, " at offset ", offset, " (", size,
                                 " bytes) does not continue batch ", batch_->batch_index, " at ", received_));
       }

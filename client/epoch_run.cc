@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "client/chunk_assembler.h"
@@ -21,7 +22,9 @@ struct EpochRun::Stream {
   std::thread reader;
   absl::Mutex write_mu;  // one writer at a time; the reader thread reads
   bool writes_done ABSL_GUARDED_BY(write_mu) = false;
-  int outstanding = 0;  // guarded by EpochRun::mu_
+  // Guarded by EpochRun::mu_: batches requested on this stream, not received.
+  std::set<int64_t> requested;
+  int outstanding() const { return static_cast<int>(requested.size()); }
 };
 
 EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan,
@@ -69,7 +72,7 @@ std::vector<EpochRun::Request> EpochRun::Dispatch() {
     // batches sooner, so they are asked more often.
     Stream* best = nullptr;
     for (auto& s : streams_) {
-      if (s->outstanding < options_.window && (!best || s->outstanding < best->outstanding)) best = s.get();
+      if (s->outstanding() < options_.window && (!best || s->outstanding() < best->outstanding())) best = s.get();
     }
     if (!best) break;
     Request& r = requests.emplace_back();
@@ -79,7 +82,7 @@ std::vector<EpochRun::Request> EpochRun::Dispatch() {
     b->set_batch_index(next_to_dispatch_);
     for (int64_t i : plan_.BatchIndices(next_to_dispatch_)) b->add_sample_indices(i);
     requested_at_[next_to_dispatch_] = absl::Now();
-    ++best->outstanding;
+    best->requested.insert(next_to_dispatch_);
     ++in_flight_;
     ++next_to_dispatch_;
     if (metrics_) metrics_->inflight_batches->Increment();
@@ -120,7 +123,15 @@ void EpochRun::ReadLoop(Stream* stream) {
       break;
     }
     if (metrics_) metrics_->received_bytes->Increment(static_cast<double>(bytes));
-    if (batch->has_value()) Send(OnBatchReceived(stream, **std::move(batch)));
+    if (!batch->has_value()) continue;
+    absl::StatusOr<std::vector<Request>> requests = OnBatchReceived(stream, **std::move(batch));
+    if (!requests.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (error_.ok()) error_ = requests.status();
+      stream->context.TryCancel();
+      break;
+    }
+    Send(*std::move(requests));
   }
   grpc::Status status = stream->rpc->Finish();
   absl::MutexLock lock(&mu_);
@@ -128,20 +139,30 @@ void EpochRun::ReadLoop(Stream* stream) {
   if (!status.ok() && error_.ok()) {
     error_ = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                           absl::StrCat("server ", stream->address, ": ", status.error_message()));
-  } else if (status.ok() && stream->outstanding > 0 && error_.ok()) {
+  } else if (status.ok() && stream->outstanding() > 0 && error_.ok()) {
     error_ = absl::DataLossError(absl::StrCat("server ", stream->address, " closed the stream with ",
-                                              stream->outstanding, " batches outstanding"));
+                                              stream->outstanding(), " batches outstanding"));
   }
 }
 
-std::vector<EpochRun::Request> EpochRun::OnBatchReceived(Stream* stream, Batch batch) {
+absl::StatusOr<std::vector<EpochRun::Request>> EpochRun::OnBatchReceived(Stream* stream, Batch batch) {
   absl::MutexLock lock(&mu_);
+  if (batch.epoch != plan_.epoch() || stream->requested.erase(batch.batch_index) == 0) {
+    return absl::DataLossError(absl::StrCat("server ", stream->address, " sent batch ", batch.batch_index, " of epoch ",
+                                            batch.epoch, ", which was not requested from it"));
+  }
+  const int64_t expected = static_cast<int64_t>(plan_.BatchIndices(batch.batch_index).size());
+  if (static_cast<int64_t>(batch.sample_indices.size()) != expected ||
+      static_cast<int64_t>(batch.data.size()) != expected * options_.sample_bytes) {
+    return absl::DataLossError(absl::StrCat("server ", stream->address, " sent batch ", batch.batch_index, " with ",
+                                            batch.sample_indices.size(), " samples in ", batch.data.size(),
+                                            " bytes; expected ", expected, " x ", options_.sample_bytes));
+  }
   auto it = requested_at_.find(batch.batch_index);
   if (it != requested_at_.end()) {
     batch.receive_latency = absl::Now() - it->second;
     requested_at_.erase(it);
   }
-  --stream->outstanding;
   --in_flight_;
   if (metrics_) {
     metrics_->batches->Increment();

@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/batch.h"
 #include "client/client_metrics.h"
@@ -31,6 +32,7 @@ struct EpochRunOptions {
   int prefetch = 4;
   absl::Duration stream_timeout = absl::Hours(24);
   std::shared_ptr<HostBufferPool> buffers;  // where batch buffers come from
+  int64_t sample_bytes = 0;  // from OpenSession: a batch of n samples has n x this
 };
 
 class EpochRun {
@@ -54,7 +56,8 @@ class EpochRun {
 
   void ReadLoop(Stream* stream);
   // Files a batch whose last chunk arrived. Returns new requests to send.
-  std::vector<Request> OnBatchReceived(Stream* stream, Batch batch);
+  // DATA_LOSS if the stream was not asked for this batch or its size is off.
+  absl::StatusOr<std::vector<Request>> OnBatchReceived(Stream* stream, Batch batch);
   // Picks the next batches to request, within window and prefetch.
   std::vector<Request> Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes requests (outside mu_), and half-closes streams with nothing left.

@@ -46,10 +46,14 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     }
     if (client->servers_.empty()) {
       client->dataset_ = response;
-    } else if (response.num_samples() != client->dataset_.num_samples()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("servers disagree on dataset '", c.session.dataset(), "': ", c.servers[0], " has ",
-                       client->dataset_.num_samples(), " samples, ", address, " has ", response.num_samples()));
+    } else if (response.num_samples() != client->dataset_.num_samples() ||
+               response.sample_bytes() != client->dataset_.sample_bytes() ||
+               response.class_names_size() != client->dataset_.class_names_size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "servers disagree on dataset '", c.session.dataset(), "': ", c.servers[0], " has ",
+          client->dataset_.num_samples(), " samples in ", client->dataset_.class_names_size(), " classes of ",
+          client->dataset_.sample_bytes(), " bytes, ", address, " has ", response.num_samples(), " in ",
+          response.class_names_size(), " of ", response.sample_bytes()));
     }
     client->servers_.push_back(std::move(server));
   }
@@ -77,6 +81,7 @@ absl::Status StokerClient::StartEpoch(int64_t epoch) {
   // batch the caller is using.
   if (!buffers_) buffers_ = HostBufferPool::Create(options.prefetch + 2);
   options.buffers = buffers_;
+  options.sample_bytes = dataset_.sample_bytes();
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers, options, metrics_);
   return absl::OkStatus();
 }

@@ -1,11 +1,13 @@
 #include "server/batch_session.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/rng.h"
 #include "glog/logging.h"
+#include "common/epoch_plan.h"
 #include "server/image_decoder.h"
 
 namespace stoker {
@@ -20,8 +22,7 @@ double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 // finish completes it.
 struct BatchSession::Job {
   v1::BatchHeader header;
-  std::vector<std::string> chunks;  // written by the sample tasks
-  std::vector<std::shared_ptr<const std::string>> shared_chunks;  // a cache hit
+  std::shared_ptr<std::string> data;  // written by the sample tasks, one slot each
   DoneCallback done;
   absl::Time arrived;
   std::atomic<int64_t> remaining{0};
@@ -29,21 +30,29 @@ struct BatchSession::Job {
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0};
   absl::Mutex mu;
   std::vector<v1::FailedSample> failed ABSL_GUARDED_BY(mu);
+  absl::Status error ABSL_GUARDED_BY(mu);  // FAIL policy: the first failure
 
-  uint8_t* Slot(int64_t slot, int64_t spc, int64_t sample_bytes) {
-    return reinterpret_cast<uint8_t*>(chunks[slot / spc].data()) + (slot % spc) * sample_bytes;
+  uint8_t* Slot(int64_t slot, int64_t sample_bytes) {
+    return reinterpret_cast<uint8_t*>(data->data()) + slot * sample_bytes;
   }
 };
 
-BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const ImageFolderIndex> index,
-                           Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics,
-                           int64_t chunk_bytes)
+BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source,
+                           Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log,
+                           const CoreConfig& core)
     : config_(std::move(config)),
-      index_(std::move(index)),
+      source_(std::move(source)),
       pipeline_(std::move(pipeline)),
       pool_(pool),
       metrics_(metrics),
-      samples_per_chunk_(std::max<int64_t>(1, chunk_bytes / pipeline_.sample_bytes())) {}
+      failure_log_(failure_log),
+      max_pixels_(core.max_pixels),
+      sample_delay_(core.sample_delay) {}
+
+bool FailureLog::FirstTime(const std::string& where) {
+  absl::MutexLock lock(&mu_);
+  return seen_.insert(where).second;
+}
 
 absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback done) {
   const int64_t n = request.sample_indices_size();
@@ -57,9 +66,9 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
                                                    request.batch_index(), "; both must be >= 0"));
   }
   for (int64_t idx : request.sample_indices()) {
-    if (idx < 0 || idx >= index_->size()) {
+    if (idx < 0 || idx >= source_->size()) {
       return absl::InvalidArgumentError(absl::StrCat("batch ", request.batch_index(), ": sample index ", idx,
-                                                     " out of range 0..", index_->size() - 1));
+                                                     " out of range 0..", source_->size() - 1));
     }
   }
   auto job = std::make_shared<Job>();
@@ -69,7 +78,7 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
   h.set_epoch(request.epoch());
   h.set_batch_index(request.batch_index());
   *h.mutable_sample_indices() = request.sample_indices();
-  for (int64_t idx : request.sample_indices()) h.add_labels(index_->samples()[idx].label);
+  for (int64_t idx : request.sample_indices()) h.add_labels(source_->label(idx));
   h.add_shape(n);
   for (int64_t d : pipeline_.SampleShape()) h.add_shape(d);
   h.set_dtype(v1::UINT8);
@@ -78,9 +87,7 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
   metrics_->inflight_batches->Increment();
   if (TryServeFromCache(job)) return absl::OkStatus();
 
-  for (int64_t first = 0; first < n; first += samples_per_chunk_) {
-    job->chunks.emplace_back(std::min(samples_per_chunk_, n - first) * pipeline_.sample_bytes(), '\0');
-  }
+  job->data = std::make_shared<std::string>(static_cast<size_t>(n * pipeline_.sample_bytes()), '\0');
   job->remaining.store(n);
   metrics_->queued_samples->Increment(static_cast<double>(n));
   for (int64_t slot = 0; slot < n; ++slot) {
@@ -94,7 +101,7 @@ bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
   {
     absl::MutexLock lock(&mu_);
     if (cached_samples_ != job->header.sample_indices_size()) return false;
-    job->shared_chunks = cached_chunks_;
+    job->data = std::const_pointer_cast<std::string>(cached_data_);  // shared, never written again
   }
   // Runs on the worker pool like a real batch, so callers see one threading model.
   pool_->Schedule([this, job] { Complete(job); });
@@ -108,46 +115,106 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
     job->header.mutable_stage_times()->set_queue_seconds(absl::ToDoubleSeconds(queued));
   }
   if (!cancelled_.load()) {
-    const int64_t index = job->header.sample_indices(slot);
-    const SampleRef& ref = index_->samples()[index];
-    absl::Time t0 = absl::Now();
-    absl::StatusOr<std::string> bytes = ReadFileBytes(index_->dir() / ref.path);
-    absl::Time t1 = absl::Now();
-    absl::Status status = bytes.status();
-    if (bytes.ok()) {
-      metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
-      absl::StatusOr<cv::Mat> image = DecodeImage(*bytes);
-      absl::Time t2 = absl::Now();
-      job->decode_ns += Nanos(t2 - t1);
-      metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(t2 - t1));
-      status = image.status();
-      if (image.ok()) {
-        Rng rng = Rng::ForSample(config_.seed(), job->header.epoch(), index);
-        cv::Mat out = pipeline_.Apply(*std::move(image), rng);
-        absl::Time t3 = absl::Now();
-        pipeline_.Store(out, job->Slot(slot, samples_per_chunk_, pipeline_.sample_bytes()));
-        absl::Time t4 = absl::Now();
-        job->augment_ns += Nanos(t3 - t2);
-        job->assemble_ns += Nanos(t4 - t3);
-        metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(t3 - t2));
-      }
-    }
-    job->read_ns += Nanos(t1 - t0);
-    metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
-    metrics_->samples->Increment();
+    const int64_t epoch = job->header.epoch(), index = job->header.sample_indices(slot);
+    uint8_t* dst = job->Slot(slot, pipeline_.sample_bytes());
+    absl::Status status = ProduceSample(epoch, index, dst, *job);
     if (!status.ok()) {
-      // The slot stays zeros; the batch says which sample failed and why.
-      LOG(WARNING) << "sample " << index << " (" << (index_->dir() / ref.path).string()
-                   << ") failed: " << status.message();
-      metrics_->samples_failed->Increment();
+      v1::FailedSample failed;
+      failed.set_sample_index(index);
+      failed.set_path(source_->Describe(index));
+      failed.set_reason(std::string(status.message()));
+      failed.set_replaced_by(-1);
+      if (config_.bad_sample_policy() == v1::SKIP) {
+        int64_t replacement = -1;
+        absl::Status replaced = Replace(epoch, index, dst, *job, &replacement);
+        if (replaced.ok()) {
+          failed.set_replaced_by(replacement);
+          job->header.set_labels(static_cast<int>(slot), source_->label(replacement));
+        } else {
+          status = replaced;
+        }
+      }
       absl::MutexLock lock(&job->mu);
-      v1::FailedSample& f = job->failed.emplace_back();
-      f.set_sample_index(index);
-      f.set_path(ref.path);
-      f.set_reason(std::string(status.message()));
+      job->failed.push_back(std::move(failed));
+      if (failed.replaced_by() < 0 && job->error.ok()) {
+        job->error = absl::DataLossError(
+            absl::StrCat("sample ", index, " (", source_->Describe(index), "): ", status.message()));
+      }
     }
   }
   if (job->remaining.fetch_sub(1) == 1) Complete(job);
+}
+
+absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
+  if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::string> bytes = source_->Read(index);
+  const absl::Time t1 = absl::Now();
+  job.read_ns += Nanos(t1 - t0);
+  metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
+  metrics_->samples->Increment();
+  absl::Status status = bytes.status();
+  std::string reason = "read_error";
+  if (bytes.ok()) {
+    metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
+    Rng rng = Rng::ForSample(config_.seed(), epoch, index);
+    SampleTimes times;
+    try {
+      status = pipeline_.Produce(*bytes, rng, max_pixels_, dst, &times);
+    } catch (const std::exception& e) {  // OpenCV throws; never let it reach the worker thread
+      status = DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
+    }
+    job.decode_ns += Nanos(times.decode);
+    job.augment_ns += Nanos(times.augment);
+    metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(times.decode));
+    if (status.ok()) metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
+    reason = DecodeFailureName(DecodeFailureOf(status));
+  }
+  if (status.ok()) return status;
+  metrics_->SamplesFailed(reason).Increment();
+  const std::string where = source_->Describe(index);
+  if (failure_log_->FirstTime(where)) {
+    LOG(WARNING) << "sample " << index << " (" << where << ") in dataset '" << config_.dataset()
+                 << "' failed: " << status.message();
+  }
+  return status;
+}
+
+std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t epoch, std::vector<int64_t>* order) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (order_epoch_ == epoch) {
+      *order = *order_;
+      return positions_;
+    }
+  }
+  EpochPlan plan(config_.seed(), epoch, source_->size(), config_.batch_size(), /*drop_last=*/false);
+  auto positions = std::make_shared<std::vector<int64_t>>(plan.order().size());
+  for (size_t p = 0; p < plan.order().size(); ++p) (*positions)[plan.order()[p]] = static_cast<int64_t>(p);
+  *order = plan.order();
+  absl::MutexLock lock(&mu_);
+  order_epoch_ = epoch;
+  order_ = std::make_shared<const std::vector<int64_t>>(plan.order());
+  positions_ = positions;
+  return positions;
+}
+
+absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement) {
+  // Load-bearing: the same rule on every server gives the same batch.
+  constexpr int64_t kMaxTries = 64;
+  std::vector<int64_t> order;
+  auto positions = EpochPositions(epoch, &order);
+  const int64_t n = static_cast<int64_t>(order.size());
+  const int64_t start = (*positions)[index];
+  for (int64_t k = 1; k <= std::min(kMaxTries, n - 1); ++k) {
+    const int64_t candidate = order[(start + k) % n];
+    if (ProduceSample(epoch, candidate, dst, job).ok()) {
+      *replacement = candidate;
+      return absl::OkStatus();
+    }
+  }
+  return absl::DataLossError(absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1),
+                                          " after it in the epoch's order"));
 }
 
 void BatchSession::Complete(const std::shared_ptr<Job>& job) {
@@ -162,17 +229,19 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
     absl::MutexLock lock(&job->mu);
     for (v1::FailedSample& f : job->failed) *job->header.add_failed_samples() = std::move(f);
   }
-  for (std::string& chunk : job->chunks) {
-    job->shared_chunks.push_back(std::make_shared<const std::string>(std::move(chunk)));
-  }
   if (config_.cache_mode() == v1::CACHE_BATCH) {
     absl::MutexLock lock(&mu_);
     if (cached_samples_ == 0) {
-      cached_chunks_ = job->shared_chunks;
+      cached_data_ = job->data;
       cached_samples_ = job->header.sample_indices_size();
     }
   }
-  FinishedBatch batch{std::move(job->header), std::move(job->shared_chunks), absl::Now()};
+  absl::Status status;
+  {
+    absl::MutexLock lock(&job->mu);
+    status = job->error;
+  }
+  FinishedBatch batch{status, std::move(job->header), std::move(job->data), absl::Now()};
   job->done(std::move(batch));
 }
 
@@ -187,20 +256,20 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     metrics_->rejected_sessions->Increment();
     return pipeline.status();
   }
-  absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> index = catalog_.Open(config.dataset());
-  if (!index.ok()) {
+  absl::StatusOr<std::shared_ptr<const SampleSource>> source = catalog_.Open(config.dataset());
+  if (!source.ok()) {
     metrics_->rejected_sessions->Increment();
-    return index.status();
+    return source.status();
   }
-  return Prepared{*std::move(pipeline), *std::move(index)};
+  return Prepared{*std::move(pipeline), *std::move(source)};
 }
 
 absl::StatusOr<v1::OpenSessionResponse> DataServiceCore::OpenSession(const v1::SessionConfig& config) {
   absl::StatusOr<Prepared> prepared = Prepare(config);
   if (!prepared.ok()) return prepared.status();
   v1::OpenSessionResponse response;
-  response.set_num_samples(prepared->index->size());
-  for (const std::string& name : prepared->index->class_names()) response.add_class_names(name);
+  response.set_num_samples(prepared->source->size());
+  for (const std::string& name : prepared->source->class_names()) response.add_class_names(name);
   for (int64_t d : prepared->pipeline.SampleShape()) response.add_sample_shape(d);
   response.set_sample_bytes(prepared->pipeline.sample_bytes());
   return response;
@@ -209,8 +278,8 @@ absl::StatusOr<v1::OpenSessionResponse> DataServiceCore::OpenSession(const v1::S
 absl::StatusOr<std::unique_ptr<BatchSession>> DataServiceCore::StartSession(const v1::SessionConfig& config) {
   absl::StatusOr<Prepared> prepared = Prepare(config);
   if (!prepared.ok()) return prepared.status();
-  return std::make_unique<BatchSession>(config, std::move(prepared->index), std::move(prepared->pipeline),
-                                        &pool_, metrics_, config_.chunk_bytes);
+  return std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline),
+                                        &pool_, metrics_, &failure_log_, config_);
 }
 
 }  // namespace stoker

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,26 +29,33 @@ namespace stoker {
 struct CoreConfig {
   std::filesystem::path data_root = ".";
   int workers = 1;
-  // Target size of one streamed chunk; chunks hold whole samples, so a chunk
-  // is rounded down to a multiple of the sample size (at least one sample).
+  // Largest image (width x height) decoded, checked from the header before
+  // any pixel buffer is allocated; larger ones fail as too_large.
+  int64_t max_pixels = 100'000'000;
+  // Test-only: extra worker time per sample, to make a server slow.
+  absl::Duration sample_delay = absl::ZeroDuration();
+  // Size of one streamed chunk (the last one of a batch may be smaller).
   int64_t chunk_bytes = int64_t{1} << 20;
 };
 
-// A batch ready to send: the header and the image buffer in chunks of whole
-// samples, in order. Chunks are shared and immutable, so a cached batch is
-// re-sent and streamed without copying.
+// A batch ready to send: the header and the image buffer. The buffer is
+// shared and immutable, so a cached batch is re-sent, and chunks are streamed,
+// without copying.
 struct FinishedBatch {
+  absl::Status status;  // not OK: the batch failed (BadSamplePolicy FAIL)
   v1::BatchHeader header;
-  std::vector<std::shared_ptr<const std::string>> chunks;
+  std::shared_ptr<const std::string> data;
   absl::Time ready_time;
 };
+
+class FailureLog;
 
 class BatchSession {
  public:
   using DoneCallback = std::function<void(FinishedBatch)>;
 
-  BatchSession(v1::SessionConfig config, std::shared_ptr<const ImageFolderIndex> index,
-               Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, int64_t chunk_bytes);
+  BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
+               WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, const CoreConfig& core);
 
   // Checks the request against the session (INVALID_ARGUMENT naming the field
   // and the allowed range) and schedules its samples. On OK, `done` runs
@@ -61,22 +69,45 @@ class BatchSession {
  private:
   struct Job;
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
+  // Reads and produces sample `index` into dst; counts and logs a failure.
+  absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  // Under SKIP: the next decodable sample after `index` in the epoch's order.
+  absl::Status Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement);
+  std::shared_ptr<const std::vector<int64_t>> EpochPositions(int64_t epoch, std::vector<int64_t>* order);
   void Complete(const std::shared_ptr<Job>& job);
   bool TryServeFromCache(const std::shared_ptr<Job>& job);
 
   // Constant after construction.
   const v1::SessionConfig config_;
-  const std::shared_ptr<const ImageFolderIndex> index_;
+  const std::shared_ptr<const SampleSource> source_;
   const Pipeline pipeline_;
   WorkerPool* const pool_;
   ServerMetrics* const metrics_;
-  const int64_t samples_per_chunk_;
+  FailureLog* const failure_log_;
+  const int64_t max_pixels_;
+  const absl::Duration sample_delay_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
-  // CACHE_BATCH: the first finished batch's chunks and its sample count.
-  std::vector<std::shared_ptr<const std::string>> cached_chunks_ ABSL_GUARDED_BY(mu_);
+  // CACHE_BATCH: the first finished batch's buffer and its sample count.
+  std::shared_ptr<const std::string> cached_data_ ABSL_GUARDED_BY(mu_);
   int64_t cached_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  // SKIP: the last epoch's order and each sample's position in it, built on
+  // the first failure of that epoch.
+  int64_t order_epoch_ ABSL_GUARDED_BY(mu_) = -1;
+  std::shared_ptr<const std::vector<int64_t>> order_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::vector<int64_t>> positions_ ABSL_GUARDED_BY(mu_);
+};
+
+// Remembers which samples failed, so each is logged once. Thread-safe.
+class FailureLog {
+ public:
+  // True the first time `where` is seen.
+  bool FirstTime(const std::string& where);
+
+ private:
+  absl::Mutex mu_;
+  std::set<std::string> seen_ ABSL_GUARDED_BY(mu_);
 };
 
 class DataServiceCore {
@@ -90,12 +121,13 @@ class DataServiceCore {
   absl::StatusOr<std::unique_ptr<BatchSession>> StartSession(const v1::SessionConfig& config);
 
   ServerMetrics& metrics() { return *metrics_; }
+  int64_t chunk_bytes() const { return config_.chunk_bytes; }
   int workers() const { return pool_.num_threads(); }
 
  private:
   struct Prepared {
     Pipeline pipeline;
-    std::shared_ptr<const ImageFolderIndex> index;
+    std::shared_ptr<const SampleSource> source;
   };
   // Validates the config and opens its dataset; counts refusals.
   absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config);
@@ -103,6 +135,7 @@ class DataServiceCore {
   const CoreConfig config_;
   ServerMetrics* const metrics_;
   DatasetCatalog catalog_;
+  FailureLog failure_log_;
   WorkerPool pool_;  // last: its threads stop before the rest is destroyed
 };
 

@@ -15,18 +15,18 @@ void ReleasePayload(void* user_data) { delete static_cast<std::shared_ptr<const 
 
 }  // namespace
 
-grpc::ByteBuffer EncodeChunk(const v1::BatchChunk& chunk, std::shared_ptr<const std::string> payload) {
+grpc::ByteBuffer EncodeChunk(const v1::BatchChunk& chunk, std::shared_ptr<const std::string> payload,
+                             size_t offset, size_t length) {
   std::string prefix = chunk.SerializeAsString();
   uint8_t tag_and_length[16];
   uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(kDataTag, tag_and_length);
-  end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(payload->size(), end);
+  end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(length, end);
   prefix.append(reinterpret_cast<const char*>(tag_and_length), static_cast<size_t>(end - tag_and_length));
   grpc::Slice slices[2] = {grpc::Slice(prefix), grpc::Slice()};
   size_t count = 1;
-  if (!payload->empty()) {
-    void* data = const_cast<char*>(payload->data());
-    const size_t size = payload->size();
-    slices[1] = grpc::Slice(data, size, &ReleasePayload, new std::shared_ptr<const std::string>(std::move(payload)));
+  if (length > 0) {
+    void* data = const_cast<char*>(payload->data() + offset);
+    slices[1] = grpc::Slice(data, length, &ReleasePayload, new std::shared_ptr<const std::string>(std::move(payload)));
     count = 2;
   }
   return grpc::ByteBuffer(slices, count);

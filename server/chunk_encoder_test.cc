@@ -22,7 +22,7 @@ TEST(ChunkEncoderTest, BytesParseAsTheSameBatchChunk) {
   chunk.set_offset(0);
   std::string payload(300000, '\0');
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 31);
-  const grpc::ByteBuffer buffer = EncodeChunk(chunk, std::make_shared<const std::string>(payload));
+  const grpc::ByteBuffer buffer = EncodeChunk(chunk, std::make_shared<const std::string>(payload), 0, payload.size());
   EXPECT_EQ(buffer.Length(), chunk.ByteSizeLong() + payload.size() + 1 + 3);  // tag + 3-byte varint
 
   v1::BatchChunk parsed;
@@ -36,11 +36,12 @@ TEST(ChunkEncoderTest, PayloadIsReferencedNotCopiedAndReleasedWithTheBuffer) {
   auto payload = std::make_shared<const std::string>(1 << 20, 'x');
   std::weak_ptr<const std::string> watch = payload;
   {
-    const grpc::ByteBuffer buffer = EncodeChunk(v1::BatchChunk(), std::move(payload));
+    const grpc::ByteBuffer buffer = EncodeChunk(v1::BatchChunk(), std::move(payload), 4096, 1000);
     std::vector<grpc::Slice> slices;
     ASSERT_TRUE(buffer.Dump(&slices).ok());
     ASSERT_EQ(slices.size(), 2u);
-    EXPECT_EQ(reinterpret_cast<const char*>(slices[1].begin()), watch.lock()->data());
+    EXPECT_EQ(reinterpret_cast<const char*>(slices[1].begin()), watch.lock()->data() + 4096);
+    EXPECT_EQ(slices[1].size(), 1000u);
     EXPECT_FALSE(watch.expired());
   }
   EXPECT_TRUE(watch.expired());
@@ -50,7 +51,7 @@ TEST(ChunkEncoderTest, EmptyPayloadEncodesAnEmptyDataField) {
   v1::BatchChunk chunk;
   chunk.set_offset(5);
   v1::BatchChunk parsed;
-  ASSERT_TRUE(parsed.ParseFromString(Flatten(EncodeChunk(chunk, std::make_shared<const std::string>()))));
+  ASSERT_TRUE(parsed.ParseFromString(Flatten(EncodeChunk(chunk, std::make_shared<const std::string>(), 0, 0))));
   EXPECT_EQ(parsed.offset(), 5);
   EXPECT_TRUE(parsed.data().empty());
 }

@@ -1,10 +1,12 @@
 #include "server/data_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
 #include "server/chunk_encoder.h"
@@ -16,6 +18,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 namespace {
+
+// A well-behaved client keeps a few batches outstanding per stream; this
+// bounds what one stream can make the server hold.
+constexpr int kMaxOutstandingBatches = 64;
 
 // One BatchStream call. Reads run on gRPC threads and only validate and
 // schedule; batches complete on worker threads and are queued for writing,
@@ -30,6 +36,12 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   }
 
   void OnReadDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      // The stream is ending (a batch failed, or Finish already ran): take no
+      // more work and read no more.
+      if (!error_.ok() || finished_) ok = false;
+    }
     if (!ok) {  // client half-closed, or the call is gone
       Next next;
       {
@@ -119,6 +131,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
       if (!session.ok()) return session.status();
       absl::MutexLock lock(&mu_);
       session_ = *std::move(session);
+      if (broken_) session_->Cancel();  // OnCancel ran while it was being made
       return absl::OkStatus();
     }
     if (!request_.has_batch()) return absl::InvalidArgumentError("empty StreamRequest: set config or batch");
@@ -127,6 +140,10 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
       absl::MutexLock lock(&mu_);
       session = session_.get();
       if (!session) return absl::InvalidArgumentError("the first message of a BatchStream must be the config");
+      if (outstanding_ >= kMaxOutstandingBatches) {
+        return absl::ResourceExhaustedError(absl::StrCat("more than ", kMaxOutstandingBatches,
+                                                         " batches requested and not yet finished on one stream"));
+      }
       ++outstanding_;
     }
     absl::Status status = session->Submit(request_.batch(), [this](FinishedBatch b) { OnBatch(std::move(b)); });
@@ -143,7 +160,12 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
     {
       absl::MutexLock lock(&mu_);
       --outstanding_;
-      if (broken_) {
+      if (!batch.status.ok() && error_.ok()) {
+        LOG(WARNING) << "batch " << batch.header.batch_index() << " failed: " << batch.status;
+        error_ = batch.status;
+        reads_done_ = true;  // OnReadDone takes no more requests
+      }
+      if (broken_ || !batch.status.ok()) {
         core_->metrics().inflight_batches->Decrement();
       } else {
         Enqueue(batch);
@@ -154,18 +176,19 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   }
 
   void Enqueue(FinishedBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    int64_t offset = 0;
-    for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    const size_t total = batch.data->size();
+    const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, core_->chunk_bytes()));
+    for (size_t offset = 0; offset < total || offset == 0; offset += chunk) {
       v1::BatchChunk fields;  // everything but the payload
-      if (i == 0) *fields.mutable_header() = batch.header;
+      if (offset == 0) *fields.mutable_header() = batch.header;
       fields.set_batch_index(batch.header.batch_index());
-      fields.set_offset(offset);
+      fields.set_offset(static_cast<int64_t>(offset));
       Outgoing& out = outgoing_.emplace_back();
-      out.payload_bytes = batch.chunks[i]->size();
-      offset += static_cast<int64_t>(out.payload_bytes);
-      out.chunk = EncodeChunk(fields, std::move(batch.chunks[i]));  // no copy of the payload
-      out.last_of_batch = i + 1 == batch.chunks.size();
+      out.payload_bytes = std::min(chunk, total - offset);
+      out.chunk = EncodeChunk(fields, batch.data, offset, out.payload_bytes);  // no copy of the payload
+      out.last_of_batch = offset + chunk >= total;
       out.ready_time = batch.ready_time;
+      if (total == 0) break;
     }
   }
 

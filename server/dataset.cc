@@ -6,7 +6,11 @@
 #include <system_error>
 
 #include "absl/strings/ascii.h"
+#include "glog/logging.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/synthetic_source.h"
+#include "server/tar_shards.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -62,23 +66,38 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
   std::error_code ec;
   const fs::path root = fs::canonical(data_root, ec);
   std::vector<fs::path> class_dirs;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory()) class_dirs.push_back(entry.path());
-  }
+  fs::directory_iterator it(dir, ec), end;
   if (ec) return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), ": ", ec.message()));
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    std::error_code entry_ec;
+    if (!it->is_directory(entry_ec)) continue;
+    // A class directory may be a symlink, but not to outside the root.
+    const fs::path real = fs::canonical(it->path(), entry_ec);
+    if (entry_ec || !IsUnder(real, root)) {
+      LOG(WARNING) << "skipping class directory " << it->path().string() << ": outside --data-root or unreadable";
+      continue;
+    }
+    class_dirs.push_back(it->path());
+  }
   std::sort(class_dirs.begin(), class_dirs.end());
 
   auto index = std::make_shared<ImageFolderIndex>();
   index->dir_ = dir;
   for (const fs::path& class_dir : class_dirs) {
     std::vector<std::string> files;
-    for (const auto& entry : fs::recursive_directory_iterator(class_dir, ec)) {
-      if (!entry.is_regular_file()) continue;
-      std::string ext = absl::AsciiStrToLower(entry.path().extension().string());
+    const auto options = fs::directory_options::skip_permission_denied;
+    fs::recursive_directory_iterator rit(class_dir, options, ec), rend;
+    for (; !ec && rit != rend; rit.increment(ec)) {
+      std::error_code entry_ec;
+      if (!rit->is_regular_file(entry_ec)) continue;  // also a broken or looping symlink
+      std::string ext = absl::AsciiStrToLower(rit->path().extension().string());
       if (!ImageExtensions().count(ext)) continue;
-      if (entry.is_symlink() && !IsUnder(fs::canonical(entry.path(), ec), root)) continue;
-      files.push_back(fs::relative(entry.path(), dir).string());
+      const fs::path real = fs::canonical(rit->path(), entry_ec);
+      if (entry_ec || !IsUnder(real, root)) continue;  // a symlink out of the root
+      files.push_back(fs::relative(rit->path(), dir).string());
     }
+    ec.clear();
     if (files.empty()) continue;  // torchvision skips classes without images too
     std::sort(files.begin(), files.end());
     const int32_t label = static_cast<int32_t>(index->class_names_.size());
@@ -92,22 +111,48 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
   return std::shared_ptr<const ImageFolderIndex>(std::move(index));
 }
 
+absl::StatusOr<std::string> ImageFolderIndex::Read(int64_t index) const {
+  return ReadFileBytes(dir_ / samples_[index].path);
+}
+
 DatasetCatalog::DatasetCatalog(fs::path data_root) : data_root_(std::move(data_root)) {}
 
-absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> DatasetCatalog::Open(const std::string& name) {
-  auto dir = ResolveDatasetDir(data_root_, name);
-  if (!dir.ok()) return dir.status();
+absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::Open(const std::string& name) {
+  std::string key = name;
+  if (!absl::StartsWith(name, kSyntheticPrefix)) {
+    auto dir = ResolveDatasetDir(data_root_, name);
+    if (!dir.ok()) return dir.status();
+    key = dir->string();
+  }
   {
     absl::MutexLock lock(&mu_);
-    auto it = indexes_.find(*dir);
-    if (it != indexes_.end()) return it->second;
+    auto it = sources_.find(key);
+    if (it != sources_.end()) return it->second;
   }
-  // Scan outside the lock: a large tree takes a while and other datasets
+  // Open outside the lock: a large tree takes a while and other datasets
   // should not wait. Two concurrent first opens both scan; one result wins.
-  auto index = ImageFolderIndex::Scan(*dir, data_root_);
-  if (!index.ok()) return index.status();
+  auto source = OpenUncached(name, key);
+  if (!source.ok()) return source.status();
   absl::MutexLock lock(&mu_);
-  return indexes_.emplace(*dir, *std::move(index)).first->second;
+  return sources_.emplace(key, *std::move(source)).first->second;
+}
+
+absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::OpenUncached(const std::string& name,
+                                                                               const std::string& key) {
+  if (absl::StartsWith(name, kSyntheticPrefix)) {
+    auto s = SyntheticSource::Open(name);
+    if (!s.ok()) return s.status();
+    return std::shared_ptr<const SampleSource>(*std::move(s));
+  }
+  const fs::path dir(key);
+  if (HasTarShards(dir)) {
+    auto s = TarShardSource::Open(dir);
+    if (!s.ok()) return s.status();
+    return std::shared_ptr<const SampleSource>(*std::move(s));
+  }
+  auto s = ImageFolderIndex::Scan(dir, data_root_);
+  if (!s.ok()) return s.status();
+  return std::shared_ptr<const SampleSource>(*std::move(s));
 }
 
 absl::StatusOr<std::string> ReadFileBytes(const fs::path& path) {

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/sample_source.h"
 
 namespace stoker {
 
@@ -33,7 +34,7 @@ struct SampleRef {
 // names, and samples are sorted by class, then file name, as torchvision's
 // ImageFolder does. Files count when their extension (any case) is one of
 // torchvision's image extensions.
-class ImageFolderIndex {
+class ImageFolderIndex final : public SampleSource {
  public:
   // Scans `dir`. NOT_FOUND when it has no class directory with an image;
   // symlinked files that point outside `data_root` are skipped.
@@ -41,9 +42,13 @@ class ImageFolderIndex {
       const std::filesystem::path& dir, const std::filesystem::path& data_root);
 
   const std::filesystem::path& dir() const { return dir_; }
-  const std::vector<std::string>& class_names() const { return class_names_; }
   const std::vector<SampleRef>& samples() const { return samples_; }
-  int64_t size() const { return static_cast<int64_t>(samples_.size()); }
+
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  const std::vector<std::string>& class_names() const override { return class_names_; }
+  int32_t label(int64_t index) const override { return samples_[index].label; }
+  std::string Describe(int64_t index) const override { return samples_[index].path; }
+  absl::StatusOr<std::string> Read(int64_t index) const override;
 
  private:
   std::filesystem::path dir_;
@@ -51,20 +56,22 @@ class ImageFolderIndex {
   std::vector<SampleRef> samples_;
 };
 
-// Indexes each dataset once and hands the shared index to every session.
-// Thread-safe.
+// Opens each dataset once and hands the shared source to every session. A
+// name "synthetic:..." is a SyntheticSource; a directory holding *.tar files
+// is a TarShardSource; any other directory an ImageFolder tree. Thread-safe.
 class DatasetCatalog {
  public:
   explicit DatasetCatalog(std::filesystem::path data_root);
 
-  // Errors as ResolveDatasetDir and ImageFolderIndex::Scan.
-  absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Open(const std::string& name);
+  // Errors as ResolveDatasetDir and the sources' Open/Scan.
+  absl::StatusOr<std::shared_ptr<const SampleSource>> Open(const std::string& name);
 
  private:
-  const std::filesystem::path data_root_;  // canonical
+  absl::StatusOr<std::shared_ptr<const SampleSource>> OpenUncached(const std::string& name, const std::string& key);
+
+  const std::filesystem::path data_root_;
   absl::Mutex mu_;
-  std::map<std::filesystem::path, std::shared_ptr<const ImageFolderIndex>> indexes_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const SampleSource>> sources_ ABSL_GUARDED_BY(mu_);
 };
 
 // Reads a whole file. NOT_FOUND / DATA_LOSS name the path.

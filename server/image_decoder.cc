@@ -1,10 +1,16 @@
 #include "server/image_decoder.h"
 
-#include <turbojpeg.h>
+// jpeglib.h needs FILE and size_t declared first.
+#include <cstdio>
+#include <csetjmp>
+#include <jpeglib.h>
+#include <jerror.h>
 
+#include <algorithm>
+#include <cmath>
 #include <exception>
-#include <memory>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -12,60 +18,258 @@
 namespace stoker {
 namespace {
 
-struct TjDeleter {
-  void operator()(void* h) const { tjDestroy(h); }
+constexpr char kFailurePayload[] = "stoker.decode_failure";
+
+uint32_t BigEndian32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+uint32_t LittleEndian24(const unsigned char* p) { return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16); }
+
+bool StartsWith(absl::string_view bytes, absl::string_view magic, size_t at = 0) {
+  return bytes.size() >= at + magic.size() && bytes.substr(at, magic.size()) == magic;
+}
+
+// libjpeg reports fatal errors through error_exit, which must not return:
+// we jump back to the decode call. Warnings are counted; a premature end of
+// data marks the file truncated.
+struct JpegErrors {
+  jpeg_error_mgr pub;
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool truncated;
 };
 
-absl::StatusOr<cv::Mat> DecodeJpeg(absl::string_view bytes) {
-  std::unique_ptr<void, TjDeleter> tj(tjInitDecompress());
-  if (!tj) return absl::InternalError("decode: tjInitDecompress failed");
-  auto* src = reinterpret_cast<const unsigned char*>(bytes.data());
-  const unsigned long size = static_cast<unsigned long>(bytes.size());
-  int width = 0, height = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(tj.get(), src, size, &width, &height, &subsamp, &colorspace) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("decode: bad JPEG header: ", tjGetErrorStr2(tj.get())));
+void JpegErrorExit(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+void JpegEmitMessage(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+  if (cinfo->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;
+  ++cinfo->err->num_warnings;
+}
+
+// A region in the scaled output grid: floor of the start, rounded size,
+// clamped to the scaled image.
+struct ScaledRegion {
+  int x, y, width, height;
+};
+
+ScaledRegion Scale(const CropBox& box, int image_w, int image_h, int d) {
+  const int out_w = (image_w + d - 1) / d, out_h = (image_h + d - 1) / d;
+  ScaledRegion r;
+  r.x = std::min(box.left / d, out_w - 1);
+  r.y = std::min(box.top / d, out_h - 1);
+  r.width = std::clamp(static_cast<int>(std::lround(static_cast<double>(box.width) / d)), 1, out_w - r.x);
+  r.height = std::clamp(static_cast<int>(std::lround(static_cast<double>(box.height) / d)), 1, out_h - r.y);
+  return r;
+}
+
+void CmykToRgb(const cv::Mat& cmyk, cv::Mat& rgb, bool adobe_inverted) {
+  rgb.create(cmyk.rows, cmyk.cols, CV_8UC3);
+  for (int y = 0; y < cmyk.rows; ++y) {
+    const uint8_t* in = cmyk.ptr<uint8_t>(y);
+    uint8_t* out = rgb.ptr<uint8_t>(y);
+    for (int x = 0; x < cmyk.cols; ++x, in += 4, out += 3) {
+      const int k = adobe_inverted ? in[3] : 255 - in[3];
+      for (int c = 0; c < 3; ++c) {
+        const int v = adobe_inverted ? in[c] : 255 - in[c];
+        out[c] = static_cast<uint8_t>(v * k / 255);
+      }
+    }
   }
-  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
-    // TurboJPEG cannot convert CMYK to RGB; OpenCV's libjpeg path can.
-    return absl::UnimplementedError("decode: CMYK JPEG");
+}
+
+absl::StatusOr<cv::Mat> DecodeJpeg(absl::string_view bytes, const CropBox& box, int d, int64_t max_pixels) {
+  jpeg_decompress_struct cinfo;
+  JpegErrors errors;
+  cv::Mat buffer;  // declared before setjmp; not read after a jump
+  cinfo.err = jpeg_std_error(&errors.pub);
+  errors.pub.error_exit = JpegErrorExit;
+  errors.pub.emit_message = JpegEmitMessage;
+  errors.truncated = false;
+  jpeg_create_decompress(&cinfo);
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    const bool truncated = errors.truncated || errors.pub.msg_code == JERR_INPUT_EMPTY;
+    return DecodeError(truncated ? DecodeFailure::kTruncated : DecodeFailure::kCorrupt,
+                       absl::StrCat("JPEG: ", errors.message));
   }
-  cv::Mat rgb(height, width, CV_8UC3);
-  if (tjDecompress2(tj.get(), src, size, rgb.data, width, static_cast<int>(rgb.step), height, TJPF_RGB,
-                    TJFLAG_FASTDCT) != 0 &&
-      tjGetErrorCode(tj.get()) == TJERR_FATAL) {
-    return absl::InvalidArgumentError(absl::StrCat("decode: corrupt JPEG: ", tjGetErrorStr2(tj.get())));
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  const int64_t pixels = int64_t{cinfo.image_width} * cinfo.image_height;
+  if (max_pixels > 0 && pixels > max_pixels) {
+    jpeg_destroy_decompress(&cinfo);
+    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(cinfo.image_width, "x", cinfo.image_height,
+                                                              " pixels exceed --max-pixels ", max_pixels));
   }
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGB;
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = static_cast<unsigned int>(d);
+  jpeg_start_decompress(&cinfo);
+  const CropBox full{0, 0, static_cast<int>(cinfo.image_height), static_cast<int>(cinfo.image_width)};
+  const CropBox& want = box.width > 0 ? box : full;
+  const ScaledRegion r = Scale(want, cinfo.image_width, cinfo.image_height, d);
+  // Decode a margin around the region: chroma upsampling at a cropped edge
+  // lacks its neighbours, which changes the edge pixels. The margin keeps the
+  // pixels we return identical to a full decode.
+  constexpr int kMargin = 8;
+  const int out_w = static_cast<int>(cinfo.output_width), out_h = static_cast<int>(cinfo.output_height);
+  const int ex0 = std::max(0, r.x - kMargin), ey0 = std::max(0, r.y - kMargin);
+  const int ex1 = std::min(out_w, r.x + r.width + kMargin), ey1 = std::min(out_h, r.y + r.height + kMargin);
+  // The decoder widens the column range to whole iMCUs; we keep the extra
+  // columns in the buffer and return a view of the ones asked for.
+  JDIMENSION xoffset = static_cast<JDIMENSION>(ex0), width = static_cast<JDIMENSION>(ex1 - ex0);
+  if (width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoffset, &width);
+  if (ey0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(ey0));
+  const int channels = cinfo.output_components;
+  buffer.create(ey1 - ey0, static_cast<int>(width), CV_8UC(channels));
+  for (int row = 0; row < buffer.rows;) {
+    JSAMPROW rows[1] = {buffer.ptr<uint8_t>(row)};
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, 1);
+    if (got == 0) {  // cannot happen with a memory source; never spin
+      errors.truncated = true;
+      break;
+    }
+    row += static_cast<int>(got);
+  }
+  const bool adobe = cinfo.saw_Adobe_marker;
+  const bool truncated = errors.truncated;
+  jpeg_abort_decompress(&cinfo);  // the rows below the region are not needed
+  jpeg_destroy_decompress(&cinfo);
+  if (truncated) return DecodeError(DecodeFailure::kTruncated, "JPEG: premature end of data");
+  cv::Mat region = buffer(cv::Rect(r.x - static_cast<int>(xoffset), r.y - ey0, r.width, r.height));
+  if (!cmyk) return region;
+  cv::Mat rgb;
+  CmykToRgb(region, rgb, adobe);
   return rgb;
 }
 
-absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes) {
+absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes, const CropBox& box, int d, int64_t max_pixels) {
   cv::Mat decoded;
   try {
     const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
     decoded = cv::imdecode(buf, cv::IMREAD_COLOR);  // 8-bit BGR whatever the source depth
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("decode: ", e.what()));
+    return DecodeError(DecodeFailure::kCorrupt, e.what());
   }
-  if (decoded.empty()) return absl::InvalidArgumentError("decode: not a decodable image (unknown format or corrupt)");
+  if (decoded.empty()) return DecodeError(DecodeFailure::kCorrupt, "OpenCV could not decode the image");
+  if (max_pixels > 0 && int64_t{decoded.rows} * decoded.cols > max_pixels) {
+    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(decoded.cols, "x", decoded.rows,
+                                                              " pixels exceed --max-pixels ", max_pixels));
+  }
+  cv::Mat region = decoded;
+  if (box.width > 0) {
+    const cv::Rect rect = cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, decoded.cols, decoded.rows);
+    region = decoded(rect);
+  }
   cv::Mat rgb;
-  cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
+  cv::cvtColor(region, rgb, cv::COLOR_BGR2RGB);
+  if (d > 1) {
+    const ScaledRegion r = Scale({0, 0, rgb.rows, rgb.cols}, rgb.cols, rgb.rows, d);
+    cv::resize(rgb, rgb, cv::Size(r.width, r.height), 0, 0, cv::INTER_AREA);
+  }
   return rgb;
 }
 
 }  // namespace
 
-bool LooksLikeJpeg(absl::string_view bytes) {
-  return bytes.size() >= 3 && static_cast<unsigned char>(bytes[0]) == 0xFF &&
-         static_cast<unsigned char>(bytes[1]) == 0xD8 && static_cast<unsigned char>(bytes[2]) == 0xFF;
+const char* DecodeFailureName(DecodeFailure failure) {
+  switch (failure) {
+    case DecodeFailure::kEmpty: return "empty";
+    case DecodeFailure::kNotAnImage: return "not_an_image";
+    case DecodeFailure::kTruncated: return "truncated";
+    case DecodeFailure::kCorrupt: return "corrupt";
+    case DecodeFailure::kTooLarge: return "too_large";
+  }
+  return "corrupt";
 }
 
-absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes) {
-  if (bytes.empty()) return absl::InvalidArgumentError("decode: empty file");
+absl::Status DecodeError(DecodeFailure failure, absl::string_view detail) {
+  absl::Status status = absl::InvalidArgumentError(absl::StrCat(DecodeFailureName(failure), ": ", detail));
+  status.SetPayload(kFailurePayload, absl::Cord(std::string(1, static_cast<char>(failure))));
+  return status;
+}
+
+DecodeFailure DecodeFailureOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kFailurePayload);
+  if (!payload || payload->size() != 1) return DecodeFailure::kCorrupt;
+  return static_cast<DecodeFailure>(std::string(*payload)[0]);
+}
+
+bool LooksLikeJpeg(absl::string_view bytes) { return StartsWith(bytes, "\xFF\xD8\xFF"); }
+
+absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
+  if (bytes.empty()) return DecodeError(DecodeFailure::kEmpty, "zero-byte file");
+  const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
+  ImageInfo info;
   if (LooksLikeJpeg(bytes)) {
-    auto rgb = DecodeJpeg(bytes);
-    if (rgb.ok() || !absl::IsUnimplemented(rgb.status())) return rgb;
+    jpeg_decompress_struct cinfo;
+    JpegErrors errors;
+    cinfo.err = jpeg_std_error(&errors.pub);
+    errors.pub.error_exit = JpegErrorExit;
+    errors.pub.emit_message = JpegEmitMessage;
+    errors.truncated = false;
+    jpeg_create_decompress(&cinfo);
+    if (setjmp(errors.jump)) {
+      jpeg_destroy_decompress(&cinfo);
+      return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("JPEG header: ", errors.message));
+    }
+    jpeg_mem_src(&cinfo, u, static_cast<unsigned long>(bytes.size()));
+    jpeg_read_header(&cinfo, TRUE);
+    info = {ImageFormat::kJpeg, static_cast<int>(cinfo.image_width), static_cast<int>(cinfo.image_height)};
+    jpeg_destroy_decompress(&cinfo);
+    return info;
   }
-  return DecodeWithOpenCv(bytes);
+  if (StartsWith(bytes, "\x89PNG\r\n\x1a\n")) {
+    if (bytes.size() < 24 || !StartsWith(bytes, "IHDR", 12)) return DecodeError(DecodeFailure::kTruncated, "PNG header");
+    return ImageInfo{ImageFormat::kPng, static_cast<int>(BigEndian32(u + 16)), static_cast<int>(BigEndian32(u + 20))};
+  }
+  if (StartsWith(bytes, "RIFF") && StartsWith(bytes, "WEBP", 8) && bytes.size() >= 30) {
+    if (StartsWith(bytes, "VP8X", 12)) {
+      return ImageInfo{ImageFormat::kWebp, static_cast<int>(LittleEndian24(u + 24) + 1),
+                       static_cast<int>(LittleEndian24(u + 27) + 1)};
+    }
+    if (StartsWith(bytes, "VP8 ", 12)) {
+      return ImageInfo{ImageFormat::kWebp, (u[26] | (u[27] << 8)) & 0x3fff, (u[28] | (u[29] << 8)) & 0x3fff};
+    }
+    if (StartsWith(bytes, "VP8L", 12)) {
+      const uint32_t bits = uint32_t{u[21]} | (uint32_t{u[22]} << 8) | (uint32_t{u[23]} << 16) | (uint32_t{u[24]} << 24);
+      return ImageInfo{ImageFormat::kWebp, static_cast<int>((bits & 0x3fff) + 1), static_cast<int>(((bits >> 14) & 0x3fff) + 1)};
+    }
+  }
+  // Another format: only OpenCV knows; decode to learn the size.
+  auto decoded = DecodeWithOpenCv(bytes, {}, 1, 0);
+  if (!decoded.ok()) return DecodeError(DecodeFailure::kNotAnImage, "not a JPEG, PNG, WebP or other image OpenCV reads");
+  return ImageInfo{ImageFormat::kOther, decoded->cols, decoded->rows};
+}
+
+absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& region, int scale_denominator,
+                                    int64_t max_pixels) {
+  if (bytes.empty()) return DecodeError(DecodeFailure::kEmpty, "zero-byte file");
+  if (scale_denominator != 1 && scale_denominator != 2 && scale_denominator != 4 && scale_denominator != 8) {
+    return absl::InvalidArgumentError(absl::StrCat("scale denominator ", scale_denominator, "; need 1, 2, 4 or 8"));
+  }
+  if (LooksLikeJpeg(bytes)) return DecodeJpeg(bytes, region, scale_denominator, max_pixels);
+  if (max_pixels > 0) {
+    auto info = ProbeImage(bytes);
+    if (!info.ok()) return info.status();
+    if (int64_t{info->width} * info->height > max_pixels) {
+      return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(info->width, "x", info->height,
+                                                                " pixels exceed --max-pixels ", max_pixels));
+    }
+  }
+  auto decoded = DecodeWithOpenCv(bytes, region, scale_denominator, max_pixels);
+  if (!decoded.ok() && DecodeFailureOf(decoded.status()) == DecodeFailure::kCorrupt &&
+      !StartsWith(bytes, "\x89PNG") && !StartsWith(bytes, "RIFF")) {
+    return DecodeError(DecodeFailure::kNotAnImage, "not a JPEG, PNG, WebP or other image OpenCV reads");
+  }
+  return decoded;
 }
 
 }  // namespace stoker

@@ -1,12 +1,18 @@
 #include "server/pipeline.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/image_decoder.h"
 #include "server/transforms.h"
+#include <opencv2/imgproc.hpp>
 
 namespace stoker {
+
+void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng);
+
 namespace {
 
 absl::Status CheckSide(const std::string& field, int value) {
@@ -33,9 +39,9 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
             "%s.random_resized_crop.scale = %g:%g; need 0 < min <= max <= 1", where, o.scale_min(),
             o.scale_max()));
       }
-      if (!(o.ratio_min() > 0 && o.ratio_min() <= o.ratio_max() && o.ratio_max() < 1e6)) {
+      if (!(o.ratio_min() >= 0.01f && o.ratio_min() <= o.ratio_max() && o.ratio_max() <= 100)) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "%s.random_resized_crop.ratio = %g:%g; need 0 < min <= max", where, o.ratio_min(),
+            "%s.random_resized_crop.ratio = %g:%g; need 0.01 <= min <= max <= 100", where, o.ratio_min(),
             o.ratio_max()));
       }
       fixed = true;
@@ -50,6 +56,27 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
     case v1::Op::kResize:
       fixed = false;
       return CheckSide(where + ".resize.shorter_side", op.resize().shorter_side());
+    case v1::Op::kColorJitter: {
+      const auto& o = op.color_jitter();
+      if (!(o.brightness() >= 0 && o.contrast() >= 0 && o.saturation() >= 0 && o.hue() >= 0 && o.hue() <= 0.5f)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s.color_jitter = (brightness %g, contrast %g, saturation %g, hue %g); need factors >= 0 and hue "
+            "in 0..0.5",
+            where, o.brightness(), o.contrast(), o.saturation(), o.hue()));
+      }
+      return absl::OkStatus();
+    }
+    case v1::Op::kNormalize: {
+      const auto& o = op.normalize();
+      if (o.mean_size() != 3 || o.std_size() != 3) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s.normalize has %d mean and %d std values; need 3 of each (R, G, B)", where, o.mean_size(), o.std_size()));
+      }
+      for (float v : o.std()) {
+        if (!(v > 0)) return absl::InvalidArgumentError(absl::StrFormat("%s.normalize.std has %g; need > 0", where, v));
+      }
+      return absl::OkStatus();
+    }
     case v1::Op::kRandomHorizontalFlip: {
       const float p = op.random_horizontal_flip().p();
       if (!(p >= 0 && p <= 1)) {
@@ -71,9 +98,8 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size = ", config.batch_size(),
                                                    "; allowed range is 1..", kMaxBatchSize));
   }
-  if (config.dtype() != v1::DTYPE_UNSPECIFIED && config.dtype() != v1::UINT8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dtype = ", config.dtype(), "; supported: UINT8 (normalize on the GPU in the client)"));
+  if (!v1::DType_IsValid(config.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("dtype = ", config.dtype(), "; supported: UINT8, FLOAT16, FLOAT32"));
   }
   if (!v1::Layout_IsValid(config.layout())) {
     return absl::InvalidArgumentError(absl::StrCat("layout = ", config.layout(), "; supported: NHWC, NCHW"));
@@ -83,6 +109,7 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
   }
   Pipeline p;
   p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
+  p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
   bool fixed = false;
   for (int i = 0; i < config.pipeline_size(); ++i) {
     v1::Op op = config.pipeline(i);
@@ -90,7 +117,26 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
         !s.ok()) {
       return s;
     }
+    if (op.has_normalize()) {
+      if (i + 1 != config.pipeline_size()) {
+        return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
+      }
+      if (p.dtype_ == v1::UINT8) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pipeline[", i, "].normalize needs dtype FLOAT16 or FLOAT32 (or send uint8 and normalize on the GPU)"));
+      }
+      p.normalize_ = true;
+      for (int c = 0; c < 3; ++c) {
+        p.mean_[c] = op.normalize().mean(c);
+        p.std_[c] = op.normalize().std(c);
+      }
+    }
     p.ops_.push_back(std::move(op));
+  }
+  if (fixed && config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
+                                                   p.sample_bytes(), " bytes; a batch may hold at most ",
+                                                   kMaxBatchBytes, " bytes"));
   }
   if (!fixed) {
     return absl::InvalidArgumentError(
@@ -100,31 +146,94 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
   return p;
 }
 
+int DctScaleFor(int crop, int out) {
+  for (int d : {8, 4, 2}) {
+    if (crop >= d * out) return d;
+  }
+  return 1;
+}
+
+int64_t Pipeline::sample_bytes() const {
+  const int64_t element = dtype_ == v1::FLOAT32 ? 4 : dtype_ == v1::FLOAT16 ? 2 : 1;
+  return int64_t{out_height_} * out_width_ * 3 * element;
+}
+
 std::vector<int64_t> Pipeline::SampleShape() const {
   if (layout_ == v1::NCHW) return {3, out_height_, out_width_};
   return {out_height_, out_width_, 3};
 }
 
-cv::Mat Pipeline::Apply(cv::Mat image, Rng& rng) const {
-  for (const v1::Op& op : ops_) {
+absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
+                               SampleTimes* times) const {
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
+  if (!info.ok()) return info.status();
+  // Fuse the first op with decoding: decode only its region, shrunk in the
+  // DCT domain when it is at least twice the size it is resized to.
+  CropBox region;
+  int scale = 1;
+  size_t next_op = 0;
+  const v1::Op& first = ops_.front();
+  if (first.has_random_resized_crop()) {
+    const auto& o = first.random_resized_crop();
+    region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(),
+                                  o.ratio_max(), rng);
+    scale = DctScaleFor(std::min(region.height, region.width), o.size());
+    next_op = 1;
+  } else if (first.has_center_crop() && info->height >= first.center_crop().size() &&
+             info->width >= first.center_crop().size()) {
+    region = CenterCropBox(info->height, info->width, first.center_crop().size());
+    next_op = 1;
+  } else if (first.has_resize()) {
+    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side());
+    next_op = 1;
+  }
+  absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
+  if (!decoded.ok()) return decoded.status();
+  const absl::Time t1 = absl::Now();
+  cv::Mat image = *std::move(decoded);
+  if (first.has_random_resized_crop()) {
+    const auto& o = first.random_resized_crop();
+    cv::resize(image, image, cv::Size(o.size(), o.size()), 0, 0, InterpolationFlag(o.interpolation()));
+  } else if (first.has_resize()) {
+    // The target size comes from the original dimensions, not the scaled ones.
+    const cv::Size target = ShorterSideSize(info->height, info->width, first.resize().shorter_side());
+    if (target != image.size()) {
+      cv::resize(image, image, target, 0, 0, InterpolationFlag(first.resize().interpolation()));
+    }
+  }
+  image = Apply(std::move(image), rng, next_op);
+  Store(image, dst);
+  times->decode = t1 - t0;
+  times->augment = absl::Now() - t1;
+  return absl::OkStatus();
+}
+
+cv::Mat Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op) const {
+  for (size_t i = first_op; i < ops_.size(); ++i) {
+    const v1::Op& op = ops_[i];
     switch (op.op_case()) {
       case v1::Op::kRandomResizedCrop: {
         const auto& o = op.random_resized_crop();
         const CropBox box = RandomResizedCropBox(image.rows, image.cols, o.scale_min(), o.scale_max(),
                                                  o.ratio_min(), o.ratio_max(), rng);
-        image = ResizedCrop(image, box, o.size());
+        image = ResizedCrop(image, box, o.size(), o.interpolation());
         break;
       }
       case v1::Op::kCenterCrop:
         image = CenterCrop(image, op.center_crop().size());
         break;
       case v1::Op::kResize:
-        image = ResizeShorterSide(image, op.resize().shorter_side());
+        image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation());
         break;
       case v1::Op::kRandomHorizontalFlip:
         // Always draw, so later ops see the same stream whatever the outcome.
         if (rng.UniformDouble() < op.random_horizontal_flip().p()) FlipHorizontalInPlace(image);
         break;
+      case v1::Op::kColorJitter:
+        ApplyColorJitter(op.color_jitter(), image, rng);
+        break;
+      case v1::Op::kNormalize:  // applied by Store, with the dtype conversion
       case v1::Op::OP_NOT_SET:
         break;
     }
@@ -134,16 +243,56 @@ cv::Mat Pipeline::Apply(cv::Mat image, Rng& rng) const {
 
 void Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
   const int h = out_height_, w = out_width_;
-  if (layout_ == v1::NHWC) {
-    for (int y = 0; y < h; ++y) std::memcpy(dst + int64_t{y} * w * 3, image.ptr<uint8_t>(y), size_t(w) * 3);
+  if (dtype_ == v1::UINT8) {
+    if (layout_ == v1::NHWC) {
+      for (int y = 0; y < h; ++y) std::memcpy(dst + int64_t{y} * w * 3, image.ptr<uint8_t>(y), size_t(w) * 3);
+      return;
+    }
+    const int64_t plane = int64_t{h} * w;
+    for (int y = 0; y < h; ++y) {
+      const uint8_t* row = image.ptr<uint8_t>(y);
+      for (int x = 0; x < w; ++x) {
+        for (int c = 0; c < 3; ++c) dst[c * plane + int64_t{y} * w + x] = row[x * 3 + c];
+      }
+    }
     return;
   }
-  const int64_t plane = int64_t{h} * w;
-  for (int y = 0; y < h; ++y) {
-    const uint8_t* row = image.ptr<uint8_t>(y);
-    for (int x = 0; x < w; ++x) {
-      for (int c = 0; c < 3; ++c) dst[c * plane + int64_t{y} * w + x] = row[x * 3 + c];
-    }
+  // Float output: value / 255, then (v - mean) / std when normalizing.
+  cv::Mat f;
+  image.convertTo(f, CV_32FC3, 1.0 / 255);
+  if (normalize_) {
+    cv::subtract(f, cv::Scalar(mean_[0], mean_[1], mean_[2]), f);
+    cv::divide(f, cv::Scalar(std_[0], std_[1], std_[2]), f);
+  }
+  const int depth = dtype_ == v1::FLOAT16 ? CV_16F : CV_32F;
+  const size_t element = dtype_ == v1::FLOAT16 ? 2 : 4;
+  if (layout_ == v1::NHWC) {
+    cv::Mat out(h, w, CV_MAKETYPE(depth, 3), dst);
+    f.convertTo(out, depth);  // writes into dst: same size and type
+    return;
+  }
+  std::vector<cv::Mat> planes;
+  for (int c = 0; c < 3; ++c) planes.emplace_back(h, w, depth, dst + c * int64_t{h} * w * element);
+  std::vector<cv::Mat> channels;
+  cv::split(f, channels);
+  for (int c = 0; c < 3; ++c) channels[c].convertTo(planes[c], depth);
+}
+
+void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng) {
+  // A random order of the four adjustments, then their factors in a fixed
+  // order, as torchvision's ColorJitter.get_params.
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.UniformInt(0, i)]);
+  auto factor = [&](float x) { return rng.Uniform(std::max(0.0, 1.0 - x), 1.0 + x); };
+  const double b = o.brightness() > 0 ? factor(o.brightness()) : 1;
+  const double c = o.contrast() > 0 ? factor(o.contrast()) : 1;
+  const double s = o.saturation() > 0 ? factor(o.saturation()) : 1;
+  const double h = o.hue() > 0 ? rng.Uniform(-o.hue(), o.hue()) : 0;
+  for (int fn : order) {
+    if (fn == 0 && o.brightness() > 0) AdjustBrightness(image, b);
+    if (fn == 1 && o.contrast() > 0) AdjustContrast(image, c);
+    if (fn == 2 && o.saturation() > 0) AdjustSaturation(image, s);
+    if (fn == 3 && o.hue() > 0) AdjustHue(image, h);
   }
 }
 

@@ -1,7 +1,10 @@
 // A validated preprocessing pipeline: the session's ops with defaults filled
-// in, the fixed output geometry, and the code that runs the ops on one decoded
-// image and lays the result out in a batch buffer. Immutable after Create and
-// so thread-safe; shared by all of a session's workers.
+// in, the fixed output geometry and dtype, and the code that turns one encoded
+// image into one sample of the batch buffer. The first op is fused with
+// decoding where that saves work: a leading crop decodes only the crop's
+// region of a JPEG, and a crop (or resize) at least twice the output size is
+// shrunk in the DCT domain first. Immutable after Create and so thread-safe;
+// shared by all of a session's workers.
 #ifndef STOKER_SERVER_PIPELINE_H_
 #define STOKER_SERVER_PIPELINE_H_
 
@@ -9,6 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/strings/string_view.h"
 #include "common/rng.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
@@ -18,6 +23,12 @@ namespace stoker {
 // Limits on session parameters; part of the documented contract.
 inline constexpr int kMaxImageSide = 8192;     // pixels, for every size argument
 inline constexpr int kMaxBatchSize = 65536;    // samples
+inline constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch's image buffer
+
+// Worker time one sample spent per stage.
+struct SampleTimes {
+  absl::Duration decode, augment;
+};
 
 class Pipeline {
  public:
@@ -29,16 +40,23 @@ class Pipeline {
   int out_height() const { return out_height_; }
   int out_width() const { return out_width_; }
   v1::Layout layout() const { return layout_; }
-  int64_t sample_bytes() const { return int64_t{out_height_} * out_width_ * 3; }
+  v1::DType dtype() const { return dtype_; }
+  int64_t sample_bytes() const;
   // One sample's shape in the session's layout, e.g. {H, W, 3} for NHWC.
   std::vector<int64_t> SampleShape() const;
 
-  // Runs the ops, in order, on an RGB image. The result is out_height x
-  // out_width x 3.
-  cv::Mat Apply(cv::Mat image, Rng& rng) const;
+  // Decodes `encoded` (pixel limit `max_pixels`, 0: none), runs the ops and
+  // writes the sample to dst (sample_bytes() bytes). Decode errors carry a
+  // DecodeFailure (see image_decoder.h).
+  absl::Status Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
+                       SampleTimes* times) const;
 
-  // Writes an out_height x out_width RGB image to dst (sample_bytes() bytes)
-  // in the session's layout.
+  // Runs ops [first_op, end) on an RGB image. The result of the whole list is
+  // out_height x out_width x 3 (before normalize, which Store applies).
+  cv::Mat Apply(cv::Mat image, Rng& rng, size_t first_op = 0) const;
+
+  // Writes an out_height x out_width RGB image to dst in the session's layout
+  // and dtype, normalizing if the last op is normalize.
   void Store(const cv::Mat& image, uint8_t* dst) const;
 
  private:
@@ -46,7 +64,15 @@ class Pipeline {
   int out_height_ = 0;
   int out_width_ = 0;
   v1::Layout layout_ = v1::NHWC;
+  v1::DType dtype_ = v1::UINT8;
+  bool normalize_ = false;  // the last op is normalize
+  float mean_[3] = {0, 0, 0};
+  float std_[3] = {1, 1, 1};
 };
+
+// The largest of 1, 2, 4, 8 such that `crop` pixels still cover `out` pixels
+// after dividing by it: the DCT scale for shrinking a crop to an output.
+int DctScaleFor(int crop, int out);
 
 }  // namespace stoker
 

@@ -25,11 +25,13 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                  .Help("Samples produced (including failed ones, sent as zeros).")
                  .Register(registry)
                  .Add({});
-  samples_failed = &prometheus::BuildCounter()
-                        .Name("stoker_server_samples_failed_total")
-                        .Help("Samples that could not be read or decoded.")
-                        .Register(registry)
-                        .Add({});
+  auto& failed = prometheus::BuildCounter()
+                     .Name("stoker_server_samples_failed_total")
+                     .Help("Samples that could not be read or decoded, by reason.")
+                     .Register(registry);
+  for (const char* reason : {"read_error", "empty", "not_an_image", "truncated", "corrupt", "too_large"}) {
+    samples_failed_[reason] = &failed.Add({{"reason", reason}});
+  }
   batches = &prometheus::BuildCounter()
                  .Name("stoker_server_batches_total")
                  .Help("Batches fully sent.")
@@ -70,6 +72,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                            .Help("Sessions refused for a bad config (dataset, pipeline, batch size).")
                            .Register(registry)
                            .Add({});
+}
+
+prometheus::Counter& ServerMetrics::SamplesFailed(const std::string& reason) {
+  auto it = samples_failed_.find(reason);
+  return it != samples_failed_.end() ? *it->second : *samples_failed_.at("corrupt");
 }
 
 }  // namespace stoker

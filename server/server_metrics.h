@@ -3,7 +3,9 @@
 #ifndef STOKER_SERVER_SERVER_METRICS_H_
 #define STOKER_SERVER_SERVER_METRICS_H_
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -24,7 +26,9 @@ struct ServerMetrics {
   prometheus::Histogram* assemble_seconds;  // laying samples into the buffer
   prometheus::Histogram* send_seconds;      // batch ready to last chunk written
   prometheus::Counter* samples;             // stoker_server_samples_total
-  prometheus::Counter* samples_failed;      // stoker_server_samples_failed_total
+  // stoker_server_samples_failed_total{reason}: reason is a DecodeFailure
+  // name or "read_error".
+  prometheus::Counter& SamplesFailed(const std::string& reason);
   prometheus::Counter* batches;             // stoker_server_batches_total
   prometheus::Counter* sent_bytes;          // stoker_server_sent_bytes_total
   prometheus::Counter* read_bytes;          // stoker_server_read_bytes_total
@@ -33,6 +37,9 @@ struct ServerMetrics {
   prometheus::Gauge* streams;               // stoker_server_streams
   prometheus::Gauge* workers;               // stoker_server_workers
   prometheus::Counter* rejected_sessions;   // stoker_server_rejected_sessions_total
+
+ private:
+  std::map<std::string, prometheus::Counter*> samples_failed_;  // constant after construction
 };
 
 }  // namespace stoker
