@@ -20,7 +20,8 @@ struct Batch {
   std::vector<int32_t> labels;
   std::vector<int64_t> shape;  // e.g. {N, H, W, 3} for NHWC
   v1::Layout layout = v1::NHWC;
-  HostBuffer data;             // uint8 image buffer, shape's product bytes
+  v1::DType dtype = v1::UINT8;
+  HostBuffer data;             // image buffer: shape's product x dtype's size bytes
   std::string server;          // host:port that produced it
   v1::StageTimes stage_times;  // server-side times (see stoker.proto)
   std::vector<v1::FailedSample> failed_samples;

@@ -30,7 +30,10 @@ ABSL_FLAG(double, step_ms, 0, "Simulated training step per batch, in millisecond
 ABSL_FLAG(std::string, pipeline, "",
           "Ops, e.g. 'resize(256), center_crop(224)'; empty means RandomResizedCrop(224) + "
           "RandomHorizontalFlip(0.5)");
-ABSL_FLAG(std::string, layout, "nhwc", "Image layout: nhwc or nchw (uint8)");
+ABSL_FLAG(std::string, layout, "nhwc", "Image layout: nhwc or nchw");
+ABSL_FLAG(std::string, dtype, "uint8", "Pixel type: uint8, float16 or float32 (value / 255, or normalize's output)");
+ABSL_FLAG(std::string, bad_sample_policy, "skip",
+          "skip: an undecodable sample is replaced by the next decodable one; fail: the epoch stops with DATA_LOSS");
 ABSL_FLAG(std::string, cache_mode, "none",
           "none, or batch: servers re-send their first batch (measures the transport alone)");
 ABSL_FLAG(uint64_t, seed, 0, "Session seed: fixes sample order and augmentation");
@@ -68,6 +71,19 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (layout != "nhwc" && layout != "nchw") return absl::InvalidArgumentError("--layout must be nhwc or nchw");
   c.session.set_layout(layout == "nchw" ? v1::NCHW : v1::NHWC);
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (dtype == "uint8") {
+    c.session.set_dtype(v1::UINT8);
+  } else if (dtype == "float16") {
+    c.session.set_dtype(v1::FLOAT16);
+  } else if (dtype == "float32") {
+    c.session.set_dtype(v1::FLOAT32);
+  } else {
+    return absl::InvalidArgumentError("--dtype must be uint8, float16 or float32");
+  }
+  const std::string policy = absl::GetFlag(FLAGS_bad_sample_policy);
+  if (policy != "skip" && policy != "fail") return absl::InvalidArgumentError("--bad-sample-policy must be skip or fail");
+  c.session.set_bad_sample_policy(policy == "fail" ? v1::FAIL : v1::SKIP);
   const std::string cache = absl::GetFlag(FLAGS_cache_mode);
   if (cache != "none" && cache != "batch") return absl::InvalidArgumentError("--cache-mode must be none or batch");
   c.session.set_cache_mode(cache == "batch" ? v1::CACHE_BATCH : v1::CACHE_NONE);

@@ -31,6 +31,7 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   b.labels.assign(h.labels().begin(), h.labels().end());
   b.shape.assign(h.shape().begin(), h.shape().end());
   b.layout = h.layout();
+  b.dtype = h.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : h.dtype();
   b.stage_times = h.stage_times();
   b.failed_samples.assign(h.failed_samples().begin(), h.failed_samples().end());
   b.server = server_;

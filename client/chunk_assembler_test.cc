@@ -80,6 +80,46 @@ TEST(ChunkAssemblerTest, RefusesChunksThatDoNotContinueTheBatch) {
   }
 }
 
+grpc::ByteBuffer Raw(const std::vector<std::string>& slices) {
+  std::vector<grpc::Slice> s;
+  for (const auto& bytes : slices) s.emplace_back(bytes);
+  return grpc::ByteBuffer(s.data(), s.size());
+}
+
+TEST(ChunkAssemblerTest, ParsesAcrossSlicesAsTheServerSendsThem) {
+  // The server sends the fields in one slice and the payload in another.
+  const std::string fields = Chunk(0, 0, "", 6).SerializeAsString();
+  ChunkAssembler a("s:1");
+  grpc::ByteBuffer b = Raw({fields + std::string("\x22\x06", 2), "abc", "def"});
+  auto batch = a.Add(&b);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_TRUE(batch->has_value());
+  EXPECT_EQ((*batch)->data.view(), "abcdef");
+}
+
+TEST(ChunkAssemblerTest, HostileLengthsAndWireTypesAreRefused) {
+  const std::string header = Chunk(0, 0, "", 100).SerializeAsString();
+  const std::pair<std::string, std::string> cases[] = {
+      // data length 2^64 - 1
+      {header + std::string("\x22\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11), "does not continue"},
+      // data length larger than the batch
+      {header + std::string("\x22\xc8\x01", 3) + std::string(200, 'x'), "does not continue"},
+      // data length longer than what follows
+      {header + std::string("\x22\x50", 2) + std::string(10, 'x'), "truncated data"},
+      // field 4 as a varint, field 2 as length-delimited
+      {header + std::string("\x20\x05", 2), "not length-delimited"},
+      {header + std::string("\x12\x01x", 3), "not a varint"},
+  };
+  for (const auto& [bytes, fragment] : cases) {
+    ChunkAssembler a("s:1");
+    grpc::ByteBuffer b = Raw({bytes});
+    auto result = a.Add(&b);
+    ASSERT_FALSE(result.ok()) << fragment;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(result.status().message().find(fragment), std::string::npos) << result.status();
+  }
+}
+
 TEST(ChunkAssemblerTest, GarbageBytesAreDataLoss) {
   ChunkAssembler a("s:1");
   grpc::Slice slice(std::string("\x0a\xff\xff\xff\xff\x0f", 6));

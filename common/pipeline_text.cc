@@ -43,11 +43,48 @@ absl::StatusOr<std::pair<float, float>> ParseRange(absl::string_view v) {
   return std::make_pair(*lo, *hi);
 }
 
+const char* InterpolationName(v1::Interpolation i) {
+  return i == v1::NEAREST ? "nearest" : i == v1::BICUBIC ? "bicubic" : "bilinear";
+}
+
+absl::StatusOr<v1::Interpolation> ParseInterpolation(absl::string_view v) {
+  if (v == "bilinear") return v1::BILINEAR;
+  if (v == "nearest") return v1::NEAREST;
+  if (v == "bicubic") return v1::BICUBIC;
+  return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not bilinear, nearest or bicubic"));
+}
+
+// "a:b:c" -> three floats.
+absl::StatusOr<std::vector<float>> ParseTriple(absl::string_view v) {
+  std::vector<float> out;
+  for (absl::string_view part : absl::StrSplit(v, ':')) {
+    auto f = ParseFloat(part);
+    if (!f.ok()) return f.status();
+    out.push_back(*f);
+  }
+  if (out.size() != 3) return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not three values r:g:b"));
+  return out;
+}
+
+Setter FloatSetter(void (*set)(v1::Op&, float)) {
+  return [set](absl::string_view v, v1::Op& op) {
+    auto f = ParseFloat(v);
+    if (f.ok()) set(op, *f);
+    return f.status();
+  };
+}
+
 const std::map<std::string, OpSyntax>& Syntax() {
   static const auto* syntax = new std::map<std::string, OpSyntax>{
       {"random_resized_crop",
-       {{"size", "scale", "ratio"},
-        {{"size",
+       {{"size", "scale", "ratio", "interpolation"},
+        {{"interpolation",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInterpolation(v);
+            if (i.ok()) op.mutable_random_resized_crop()->set_interpolation(*i);
+            return i.status();
+          }},
+         {"size",
           [](absl::string_view v, v1::Op& op) {
             auto i = ParseInt(v);
             if (i.ok()) op.mutable_random_resized_crop()->set_size(*i);
@@ -78,12 +115,42 @@ const std::map<std::string, OpSyntax>& Syntax() {
             return i.status();
           }}}}},
       {"resize",
-       {{"size"},
+       {{"size", "interpolation"},
         {{"size",
           [](absl::string_view v, v1::Op& op) {
             auto i = ParseInt(v);
             if (i.ok()) op.mutable_resize()->set_shorter_side(*i);
             return i.status();
+          }},
+         {"interpolation",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInterpolation(v);
+            if (i.ok()) op.mutable_resize()->set_interpolation(*i);
+            return i.status();
+          }}}}},
+      {"color_jitter",
+       {{"brightness", "contrast", "saturation", "hue"},
+        {{"brightness", FloatSetter([](v1::Op& op, float f) { op.mutable_color_jitter()->set_brightness(f); })},
+         {"contrast", FloatSetter([](v1::Op& op, float f) { op.mutable_color_jitter()->set_contrast(f); })},
+         {"saturation", FloatSetter([](v1::Op& op, float f) { op.mutable_color_jitter()->set_saturation(f); })},
+         {"hue", FloatSetter([](v1::Op& op, float f) { op.mutable_color_jitter()->set_hue(f); })}}}},
+      {"normalize",
+       {{"mean", "std"},
+        {{"mean",
+          [](absl::string_view v, v1::Op& op) {
+            auto t = ParseTriple(v);
+            if (!t.ok()) return t.status();
+            op.mutable_normalize()->clear_mean();
+            for (float f : *t) op.mutable_normalize()->add_mean(f);
+            return absl::OkStatus();
+          }},
+         {"std",
+          [](absl::string_view v, v1::Op& op) {
+            auto t = ParseTriple(v);
+            if (!t.ok()) return t.status();
+            op.mutable_normalize()->clear_std();
+            for (float f : *t) op.mutable_normalize()->add_std(f);
+            return absl::OkStatus();
           }}}}},
       {"random_horizontal_flip",
        {{"p"},
@@ -131,6 +198,8 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   if (name == "center_crop") op.mutable_center_crop();
   if (name == "resize") op.mutable_resize();
   if (name == "random_horizontal_flip") op.mutable_random_horizontal_flip();
+  if (name == "color_jitter") op.mutable_color_jitter();
+  if (name == "normalize") op.mutable_normalize();
   if (open == absl::string_view::npos) return op;
   if (text.back() != ')') {
     return absl::InvalidArgumentError(absl::StrCat("pipeline: op '", text, "' lacks a closing ')'"));
@@ -195,6 +264,9 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
         if (o.ratio_min() != 0 || o.ratio_max() != 0) {
           absl::StrAppendFormat(&text, ", ratio=%g:%g", o.ratio_min(), o.ratio_max());
         }
+        if (o.interpolation() != v1::BILINEAR) {
+          absl::StrAppend(&text, ", interpolation=", InterpolationName(o.interpolation()));
+        }
         parts.push_back(text + ")");
         break;
       }
@@ -202,8 +274,23 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
         parts.push_back(absl::StrFormat("center_crop(%d)", op.center_crop().size()));
         break;
       case v1::Op::kResize:
-        parts.push_back(absl::StrFormat("resize(%d)", op.resize().shorter_side()));
+        parts.push_back(op.resize().interpolation() == v1::BILINEAR
+                            ? absl::StrFormat("resize(%d)", op.resize().shorter_side())
+                            : absl::StrFormat("resize(%d, interpolation=%s)", op.resize().shorter_side(),
+                                              InterpolationName(op.resize().interpolation())));
         break;
+      case v1::Op::kColorJitter: {
+        const auto& o = op.color_jitter();
+        parts.push_back(absl::StrFormat("color_jitter(%g, %g, %g, %g)", o.brightness(), o.contrast(), o.saturation(),
+                                        o.hue()));
+        break;
+      }
+      case v1::Op::kNormalize: {
+        const auto& o = op.normalize();
+        parts.push_back(absl::StrFormat("normalize(mean=%s, std=%s)", absl::StrJoin(o.mean(), ":"),
+                                        absl::StrJoin(o.std(), ":")));
+        break;
+      }
       case v1::Op::kRandomHorizontalFlip:
         parts.push_back(absl::StrFormat("random_horizontal_flip(%g)", op.random_horizontal_flip().p()));
         break;

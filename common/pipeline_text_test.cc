@@ -25,6 +25,22 @@ TEST(PipelineTextTest, NamedArgumentsAndRanges) {
   EXPECT_EQ((*ops)[2].center_crop().size(), 224);
 }
 
+TEST(PipelineTextTest, JitterNormalizeAndInterpolation) {
+  auto ops = ParsePipelineText(
+      "random_resized_crop(224, interpolation=bicubic), color_jitter(0.4, 0.4, 0.4, 0.1), "
+      "normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_EQ((*ops)[0].random_resized_crop().interpolation(), v1::BICUBIC);
+  EXPECT_FLOAT_EQ((*ops)[1].color_jitter().hue(), 0.1f);
+  ASSERT_EQ((*ops)[2].normalize().std_size(), 3);
+  EXPECT_FLOAT_EQ((*ops)[2].normalize().mean(1), 0.456f);
+  EXPECT_FALSE(ParsePipelineText("normalize(mean=1:2)").ok());
+  EXPECT_FALSE(ParsePipelineText("resize(256, interpolation=lanczos)").ok());
+  auto again = ParsePipelineText(PipelineToText(*ops));
+  ASSERT_TRUE(again.ok()) << PipelineToText(*ops);
+  for (size_t i = 0; i < ops->size(); ++i) EXPECT_EQ((*again)[i].SerializeAsString(), (*ops)[i].SerializeAsString());
+}
+
 TEST(PipelineTextTest, OpWithoutArgumentsIsSet) {
   auto ops = ParsePipelineText("random_horizontal_flip");
   ASSERT_TRUE(ops.ok()) << ops.status();

@@ -81,7 +81,7 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
   for (int64_t idx : request.sample_indices()) h.add_labels(source_->label(idx));
   h.add_shape(n);
   for (int64_t d : pipeline_.SampleShape()) h.add_shape(d);
-  h.set_dtype(v1::UINT8);
+  h.set_dtype(pipeline_.dtype());
   h.set_layout(pipeline_.layout());
   h.set_total_bytes(n * pipeline_.sample_bytes());
   metrics_->inflight_batches->Increment();
@@ -134,9 +134,10 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
           status = replaced;
         }
       }
+      const bool unrecovered = failed.replaced_by() < 0;
       absl::MutexLock lock(&job->mu);
       job->failed.push_back(std::move(failed));
-      if (failed.replaced_by() < 0 && job->error.ok()) {
+      if (unrecovered && job->error.ok()) {
         job->error = absl::DataLossError(
             absl::StrCat("sample ", index, " (", source_->Describe(index), "): ", status.message()));
       }

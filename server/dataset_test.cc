@@ -71,6 +71,18 @@ TEST(DatasetTest, SymlinkedFilesOutsideTheRootAreSkipped) {
   EXPECT_EQ((*index)->size(), 1);
 }
 
+TEST(DatasetTest, ClassDirectoriesLinkedOutOfTheRootAndLoopingLinksAreSkipped) {
+  TempDir outside, root;
+  outside.Write("cls/secret.jpg", "x");
+  root.Write("ds/real/a.jpg", "x");
+  std::filesystem::create_directory_symlink(outside.path() / "cls", root.path() / "ds/evil");
+  std::filesystem::create_symlink(root.path() / "ds/real/loop.jpg", root.path() / "ds/real/loop.jpg");
+  auto index = ImageFolderIndex::Scan(root.path() / "ds", root.path());
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ((*index)->class_names(), (std::vector<std::string>{"real"}));
+  EXPECT_EQ((*index)->size(), 1);
+}
+
 TEST(DatasetTest, ReadFileBytes) {
   TempDir root;
   const auto p = root.Write("f.bin", std::string("a\0b", 3));

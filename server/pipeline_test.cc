@@ -1,7 +1,11 @@
 #include "server/pipeline.h"
 
+#include <opencv2/imgproc.hpp>
+
 #include "common/pipeline_text.h"
 #include "gtest/gtest.h"
+#include "server/image_decoder.h"
+#include "tests/testdata/image_set.h"
 
 namespace stoker {
 namespace {
@@ -62,6 +66,113 @@ TEST(PipelineTest, InvalidConfigsNameTheFieldAndRange) {
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(p.status().message().find(c.fragment), std::string::npos) << p.status();
   }
+}
+
+v1::SessionConfig WithDtype(v1::SessionConfig c, v1::DType dtype) {
+  c.set_dtype(dtype);
+  return c;
+}
+
+v1::SessionConfig WithNormalize(v1::SessionConfig c, std::vector<float> mean, std::vector<float> std) {
+  v1::Normalize* n = c.add_pipeline()->mutable_normalize();
+  for (float m : mean) n->add_mean(m);
+  for (float v : std) n->add_std(v);
+  return c;
+}
+
+TEST(PipelineTest, DtypeNormalizeAndJitterValidation) {
+  const std::pair<v1::SessionConfig, std::string> cases[] = {
+      {WithNormalize(Config("center_crop(8)"), {0.5f, 0.5f, 0.5f}, {1, 1, 1}), "needs dtype FLOAT16 or FLOAT32"},
+      {WithDtype(WithNormalize(Config("center_crop(8)"), {0.5f, 0.5f}, {1, 1}), v1::FLOAT32), "need 3 of each"},
+      {WithDtype(WithNormalize(Config("center_crop(8)"), {0, 0, 0}, {1, 0, 1}), v1::FLOAT32), "std has 0"},
+      {[] {
+         auto c = WithDtype(WithNormalize(Config("center_crop(8)"), {0, 0, 0}, {1, 1, 1}), v1::FLOAT32);
+         c.add_pipeline()->mutable_random_horizontal_flip()->set_p(0.5f);
+         return c;
+       }(),
+       "normalize must be the last op"},
+      {[] {
+         auto c = Config("center_crop(8)");
+         c.add_pipeline()->mutable_color_jitter()->set_hue(0.6f);
+         return c;
+       }(),
+       "hue in 0..0.5"},
+      {WithDtype(Config("center_crop(4096)", 16), v1::FLOAT32), "a batch may hold at most"},
+  };
+  for (const auto& [config, fragment] : cases) {
+    auto p = Pipeline::Create(config);
+    ASSERT_FALSE(p.ok()) << fragment;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(fragment), std::string::npos) << p.status();
+  }
+}
+
+TEST(PipelineTest, FloatOutputsNormalizeInEitherLayout) {
+  const cv::Mat px(2, 2, CV_8UC3, cv::Scalar(255, 0, 51));
+  for (v1::DType dtype : {v1::FLOAT32, v1::FLOAT16}) {
+    for (v1::Layout layout : {v1::NHWC, v1::NCHW}) {
+      auto c = WithDtype(WithNormalize(Config("center_crop(2)"), {0.5f, 0.5f, 0.5f}, {0.5f, 0.25f, 0.2f}), dtype);
+      c.set_layout(layout);
+      auto p = Pipeline::Create(c);
+      ASSERT_TRUE(p.ok()) << p.status();
+      ASSERT_EQ(p->sample_bytes(), 2 * 2 * 3 * (dtype == v1::FLOAT32 ? 4 : 2));
+      std::vector<uint8_t> out(static_cast<size_t>(p->sample_bytes()));
+      p->Store(px, out.data());
+      cv::Mat values(1, 12, dtype == v1::FLOAT32 ? CV_32F : CV_16F, out.data()), f;
+      values.convertTo(f, CV_32F);
+      // (1 - 0.5) / 0.5 = 1, (0 - 0.5) / 0.25 = -2, (0.2 - 0.5) / 0.2 = -1.5
+      const float expected[3] = {1.0f, -2.0f, -1.5f};
+      for (int i = 0; i < 12; ++i) {
+        const int channel = layout == v1::NHWC ? i % 3 : i / 4;
+        EXPECT_NEAR(f.at<float>(0, i), expected[channel], 1e-3) << i;
+      }
+    }
+  }
+  // Without normalize, floats are value / 255.
+  auto plain = Pipeline::Create(WithDtype(Config("center_crop(2)"), v1::FLOAT32));
+  ASSERT_TRUE(plain.ok());
+  std::vector<float> out(12);
+  plain->Store(px, reinterpret_cast<uint8_t*>(out.data()));
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
+  EXPECT_FLOAT_EQ(out[2], 0.2f);
+}
+
+// The fused path (region decode) must give the same bytes as decoding the
+// whole image and running the ops, when no DCT scaling is involved.
+TEST(PipelineTest, FusedDecodeMatchesFullDecodeThenOps) {
+  const std::string jpeg = testing::EncodeJpeg(testing::SyntheticImage(280, 300, 11), 90);
+  auto full = DecodeImage(jpeg);
+  ASSERT_TRUE(full.ok());
+  for (const char* text : {"random_resized_crop(224), random_horizontal_flip(0.5)", "center_crop(200)"}) {
+    auto p = Pipeline::Create(Config(text));
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      std::vector<uint8_t> fused(static_cast<size_t>(p->sample_bytes())), reference(fused.size());
+      Rng a = Rng::ForSample(seed, 0, 3), b = Rng::ForSample(seed, 0, 3);
+      SampleTimes times;
+      ASSERT_TRUE(p->Produce(jpeg, a, 0, fused.data(), &times).ok());
+      p->Store(p->Apply(full->clone(), b), reference.data());
+      EXPECT_EQ(fused, reference) << text << " seed " << seed;
+    }
+  }
+}
+
+TEST(PipelineTest, DctScaledResizeStaysCloseToFullDecode) {
+  const std::string jpeg = testing::EncodeJpeg(testing::SyntheticImage(280, 300, 12), 95);
+  auto full = DecodeImage(jpeg);
+  auto p = Pipeline::Create(Config("resize(64), center_crop(56)"));  // 280 >= 4 x 64: decoded at 1/4
+  ASSERT_TRUE(p.ok());
+  std::vector<uint8_t> fused(static_cast<size_t>(p->sample_bytes())), reference(fused.size());
+  Rng a(1), b(1);
+  SampleTimes times;
+  ASSERT_TRUE(p->Produce(jpeg, a, 0, fused.data(), &times).ok());
+  // Reference: full decode, area-shrink (what a good resize does), crop.
+  cv::Mat shrunk;
+  cv::resize(*full, shrunk, cv::Size(68, 64), 0, 0, cv::INTER_AREA);
+  p->Store(p->Apply(shrunk, b, 1), reference.data());
+  double diff = 0;
+  for (size_t i = 0; i < fused.size(); ++i) diff += std::abs(int{fused[i]} - int{reference[i]});
+  EXPECT_LT(diff / static_cast<double>(fused.size()), 4.0);
 }
 
 TEST(PipelineTest, ApplyIsDeterministicPerGeneratorAndFlipMirrors) {

@@ -21,6 +21,8 @@ ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (the bound port is p
 ABSL_FLAG(std::string, data_root, ".", "Directory holding the datasets; sessions name a dataset relative to it");
 ABSL_FLAG(int, workers, 0, "Worker threads that read, decode and augment; 0 means one per CPU core");
 ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
+ABSL_FLAG(int64_t, max_pixels, 100'000'000,
+          "Largest image decoded, in pixels (width x height), checked from the header; larger ones fail as too_large");
 ABSL_FLAG(int, chunk_kib, 1024, "Target size of one streamed chunk in KiB (rounded to whole samples)");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "Seconds open streams may run on after SIGTERM/SIGINT");
 
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   config.core.data_root = absl::GetFlag(FLAGS_data_root);
   const int workers = absl::GetFlag(FLAGS_workers);
   config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   config.core.chunk_bytes = int64_t{std::max(1, absl::GetFlag(FLAGS_chunk_kib))} * 1024;
   if (!std::filesystem::is_directory(config.core.data_root)) {
     LOG(ERROR) << "--data-root " << config.core.data_root << " is not a directory";

@@ -136,7 +136,7 @@ void AdjustHue(cv::Mat& image, double shift) {
     for (int x = 0; x < hsv.cols; ++x) p[x][0] = std::fmod(p[x][0] + degrees + 360.0f, 360.0f);
   }
   cv::cvtColor(hsv, f, cv::COLOR_HSV2RGB);
-  f.convertTo(f, CV_32FC3, 255.0);
+  f.convertTo(f, CV_32FC3, 256.0 - 1e-3);  // torchvision convert_image_dtype to uint8
   for (int y = 0; y < image.rows; ++y) {
     const float* s = f.ptr<float>(y);
     uint8_t* d = image.ptr<uint8_t>(y);

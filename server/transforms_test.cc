@@ -1,6 +1,8 @@
 #include "server/transforms.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -95,6 +97,56 @@ TEST(TransformsTest, RandomResizedCropBoxIsDeterministicPerGenerator) {
     EXPECT_EQ(RandomResizedCropBox(300, 400, 0.08, 1, 0.75, 4.0 / 3, a),
               RandomResizedCropBox(300, 400, 0.08, 1, 0.75, 4.0 / 3, b));
   }
+}
+
+TEST(TransformsTest, ExtremeRatiosNeverGiveAnEmptyBox) {
+  Rng rng(4);
+  const CropBox tall = RandomResizedCropBox(375, 500, 1.0, 1.0, 100, 100, rng);
+  EXPECT_GE(tall.height, 1);
+  EXPECT_GE(tall.width, 1);
+  const CropBox thin = RandomResizedCropBox(1, 500, 1.0, 1.0, 0.01, 0.02, rng);
+  EXPECT_GE(thin.width, 1);
+  EXPECT_EQ(thin.height, 1);
+}
+
+TEST(TransformsTest, RatioIsLogUniform) {
+  // Log-uniform on [1/2, 2] has median 1; uniform would have median 1.25.
+  Rng rng(5);
+  std::vector<double> ratios;
+  for (int i = 0; i < 2000; ++i) {
+    const CropBox b = RandomResizedCropBox(1000, 1000, 0.05, 0.1, 0.5, 2.0, rng);
+    ratios.push_back(static_cast<double>(b.width) / b.height);
+  }
+  std::nth_element(ratios.begin(), ratios.begin() + 1000, ratios.end());
+  EXPECT_NEAR(ratios[1000], 1.0, 0.06);
+}
+
+TEST(TransformsTest, ColorAdjustmentsOnKnownPixels) {
+  cv::Mat img(1, 2, CV_8UC3);
+  img.at<cv::Vec3b>(0, 0) = {100, 50, 0};
+  img.at<cv::Vec3b>(0, 1) = {200, 250, 10};
+  cv::Mat b = img.clone();
+  AdjustBrightness(b, 1.5);
+  EXPECT_EQ(b.at<cv::Vec3b>(0, 0), cv::Vec3b(150, 75, 0));
+  EXPECT_EQ(b.at<cv::Vec3b>(0, 1), cv::Vec3b(255, 255, 15));  // clamped
+
+  // Saturation 0 gives the grayscale in every channel.
+  cv::Mat s = img.clone();
+  AdjustSaturation(s, 0.0);
+  const int g0 = static_cast<int>(0.2989f * 100 + 0.587f * 50);  // truncated, as torchvision
+  EXPECT_EQ(s.at<cv::Vec3b>(0, 0), cv::Vec3b::all(static_cast<uint8_t>(g0)));
+
+  // Contrast 0 gives the mean of the grayscale everywhere.
+  cv::Mat c = img.clone();
+  AdjustContrast(c, 0.0);
+  const cv::Mat gray = Grayscale(img);
+  const double mean = (gray.at<uint8_t>(0, 0) + gray.at<uint8_t>(0, 1)) / 2.0;
+  EXPECT_EQ(c.at<cv::Vec3b>(0, 1), cv::Vec3b::all(static_cast<uint8_t>(mean)));
+
+  // Half a turn of hue takes red to cyan.
+  cv::Mat red(1, 1, CV_8UC3, cv::Scalar(255, 0, 0));
+  AdjustHue(red, 0.5);
+  EXPECT_EQ(red.at<cv::Vec3b>(0, 0), cv::Vec3b(0, 255, 255));
 }
 
 }  // namespace

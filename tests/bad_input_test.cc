@@ -3,6 +3,8 @@
 // server keeps serving afterwards.
 #include <grpcpp/grpcpp.h>
 
+#include <map>
+
 #include "client/stoker_client.h"
 #include "common/pipeline_text.h"
 #include "gtest/gtest.h"
@@ -25,6 +27,16 @@ class BadInputTest : public ::testing::Test {
     o.min_side = 60;
     ASSERT_TRUE(testing::WriteImageFolder(root_.path() / "ds", o).ok());
     root_.Write("ds/class_000/zz_corrupt.jpg", "this is not an image");
+    // A dataset with one file of each bad kind among good ones.
+    const std::string good = testing::EncodeJpeg(testing::SyntheticImage(64, 64, 5), 90);
+    for (int i = 0; i < 4; ++i) root_.Write("bad/c/good_" + std::to_string(i) + ".jpg", good);
+    std::string bad_precision = good;
+    bad_precision[bad_precision.find("\xFF\xC0") + 4] = 99;
+    root_.Write("bad/c/x_empty.jpg", "");
+    root_.Write("bad/c/x_truncated.jpg", good.substr(0, good.size() / 2));
+    root_.Write("bad/c/x_corrupt.jpg", bad_precision);
+    root_.Write("bad/c/x_text.jpg", "hello, I am text");
+    root_.Write("bad/c/x_huge.jpg", testing::EncodeJpeg(testing::SyntheticImage(400, 400, 6), 80));
     outside_.Write("secret/cls/a.jpg", testing::EncodeJpeg(testing::SyntheticImage(32, 32, 1), 90));
     std::filesystem::create_directory_symlink(outside_.path() / "secret", root_.path() / "escape");
     registry_ = std::make_shared<prometheus::Registry>();
@@ -33,6 +45,7 @@ class BadInputTest : public ::testing::Test {
     config.host = "127.0.0.1";
     config.core.data_root = root_.path();
     config.core.workers = 2;
+    config.core.max_pixels = 300 * 300;
     auto server = StokerServer::Start(config, metrics_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -153,7 +166,7 @@ TEST_F(BadInputTest, StreamRefusesBadRequestsAndKeepsServing) {
   ExpectStillServing();
 }
 
-TEST_F(BadInputTest, UndecodableFileIsReportedAndItsBatchStillArrives) {
+TEST_F(BadInputTest, UndecodableFileIsReplacedByTheNextSampleAndReported) {
   ClientConfig config;
   config.servers = {address_};
   config.session = Good();
@@ -161,28 +174,130 @@ TEST_F(BadInputTest, UndecodableFileIsReportedAndItsBatchStillArrives) {
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->StartEpoch(0).ok());
   // Sorted samples: class_000 has img_0000..img_0004 then zz_corrupt.jpg (index 5).
-  int64_t seen = 0, failed = 0;
+  const size_t sample_bytes = 32 * 32 * 3;
+  std::map<int64_t, std::string> content;  // sample index -> its bytes as delivered in its own slot
+  std::vector<std::pair<int64_t, std::string>> replaced;  // replacement index -> bytes in the failed slot
+  int64_t seen = 0;
   for (;;) {
     Batch b;
     bool end = false;
     ASSERT_TRUE((*client)->Next(&b, &end).ok());
     if (end) break;
-    seen += static_cast<int64_t>(b.sample_indices.size());
-    for (const v1::FailedSample& f : b.failed_samples) {
-      ++failed;
+    for (size_t slot = 0; slot < b.sample_indices.size(); ++slot) {
+      const std::string bytes(b.data.view().substr(slot * sample_bytes, sample_bytes));
+      const int64_t index = b.sample_indices[slot];
+      ++seen;
+      if (index != 5) {
+        content[index] = bytes;
+        continue;
+      }
+      ASSERT_EQ(b.failed_samples.size(), 1u);
+      const v1::FailedSample& f = b.failed_samples[0];
       EXPECT_EQ(f.sample_index(), 5);
       EXPECT_EQ(f.path(), "class_000/zz_corrupt.jpg");
-      EXPECT_NE(f.reason().find("decode"), std::string::npos) << f.reason();
-      // Its slot is zeros.
-      size_t slot = 0;
-      while (b.sample_indices[slot] != 5) ++slot;
-      const size_t sample_bytes = 32 * 32 * 3;
-      EXPECT_EQ(b.data.view().substr(slot * sample_bytes, sample_bytes), std::string(sample_bytes, '\0'));
+      EXPECT_NE(f.reason().find("not_an_image"), std::string::npos) << f.reason();
+      ASSERT_GE(f.replaced_by(), 0);
+      EXPECT_NE(f.replaced_by(), 5);
+      EXPECT_EQ(b.labels[slot], f.replaced_by() < 5 ? 0 : 1);  // the replacement's label
+      replaced.emplace_back(f.replaced_by(), bytes);
     }
   }
   EXPECT_EQ(seen, 11);
-  EXPECT_EQ(failed, 1);
+  ASSERT_EQ(replaced.size(), 1u);
+  // center_crop is deterministic, so the replacement's bytes equal its own.
+  EXPECT_EQ(replaced[0].second, content[replaced[0].first]);
+  EXPECT_GE(metrics_->SamplesFailed("not_an_image").Value(), 1);
   ExpectStillServing();
+}
+
+v1::StreamRequest AllOf(int64_t n) {
+  v1::StreamRequest r;
+  for (int64_t i = 0; i < n; ++i) r.mutable_batch()->add_sample_indices(i);
+  return r;
+}
+
+TEST_F(BadInputTest, EachKindOfBadFileIsCountedUnderItsReasonAndReplaced) {
+  v1::StreamRequest config;
+  *config.mutable_config() = Good();
+  config.mutable_config()->set_dataset("bad");
+  config.mutable_config()->set_batch_size(9);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto rpc = stub_->BatchStream(&ctx);
+  rpc->Write(config);
+  rpc->Write(AllOf(9));
+  rpc->WritesDone();
+  v1::BatchChunk chunk;
+  std::map<std::string, std::string> reasons;  // path -> reason
+  while (rpc->Read(&chunk)) {
+    for (const auto& f : chunk.header().failed_samples()) {
+      reasons[f.path()] = f.reason();
+      EXPECT_GE(f.replaced_by(), 0) << f.path();
+      EXPECT_LT(f.replaced_by(), 4) << "replacements are the good files";
+    }
+  }
+  ASSERT_TRUE(rpc->Finish().ok());
+  const std::pair<const char*, const char*> expected[] = {
+      {"c/x_empty.jpg", "empty"},   {"c/x_truncated.jpg", "truncated"}, {"c/x_corrupt.jpg", "corrupt"},
+      {"c/x_text.jpg", "not_an_image"}, {"c/x_huge.jpg", "too_large"},
+  };
+  ASSERT_EQ(reasons.size(), 5u);
+  for (const auto& [path, reason] : expected) {
+    EXPECT_EQ(reasons[path].rfind(reason, 0), 0u) << path << ": " << reasons[path];
+    EXPECT_GE(metrics_->SamplesFailed(reason).Value(), 1) << reason;
+  }
+  ExpectStillServing();
+}
+
+TEST_F(BadInputTest, FailPolicyEndsTheStreamWithDataLossNamingTheFile) {
+  v1::StreamRequest config;
+  *config.mutable_config() = Good();
+  config.mutable_config()->set_dataset("bad");
+  config.mutable_config()->set_batch_size(9);
+  config.mutable_config()->set_bad_sample_policy(v1::FAIL);
+  v1::StreamRequest good_only;
+  good_only.mutable_batch()->set_batch_index(1);
+  good_only.mutable_batch()->add_sample_indices(0);
+  // The stream stays open (no WritesDone) while the batch fails.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto rpc = stub_->BatchStream(&ctx);
+  rpc->Write(config);
+  rpc->Write(AllOf(9));
+  v1::BatchChunk chunk;
+  while (rpc->Read(&chunk)) {
+  }
+  const grpc::Status s = rpc->Finish();
+  EXPECT_EQ(s.error_code(), grpc::DATA_LOSS) << s.error_message();
+  EXPECT_NE(s.error_message().find("c/x_"), std::string::npos) << s.error_message();
+  ExpectStillServing();
+}
+
+TEST_F(BadInputTest, GaugesReturnToZeroAfterStreamsEndOrBreak) {
+  v1::StreamRequest config, batch;
+  *config.mutable_config() = Good();
+  for (int i = 0; i < 4; ++i) batch.mutable_batch()->add_sample_indices(i);
+  {
+    // A stream cancelled by its client with batches outstanding.
+    grpc::ClientContext ctx;
+    auto rpc = stub_->BatchStream(&ctx);
+    rpc->Write(config);
+    for (int i = 0; i < 5; ++i) rpc->Write(batch);
+    ctx.TryCancel();
+    v1::BatchChunk chunk;
+    while (rpc->Read(&chunk)) {
+    }
+    rpc->Finish();
+  }
+  Stream({config, batch, batch});
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline && (metrics_->streams->Value() != 0 || metrics_->inflight_batches->Value() != 0 ||
+                                    metrics_->queued_samples->Value() != 0)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(metrics_->streams->Value(), 0);
+  EXPECT_EQ(metrics_->inflight_batches->Value(), 0);
+  EXPECT_EQ(metrics_->queued_samples->Value(), 0);
 }
 
 }  // namespace

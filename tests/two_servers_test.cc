@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -19,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
+#include "tests/testdata/tar_writer.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -123,20 +125,66 @@ TEST_F(TwoServersTest, BenchDeliversEverySampleExactlyOncePerEpoch) {
   EXPECT_NE(first_batch[0], first_batch[1]) << "epochs should be reshuffled";
 }
 
-TEST_F(TwoServersTest, BatchContentDoesNotDependOnWhichServerMadeIt) {
+TEST_F(TwoServersTest, BatchContentDoesNotDependOnWhichServerOrWorkerCountMadeIt) {
+  RunningServer four = StartServer(root_->path(), 4);  // a_ has 1 worker thread
   TempDir out;
-  std::map<std::pair<int, int>, std::string> hashes[2];
-  int run = 0;
-  for (const std::string& server : {a_.address, b_.address}) {
-    const auto log = out.path() / absl::StrCat("run", run, ".jsonl");
+  auto hashes_of = [&](const std::string& server, const std::string& seed) {
+    const auto log = out.path() / absl::StrCat("run_", server.substr(server.rfind(':') + 1), "_", seed, ".jsonl");
     std::string text;
-    ASSERT_EQ(RunBench({"--servers=" + server, "--batch-size=5", "--seed=9", "--log-batches=" + log.string()}, &text), 0)
+    EXPECT_EQ(RunBench({"--servers=" + server, "--batch-size=5", "--seed=" + seed, "--epochs=2",
+                        "--log-batches=" + log.string()},
+                       &text),
+              0)
         << text;
-    for (const auto& l : ReadLog(log)) hashes[run][{l["epoch"], l["batch"]}] = l["hash"];
-    ++run;
+    std::map<std::pair<int, int>, std::string> hashes;
+    for (const auto& l : ReadLog(log)) hashes[{l["epoch"], l["batch"]}] = l["hash"];
+    return hashes;
+  };
+  const auto one = hashes_of(a_.address, "9"), many = hashes_of(four.address, "9");
+  ASSERT_EQ(one.size(), 12u);
+  EXPECT_EQ(one, many);
+  // The seed does change the content.
+  const auto other_seed = hashes_of(four.address, "10");
+  EXPECT_NE(one.at({0, 0}), other_seed.at({0, 0}));
+}
+
+TEST_F(TwoServersTest, TarShardsAndSyntheticStreamEndToEnd) {
+  // Pack the ImageFolder samples into two shards with .cls labels.
+  std::vector<std::pair<std::string, std::string>> members[2];
+  for (int i = 0; i < kSamples; ++i) {
+    const auto path = root_->path() / "ds" / absl::StrFormat("class_%03d", i / kPerClass) /
+                      absl::StrFormat("img_%04d.jpg", i % kPerClass);
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string key = absl::StrFormat("sample%04d", i);
+    members[i % 2].emplace_back(key + ".jpg", bytes);
+    members[i % 2].emplace_back(key + ".cls", std::to_string(i / kPerClass));
   }
-  ASSERT_EQ(hashes[0].size(), 6u);
-  EXPECT_EQ(hashes[0], hashes[1]);
+  if (!std::filesystem::exists(root_->path() / "shards")) {
+    root_->Write("shards/train-000000.tar", testing::TarArchive(members[0]));
+    root_->Write("shards/train-000001.tar", testing::TarArchive(members[1]));
+  }
+  TempDir out;
+  for (const std::string& dataset : {std::string("shards"), std::string("synthetic:96x80:24:3")}) {
+    const auto log = out.path() / "log.jsonl";
+    std::string text;
+    ASSERT_EQ(RunBench({"--servers=" + a_.address + "," + b_.address, "--dataset=" + dataset, "--batch-size=4",
+                        "--log-batches=" + log.string()},
+                       &text),
+              0)
+        << dataset << ": " << text;
+    std::multiset<int64_t> seen;
+    std::set<int> labels;
+    for (const auto& l : ReadLog(log)) {
+      for (int64_t i : l["sample_indices"]) seen.insert(i);
+      for (int label : l["labels"]) labels.insert(label);
+      EXPECT_EQ(l["failed_samples"], 0);
+    }
+    const int64_t n = dataset == "shards" ? kSamples : 24;
+    EXPECT_EQ(seen.size(), static_cast<size_t>(n)) << dataset;
+    EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), static_cast<size_t>(n)) << dataset;
+    EXPECT_EQ(labels, (std::set<int>{0, 1, 2})) << dataset;
+  }
 }
 
 // Python's round() as torchvision's CenterCrop uses it.

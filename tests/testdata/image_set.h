@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include <opencv2/core.hpp>
@@ -28,8 +29,19 @@ absl::Status WriteImageFolder(const std::filesystem::path& root, const ImageSetO
 // One synthetic RGB image of the given size.
 cv::Mat SyntheticImage(int height, int width, uint64_t seed);
 
-// Encodes RGB pixels as JPEG (through OpenCV).
-std::string EncodeJpeg(const cv::Mat& rgb, int quality);
+// Encodes RGB pixels as JPEG (through OpenCV), optionally progressive.
+std::string EncodeJpeg(const cv::Mat& rgb, int quality, bool progressive = false);
+
+// Encodes 4-channel CMYK data as an Adobe (inverted) CMYK JPEG through libjpeg.
+std::string EncodeCmykJpeg(const cv::Mat& cmyk, int quality);
+
+// Encodes an 8-bit single-channel index image with a palette (RGB triples)
+// as a palette PNG (colour type 3).
+std::string EncodePalettePng(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette);
+
+// Encodes with OpenCV for the given extension (".png", ".webp"); the image
+// is given in RGB(A) order or as 16-bit.
+std::string EncodeWithOpenCv(const cv::Mat& rgb, const std::string& ext);
 
 }  // namespace stoker::testing
 

@@ -1,0 +1,45 @@
+#include "tests/testdata/tar_writer.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace stoker::testing {
+namespace {
+
+std::string Header(const std::string& name, size_t size, char type) {
+  std::string h(512, '\0');
+  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
+  std::snprintf(h.data() + 100, 8, "%07o", 0644);
+  std::snprintf(h.data() + 108, 8, "%07o", 0);
+  std::snprintf(h.data() + 116, 8, "%07o", 0);
+  std::snprintf(h.data() + 124, 12, "%011zo", size);
+  std::snprintf(h.data() + 136, 12, "%011o", 0);
+  h[156] = type;
+  std::memcpy(h.data() + 257, "ustar", 6);
+  std::memcpy(h.data() + 263, "00", 2);
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(h.data() + 148, 8, "%06o", sum);
+  return h;
+}
+
+void Append(std::string& tar, const std::string& header, const std::string& data) {
+  tar += header;
+  tar += data;
+  tar.append((512 - data.size() % 512) % 512, '\0');
+}
+
+}  // namespace
+
+std::string TarArchive(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string tar;
+  for (const auto& [name, content] : members) {
+    if (name.size() > 100) Append(tar, Header("././@LongLink", name.size() + 1, 'L'), name + '\0');
+    Append(tar, Header(name, content.size(), '0'), content);
+  }
+  tar.append(1024, '\0');
+  return tar;
+}
+
+}  // namespace stoker::testing
