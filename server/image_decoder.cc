@@ -58,13 +58,15 @@ struct ScaledRegion {
   int x, y, width, height;
 };
 
-ScaledRegion Scale(const CropBox& box, int image_w, int image_h, int d) {
-  const int out_w = (image_w + d - 1) / d, out_h = (image_h + d - 1) / d;
+// `m` is the scale in eighths (8: full size), as libjpeg's scale_num / 8:
+// the scaled image is ceil(size * m / 8).
+ScaledRegion Scale(const CropBox& box, int image_w, int image_h, int m) {
+  const int out_w = (image_w * m + 7) / 8, out_h = (image_h * m + 7) / 8;
   ScaledRegion r;
-  r.x = std::min(box.left / d, out_w - 1);
-  r.y = std::min(box.top / d, out_h - 1);
-  r.width = std::clamp(static_cast<int>(std::lround(static_cast<double>(box.width) / d)), 1, out_w - r.x);
-  r.height = std::clamp(static_cast<int>(std::lround(static_cast<double>(box.height) / d)), 1, out_h - r.y);
+  r.x = std::min(box.left * m / 8, out_w - 1);
+  r.y = std::min(box.top * m / 8, out_h - 1);
+  r.width = std::clamp(static_cast<int>(std::lround(box.width * m / 8.0)), 1, out_w - r.x);
+  r.height = std::clamp(static_cast<int>(std::lround(box.height * m / 8.0)), 1, out_h - r.y);
   return r;
 }
 
@@ -109,8 +111,8 @@ absl::StatusOr<cv::Mat> DecodeJpeg(absl::string_view bytes, const CropBox& box, 
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGB;
   cinfo.dct_method = JDCT_ISLOW;
-  cinfo.scale_num = 1;
-  cinfo.scale_denom = static_cast<unsigned int>(d);
+  cinfo.scale_num = static_cast<unsigned int>(d);  // eighths
+  cinfo.scale_denom = 8;
   jpeg_start_decompress(&cinfo);
   const CropBox full{0, 0, static_cast<int>(cinfo.image_height), static_cast<int>(cinfo.image_width)};
   const CropBox& want = box.width > 0 ? box : full;
@@ -170,7 +172,7 @@ absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes, const CropBox&
   }
   cv::Mat rgb;
   cv::cvtColor(region, rgb, cv::COLOR_BGR2RGB);
-  if (d > 1) {
+  if (d < 8) {
     const ScaledRegion r = Scale({0, 0, rgb.rows, rgb.cols}, rgb.cols, rgb.rows, d);
     cv::resize(rgb, rgb, cv::Size(r.width, r.height), 0, 0, cv::INTER_AREA);
   }
@@ -244,18 +246,18 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
     }
   }
   // Another format: only OpenCV knows; decode to learn the size.
-  auto decoded = DecodeWithOpenCv(bytes, {}, 1, 0);
+  auto decoded = DecodeWithOpenCv(bytes, {}, 8, 0);
   if (!decoded.ok()) return DecodeError(DecodeFailure::kNotAnImage, "not a JPEG, PNG, WebP or other image OpenCV reads");
   return ImageInfo{ImageFormat::kOther, decoded->cols, decoded->rows};
 }
 
-absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& region, int scale_denominator,
+absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& region, int scale_eighths,
                                     int64_t max_pixels) {
   if (bytes.empty()) return DecodeError(DecodeFailure::kEmpty, "zero-byte file");
-  if (scale_denominator != 1 && scale_denominator != 2 && scale_denominator != 4 && scale_denominator != 8) {
-    return absl::InvalidArgumentError(absl::StrCat("scale denominator ", scale_denominator, "; need 1, 2, 4 or 8"));
+  if (scale_eighths < 1 || scale_eighths > 8) {
+    return absl::InvalidArgumentError(absl::StrCat("scale ", scale_eighths, "/8; need 1/8 .. 8/8"));
   }
-  if (LooksLikeJpeg(bytes)) return DecodeJpeg(bytes, region, scale_denominator, max_pixels);
+  if (LooksLikeJpeg(bytes)) return DecodeJpeg(bytes, region, scale_eighths, max_pixels);
   if (max_pixels > 0) {
     auto info = ProbeImage(bytes);
     if (!info.ok()) return info.status();
@@ -264,7 +266,7 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& regi
                                                                 " pixels exceed --max-pixels ", max_pixels));
     }
   }
-  auto decoded = DecodeWithOpenCv(bytes, region, scale_denominator, max_pixels);
+  auto decoded = DecodeWithOpenCv(bytes, region, scale_eighths, max_pixels);
   if (!decoded.ok() && DecodeFailureOf(decoded.status()) == DecodeFailure::kCorrupt &&
       !StartsWith(bytes, "\x89PNG") && !StartsWith(bytes, "RIFF")) {
     return DecodeError(DecodeFailure::kNotAnImage, "not a JPEG, PNG, WebP or other image OpenCV reads");

@@ -1,7 +1,7 @@
 // Decodes encoded images into 8-bit RGB. The format is detected from the
 // bytes, not the file name. JPEG goes through libjpeg-turbo's libjpeg API,
 // which can decode just a region (jpeg_crop_scanline / jpeg_skip_scanlines)
-// and scale by 1/2, 1/4 or 1/8 in the DCT domain; grayscale, CMYK/YCCK and
+// and scale by M/8 (M = 1..8) in the DCT domain; grayscale, CMYK/YCCK and
 // progressive JPEGs come out as RGB. PNG (8/16-bit, palette, alpha), WebP and
 // the other formats OpenCV reads go through OpenCV and are converted to 8-bit
 // RGB. Thread-safe (each call owns its decoder state); results own their pixels.
@@ -41,13 +41,14 @@ DecodeFailure DecodeFailureOf(const absl::Status& status);
 absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes);
 
 // Decodes `region` (full-image coordinates; empty means the whole image) of
-// the image, scaled by 1 / `scale_denominator` (1, 2, 4 or 8). For JPEG the
-// region is decoded directly and the scaling happens in the DCT domain; other
-// formats are decoded whole, cut and resized (area) to the same result size:
-// round(region size / scale_denominator). `max_pixels` bounds width x height
-// from the header before any pixel buffer is allocated (0: no limit).
+// the image, scaled by `scale_eighths` / 8 (1..8; 8 is full size). For JPEG
+// the region is decoded directly and the scaling happens in the DCT domain
+// (libjpeg-turbo's scaled inverse DCTs); other formats are decoded whole, cut
+// and resized (area) to the same result size: round(region size x M / 8).
+// `max_pixels` bounds width x height from the header before any pixel buffer
+// is allocated (0: no limit).
 absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& region = {},
-                                    int scale_denominator = 1, int64_t max_pixels = 0);
+                                    int scale_eighths = 8, int64_t max_pixels = 0);
 
 // True when the bytes start with a JPEG SOI marker.
 bool LooksLikeJpeg(absl::string_view bytes);

@@ -2,8 +2,8 @@
 // in, the fixed output geometry and dtype, and the code that turns one encoded
 // image into one sample of the batch buffer. The first op is fused with
 // decoding where that saves work: a leading crop decodes only the crop's
-// region of a JPEG, and a crop (or resize) at least twice the output size is
-// shrunk in the DCT domain first. Immutable after Create and so thread-safe;
+// region of a JPEG, and a crop (or resize) at least twice its output is
+// shrunk in the DCT domain (by 1/2, 1/4 or 1/8) first. Immutable after Create and so thread-safe;
 // shared by all of a session's workers.
 #ifndef STOKER_SERVER_PIPELINE_H_
 #define STOKER_SERVER_PIPELINE_H_
@@ -70,8 +70,10 @@ class Pipeline {
   float std_[3] = {1, 1, 1};
 };
 
-// The largest of 1, 2, 4, 8 such that `crop` pixels still cover `out` pixels
-// after dividing by it: the DCT scale for shrinking a crop to an output.
+// The DCT scale, in eighths, for shrinking a crop to an output: the smallest
+// of 1/8, 2/8, 4/8 such that `crop` x M / 8 still covers `out` pixels (the
+// resize after it never enlarges), else 8/8: shrinking starts when the crop
+// is at least twice the output.
 int DctScaleFor(int crop, int out);
 
 }  // namespace stoker
