@@ -21,7 +21,17 @@
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 
-ABSL_FLAG(std::string, servers, "", "Comma-separated data servers, host:port,...");
+ABSL_FLAG(std::string, servers, "",
+          "Data servers: host:port,host:port,... or dns:///name:port (re-resolved every --resolve-interval-seconds)");
+ABSL_FLAG(double, resolve_interval_seconds, 5, "Seconds between DNS re-resolutions of a dns:/// server name");
+ABSL_FLAG(int, rank, 0, "This process's rank (its share of each epoch, as PyTorch's DistributedSampler)");
+ABSL_FLAG(int, world_size, 1, "Number of ranks sharing each epoch");
+ABSL_FLAG(bool, unordered, false, "Hand batches over as they complete instead of in epoch order");
+ABSL_FLAG(double, unavailable_timeout_seconds, 30, "Fail once no data server has answered for this many seconds");
+ABSL_FLAG(double, batch_timeout_seconds, 120, "Give a server up when one batch takes longer than this (seconds)");
+ABSL_FLAG(std::string, resume, "", "Continue from a position file written by --save-position");
+ABSL_FLAG(std::string, save_position, "", "Write the client's position (a ClientPosition proto) here at exit");
+ABSL_FLAG(int, stop_after_batches, 0, "Exit after delivering this many batches in all (0: run to the end)");
 ABSL_FLAG(std::string, dataset, "", "Dataset name under each server's --data-root");
 ABSL_FLAG(int, batch_size, 256, "Samples per batch");
 ABSL_FLAG(int, epochs, 1, "Epochs to run");
@@ -58,7 +68,7 @@ std::string Hash(const HostBuffer& data) {
 absl::StatusOr<ClientConfig> ConfigFromFlags() {
   ClientConfig c;
   c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
-  if (c.servers.empty()) return absl::InvalidArgumentError("--servers is required (host:port,...)");
+  if (c.servers.empty()) return absl::InvalidArgumentError("--servers is required (host:port,... or dns:///name:port)");
   if (absl::GetFlag(FLAGS_dataset).empty()) return absl::InvalidArgumentError("--dataset is required");
   c.session.set_dataset(absl::GetFlag(FLAGS_dataset));
   c.session.set_batch_size(absl::GetFlag(FLAGS_batch_size));
@@ -90,6 +100,12 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   c.window_per_server = absl::GetFlag(FLAGS_window);
   c.prefetch_batches = absl::GetFlag(FLAGS_prefetch);
   c.drop_last = absl::GetFlag(FLAGS_drop_last);
+  c.rank = absl::GetFlag(FLAGS_rank);
+  c.world_size = absl::GetFlag(FLAGS_world_size);
+  c.ordered = !absl::GetFlag(FLAGS_unordered);
+  c.resolve_interval = absl::Seconds(absl::GetFlag(FLAGS_resolve_interval_seconds));
+  c.unavailable_timeout = absl::Seconds(absl::GetFlag(FLAGS_unavailable_timeout_seconds));
+  c.batch_timeout = absl::Seconds(absl::GetFlag(FLAGS_batch_timeout_seconds));
   c.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_seconds));
   return c;
 }
@@ -166,17 +182,46 @@ int Run() {
   const absl::Duration step = absl::Milliseconds(absl::GetFlag(FLAGS_step_ms));
   const int max_batches = absl::GetFlag(FLAGS_max_batches);
   RunStats total;
-  total.Start(absl::Now());
+  const absl::Time run_start = absl::Now();
+  total.Start(run_start);
   int64_t delivered = 0;
   const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
-  for (int epoch = 0; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
+  const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_batches);
+  int first_epoch = 0;
+  v1::ClientPosition resume_from;
+  if (!absl::GetFlag(FLAGS_resume).empty()) {
+    std::ifstream in(absl::GetFlag(FLAGS_resume), std::ios::binary);
+    if (!in || !resume_from.ParseFromIstream(&in)) {
+      std::fprintf(stderr, "stoker-bench: cannot read a position from %s\n", absl::GetFlag(FLAGS_resume).c_str());
+      return 2;
+    }
+    first_epoch = static_cast<int>(resume_from.epoch());
+  }
+  auto save_position = [&]() {
+    if (absl::GetFlag(FLAGS_save_position).empty()) return;
+    const std::string path = absl::GetFlag(FLAGS_save_position), tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      (*client)->Position().SerializeToOstream(&out);
+    }
+    std::rename(tmp.c_str(), path.c_str());
+  };
+  for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
     RunStats stats;
     stats.Start(absl::Now());
-    if (absl::Status s = (*client)->StartEpoch(epoch); !s.ok()) {
-      std::fprintf(stderr, "stoker-bench: %s\n", s.ToString().c_str());
+    const absl::Status started = epoch == first_epoch && !absl::GetFlag(FLAGS_resume).empty()
+                                     ? (*client)->Resume(resume_from)
+                                     : (*client)->StartEpoch(epoch);
+    if (!started.ok()) {
+      std::fprintf(stderr, "stoker-bench: %s\n", started.ToString().c_str());
       return 1;
     }
     for (int n = 0; max_batches <= 0 || n < max_batches; ++n) {
+      if (stop_after > 0 && delivered >= stop_after) {
+        save_position();
+        std::printf("stopped after %lld batches; position saved\n", static_cast<long long>(delivered));
+        return 0;
+      }
       Batch batch;
       bool end = false;
       const absl::Time t0 = absl::Now();
@@ -199,7 +244,8 @@ int Run() {
         nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},
                                {"sample_indices", batch.sample_indices}, {"labels", batch.labels},
                                {"server", batch.server}, {"hash", Hash(batch.data)},
-                               {"failed_samples", batch.failed_samples.size()}};
+                               {"failed_samples", batch.failed_samples.size()},
+                               {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)}};
         log << line.dump() << '\n';
       }
       absl::SleepFor(step);  // the simulated training step
@@ -216,6 +262,7 @@ int Run() {
     std::ofstream(absl::GetFlag(FLAGS_json)) << SummaryJson(summary).dump(2) << '\n';
   }
   if (log.is_open()) log.close();
+  save_position();
   absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_linger_seconds)));
   return 0;
 }

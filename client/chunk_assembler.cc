@@ -12,7 +12,7 @@ namespace stoker {
 namespace {
 
 // BatchChunk field numbers. Load-bearing: must match stoker.proto.
-constexpr int kHeaderField = 1, kBatchIndexField = 2, kOffsetField = 3, kDataField = 4;
+constexpr int kHeaderField = 1, kBatchIndexField = 2, kOffsetField = 3, kDataField = 4, kDrainingField = 5;
 // A header is small; this bounds what a broken peer can make us allocate.
 constexpr uint32_t kMaxHeaderBytes = 16 << 20;
 constexpr int64_t kMaxBatchBytes = int64_t{64} << 30;
@@ -56,7 +56,9 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
     const bool delimited = wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
     const bool varint = wire_type == WireFormatLite::WIRETYPE_VARINT;
     if ((field == kHeaderField || field == kDataField) && !delimited) return bad(absl::StrCat("field ", field, " is not length-delimited"));
-    if ((field == kBatchIndexField || field == kOffsetField) && !varint) return bad(absl::StrCat("field ", field, " is not a varint"));
+    if ((field == kBatchIndexField || field == kOffsetField || field == kDrainingField) && !varint) {
+      return bad(absl::StrCat("field ", field, " is not a varint"));
+    }
     if (field == kHeaderField) {
       uint32_t size;
       if (!in.ReadVarint32(&size) || size > kMaxHeaderBytes) return bad("header length");
@@ -65,6 +67,10 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
       if (!in.ReadString(&bytes, static_cast<int>(size)) || !header.ParseFromString(bytes)) return bad("header");
       if (batch_) return bad(absl::StrCat("header of batch ", header.batch_index(), " inside batch ", batch_->batch_index));
       if (absl::Status s = StartBatch(header); !s.ok()) return s;
+    } else if (field == kDrainingField) {
+      uint64_t v;
+      if (!in.ReadVarint64(&v)) return bad("varint");
+      if (v != 0) draining_ = true;
     } else if (field == kBatchIndexField || field == kOffsetField) {
       uint64_t v;
       if (!in.ReadVarint64(&v)) return bad("varint");
@@ -72,6 +78,7 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
     } else if (field == kDataField) {
       uint64_t size;
       if (!in.ReadVarint64(&size)) return bad("data length");
+      if (!batch_ && size == 0) continue;  // e.g. a `draining` notice
       if (!batch_) return bad("data before any header");
       const uint64_t room = batch_->data.size() - static_cast<uint64_t>(received_);
       if (batch_index != batch_->batch_index || offset != received_ || size > room ||

@@ -26,6 +26,9 @@ class ChunkAssembler {
   // the chunk does not parse or does not continue the batch in progress.
   absl::StatusOr<std::optional<Batch>> Add(grpc::ByteBuffer* buffer);
 
+  // True once the server said it is shutting down (a `draining` chunk).
+  bool draining() const { return draining_; }
+
  private:
   absl::Status StartBatch(const v1::BatchHeader& header);
 
@@ -33,6 +36,7 @@ class ChunkAssembler {
   const std::shared_ptr<HostBufferPool> pool_;
   std::optional<Batch> batch_;  // in progress
   int64_t received_ = 0;
+  bool draining_ = false;
 };
 
 }  // namespace stoker

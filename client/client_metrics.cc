@@ -40,6 +40,19 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                           .Help("Batches requested from servers and not yet received.")
                           .Register(registry)
                           .Add({});
+  reassigned_batches = &prometheus::BuildCounter()
+                            .Name("stoker_client_reassigned_batches_total")
+                            .Help("Batches requested again from another server after theirs failed.")
+                            .Register(registry)
+                            .Add({});
+  server_batches_ = &prometheus::BuildCounter()
+                         .Name("stoker_client_server_batches_total")
+                         .Help("Batches received, by data server.")
+                         .Register(registry);
+  server_failures_ = &prometheus::BuildCounter()
+                          .Name("stoker_client_server_failures_total")
+                          .Help("Streams to a data server that failed (error, reset, timeout), by server.")
+                          .Register(registry);
 }
 
 }  // namespace stoker

@@ -3,7 +3,10 @@
 #ifndef STOKER_CLIENT_CLIENT_METRICS_H_
 #define STOKER_CLIENT_CLIENT_METRICS_H_
 
+#include <string>
+
 #include "prometheus/counter.h"
+#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -20,6 +23,15 @@ struct ClientMetrics {
   prometheus::Counter* failed_samples;             // stoker_client_failed_samples_total
   prometheus::Gauge* buffered_batches;             // stoker_client_buffered_batches
   prometheus::Gauge* inflight_batches;             // stoker_client_inflight_batches
+  prometheus::Counter* reassigned_batches;         // stoker_client_reassigned_batches_total
+
+  // stoker_client_server_batches_total{server}, ..._server_failures_total{server}
+  prometheus::Counter& ServerBatches(const std::string& server) { return server_batches_->Add({{"server", server}}); }
+  prometheus::Counter& ServerFailures(const std::string& server) { return server_failures_->Add({{"server", server}}); }
+
+ private:
+  prometheus::Family<prometheus::Counter>* server_batches_;
+  prometheus::Family<prometheus::Counter>* server_failures_;
 };
 
 }  // namespace stoker

@@ -1,16 +1,13 @@
 #include "client/stoker_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "client/epoch_run.h"
 #include "common/epoch_plan.h"
+#include "glog/logging.h"
 
 namespace stoker {
-
-// Load-bearing: a chunk is about 1 MiB of whole samples, so one very large
-// sample can make a chunk large; the server sends at most 64 MiB.
-constexpr int kMaxChunkMessageBytes = 64 << 20;
-constexpr int kHttp2MaxFrameBytes = (1 << 24) - 1;  // the largest HTTP/2 allows
-constexpr int kStreamLookaheadBytes = 16 << 20;
 
 StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics) {}
@@ -18,72 +15,138 @@ StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
 StokerClient::~StokerClient() = default;
 
 absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig config, ClientMetrics* metrics) {
-  if (config.servers.empty()) return absl::InvalidArgumentError("no servers given");
+  if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", config.rank, " of world size ", config.world_size, "; need 0 <= rank < world size"));
+  }
   std::unique_ptr<StokerClient> client(new StokerClient(std::move(config), metrics));
   const ClientConfig& c = client->config_;
+  auto servers = ServerSet::Create(c.servers, c.resolve_interval);
+  if (!servers.ok()) return servers.status();
+  client->servers_ = *std::move(servers);
+
+  // Ask every server at once; those still starting get rpc_timeout.
+  const std::vector<std::string> addresses = client->servers_->Addresses();
+  struct Call {
+    std::unique_ptr<v1::DataService::Stub> stub;
+    grpc::ClientContext context;
+    v1::OpenSessionResponse response;
+    grpc::Status status;
+  };
+  std::vector<Call> calls(addresses.size());
   v1::OpenSessionRequest request;
   *request.mutable_config() = c.session;
-  for (const std::string& address : c.servers) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxChunkMessageBytes);
-    // Notice a dead peer in seconds, not minutes.
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-    // Batches are tens of MB: let the server send large HTTP/2 frames and keep
-    // several MB in flight without waiting for window updates.
-    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kHttp2MaxFrameBytes);
-    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamLookaheadBytes);
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    Server server{address, channel, v1::DataService::NewStub(channel)};
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
-    context.set_wait_for_ready(true);  // ride out a server that is still starting
-    v1::OpenSessionResponse response;
-    grpc::Status status = server.stub->OpenSession(&context, request, &response);
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          absl::StrCat("server ", address, ": ", status.error_message()));
+  absl::BlockingCounter pending(static_cast<int>(addresses.size()));
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    Call& call = calls[i];
+    call.stub = v1::DataService::NewStub(client->servers_->Channel(addresses[i]));
+    call.context.set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
+    call.context.set_wait_for_ready(true);  // ride out a server that is still starting
+    call.stub->async()->OpenSession(&call.context, &request, &call.response, [&call, &pending](grpc::Status s) {
+      call.status = std::move(s);
+      pending.DecrementCount();
+    });
+  }
+  pending.Wait();
+  std::vector<std::string> unreachable;
+  bool have_dataset = false;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& call = calls[i];
+    const grpc::StatusCode code = call.status.error_code();
+    if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      unreachable.push_back(absl::StrCat(addresses[i], " (", call.status.error_message(), ")"));
+      continue;
     }
-    if (client->servers_.empty()) {
-      client->dataset_ = response;
-    } else if (response.num_samples() != client->dataset_.num_samples() ||
-               response.sample_bytes() != client->dataset_.sample_bytes() ||
-               response.class_names_size() != client->dataset_.class_names_size()) {
+    if (!call.status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(code),
+                          absl::StrCat("server ", addresses[i], ": ", call.status.error_message()));
+    }
+    const v1::OpenSessionResponse& r = call.response;
+    if (!have_dataset) {
+      client->dataset_ = r;
+      have_dataset = true;
+    } else if (r.num_samples() != client->dataset_.num_samples() ||
+               r.sample_bytes() != client->dataset_.sample_bytes() ||
+               r.class_names_size() != client->dataset_.class_names_size()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "servers disagree on dataset '", c.session.dataset(), "': ", c.servers[0], " has ",
-          client->dataset_.num_samples(), " samples in ", client->dataset_.class_names_size(), " classes of ",
-          client->dataset_.sample_bytes(), " bytes, ", address, " has ", response.num_samples(), " in ",
-          response.class_names_size(), " of ", response.sample_bytes()));
+          "servers disagree on dataset '", c.session.dataset(), "': one has ", client->dataset_.num_samples(),
+          " samples in ", client->dataset_.class_names_size(), " classes of ", client->dataset_.sample_bytes(),
+          " bytes, ", addresses[i], " has ", r.num_samples(), " in ", r.class_names_size(), " of ", r.sample_bytes()));
     }
-    client->servers_.push_back(std::move(server));
+  }
+  if (!have_dataset) {
+    return absl::UnavailableError(absl::StrCat("no data server answered within ", absl::FormatDuration(c.rpc_timeout),
+                                               ": ", absl::StrJoin(unreachable, ", ")));
+  }
+  if (!unreachable.empty()) {
+    LOG(WARNING) << "not answering yet (will be retried): " << absl::StrJoin(unreachable, ", ");
   }
   return client;
 }
 
 int64_t StokerClient::BatchesPerEpoch() const {
-  const int64_t n = dataset_.num_samples(), b = config_.session.batch_size();
-  return config_.drop_last ? n / b : (n + b - 1) / b;
+  return EpochPlan(config_.session.seed(), 0, dataset_.num_samples(), config_.session.batch_size(),
+                   config_.drop_last, config_.rank, config_.world_size)
+      .num_batches();
 }
 
-absl::Status StokerClient::StartEpoch(int64_t epoch) {
+absl::Status StokerClient::StartEpoch(int64_t epoch) { return StartEpochSkipping(epoch, {}); }
+
+absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> delivered) {
   if (epoch < 0) return absl::InvalidArgumentError(absl::StrCat("epoch = ", epoch, "; must be >= 0"));
   epoch_.reset();
   EpochPlan plan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
-                 config_.drop_last);
-  std::vector<std::pair<std::string, std::shared_ptr<grpc::Channel>>> servers;
-  for (Server& s : servers_) servers.emplace_back(s.address, s.channel);
+                 config_.drop_last, config_.rank, config_.world_size);
   EpochRunOptions options;
   options.window = std::max(1, config_.window_per_server);
-  options.prefetch = config_.prefetch_batches > 0 ? config_.prefetch_batches
-                                                  : options.window * static_cast<int>(servers_.size());
+  const int servers = std::max<int>(1, static_cast<int>(servers_->Addresses().size()));
+  options.prefetch = config_.prefetch_batches > 0 ? config_.prefetch_batches : 2 * options.window * servers;
+  options.ordered = config_.ordered;
   options.stream_timeout = config_.stream_timeout;
+  options.batch_timeout = config_.batch_timeout;
+  options.unavailable_timeout = config_.unavailable_timeout;
   // Enough free buffers for everything the epoch may hold at once, plus the
   // batch the caller is using.
   if (!buffers_) buffers_ = HostBufferPool::Create(options.prefetch + 2);
   options.buffers = buffers_;
   options.sample_bytes = dataset_.sample_bytes();
-  epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers, options, metrics_);
+  options.already_delivered = std::move(delivered);
+  epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), std::move(options), metrics_);
+  epoch_number_ = epoch;
   return absl::OkStatus();
+}
+
+absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
+  const auto& s = config_.session;
+  if (p.dataset() != s.dataset() || p.seed() != s.seed() || p.batch_size() != s.batch_size() ||
+      p.rank() != config_.rank || p.world_size() != config_.world_size || p.drop_last() != config_.drop_last) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "saved position is for dataset '", p.dataset(), "', seed ", p.seed(), ", batch size ", p.batch_size(),
+        ", rank ", p.rank(), "/", p.world_size(), "; this client has '", s.dataset(), "', seed ", s.seed(),
+        ", batch size ", s.batch_size(), ", rank ", config_.rank, "/", config_.world_size));
+  }
+  std::set<int64_t> delivered(p.delivered_beyond().begin(), p.delivered_beyond().end());
+  for (int64_t b = 0; b < p.next_batch(); ++b) delivered.insert(b);
+  return StartEpochSkipping(p.epoch(), std::move(delivered));
+}
+
+v1::ClientPosition StokerClient::Position() const {
+  v1::ClientPosition p;
+  p.set_dataset(config_.session.dataset());
+  p.set_seed(config_.session.seed());
+  p.set_batch_size(config_.session.batch_size());
+  p.set_rank(config_.rank);
+  p.set_world_size(config_.world_size);
+  p.set_drop_last(config_.drop_last);
+  p.set_epoch(epoch_number_);
+  if (epoch_) {
+    int64_t next = 0;
+    std::vector<int64_t> beyond;
+    epoch_->Position(&next, &beyond);
+    p.set_next_batch(next);
+    for (int64_t b : beyond) p.add_delivered_beyond(b);
+  }
+  return p;
 }
 
 absl::Status StokerClient::Next(Batch* batch, bool* end_of_epoch) {

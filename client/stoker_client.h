@@ -7,6 +7,7 @@
 #define STOKER_CLIENT_STOKER_CLIENT_H_
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,30 +17,40 @@
 #include "absl/time/time.h"
 #include "client/batch.h"
 #include "client/client_metrics.h"
+#include "client/server_set.h"
 #include "proto/stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker {
 
 struct ClientConfig {
-  std::vector<std::string> servers;  // host:port
+  // host:port entries, or one dns:///name:port re-resolved every
+  // resolve_interval (servers join and leave as the name's addresses change).
+  std::vector<std::string> servers;
+  absl::Duration resolve_interval = absl::Seconds(5);
   v1::SessionConfig session;         // dataset, pipeline, batch size, seed...
   bool drop_last = false;            // leave out the epoch's last partial batch
+  int rank = 0;                      // this process's share of the epoch...
+  int world_size = 1;                // ...as PyTorch's DistributedSampler
+  bool ordered = true;               // false: hand batches over as they complete
   int window_per_server = 2;         // batches requested from one server at a time
   // Most batches requested or buffered at once (bounds client memory at about
-  // prefetch_batches x batch bytes); 0 means window_per_server x servers.
+  // prefetch_batches x batch bytes); 0 means 2 x window_per_server x servers.
   int prefetch_batches = 0;
   absl::Duration rpc_timeout = absl::Seconds(10);     // OpenSession and connecting
   absl::Duration stream_timeout = absl::Hours(24);    // one epoch's stream
+  absl::Duration batch_timeout = absl::Seconds(120);  // one batch on one server
+  // With no server answering for this long, Next fails naming the servers.
+  absl::Duration unavailable_timeout = absl::Seconds(30);
 };
 
 class EpochRun;
 
 class StokerClient {
  public:
-  // Opens the session on every server. The first server error is returned
-  // with the server's address prepended (codes as OpenSession in
-  // stoker.proto); UNAVAILABLE / DEADLINE_EXCEEDED when a server cannot be
-  // reached within rpc_timeout. `metrics` may be null.
+  // Opens the session on every server that answers within rpc_timeout (at
+  // least one must). A refusal (codes as OpenSession in stoker.proto) is
+  // returned with the server's address prepended; servers that disagree on
+  // the dataset are FAILED_PRECONDITION. `metrics` may be null.
   static absl::StatusOr<std::unique_ptr<StokerClient>> Connect(ClientConfig config, ClientMetrics* metrics);
   ~StokerClient();
 
@@ -48,22 +59,25 @@ class StokerClient {
 
   // Starts streaming epoch `epoch` (any running epoch is abandoned).
   absl::Status StartEpoch(int64_t epoch);
+  // Continues an epoch from a saved position: exactly the batches it had not
+  // delivered, with the same content. FAILED_PRECONDITION if the position was
+  // saved under another dataset, seed, batch size, rank or world size.
+  absl::Status Resume(const v1::ClientPosition& position);
+  // Where the running epoch stands, to save with a checkpoint.
+  v1::ClientPosition Position() const;
   // Blocks for the next batch of the epoch, in order. Sets *end_of_epoch and
   // leaves *batch alone once the epoch's batches are all delivered. Errors:
   // FAILED_PRECONDITION without StartEpoch, else the servers' stream errors.
   absl::Status Next(Batch* batch, bool* end_of_epoch);
 
  private:
-  struct Server {
-    std::string address;
-    std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<v1::DataService::Stub> stub;
-  };
   StokerClient(ClientConfig config, ClientMetrics* metrics);
+  absl::Status StartEpochSkipping(int64_t epoch, std::set<int64_t> delivered);
 
   const ClientConfig config_;
   ClientMetrics* const metrics_;
-  std::vector<Server> servers_;
+  std::unique_ptr<ServerSet> servers_;
+  int64_t epoch_number_ = -1;
   v1::OpenSessionResponse dataset_;
   // Recycles batch buffers across batches and epochs (see host_buffer.h).
   std::shared_ptr<HostBufferPool> buffers_;

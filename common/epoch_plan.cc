@@ -9,7 +9,7 @@
 namespace stoker {
 
 EpochPlan::EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size,
-                     bool drop_last)
+                     bool drop_last, int rank, int world_size)
     : epoch_(epoch), batch_size_(std::max<int64_t>(1, batch_size)), drop_last_(drop_last) {
   order_.resize(static_cast<size_t>(std::max<int64_t>(0, num_samples)));
   std::iota(order_.begin(), order_.end(), int64_t{0});
@@ -17,6 +17,16 @@ EpochPlan::EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t 
   // Fisher-Yates with our own platform-independent generator.
   for (int64_t i = static_cast<int64_t>(order_.size()) - 1; i > 0; --i) {
     std::swap(order_[i], order_[rng.UniformInt(0, i)]);
+  }
+  if (world_size > 1) {
+    const int64_t n = static_cast<int64_t>(order_.size());
+    const int64_t per_rank = drop_last ? n / world_size : (n + world_size - 1) / world_size;
+    std::vector<int64_t> share;
+    share.reserve(static_cast<size_t>(per_rank));
+    for (int64_t k = 0; k < per_rank && n > 0; ++k) {
+      share.push_back(order_[static_cast<size_t>((rank + k * world_size) % n)]);  // padding wraps to the start
+    }
+    order_ = std::move(share);
   }
 }
 

@@ -13,8 +13,14 @@ class EpochPlan {
  public:
   // A shuffled order of [0, num_samples) for (seed, epoch). With drop_last the
   // final partial batch is left out; otherwise it is a shorter last batch.
+  //
+  // For distributed training, rank r of world_size w takes its share as
+  // PyTorch's DistributedSampler does: without drop_last the order is padded
+  // by repeating its start up to a multiple of w; with drop_last it is cut to
+  // one; rank r takes positions r, r + w, r + 2w, ... Batches are made from
+  // that share (the last one shorter, or dropped with drop_last).
   EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size,
-            bool drop_last);
+            bool drop_last, int rank = 0, int world_size = 1);
 
   int64_t epoch() const { return epoch_; }
   int64_t num_batches() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "gtest/gtest.h"
 
@@ -50,6 +51,25 @@ TEST(EpochPlanTest, BatchesTileTheOrder) {
     for (int64_t i : plan.BatchIndices(b)) joined.push_back(i);
   }
   EXPECT_EQ(joined, plan.order());
+}
+
+TEST(EpochPlanTest, RanksShareTheEpochLikeDistributedSampler) {
+  // 10 samples, world 3: padded to 12 (two repeats) without drop_last,
+  // cut to 9 with it.
+  const EpochPlan whole(4, 2, 10, 2, false);
+  std::multiset<int64_t> padded, cut;
+  for (int rank = 0; rank < 3; ++rank) {
+    const EpochPlan plan(4, 2, 10, 2, false, rank, 3);
+    ASSERT_EQ(plan.order().size(), 4u);
+    for (size_t k = 0; k < 4; ++k) EXPECT_EQ(plan.order()[k], whole.order()[(rank + 3 * k) % 10]);
+    padded.insert(plan.order().begin(), plan.order().end());
+    const EpochPlan dropped(4, 2, 10, 2, true, rank, 3);
+    ASSERT_EQ(dropped.order().size(), 3u);
+    cut.insert(dropped.order().begin(), dropped.order().end());
+  }
+  EXPECT_EQ(padded.size(), 12u);
+  EXPECT_EQ(std::set<int64_t>(padded.begin(), padded.end()).size(), 10u);  // every sample, two twice
+  EXPECT_EQ(std::set<int64_t>(cut.begin(), cut.end()).size(), 9u);         // no repeats
 }
 
 }  // namespace

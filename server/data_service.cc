@@ -4,6 +4,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,37 @@ namespace {
 // bounds what one stream can make the server hold.
 constexpr int kMaxOutstandingBatches = 64;
 
+class BatchStreamReactor;
+
+}  // namespace
+
+// The open streams, so that shutdown can tell each to drain. Thread-safe.
+class StreamRegistry {
+ public:
+  void Add(BatchStreamReactor* r) {
+    absl::MutexLock lock(&mu_);
+    live_.insert(r);
+    if (draining_) DrainOne(r);
+  }
+  void Remove(BatchStreamReactor* r) {
+    absl::MutexLock lock(&mu_);
+    live_.erase(r);
+  }
+  void DrainAll() {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    for (BatchStreamReactor* r : live_) DrainOne(r);
+  }
+
+ private:
+  static void DrainOne(BatchStreamReactor* r);
+  absl::Mutex mu_;
+  std::set<BatchStreamReactor*> live_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+namespace {
+
 // One BatchStream call. Reads run on gRPC threads and only validate and
 // schedule; batches complete on worker threads and are queued for writing,
 // one write in flight at a time. The reactor deletes itself in OnDone, which
@@ -30,9 +62,27 @@ constexpr int kMaxOutstandingBatches = 64;
 // of this stream is outstanding, so worker callbacks never outlive it.
 class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit BatchStreamReactor(DataServiceCore* core) : core_(core) {
+  BatchStreamReactor(DataServiceCore* core, StreamRegistry* registry) : core_(core), registry_(registry) {
     core_->metrics().streams->Increment();
     StartRead(&request_buffer_);
+    registry_->Add(this);
+  }
+
+  // Queues a `draining` chunk for the client. Called with the registry's lock
+  // held, so the reactor cannot be deleted meanwhile.
+  void Drain() {
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (drain_sent_ || broken_ || finished_) return;
+      drain_sent_ = true;
+      v1::BatchChunk notice;
+      notice.set_draining(true);
+      Outgoing& out = outgoing_.emplace_back();
+      out.chunk = EncodeChunk(notice, std::make_shared<const std::string>(), 0, 0);
+      next = Decide();
+    }
+    Act(next);
   }
 
   void OnReadDone(bool ok) override {
@@ -100,6 +150,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   }
 
   void OnDone() override {
+    registry_->Remove(this);
     core_->metrics().streams->Decrement();
     delete this;
   }
@@ -222,6 +273,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   }
 
   DataServiceCore* const core_;
+  StreamRegistry* const registry_;
   grpc::ByteBuffer request_buffer_;  // only the read path touches these
   v1::StreamRequest request_;
 
@@ -233,10 +285,19 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or a write failed
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
+
+void StreamRegistry::DrainOne(BatchStreamReactor* r) { r->Drain(); }
+
+DataServiceImpl::DataServiceImpl(DataServiceCore* core) : core_(core), streams_(std::make_unique<StreamRegistry>()) {}
+
+DataServiceImpl::~DataServiceImpl() = default;
+
+void DataServiceImpl::Drain() { streams_->DrainAll(); }
 
 grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerContext* context,
                                                        const v1::OpenSessionRequest* request,
@@ -254,7 +315,7 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DataServiceImpl::BatchStream(
     grpc::CallbackServerContext* /*context*/) {
-  return new BatchStreamReactor(core_);
+  return new BatchStreamReactor(core_, streams_.get());
 }
 
 }  // namespace stoker

@@ -4,10 +4,14 @@
 #ifndef STOKER_SERVER_DATA_SERVICE_H_
 #define STOKER_SERVER_DATA_SERVICE_H_
 
+#include <memory>
+
 #include "proto/stoker/v1/stoker.grpc.pb.h"
 #include "server/batch_session.h"
 
 namespace stoker {
+
+class StreamRegistry;
 
 // BatchStream is registered raw (byte buffers) so that chunks go out without
 // copying their payload (see chunk_encoder.h); the bytes on the wire are
@@ -16,7 +20,12 @@ class DataServiceImpl final
     : public v1::DataService::WithCallbackMethod_OpenSession<
           v1::DataService::WithRawCallbackMethod_BatchStream<v1::DataService::Service>> {
  public:
-  explicit DataServiceImpl(DataServiceCore* core) : core_(core) {}
+  explicit DataServiceImpl(DataServiceCore* core);
+  ~DataServiceImpl() override;
+
+  // Tells every open stream that the server is shutting down: each sends its
+  // client a `draining` chunk; the batches it has still go out.
+  void Drain();
 
   grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
                                         const v1::OpenSessionRequest* request,
@@ -26,6 +35,7 @@ class DataServiceImpl final
 
  private:
   DataServiceCore* const core_;
+  std::unique_ptr<StreamRegistry> streams_;
 };
 
 // absl::Status -> grpc::Status, keeping code and message.

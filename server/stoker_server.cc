@@ -25,6 +25,10 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Start(ServerConfig c
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.SetMaxSendMessageSize(kMaxChunkMessageBytes);
+  // Clients send keepalive pings every few seconds to notice dead servers;
+  // accept them (gRPC's default would answer with GOAWAY "too many pings").
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -41,6 +45,7 @@ StokerServer::~StokerServer() {
 
 void StokerServer::Shutdown(absl::Time deadline) {
   if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
+  service_->Drain();  // clients stop sending work; batches in hand still go out
   server_->Shutdown(absl::ToChronoTime(deadline));
 }
 

@@ -296,7 +296,7 @@ TEST_F(TwoServersTest, HealthCheckingAndReflectionAnswer) {
 TEST_F(TwoServersTest, SigtermDuringAStreamExitsZeroAndTheClientGetsAnError) {
   RunningServer s = StartServer(root_->path(), 1, /*grace_seconds=*/1);
   auto bench = Subprocess::Start({STOKER_BENCH_BIN, "--dataset=ds", "--metrics-port=-1", "--servers=" + s.address,
-                                  "--batch-size=2", "--step-ms=300", "--epochs=3"});
+                                  "--batch-size=2", "--step-ms=300", "--epochs=3", "--unavailable-timeout-seconds=2"});
   ASSERT_TRUE(bench.ok());
   ASSERT_TRUE((*bench)->WaitForLine("batches/epoch", absl::Seconds(20)).ok()) << (*bench)->output();
   absl::SleepFor(absl::Milliseconds(500));  // mid-epoch: the stream is open
@@ -304,7 +304,8 @@ TEST_F(TwoServersTest, SigtermDuringAStreamExitsZeroAndTheClientGetsAnError) {
   auto server_code = s.process->Wait(absl::Seconds(15));
   ASSERT_TRUE(server_code.ok()) << "server did not stop within the grace period";
   EXPECT_EQ(*server_code, 0);
-  auto bench_code = (*bench)->Wait(absl::Seconds(30));
+  // Its only server gone, the client fails after --unavailable-timeout-seconds.
+  auto bench_code = (*bench)->Wait(absl::Seconds(20));
   ASSERT_TRUE(bench_code.ok()) << "client hung after its server left";
   EXPECT_EQ(*bench_code, 1);
   // An idle server also stops with 0.

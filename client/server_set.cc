@@ -1,0 +1,127 @@
+#include "client/server_set.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace stoker {
+namespace {
+
+constexpr char kDnsScheme[] = "dns:///";
+// Load-bearing: chunks are about 1 MiB; the server sends at most 64 MiB.
+constexpr int kMaxChunkMessageBytes = 64 << 20;
+constexpr int kHttp2MaxFrameBytes = (1 << 24) - 1;  // the largest HTTP/2 allows
+constexpr int kStreamLookaheadBytes = 16 << 20;
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ResolveHost(const std::string& host, const std::string& port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
+  if (rc != 0) return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  std::set<std::string> out;
+  for (addrinfo* a = result; a; a = a->ai_next) {
+    char ip[INET6_ADDRSTRLEN] = {0};
+    if (a->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, ip, sizeof ip);
+      out.insert(absl::StrCat(ip, ":", port));
+    } else if (a->ai_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, ip, sizeof ip);
+      out.insert(absl::StrCat("[", ip, "]:", port));
+    }
+  }
+  freeaddrinfo(result);
+  if (out.empty()) return absl::UnavailableError(absl::StrCat(host, " resolves to no address"));
+  return std::vector<std::string>(out.begin(), out.end());
+}
+
+absl::StatusOr<std::unique_ptr<ServerSet>> ServerSet::Create(const std::vector<std::string>& targets,
+                                                             absl::Duration resolve_interval) {
+  if (targets.empty()) return absl::InvalidArgumentError("no servers given");
+  std::unique_ptr<ServerSet> set(new ServerSet());
+  set->description_ = absl::StrJoin(targets, ",");
+  set->resolve_interval_ = resolve_interval;
+  if (targets.size() == 1 && absl::StartsWith(targets[0], kDnsScheme)) {
+    const std::string rest = targets[0].substr(sizeof(kDnsScheme) - 1);
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("'", targets[0], "': expected dns:///name:port"));
+    }
+    set->dns_host_ = rest.substr(0, colon);
+    set->dns_port_ = rest.substr(colon + 1);
+    auto addresses = ResolveHost(set->dns_host_, set->dns_port_);
+    if (!addresses.ok()) return addresses.status();
+    set->addresses_ = *std::move(addresses);
+    set->resolver_ = std::thread([s = set.get()] { s->ResolveLoop(); });
+    return set;
+  }
+  for (const std::string& t : targets) {
+    if (t.find(':') == std::string::npos || absl::StartsWith(t, kDnsScheme)) {
+      return absl::InvalidArgumentError(absl::StrCat("server '", t, "': expected host:port (or one dns:///name:port)"));
+    }
+  }
+  set->addresses_ = targets;
+  std::sort(set->addresses_.begin(), set->addresses_.end());
+  set->addresses_.erase(std::unique(set->addresses_.begin(), set->addresses_.end()), set->addresses_.end());
+  return set;
+}
+
+ServerSet::~ServerSet() {
+  stop_.Notify();
+  if (resolver_.joinable()) resolver_.join();
+}
+
+void ServerSet::ResolveLoop() {
+  while (!stop_.WaitForNotificationWithTimeout(resolve_interval_)) {
+    auto addresses = ResolveHost(dns_host_, dns_port_);
+    if (!addresses.ok()) {
+      LOG(WARNING) << "re-resolving " << description_ << ": " << addresses.status() << "; keeping the last answer";
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    if (*addresses != addresses_) {
+      LOG(INFO) << description_ << " now resolves to " << absl::StrJoin(*addresses, ",");
+      addresses_ = *std::move(addresses);
+    }
+  }
+}
+
+std::vector<std::string> ServerSet::Addresses() const {
+  absl::MutexLock lock(&mu_);
+  return addresses_;
+}
+
+std::shared_ptr<grpc::Channel> ServerSet::Channel(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto it = channels_.find(address);
+  if (it != channels_.end()) return it->second;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxChunkMessageBytes);
+  // Notice a dead peer within seconds: ping every 3 s, give up after 3 more.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 3000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Reconnect quickly after a server comes back; our own backoff paces retries.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // Batches are tens of MB: large HTTP/2 frames, several MB in flight.
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kHttp2MaxFrameBytes);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamLookaheadBytes);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  channels_.emplace(address, channel);
+  return channel;
+}
+
+}  // namespace stoker

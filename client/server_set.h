@@ -1,0 +1,61 @@
+// The data servers a client talks to: a fixed list of host:port, or a DNS
+// name (`dns:///name:port`) re-resolved periodically, so that servers behind a
+// Kubernetes headless Service (or any name with several addresses) join and
+// leave. Holds one channel per address, configured for big messages and fast
+// dead-peer detection. Thread-safe.
+#ifndef STOKER_CLIENT_SERVER_SET_H_
+#define STOKER_CLIENT_SERVER_SET_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+
+namespace stoker {
+
+class ServerSet {
+ public:
+  // `targets`: host:port entries, or a single dns:///name:port. DNS names are
+  // resolved now (INVALID_ARGUMENT if a target does not parse, UNAVAILABLE if
+  // the name resolves to nothing) and then every `resolve_interval`.
+  static absl::StatusOr<std::unique_ptr<ServerSet>> Create(const std::vector<std::string>& targets,
+                                                           absl::Duration resolve_interval);
+  ~ServerSet();
+
+  // The current addresses (host:port), sorted.
+  std::vector<std::string> Addresses() const;
+  // The channel for an address (created on first use, then kept).
+  std::shared_ptr<grpc::Channel> Channel(const std::string& address);
+  // What the set was made from, for messages.
+  const std::string& description() const { return description_; }
+
+ private:
+  ServerSet() = default;
+  void ResolveLoop();
+
+  std::string description_;
+  std::string dns_host_, dns_port_;  // empty for a fixed list
+  absl::Duration resolve_interval_;
+  absl::Notification stop_;
+  std::thread resolver_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+};
+
+// Resolves host to "ip:port" entries ([ip]:port for IPv6) with getaddrinfo.
+absl::StatusOr<std::vector<std::string>> ResolveHost(const std::string& host, const std::string& port);
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_SERVER_SET_H_

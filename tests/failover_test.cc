@@ -1,0 +1,306 @@
+// Multi-process tests of the client's scheduling through server failures,
+// joins, slow servers, ranks, resume and DNS membership: real stoker-server
+// processes on loopback addresses and the real stoker-bench.
+#include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testdata/image_set.h"
+#include "tests/testdata/subprocess.h"
+#include "tests/testdata/temp_dir.h"
+
+namespace stoker {
+namespace {
+
+using ::stoker::testing::Subprocess;
+using ::stoker::testing::TempDir;
+
+constexpr int kSamples = 40;
+
+struct Server {
+  std::unique_ptr<Subprocess> process;
+  std::string address;
+};
+
+Server StartServer(const std::filesystem::path& root, const std::string& host = "127.0.0.1", int port = 0,
+                   int delay_ms = 0) {
+  auto p = Subprocess::Start({STOKER_SERVER_BIN, "--host=" + host, absl::StrCat("--port=", port),
+                              "--metrics-port=-1", "--workers=1", "--data-root=" + root.string(),
+                              absl::StrCat("--test-sample-delay-ms=", delay_ms), "--shutdown-grace-seconds=5"});
+  EXPECT_TRUE(p.ok());
+  auto line = (*p)->WaitForLine("listening on", absl::Seconds(20));
+  EXPECT_TRUE(line.ok()) << line.status();
+  return {*std::move(p), absl::StrCat(host, ":", *testing::PortFromLine(*line))};
+}
+
+int FreePort() {
+  // Bind port 0 through a short-lived server process is overkill; ask the
+  // kernel directly.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+using Log = std::vector<nlohmann::json>;
+
+Log ReadLog(const std::filesystem::path& path) {
+  Log lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::map<std::pair<int, int>, std::string> Hashes(const Log& log) {
+  std::map<std::pair<int, int>, std::string> h;
+  for (const auto& l : log) h[{l["epoch"], l["batch"]}] = l["hash"];
+  return h;
+}
+
+// Every sample exactly once in each epoch of the log.
+void ExpectExactlyOnce(const Log& log, int epochs, int samples) {
+  std::map<int, std::multiset<int64_t>> per_epoch;
+  for (const auto& l : log) {
+    for (int64_t i : l["sample_indices"]) per_epoch[l["epoch"]].insert(i);
+  }
+  for (int e = 0; e < epochs; ++e) {
+    std::multiset<int64_t> expected;
+    for (int64_t i = 0; i < samples; ++i) expected.insert(i);
+    EXPECT_EQ(per_epoch[e], expected) << "epoch " << e;
+  }
+}
+
+class FailoverTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new TempDir();
+    testing::ImageSetOptions o;
+    o.classes = 4;
+    o.per_class = kSamples / 4;
+    o.min_side = 64;
+    o.max_side = 128;
+    ASSERT_TRUE(testing::WriteImageFolder(root_->path() / "ds", o).ok());
+  }
+  static void TearDownTestSuite() { delete root_; }
+
+  // stoker-bench with its stderr folded into stdout.
+  std::unique_ptr<Subprocess> Bench(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {STOKER_BENCH_BIN, "--dataset=ds", "--metrics-port=-1", "--batch-size=2",
+                                     "--pipeline=center_crop(48)"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string command = "exec";
+    for (const auto& a : argv) command += " '" + a + "'";
+    auto p = Subprocess::Start({"/bin/sh", "-c", command + " 2>&1"});
+    EXPECT_TRUE(p.ok());
+    return *std::move(p);
+  }
+  int Finish(Subprocess& p, absl::Duration timeout = absl::Seconds(90)) {
+    auto code = p.Wait(timeout);
+    EXPECT_TRUE(code.ok()) << "stoker-bench did not finish:\n" << p.output();
+    return code.ok() ? *code : -1;
+  }
+
+  static TempDir* root_;
+  TempDir out_;
+};
+
+TempDir* FailoverTest::root_ = nullptr;
+
+TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
+  Server a = StartServer(root_->path()), b = StartServer(root_->path()), c = StartServer(root_->path());
+  const std::string servers = "--servers=" + a.address + "," + b.address + "," + c.address;
+  const auto reference_log = out_.path() / "reference.jsonl", failed_log = out_.path() / "failed.jsonl";
+  auto reference = Bench({servers, "--epochs=2", "--log-batches=" + reference_log.string()});
+  ASSERT_EQ(Finish(*reference), 0) << reference->output();
+
+  auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--log-batches=" + failed_log.string()});
+  absl::SleepFor(absl::Milliseconds(700));  // mid-epoch 0 (20 batches x 40 ms per epoch)
+  kill(b.process->pid(), SIGKILL);
+  ASSERT_EQ(Finish(*run), 0) << run->output();
+  const Log log = ReadLog(failed_log);
+  ExpectExactlyOnce(log, 2, kSamples);
+  EXPECT_EQ(Hashes(log), Hashes(ReadLog(reference_log)));
+  std::set<std::string> after_kill;
+  for (const auto& l : log) {
+    if (l["epoch"] == 1) after_kill.insert(l["server"].get<std::string>());
+  }
+  EXPECT_EQ(after_kill.count(b.address), 0u) << "the killed server cannot have served epoch 1";
+}
+
+TEST_F(FailoverTest, ServerStartedMidEpochGetsWorkWithinTwoSeconds) {
+  Server a = StartServer(root_->path());
+  const int late_port = FreePort();
+  const auto log_path = out_.path() / "late.jsonl";
+  const absl::Time start = absl::Now();
+  auto run = Bench({"--servers=" + a.address + ",127.0.0.1:" + std::to_string(late_port), "--epochs=1",
+                    "--step-ms=150", "--log-batches=" + log_path.string()});
+  absl::SleepFor(absl::Milliseconds(1000));
+  const absl::Duration started_after = absl::Now() - start;
+  Server late = StartServer(root_->path(), "127.0.0.1", late_port);
+  ASSERT_EQ(Finish(*run), 0) << run->output();
+  int64_t first_late_ms = -1;
+  for (const auto& l : ReadLog(log_path)) {
+    if (l["server"] == late.address && first_late_ms < 0) first_late_ms = l["time_ms"];
+  }
+  ASSERT_GE(first_late_ms, 0) << "the late server never got work:\n" << run->output();
+  // Its first batch was handed over within 2 s of its start (plus the
+  // consumer's step, which paces deliveries).
+  EXPECT_LT(first_late_ms - absl::ToInt64Milliseconds(started_after), 2000 + 150);
+}
+
+TEST_F(FailoverTest, SlowServerGetsFewerBatchesAndTheSumOfRatesIsKept) {
+  // One worker thread per server (two in all, as many as the machine has
+  // cores); the delay makes one server three times slower. A synthetic
+  // dataset of 300 samples in one epoch keeps the epoch's tail small.
+  Server fast = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/4);
+  Server slow = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/12);
+  auto rate = [&](const std::string& servers, std::map<std::string, int>* per_server) {
+    const auto json = out_.path() / "summary.json";
+    auto run = Bench({"--servers=" + servers, "--dataset=synthetic:64x64:300:4", "--epochs=1", "--unordered",
+                      "--warmup-batches=4", "--json=" + json.string()});
+    EXPECT_EQ(Finish(*run), 0) << run->output();
+    std::ifstream in(json);
+    const nlohmann::json s = nlohmann::json::parse(in);
+    if (per_server) {
+      for (const auto& [k, v] : s["batches_per_server"].items()) (*per_server)[k] = v;
+    }
+    return s["images_per_second"].get<double>();
+  };
+  const double fast_alone = rate(fast.address, nullptr), slow_alone = rate(slow.address, nullptr);
+  std::map<std::string, int> per_server;
+  const double together = rate(fast.address + "," + slow.address, &per_server);
+  std::printf("images/s: fast alone %.1f, slow alone %.1f, together %.1f (%.2f of the sum); batches fast %d, slow %d\n",
+              fast_alone, slow_alone, together, together / (fast_alone + slow_alone), per_server[fast.address],
+              per_server[slow.address]);
+  EXPECT_GT(per_server[fast.address], per_server[slow.address]) << "fast " << fast_alone << "/s, slow " << slow_alone;
+  EXPECT_GE(together, 0.9 * (fast_alone + slow_alone))
+      << "together " << together << "/s vs fast " << fast_alone << " + slow " << slow_alone;
+}
+
+TEST_F(FailoverTest, TwoRanksCoverTheDatasetOncePerEpoch) {
+  Server a = StartServer(root_->path()), b = StartServer(root_->path());
+  using Seen = std::pair<int, int64_t>;  // (epoch, sample)
+  std::multiset<Seen> seen;
+  for (int rank : {0, 1}) {
+    const auto log_path = out_.path() / absl::StrCat("rank", rank, ".jsonl");
+    auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=2", absl::StrCat("--rank=", rank),
+                      "--world-size=2", "--log-batches=" + log_path.string()});
+    ASSERT_EQ(Finish(*run), 0) << run->output();
+    for (const auto& l : ReadLog(log_path)) {
+      for (int64_t i : l["sample_indices"]) seen.insert({l["epoch"], i});
+    }
+  }
+  ASSERT_EQ(seen.size(), 2u * kSamples);
+  EXPECT_EQ(std::set<Seen>(seen.begin(), seen.end()).size(), 2u * kSamples);
+}
+
+TEST_F(FailoverTest, ResumedClientDeliversExactlyTheRemainingBatches) {
+  Server a = StartServer(root_->path());
+  const std::string servers = "--servers=" + a.address;
+  const auto reference_log = out_.path() / "ref.jsonl", first = out_.path() / "first.jsonl",
+             second = out_.path() / "second.jsonl", position = out_.path() / "position.bin";
+  auto reference = Bench({servers, "--epochs=2", "--seed=3", "--log-batches=" + reference_log.string()});
+  ASSERT_EQ(Finish(*reference), 0) << reference->output();
+  auto part1 = Bench({servers, "--epochs=2", "--seed=3", "--stop-after-batches=27", "--save-position=" + position.string(),
+                      "--log-batches=" + first.string()});
+  ASSERT_EQ(Finish(*part1), 0) << part1->output();
+  auto part2 = Bench({servers, "--epochs=2", "--seed=3", "--resume=" + position.string(),
+                      "--log-batches=" + second.string()});
+  ASSERT_EQ(Finish(*part2), 0) << part2->output();
+  Log both = ReadLog(first), rest = ReadLog(second);
+  EXPECT_EQ(both.size(), 27u);
+  both.insert(both.end(), rest.begin(), rest.end());
+  ASSERT_EQ(both.size(), 40u) << "20 batches per epoch, 2 epochs";
+  EXPECT_EQ(Hashes(both), Hashes(ReadLog(reference_log)));
+  // A position saved for another seed is refused.
+  auto wrong = Bench({servers, "--epochs=2", "--seed=4", "--resume=" + position.string()});
+  EXPECT_EQ(Finish(*wrong), 1);
+  EXPECT_NE(wrong->output().find("saved position is for dataset"), std::string::npos) << wrong->output();
+}
+
+TEST_F(FailoverTest, AllServersGoneIsAnErrorNamingThemWithinTheTimeout) {
+  Server a = StartServer(root_->path()), b = StartServer(root_->path());
+  auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=5", "--step-ms=50",
+                    "--unavailable-timeout-seconds=2"});
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Time killed = absl::Now();
+  kill(a.process->pid(), SIGKILL);
+  kill(b.process->pid(), SIGKILL);
+  EXPECT_EQ(Finish(*run, absl::Seconds(30)), 1);
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(10));
+  const std::string& out = run->output();
+  EXPECT_NE(out.find("no data server answered for 2s"), std::string::npos) << out;
+  EXPECT_NE(out.find(a.address), std::string::npos) << out;
+  EXPECT_NE(out.find(b.address), std::string::npos) << out;
+}
+
+TEST_F(FailoverTest, DrainingServerFinishesItsBatchesAndTheEpochCompletes) {
+  Server a = StartServer(root_->path()), b = StartServer(root_->path());
+  const auto log_path = out_.path() / "drain.jsonl";
+  auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=2", "--step-ms=100",
+                    "--log-batches=" + log_path.string()});
+  absl::SleepFor(absl::Milliseconds(700));  // inside epoch 0 (20 batches x 100 ms)
+  b.process->Signal(SIGTERM);
+  auto code = b.process->Wait(absl::Seconds(15));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+  ASSERT_EQ(Finish(*run), 0) << run->output();
+  ExpectExactlyOnce(ReadLog(log_path), 2, kSamples);
+  EXPECT_NE(run->output().find("is draining"), std::string::npos) << run->output();
+}
+
+// DNS membership: a private mount namespace gets its own /etc/hosts, so the
+// test controls what the name resolves to without touching the machine's.
+TEST_F(FailoverTest, DnsNameGainsAServerWhoseAddressAppears) {
+  if (system("unshare -m true >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "cannot create a mount namespace here (unshare -m needs root): DNS membership not tested";
+  }
+  const int port = FreePort();
+  Server a = StartServer(root_->path(), "127.0.0.2", port), b = StartServer(root_->path(), "127.0.0.3", port);
+  const auto hosts = out_.path() / "hosts", log_path = out_.path() / "dns.jsonl";
+  std::ofstream(hosts) << "127.0.0.1 localhost\n127.0.0.2 stoker-data.test\n";
+  std::string command = absl::StrCat(
+      "exec unshare -m sh -c 'mount --bind ", hosts.string(), " /etc/hosts && exec ", STOKER_BENCH_BIN,
+      " --servers=dns:///stoker-data.test:", port,
+      " --resolve-interval-seconds=0.3 --dataset=ds --metrics-port=-1 --batch-size=2 --pipeline=\"center_crop(48)\"",
+      " --epochs=2 --step-ms=60 --log-batches=", log_path.string(), "' 2>&1");
+  auto run = Subprocess::Start({"/bin/sh", "-c", command});
+  ASSERT_TRUE(run.ok());
+  absl::SleepFor(absl::Milliseconds(800));
+  const absl::Duration added_after = absl::Milliseconds(800);
+  {
+    // Rewrite in place: the bind mount follows the inode.
+    std::fstream f(hosts, std::ios::in | std::ios::out | std::ios::trunc);
+    f << "127.0.0.1 localhost\n127.0.0.2 stoker-data.test\n127.0.0.3 stoker-data.test\n";
+  }
+  ASSERT_EQ(Finish(**run), 0) << (*run)->output();
+  const Log log = ReadLog(log_path);
+  ExpectExactlyOnce(log, 2, kSamples);
+  int64_t first_b = -1;
+  for (const auto& l : log) {
+    if (l["server"] == b.address && first_b < 0) first_b = l["time_ms"];
+  }
+  ASSERT_GE(first_b, 0) << "the new address never got work:\n" << (*run)->output();
+  EXPECT_LT(first_b - absl::ToInt64Milliseconds(added_after), 2000 + 60) << (*run)->output();
+}
+
+}  // namespace
+}  // namespace stoker
