@@ -62,7 +62,10 @@ absl::StatusOr<std::unique_ptr<ServerSet>> ServerSet::Create(const std::vector<s
     set->dns_port_ = rest.substr(colon + 1);
     auto addresses = ResolveHost(set->dns_host_, set->dns_port_);
     if (!addresses.ok()) return addresses.status();
-    set->addresses_ = *std::move(addresses);
+    {
+      absl::MutexLock lock(&set->mu_);
+      set->addresses_ = *std::move(addresses);
+    }
     set->resolver_ = std::thread([s = set.get()] { s->ResolveLoop(); });
     return set;
   }
@@ -71,9 +74,11 @@ absl::StatusOr<std::unique_ptr<ServerSet>> ServerSet::Create(const std::vector<s
       return absl::InvalidArgumentError(absl::StrCat("server '", t, "': expected host:port (or one dns:///name:port)"));
     }
   }
-  set->addresses_ = targets;
-  std::sort(set->addresses_.begin(), set->addresses_.end());
-  set->addresses_.erase(std::unique(set->addresses_.begin(), set->addresses_.end()), set->addresses_.end());
+  std::vector<std::string> addresses = targets;
+  std::sort(addresses.begin(), addresses.end());
+  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  absl::MutexLock lock(&set->mu_);
+  set->addresses_ = std::move(addresses);
   return set;
 }
 

@@ -215,7 +215,10 @@ absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
     const char type = static_cast<char>(h[156]);
     if (type == 'L' || type == 'x') {  // the next header's long name / pax records
       std::string payload(static_cast<size_t>(std::min<int64_t>(size, 1 << 20)), '\0');
-      ReadAt(fd, payload.data(), static_cast<int64_t>(payload.size()), data);
+      if (!ReadAt(fd, payload.data(), static_cast<int64_t>(payload.size()), data)) {
+        scan.damage = absl::StrCat("read error at offset ", data);
+        break;
+      }
       if (type == 'L') {
         long_name = payload.substr(0, strnlen(payload.c_str(), payload.size()));
       } else {
