@@ -80,7 +80,7 @@ void ParsePax(const std::string& data, std::string* path, int64_t* size) {
     if (eq != std::string::npos) {
       const std::string key = record.substr(0, eq), value = record.substr(eq + 1);
       if (key == "path") *path = value;
-      if (key == "size") absl::SimpleAtoi(value, size);
+      if (key == "size" && !absl::SimpleAtoi(value, size)) *size = -1;  // malformed: use the header's
     }
     pos += static_cast<size_t>(len);
   }
