@@ -1,8 +1,9 @@
 #include "client/stoker_client.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "client/epoch_run.h"
 #include "common/epoch_plan.h"
 #include "glog/logging.h"
@@ -36,18 +37,18 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   std::vector<Call> calls(addresses.size());
   v1::OpenSessionRequest request;
   *request.mutable_config() = c.session;
-  absl::BlockingCounter pending(static_cast<int>(addresses.size()));
+  // One plain thread per server: gRPC's callback API would start polling
+  // threads that then hand every received message of the sync streams to the
+  // reader threads, a context switch per chunk (measured: -25% goodput).
+  std::vector<std::thread> threads;
   for (size_t i = 0; i < addresses.size(); ++i) {
     Call& call = calls[i];
     call.stub = v1::DataService::NewStub(client->servers_->Channel(addresses[i]));
     call.context.set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
     call.context.set_wait_for_ready(true);  // ride out a server that is still starting
-    call.stub->async()->OpenSession(&call.context, &request, &call.response, [&call, &pending](grpc::Status s) {
-      call.status = std::move(s);
-      pending.DecrementCount();
-    });
+    threads.emplace_back([&call, &request] { call.status = call.stub->OpenSession(&call.context, request, &call.response); });
   }
-  pending.Wait();
+  for (std::thread& t : threads) t.join();
   std::vector<std::string> unreachable;
   bool have_dataset = false;
   for (size_t i = 0; i < calls.size(); ++i) {

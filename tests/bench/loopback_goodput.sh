@@ -3,13 +3,15 @@
 # the same run on the same machine. Stoker runs with --cache-mode batch: the
 # server decodes one batch, then re-sends its bytes, so the figure is the
 # transport (serialization, gRPC/HTTP2, TCP, client reassembly), not decoding.
-# Prints the rates and the ratio (goal: >= 0.8) and writes them as JSON.
+# Prints the rates (medians of GOODPUT_REPEATS interleaved runs of each) and
+# the ratio (goal: >= 0.8), and writes them as JSON.
 # Rates are bytes of image data per second (1 GB = 1e9 bytes).
 # Usage: tests/bench/loopback_goodput.sh [BUILD_DIR] [OUT_JSON]
 set -euo pipefail
 build=${1:-build}
 out_json=${2:-$build/loopback_goodput.json}
-seconds=${GOODPUT_SECONDS:-5}
+seconds=${GOODPUT_SECONDS:-3}
+repeats=${GOODPUT_REPEATS:-3}  # interleaved runs of each contender; medians are compared
 command -v iperf3 >/dev/null || { echo "iperf3 missing: run deploy/install-deps.sh"; exit 1; }
 work=$(mktemp -d)
 pids=()
@@ -30,20 +32,18 @@ iperf_rate() {  # extra iperf3 client args -> bytes/s
   wait "$server" 2>/dev/null || true
   /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8)' "$work/iperf.json"
 }
-tcp_default_bps=$(iperf_rate)
-tcp_1m_bps=$(iperf_rate -l 1M)
 
 # 2. Stoker: one server, one client, 256 x 224x224x3 uint8 batches (38.5 MB).
-#    The dataset is 64 generated JPEGs hard-linked 600 times: in cache mode
+#    The dataset is 64 generated JPEGs hard-linked 1200 times: in cache mode
 #    only the first batch is decoded, so the file count costs nothing. The
-#    first 3 batches (decode, connection warm-up) are left out of the figure.
+#    first 10 batches (decode, connection and buffer warm-up) are left out of the figure.
 "$build/tests/stoker-make-images" --out "$work/src" --classes 1 --per-class 64 --min-side 256 --max-side 400 >/dev/null
 mkdir -p "$work/data/ds/c"
 /usr/bin/python3 - "$work" <<'PY'
 import glob, os, sys
 work = sys.argv[1]
 files = sorted(glob.glob(f"{work}/src/class_000/*.jpg"))
-for i in range(600):  # 38400 samples: 150 batches of 256
+for i in range(1200):  # 76800 samples: 300 batches of 256
     for f in files:
         os.link(f, f"{work}/data/ds/c/{i}_{os.path.basename(f)}")
 PY
@@ -52,10 +52,25 @@ PY
 pids+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
 sport=$(grep "listening on" "$work/server.out" | grep -o '[0-9]*$')
-"$build/client/stoker-bench" --servers "127.0.0.1:$sport" --dataset ds --batch-size 256 \
-  --pipeline 'center_crop(224)' --cache-mode batch --epochs 1 --warmup-batches 3 \
-  --metrics-port -1 --json "$work/stoker.json" >"$work/bench.out"
-stoker_bps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["megabytes_per_second"]*1e6)' "$work/stoker.json")
+stoker_rate() {
+  "$build/client/stoker-bench" --servers "127.0.0.1:$sport" --dataset ds --batch-size 256 \
+    --pipeline 'center_crop(224)' --cache-mode batch --epochs 1 --warmup-batches 10 \
+    --metrics-port -1 --json "$work/stoker.json" >"$work/bench.out"
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["megabytes_per_second"]*1e6)' "$work/stoker.json"
+}
+
+# The machine's speed drifts; interleave the contenders and compare medians.
+tcp_default_runs=() tcp_1m_runs=() stoker_runs=()
+for r in $(seq "$repeats"); do
+  tcp_default_runs+=("$(iperf_rate)")
+  tcp_1m_runs+=("$(iperf_rate -l 1M)")
+  stoker_runs+=("$(stoker_rate)")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+tcp_default_bps=$(median "${tcp_default_runs[@]}")
+tcp_1m_bps=$(median "${tcp_1m_runs[@]}")
+stoker_bps=$(median "${stoker_runs[@]}")
+echo "runs (bytes/s): iperf3 128K ${tcp_default_runs[*]}; iperf3 1M ${tcp_1m_runs[*]}; stoker ${stoker_runs[*]}"
 
 /usr/bin/python3 - "$tcp_default_bps" "$tcp_1m_bps" "$stoker_bps" "$out_json" <<'PY'
 import json, sys
@@ -66,6 +81,7 @@ result = {"iperf3_128k_writes_bytes_per_second": tcp_default, "iperf3_1m_writes_
           "baseline_bytes_per_second": tcp, "stoker_goodput_bytes_per_second": stoker,
           "ratio": ratio, "goal": 0.8, "meets_goal": ratio >= 0.8}
 json.dump(result, open(out, "w"), indent=2)
+print(f"medians of the interleaved runs:")
 print(f"raw TCP, iperf3 128 KiB writes  {tcp_default / 1e9:7.3f} GB/s")
 print(f"raw TCP, iperf3 1 MiB writes    {tcp_1m / 1e9:7.3f} GB/s")
 print(f"Stoker batches (cache mode)     {stoker / 1e9:7.3f} GB/s")
