@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/device_stager.h"
 #include "client/run_stats.h"
 #include "client/stoker_client.h"
 #include "common/flag_names.h"
@@ -29,6 +30,11 @@ ABSL_FLAG(int, world_size, 1, "Number of ranks sharing each epoch");
 ABSL_FLAG(bool, unordered, false, "Hand batches over as they complete instead of in epoch order");
 ABSL_FLAG(double, unavailable_timeout_seconds, 30, "Fail once no data server has answered for this many seconds");
 ABSL_FLAG(double, batch_timeout_seconds, 120, "Give a server up when one batch takes longer than this (seconds)");
+ABSL_FLAG(std::string, device, "auto",
+          "Where batches go: auto (CUDA if usable, else the CPU fallback), cuda (an error without a GPU), cpu, or "
+          "none (keep uint8 host batches; measures the data path alone)");
+ABSL_FLAG(std::string, out_dtype, "float32", "Tensor type made on the device: float32, float16 or bfloat16");
+ABSL_FLAG(bool, normalize, true, "Normalize on the device with ImageNet's mean and std");
 ABSL_FLAG(std::string, resume, "", "Continue from a position file written by --save-position");
 ABSL_FLAG(std::string, save_position, "", "Write the client's position (a ClientPosition proto) here at exit");
 ABSL_FLAG(int, stop_after_batches, 0, "Exit after delivering this many batches in all (0: run to the end)");
@@ -161,6 +167,42 @@ int Run() {
     std::printf("stoker-bench metrics on :%d\n", endpoint->port());
     std::fflush(stdout);
   }
+  std::unique_ptr<DeviceStager> stager;
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "none") {
+    DeviceOptions d;
+    if (device == "auto") {
+      d.device = DeviceOptions::Device::kAuto;
+    } else if (device == "cuda") {
+      d.device = DeviceOptions::Device::kCuda;
+    } else if (device == "cpu") {
+      d.device = DeviceOptions::Device::kCpu;
+    } else {
+      std::fprintf(stderr, "stoker-bench: --device must be auto, cuda, cpu or none\n");
+      return 2;
+    }
+    const std::string t = absl::GetFlag(FLAGS_out_dtype);
+    if (t == "float32") {
+      d.type = TensorType::kFloat32;
+    } else if (t == "float16") {
+      d.type = TensorType::kFloat16;
+    } else if (t == "bfloat16") {
+      d.type = TensorType::kBFloat16;
+    } else {
+      std::fprintf(stderr, "stoker-bench: --out-dtype must be float32, float16 or bfloat16\n");
+      return 2;
+    }
+    d.normalize = absl::GetFlag(FLAGS_normalize);
+    d.host_slots = std::max(2, config->prefetch_batches) + 2;
+    auto s = DeviceStager::Create(d, &metrics);
+    if (!s.ok()) {
+      std::fprintf(stderr, "stoker-bench: %s\n", s.status().ToString().c_str());
+      return 2;
+    }
+    stager = *std::move(s);
+    config->buffers = stager->host_buffers();
+    std::printf("device path: %s\n", stager->path());
+  }
   auto client = StokerClient::Connect(*config, &metrics);
   if (!client.ok()) {
     std::fprintf(stderr, "stoker-bench: %s\n", client.status().ToString().c_str());
@@ -248,6 +290,14 @@ int Run() {
                                {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)}};
         log << line.dump() << '\n';
       }
+      if (stager) {
+        // The consumer's side: stage the batch (copy + convert), wait for it.
+        absl::StatusOr<DeviceTensor> tensor = stager->Stage(std::move(batch));
+        if (!tensor.ok() || !stager->Wait(*tensor).ok()) {
+          std::fprintf(stderr, "stoker-bench: staging: %s\n", tensor.status().ToString().c_str());
+          return 1;
+        }
+      }
       absl::SleepFor(step);  // the simulated training step
     }
     const RunSummary s = stats.Finish(absl::Now());
@@ -258,6 +308,16 @@ int Run() {
   }
   const RunSummary summary = total.Finish(absl::Now());
   PrintSummary(*config, summary);
+  if (stager) {
+    int64_t bytes = 0;
+    double seconds = 0;
+    stager->CopyStats(&bytes, &seconds);
+    std::printf("  %-22s %12s\n", "device path", stager->path());
+    std::printf("  %-22s %12.3f\n", "h2d GB", static_cast<double>(bytes) / 1e9);
+    std::printf("  %-22s %12.2f\n", "h2d GB/s", seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0.0);
+    std::printf("  %-22s %12.2f\n", "h2d ms per batch", summary.batches > 0 ? 1e3 * seconds / static_cast<double>(summary.batches) : 0.0);
+    std::fflush(stdout);
+  }
   if (!absl::GetFlag(FLAGS_json).empty()) {
     std::ofstream(absl::GetFlag(FLAGS_json)) << SummaryJson(summary).dump(2) << '\n';
   }

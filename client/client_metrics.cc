@@ -45,6 +45,24 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                             .Help("Batches requested again from another server after theirs failed.")
                             .Register(registry)
                             .Add({});
+  h2d_seconds = &prometheus::BuildHistogram()
+                     .Name("stoker_client_h2d_seconds")
+                     .Help("Host-to-device copy and conversion time per batch (CPU fallback: the conversion).")
+                     .Register(registry)
+                     .Add({}, DurationBuckets());
+  h2d_bytes = &prometheus::BuildCounter()
+                   .Name("stoker_client_h2d_bytes_total")
+                   .Help("Batch bytes copied from host to device (CPU fallback: converted).")
+                   .Register(registry)
+                   .Add({});
+  ring_slots_ = &prometheus::BuildGauge()
+                     .Name("stoker_client_ring_slots")
+                     .Help("Device tensor slots held by the consumer (in_use) or free.")
+                     .Register(registry);
+  device_path_ = &prometheus::BuildGauge()
+                      .Name("stoker_client_device_path")
+                      .Help("1 for the path staging batches to the device: cuda or the cpu fallback.")
+                      .Register(registry);
   server_batches_ = &prometheus::BuildCounter()
                          .Name("stoker_client_server_batches_total")
                          .Help("Batches received, by data server.")

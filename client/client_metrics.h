@@ -24,6 +24,13 @@ struct ClientMetrics {
   prometheus::Gauge* buffered_batches;             // stoker_client_buffered_batches
   prometheus::Gauge* inflight_batches;             // stoker_client_inflight_batches
   prometheus::Counter* reassigned_batches;         // stoker_client_reassigned_batches_total
+  prometheus::Histogram* h2d_seconds;              // stoker_client_h2d_seconds
+  prometheus::Counter* h2d_bytes;                  // stoker_client_h2d_bytes_total
+
+  // stoker_client_ring_slots{state="in_use"|"free"}
+  prometheus::Gauge& RingSlots(const std::string& state) { return ring_slots_->Add({{"state", state}}); }
+  // stoker_client_device_path{path="cuda"|"cpu"}: 1 for the active path
+  prometheus::Gauge& DevicePath(const std::string& path) { return device_path_->Add({{"path", path}}); }
 
   // stoker_client_server_batches_total{server}, ..._server_failures_total{server}
   prometheus::Counter& ServerBatches(const std::string& server) { return server_batches_->Add({{"server", server}}); }
@@ -32,6 +39,8 @@ struct ClientMetrics {
  private:
   prometheus::Family<prometheus::Counter>* server_batches_;
   prometheus::Family<prometheus::Counter>* server_failures_;
+  prometheus::Family<prometheus::Gauge>* ring_slots_;
+  prometheus::Family<prometheus::Gauge>* device_path_;
 };
 
 }  // namespace stoker

@@ -2,13 +2,25 @@
 
 namespace stoker {
 
-HostBuffer& HostBuffer::operator=(HostBuffer&& other) {
+const HostAllocator& PlainAllocator() {
+  static const HostAllocator plain = {[](size_t size) { return new uint8_t[size]; },
+                                      [](uint8_t* data) { delete[] data; }};
+  return plain;
+}
+
+HostBuffer::HostBuffer(size_t size)
+    : data_(PlainAllocator().allocate(size)), size_(size), capacity_(size), allocator_(&PlainAllocator()) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
   if (this != &other) {
     Release();
-    data_ = std::move(other.data_);
+    data_ = other.data_;
     size_ = other.size_;
     capacity_ = other.capacity_;
+    allocator_ = other.allocator_;
     pool_ = std::move(other.pool_);
+    other.data_ = nullptr;
+    other.size_ = other.capacity_ = 0;
   }
   return *this;
 }
@@ -17,22 +29,42 @@ HostBuffer::~HostBuffer() { Release(); }
 
 void HostBuffer::Release() {
   if (!data_) return;
-  if (auto pool = pool_.lock()) pool->Put(std::move(data_), capacity_);
-  data_.reset();
+  if (auto pool = pool_.lock()) {
+    pool->Put(data_, capacity_);
+  } else {
+    allocator_->release(data_);
+  }
+  data_ = nullptr;
+}
+
+HostBufferPool::~HostBufferPool() {
+  absl::MutexLock lock(&mu_);
+  for (Block& b : free_) allocator_.release(b.data);
 }
 
 HostBuffer HostBufferPool::Get(size_t size) {
+  HostBuffer buffer;
+  buffer.size_ = size;
+  buffer.allocator_ = &allocator_;
+  buffer.pool_ = weak_from_this();
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < free_.size(); ++i) {
       if (free_[i].capacity >= size) {
-        Block block = std::move(free_[i]);
+        buffer.data_ = free_[i].data;
+        buffer.capacity_ = free_[i].capacity;
         free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
-        return HostBuffer(std::move(block.data), size, block.capacity, weak_from_this());
+        return buffer;
       }
     }
   }
-  return HostBuffer(std::unique_ptr<uint8_t[]>(new uint8_t[size]), size, size, weak_from_this());
+  buffer.data_ = allocator_.allocate(size);
+  buffer.capacity_ = size;
+  return buffer;
+}
+
+void HostBufferPool::Reserve(int count, size_t size) {
+  for (int i = 0; i < count; ++i) Put(allocator_.allocate(size), size);
 }
 
 int HostBufferPool::FreeCount() const {
@@ -40,9 +72,15 @@ int HostBufferPool::FreeCount() const {
   return static_cast<int>(free_.size());
 }
 
-void HostBufferPool::Put(std::unique_ptr<uint8_t[]> data, size_t capacity) {
-  absl::MutexLock lock(&mu_);
-  if (static_cast<int>(free_.size()) < max_free_) free_.push_back({std::move(data), capacity});
+void HostBufferPool::Put(uint8_t* data, size_t capacity) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(free_.size()) < max_free_) {
+      free_.push_back({data, capacity});
+      return;
+    }
+  }
+  allocator_.release(data);
 }
 
 }  // namespace stoker

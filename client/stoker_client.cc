@@ -108,7 +108,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   options.unavailable_timeout = config_.unavailable_timeout;
   // Enough free buffers for everything the epoch may hold at once, plus the
   // batch the caller is using.
-  if (!buffers_) buffers_ = HostBufferPool::Create(options.prefetch + 2);
+  if (!buffers_) buffers_ = config_.buffers ? config_.buffers : HostBufferPool::Create(options.prefetch + 2);
   options.buffers = buffers_;
   options.sample_bytes = dataset_.sample_bytes();
   options.already_delivered = std::move(delivered);

@@ -41,6 +41,9 @@ struct ClientConfig {
   absl::Duration batch_timeout = absl::Seconds(120);  // one batch on one server
   // With no server answering for this long, Next fails naming the servers.
   absl::Duration unavailable_timeout = absl::Seconds(30);
+  // Where received batch bytes go; a DeviceStager's host_buffers() (pinned
+  // with CUDA). Null: a pool of ordinary memory.
+  std::shared_ptr<HostBufferPool> buffers;
 };
 
 class EpochRun;

@@ -60,7 +60,7 @@ stoker() {  # WORKERS
   local port
   port=$(grep "listening on" "$work/server.out" | grep -o '[0-9]*$')
   "$build/client/stoker-bench" --servers "127.0.0.1:$port" --dataset "$(basename "$photos")" --batch-size 64 --epochs 2 \
-    --warmup-batches 2 --window 4 --metrics-port -1 --json "$work/stoker.json" >/dev/null
+    --warmup-batches 2 --window 4 --device none --metrics-port -1 --json "$work/stoker.json" >/dev/null
   kill -TERM "$pid"; wait "$pid" || true
   /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["images_per_second"])' "$work/stoker.json"
 }

@@ -54,7 +54,7 @@ for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; slee
 sport=$(grep "listening on" "$work/server.out" | grep -o '[0-9]*$')
 stoker_rate() {
   "$build/client/stoker-bench" --servers "127.0.0.1:$sport" --dataset ds --batch-size 256 \
-    --pipeline 'center_crop(224)' --cache-mode batch --epochs 1 --warmup-batches 10 \
+    --pipeline 'center_crop(224)' --cache-mode batch --epochs 1 --warmup-batches 10 --device none \
     --metrics-port -1 --json "$work/stoker.json" >"$work/bench.out"
   /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["megabytes_per_second"]*1e6)' "$work/stoker.json"
 }

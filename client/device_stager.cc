@@ -1,0 +1,125 @@
+#include "client/device_stager.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/slot_ring.h"
+#include "glog/logging.h"
+
+namespace stoker {
+
+absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) {
+  if (batch.dtype != v1::UINT8 || batch.layout != v1::NHWC || batch.shape.size() != 4 || batch.shape[3] != 3) {
+    return absl::InvalidArgumentError(
+        "staging needs uint8 NHWC RGB batches from the servers (the conversion to float happens here)");
+  }
+  ConvertSpec s;
+  s.n = batch.shape[0];
+  s.h = batch.shape[1];
+  s.w = batch.shape[2];
+  s.type = o.type;
+  s.layout = o.layout;
+  for (int c = 0; c < 3; ++c) {
+    s.mean[c] = o.normalize ? o.mean[c] : 0.0f;
+    s.inv_std[c] = o.normalize ? 1.0f / o.std[c] : 1.0f;
+  }
+  return s;
+}
+
+std::vector<int64_t> ShapeOf(const ConvertSpec& s) {
+  if (s.layout == TensorLayout::kNCHW) return {s.n, 3, s.h, s.w};
+  return {s.n, s.h, s.w, 3};
+}
+
+namespace {
+
+// Host buffers stand in for device memory; the conversion runs here.
+class CpuStager final : public DeviceStager {
+ public:
+  CpuStager(const DeviceOptions& o, ClientMetrics* metrics)
+      : options_(o), metrics_(metrics), ring_(SlotRing::Create(o.slots)), buffers_(HostBufferPool::Create(o.host_slots)) {
+    if (o.batch_bytes > 0) buffers_->Reserve(o.host_slots, o.batch_bytes);
+    outputs_.resize(static_cast<size_t>(o.slots));
+    if (metrics_) metrics_->DevicePath("cpu").Set(1);
+  }
+
+  const char* path() const override { return "cpu"; }
+  std::shared_ptr<HostBufferPool> host_buffers() override { return buffers_; }
+
+  absl::StatusOr<DeviceTensor> Stage(Batch batch) override {
+    absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
+    if (!spec.ok()) return spec.status();
+    const int slot = ring_->Acquire(metrics_);
+    std::vector<uint8_t>& out = outputs_[static_cast<size_t>(slot)];
+    out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
+    const absl::Time t0 = absl::Now();
+    ConvertOnCpu(batch.data.data(), *spec, out.data());
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+    copied_bytes_ += static_cast<int64_t>(batch.data.size());
+    copy_seconds_ += seconds;
+    if (metrics_) {
+      metrics_->h2d_seconds->Observe(seconds);
+      metrics_->h2d_bytes->Increment(static_cast<double>(batch.data.size()));
+    }
+    DeviceTensor t;
+    t.data = out.data();
+    t.shape = ShapeOf(*spec);
+    t.type = spec->type;
+    t.batch = std::move(batch);
+    t.lease = std::make_shared<SlotLease>(ring_, slot, metrics_);
+    return t;
+  }
+
+  absl::Status Wait(const DeviceTensor&) override { return absl::OkStatus(); }
+
+  void CopyStats(int64_t* bytes, double* seconds) const override {
+    *bytes = copied_bytes_;
+    *seconds = copy_seconds_;
+  }
+
+ private:
+  const DeviceOptions options_;
+  ClientMetrics* const metrics_;
+  std::shared_ptr<SlotRing> ring_;
+  std::shared_ptr<HostBufferPool> buffers_;
+  std::vector<std::vector<uint8_t>> outputs_;
+  int64_t copied_bytes_ = 0;
+  double copy_seconds_ = 0;
+};
+
+}  // namespace
+
+#ifdef STOKER_HAVE_CUDA
+absl::StatusOr<std::unique_ptr<DeviceStager>> CreateCudaStager(const DeviceOptions& options, ClientMetrics* metrics);
+#else
+absl::Status CudaUsable(int gpu) {
+  return absl::FailedPreconditionError("this build has no CUDA support (configured with STOKER_CUDA=OFF or no nvcc)");
+}
+#endif
+
+absl::StatusOr<std::unique_ptr<DeviceStager>> DeviceStager::Create(const DeviceOptions& options,
+                                                                   ClientMetrics* metrics) {
+  if (options.slots < 1 || options.host_slots < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("slots = ", options.slots, ", host_slots = ", options.host_slots,
+                                                   "; both must be >= 1"));
+  }
+  if (options.device != DeviceOptions::Device::kCpu) {
+    const absl::Status usable = CudaUsable(options.gpu);
+    if (usable.ok()) {
+#ifdef STOKER_HAVE_CUDA
+      auto cuda = CreateCudaStager(options, metrics);
+      if (cuda.ok()) LOG(INFO) << "device path: cuda (GPU " << options.gpu << ", pinned host buffers)";
+      return cuda;
+#endif
+    }
+    if (options.device == DeviceOptions::Device::kCuda) {
+      return absl::FailedPreconditionError(absl::StrCat("--device cuda: ", usable.message()));
+    }
+    LOG(INFO) << "device path: cpu (" << usable.message() << ")";
+  } else {
+    LOG(INFO) << "device path: cpu (asked for)";
+  }
+  return std::unique_ptr<DeviceStager>(new CpuStager(options, metrics));
+}
+
+}  // namespace stoker

@@ -1,0 +1,87 @@
+// The GPU side of the client: takes received batches (uint8 NHWC in host
+// memory) to the device as float tensors. With CUDA, batch bytes arrive in
+// pinned host buffers (host_buffers() is handed to the client, so the one copy
+// of the payload lands there), go to the GPU with cudaMemcpyAsync on a
+// dedicated stream, and a kernel converts them (uint8 -> float32/float16/
+// bfloat16, NCHW or NHWC, per-channel mean/std) into one of `slots` device
+// buffers; an event per batch tells the consumer when it is ready, so the next
+// batch's copy overlaps the current training step. Without a usable device
+// the CPU fallback offers the same API: host buffers stand in for device
+// memory and the conversion runs on the CPU with the same results.
+//
+// Thread-compatible: one training loop calls Stage. A DeviceTensor holds its
+// slot until destroyed; a slot is reused only after it was released and its
+// copy finished.
+#ifndef STOKER_CLIENT_DEVICE_STAGER_H_
+#define STOKER_CLIENT_DEVICE_STAGER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/batch.h"
+#include "client/client_metrics.h"
+#include "client/host_buffer.h"
+#include "client/tensor_convert.h"
+
+namespace stoker {
+
+struct DeviceOptions {
+  enum class Device { kAuto, kCuda, kCpu };
+  Device device = Device::kAuto;  // kCuda without a usable GPU is an error
+  TensorType type = TensorType::kFloat32;
+  TensorLayout layout = TensorLayout::kNCHW;
+  bool normalize = true;  // ImageNet mean/std unless given
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+  int slots = 3;              // device buffers (tensors alive at once)
+  int host_slots = 6;         // pinned host buffers kept (prefetch + 2 is right)
+  size_t batch_bytes = 0;     // uint8 bytes of a full batch, to pre-allocate
+  int gpu = 0;                // CUDA device ordinal
+};
+
+class SlotLease;
+
+// One converted batch. `data` is device memory on the CUDA path (host memory
+// on the CPU path); on CUDA, wait for `ready_event` (a cudaEvent_t) on your
+// stream before reading it (cudaStreamWaitEvent), and keep the tensor alive
+// until your reads are done.
+struct DeviceTensor {
+  void* data = nullptr;
+  std::vector<int64_t> shape;  // {N, 3, H, W} or {N, H, W, 3}
+  TensorType type = TensorType::kFloat32;
+  void* ready_event = nullptr;  // cudaEvent_t; null on the CPU path
+  void* stream = nullptr;       // cudaStream_t the copy ran on; null on CPU
+  Batch batch;                  // labels, indices...; its image bytes stay until the copy finished
+  std::shared_ptr<SlotLease> lease;
+};
+
+class DeviceStager {
+ public:
+  // Picks the path: kAuto uses CUDA when built with it and a device answers,
+  // else the CPU (logged once); kCuda without a usable device is
+  // FAILED_PRECONDITION saying why. `metrics` may be null.
+  static absl::StatusOr<std::unique_ptr<DeviceStager>> Create(const DeviceOptions& options, ClientMetrics* metrics);
+  virtual ~DeviceStager() = default;
+
+  virtual const char* path() const = 0;  // "cuda" or "cpu"
+  // Buffers for the client's received batches (ClientConfig::buffers).
+  virtual std::shared_ptr<HostBufferPool> host_buffers() = 0;
+  // Starts the copy and conversion of a uint8 NHWC batch and returns at once
+  // (CUDA) or when done (CPU). Blocks only while every slot is in use.
+  virtual absl::StatusOr<DeviceTensor> Stage(Batch batch) = 0;
+  // Blocks until `tensor` is ready (for callers without their own stream).
+  virtual absl::Status Wait(const DeviceTensor& tensor) = 0;
+
+  // Host-to-device figures so far: bytes, seconds of copy time.
+  virtual void CopyStats(int64_t* bytes, double* seconds) const = 0;
+};
+
+// Why CUDA cannot be used here, or OK if it can (built with CUDA and a device
+// answers).
+absl::Status CudaUsable(int gpu);
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_DEVICE_STAGER_H_

@@ -1,0 +1,98 @@
+#include "client/tensor_convert.h"
+
+#include <cstring>
+
+namespace stoker {
+
+size_t TensorElementBytes(TensorType type) { return type == TensorType::kFloat32 ? 4 : 2; }
+
+const char* TensorTypeName(TensorType type) {
+  switch (type) {
+    case TensorType::kFloat32: return "float32";
+    case TensorType::kFloat16: return "float16";
+    case TensorType::kBFloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
+  x += 0x7fff + ((x >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float BFloat16ToFloat(uint16_t b) {
+  const uint32_t x = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  const uint32_t abs = x & 0x7fffffff;
+  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // NaN
+  if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow (rounds to inf)
+  if (abs < 0x38800000) {  // subnormal half (or zero)
+    if (abs < 0x33000000) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+    const uint32_t mant = (abs & 0x7fffff) | 0x800000;
+    const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
+    uint32_t v = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (v & 1))) ++v;
+    return static_cast<uint16_t>(sign | v);
+  }
+  uint32_t v = ((abs >> 13) - (112u << 10));  // rebias exponent 127 -> 15
+  const uint32_t rem = abs & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (v & 1))) ++v;
+  return static_cast<uint16_t>(sign | v);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
+  const uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      uint32_t m = mant;
+      do {
+        ++e;
+        m <<= 1;
+      } while (!(m & 0x400));
+      x = sign | ((112 - e) << 23) | ((m & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7f800000 | (mant << 13);
+  } else {
+    x = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+void ConvertOnCpu(const uint8_t* in, const ConvertSpec& s, void* out) {
+  const int64_t plane = s.h * s.w;
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t p = 0; p < plane; ++p) {
+      for (int c = 0; c < 3; ++c) {
+        const float v = (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
+        const int64_t o = s.layout == TensorLayout::kNCHW ? (n * 3 + c) * plane + p : (n * plane + p) * 3 + c;
+        switch (s.type) {
+          case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
+          case TensorType::kFloat16: static_cast<uint16_t*>(out)[o] = FloatToHalf(v); break;
+          case TensorType::kBFloat16: static_cast<uint16_t*>(out)[o] = FloatToBFloat16(v); break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace stoker

@@ -1,0 +1,49 @@
+// CUDA version of ConvertOnCpu (see tensor_convert.h): one thread per output
+// element, the same float32 arithmetic, and the device's round-to-nearest-even
+// conversions to 16 bits.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "client/tensor_convert_cuda.h"
+
+namespace stoker {
+namespace {
+
+__global__ void ConvertKernel(const uint8_t* __restrict__ in, ConvertSpec s, void* __restrict__ out) {
+  const int64_t plane = s.h * s.w;
+  const int64_t total = s.n * plane * 3;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total; o += int64_t{gridDim.x} * blockDim.x) {
+    int64_t n, p;
+    int c;
+    if (s.layout == TensorLayout::kNCHW) {
+      n = o / (3 * plane);
+      c = static_cast<int>((o / plane) % 3);
+      p = o % plane;
+    } else {
+      n = o / (3 * plane);
+      p = (o / 3) % plane;
+      c = static_cast<int>(o % 3);
+    }
+    const float v = (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
+    switch (s.type) {
+      case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
+      case TensorType::kFloat16: static_cast<__half*>(out)[o] = __float2half_rn(v); break;
+      case TensorType::kBFloat16: static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16_rn(v); break;
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchConvert(const uint8_t* device_in, const ConvertSpec& spec, void* device_out, cudaStream_t stream) {
+  const int64_t total = spec.n * spec.h * spec.w * 3;
+  if (total == 0) return cudaSuccess;
+  const int threads = 256;
+  const int64_t blocks = (total + threads - 1) / threads;
+  ConvertKernel<<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(device_in, spec,
+                                                                                                       device_out);
+  return cudaGetLastError();
+}
+
+}  // namespace stoker

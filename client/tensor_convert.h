@@ -1,0 +1,42 @@
+// The last step before the training step: uint8 NHWC RGB images to a float
+// tensor (float32, float16 or bfloat16) in NCHW or NHWC, optionally
+// normalized per channel: (value / 255 - mean[c]) / std[c]. The CPU version
+// lives in tensor_convert.cc; the CUDA kernel in tensor_convert.cu computes the
+// same values (float32 arithmetic, round-to-nearest-even to 16 bits). Pure
+// functions; thread-safe.
+#ifndef STOKER_CLIENT_TENSOR_CONVERT_H_
+#define STOKER_CLIENT_TENSOR_CONVERT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace stoker {
+
+enum class TensorType { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+enum class TensorLayout { kNCHW = 0, kNHWC = 1 };
+
+struct ConvertSpec {
+  int64_t n = 0, h = 0, w = 0;  // images, rows, columns; 3 channels (RGB)
+  TensorType type = TensorType::kFloat32;
+  TensorLayout layout = TensorLayout::kNCHW;
+  // out = (in / 255 - mean[c]) * inv_std[c]; identity: mean 0, inv_std 1.
+  float mean[3] = {0, 0, 0};
+  float inv_std[3] = {1, 1, 1};
+};
+
+size_t TensorElementBytes(TensorType type);
+const char* TensorTypeName(TensorType type);
+
+// CPU reference and fallback: in is n*h*w*3 uint8 (NHWC), out has room for
+// n*3*h*w elements of spec.type.
+void ConvertOnCpu(const uint8_t* in, const ConvertSpec& spec, void* out);
+
+// IEEE binary16 and bfloat16 from float, rounding to nearest even (NaN kept).
+uint16_t FloatToHalf(float f);
+uint16_t FloatToBFloat16(float f);
+float HalfToFloat(uint16_t h);
+float BFloat16ToFloat(uint16_t b);
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_TENSOR_CONVERT_H_
