@@ -35,6 +35,7 @@ ABSL_FLAG(std::string, device, "auto",
           "none (keep uint8 host batches; measures the data path alone)");
 ABSL_FLAG(std::string, out_dtype, "float32", "Tensor type made on the device: float32, float16 or bfloat16");
 ABSL_FLAG(bool, normalize, true, "Normalize on the device with ImageNet's mean and std");
+ABSL_FLAG(int, test_h2d_delay_ms, 0, "Test only: extra milliseconds per batch on the CPU device path (a slow copy)");
 ABSL_FLAG(std::string, resume, "", "Continue from a position file written by --save-position");
 ABSL_FLAG(std::string, save_position, "", "Write the client's position (a ClientPosition proto) here at exit");
 ABSL_FLAG(int, stop_after_batches, 0, "Exit after delivering this many batches in all (0: run to the end)");
@@ -193,6 +194,7 @@ int Run() {
       return 2;
     }
     d.normalize = absl::GetFlag(FLAGS_normalize);
+    d.test_h2d_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_h2d_delay_ms));
     d.host_slots = std::max(2, config->prefetch_batches) + 2;
     auto s = DeviceStager::Create(d, &metrics);
     if (!s.ok()) {
@@ -292,11 +294,13 @@ int Run() {
       }
       if (stager) {
         // The consumer's side: stage the batch (copy + convert), wait for it.
+        const absl::Time s0 = absl::Now();
         absl::StatusOr<DeviceTensor> tensor = stager->Stage(std::move(batch));
         if (!tensor.ok() || !stager->Wait(*tensor).ok()) {
           std::fprintf(stderr, "stoker-bench: staging: %s\n", tensor.status().ToString().c_str());
           return 1;
         }
+        (*client)->meter().OnH2d(absl::Now() - s0);
       }
       absl::SleepFor(step);  // the simulated training step
     }
@@ -321,6 +325,10 @@ int Run() {
   if (!absl::GetFlag(FLAGS_json).empty()) {
     std::ofstream(absl::GetFlag(FLAGS_json)) << SummaryJson(summary).dump(2) << '\n';
   }
+  const Verdict verdict = (*client)->meter().EvaluateAll();
+  (*client)->meter().Evaluate();
+  std::printf("bottleneck: %s (%s)\n", verdict.stage.c_str(), verdict.Explain().c_str());
+  std::fflush(stdout);
   if (log.is_open()) log.close();
   save_position();
   absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_linger_seconds)));

@@ -63,6 +63,26 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                       .Name("stoker_client_device_path")
                       .Help("1 for the path staging batches to the device: cuda or the cpu fallback.")
                       .Register(registry);
+  auto counter = [&registry](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+  };
+  batch_server_seconds = counter("stoker_client_batch_server_seconds_total",
+                                 "Sum over received batches of server time (request arrival to ready).");
+  batch_transfer_seconds = counter("stoker_client_batch_transfer_seconds_total",
+                                   "Sum over received batches of receive latency minus server time.");
+  batch_read_seconds = counter("stoker_client_batch_read_seconds_total",
+                               "Sum over received batches of worker time spent reading samples.");
+  batch_compute_seconds = counter("stoker_client_batch_compute_seconds_total",
+                                  "Sum over received batches of worker time spent decoding and augmenting.");
+  starved_ratio = &prometheus::BuildGauge()
+                       .Name("stoker_client_starved_ratio")
+                       .Help("Share of the last window the training loop waited for data.")
+                       .Register(registry)
+                       .Add({});
+  bottleneck_ = &prometheus::BuildGauge()
+                     .Name("stoker_client_bottleneck")
+                     .Help("1 for the stage that limits input now (none, server_cpu, storage, network, h2d).")
+                     .Register(registry);
   server_batches_ = &prometheus::BuildCounter()
                          .Name("stoker_client_server_batches_total")
                          .Help("Batches received, by data server.")

@@ -25,6 +25,14 @@ struct ClientMetrics {
   prometheus::Gauge* inflight_batches;             // stoker_client_inflight_batches
   prometheus::Counter* reassigned_batches;         // stoker_client_reassigned_batches_total
   prometheus::Histogram* h2d_seconds;              // stoker_client_h2d_seconds
+  // Sums over received batches of their header's times (see bottleneck.h):
+  prometheus::Counter* batch_server_seconds;       // stoker_client_batch_server_seconds_total
+  prometheus::Counter* batch_transfer_seconds;     // stoker_client_batch_transfer_seconds_total
+  prometheus::Counter* batch_read_seconds;         // stoker_client_batch_read_seconds_total
+  prometheus::Counter* batch_compute_seconds;      // stoker_client_batch_compute_seconds_total
+  prometheus::Gauge* starved_ratio;                // stoker_client_starved_ratio
+  // stoker_client_bottleneck{stage}: 1 for the current verdict, 0 otherwise
+  prometheus::Gauge& Bottleneck(const std::string& stage) { return bottleneck_->Add({{"stage", stage}}); }
   prometheus::Counter* h2d_bytes;                  // stoker_client_h2d_bytes_total
 
   // stoker_client_ring_slots{state="in_use"|"free"}
@@ -41,6 +49,7 @@ struct ClientMetrics {
   prometheus::Family<prometheus::Counter>* server_failures_;
   prometheus::Family<prometheus::Gauge>* ring_slots_;
   prometheus::Family<prometheus::Gauge>* device_path_;
+  prometheus::Family<prometheus::Gauge>* bottleneck_;
 };
 
 }  // namespace stoker

@@ -53,6 +53,7 @@ class CpuStager final : public DeviceStager {
     std::vector<uint8_t>& out = outputs_[static_cast<size_t>(slot)];
     out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
     const absl::Time t0 = absl::Now();
+    if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
     ConvertOnCpu(batch.data.data(), *spec, out.data());
     const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
     copied_bytes_ += static_cast<int64_t>(batch.data.size());

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "client/batch.h"
 #include "client/client_metrics.h"
 #include "client/host_buffer.h"
@@ -39,6 +40,9 @@ struct DeviceOptions {
   int host_slots = 6;         // pinned host buffers kept (prefetch + 2 is right)
   size_t batch_bytes = 0;     // uint8 bytes of a full batch, to pre-allocate
   int gpu = 0;                // CUDA device ordinal
+  // Test only: extra time per Stage on the CPU path, to simulate a slow
+  // host-to-device copy (a labelled simulation for the bottleneck tests).
+  absl::Duration test_h2d_delay = absl::ZeroDuration();
 };
 
 class SlotLease;

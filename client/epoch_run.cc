@@ -13,6 +13,7 @@ namespace stoker {
 // BatchStream's full method name. Load-bearing: must match stoker.proto.
 constexpr char kBatchStreamMethod[] = "/stoker.v1.DataService/BatchStream";
 constexpr absl::Duration kSupervisorTick = absl::Milliseconds(100);
+constexpr absl::Duration kVerdictInterval = absl::Seconds(2);
 
 struct EpochRun::Stream {
   std::string address;
@@ -129,7 +130,12 @@ void EpochRun::OpenStreams() {
 }
 
 void EpochRun::Supervise() {
+  absl::Time next_verdict = absl::Now() + kVerdictInterval;
   while (!stop_.WaitForNotificationWithTimeout(kSupervisorTick)) {
+    if (options_.meter && absl::Now() >= next_verdict) {
+      options_.meter->Evaluate();  // updates stoker_client_bottleneck
+      next_verdict = absl::Now() + kVerdictInterval;
+    }
     OpenStreams();
     std::vector<Stream*> to_cancel;
     std::vector<Request> requests;
@@ -270,6 +276,7 @@ absl::StatusOr<std::vector<EpochRun::Request>> EpochRun::OnBatchReceived(Stream*
     batch.receive_latency = absl::Now() - it->second;
     requested_at_.erase(it);
   }
+  if (options_.meter) options_.meter->OnBatch(batch.stage_times, batch.receive_latency);
   if (metrics_) {
     metrics_->batches->Increment();
     metrics_->ServerBatches(stream->address).Increment();
@@ -368,7 +375,9 @@ absl::Status EpochRun::Next(Batch* batch, bool* end_of_epoch) {
     requests = Dispatch();
   }
   Send(std::move(requests));
-  if (metrics_) metrics_->wait_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  const absl::Duration waited = absl::Now() - start;
+  if (metrics_) metrics_->wait_seconds->Observe(absl::ToDoubleSeconds(waited));
+  if (options_.meter) options_.meter->OnWait(waited);
   return absl::OkStatus();
 }
 

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/batch.h"
+#include "client/bottleneck.h"
 #include "client/client_metrics.h"
 #include "client/server_set.h"
 #include "common/epoch_plan.h"
@@ -51,6 +52,7 @@ struct EpochRunOptions {
   std::shared_ptr<HostBufferPool> buffers;  // where batch buffers come from
   int64_t sample_bytes = 0;                 // from OpenSession
   std::set<int64_t> already_delivered;      // resume: batches not to fetch again
+  BottleneckMeter* meter = nullptr;         // fed with waits and batch times (nullable)
 };
 
 class EpochRun {

@@ -11,7 +11,7 @@
 namespace stoker {
 
 StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
-    : config_(std::move(config)), metrics_(metrics) {}
+    : config_(std::move(config)), metrics_(metrics), meter_(std::make_unique<BottleneckMeter>(metrics)) {}
 
 StokerClient::~StokerClient() = default;
 
@@ -112,6 +112,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   options.buffers = buffers_;
   options.sample_bytes = dataset_.sample_bytes();
   options.already_delivered = std::move(delivered);
+  options.meter = meter_.get();
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), std::move(options), metrics_);
   epoch_number_ = epoch;
   return absl::OkStatus();

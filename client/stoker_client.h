@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/batch.h"
+#include "client/bottleneck.h"
 #include "client/client_metrics.h"
 #include "client/server_set.h"
 #include "proto/stoker/v1/stoker.grpc.pb.h"
@@ -68,6 +69,9 @@ class StokerClient {
   absl::Status Resume(const v1::ClientPosition& position);
   // Where the running epoch stands, to save with a checkpoint.
   v1::ClientPosition Position() const;
+  // The bottleneck verdict's inputs and result (see bottleneck.h); the caller
+  // reports device staging time to it (OnH2d).
+  BottleneckMeter& meter() { return *meter_; }
   // Blocks for the next batch of the epoch, in order. Sets *end_of_epoch and
   // leaves *batch alone once the epoch's batches are all delivered. Errors:
   // FAILED_PRECONDITION without StartEpoch, else the servers' stream errors.
@@ -80,6 +84,7 @@ class StokerClient {
   const ClientConfig config_;
   ClientMetrics* const metrics_;
   std::unique_ptr<ServerSet> servers_;
+  std::unique_ptr<BottleneckMeter> meter_;
   int64_t epoch_number_ = -1;
   v1::OpenSessionResponse dataset_;
   // Recycles batch buffers across batches and epochs (see host_buffer.h).

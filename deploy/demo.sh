@@ -44,7 +44,7 @@ echo "   server-b on 127.0.0.1:$port_b (metrics :$(grep "metrics on" $demo/serve
 echo "== stoker-bench: $epochs epochs, RandomResizedCrop(224) + flip, batch 64, ${step_ms} ms simulated step"
 "$build/client/stoker-bench" --servers "127.0.0.1:$port_a,127.0.0.1:$port_b" --dataset demo \
   --batch-size 64 --epochs "$epochs" --step-ms "$step_ms" --metrics-port -1 \
-  --log-batches "$demo/batches.jsonl"
+  --log-batches "$demo/batches.jsonl" | tee "$demo/bench.out"
 
 echo "== shutting down (SIGTERM)"
 for i in "${!pids[@]}"; do
@@ -53,3 +53,5 @@ for i in "${!pids[@]}"; do
 done
 pids=()
 echo "== per-batch log with sample indices and hashes: $demo/batches.jsonl"
+echo "== verdict (what limits input; see README, Bottleneck verdict):"
+grep "^bottleneck:" "$demo/bench.out"

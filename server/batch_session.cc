@@ -47,7 +47,8 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       metrics_(metrics),
       failure_log_(failure_log),
       max_pixels_(core.max_pixels),
-      sample_delay_(core.sample_delay) {}
+      sample_delay_(core.sample_delay),
+      read_bytes_per_second_(core.test_read_bytes_per_second) {}
 
 bool FailureLog::FirstTime(const std::string& where) {
   absl::MutexLock lock(&mu_);
@@ -150,6 +151,9 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
   absl::StatusOr<std::string> bytes = source_->Read(index);
+  if (bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
+    absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
+  }
   const absl::Time t1 = absl::Now();
   job.read_ns += Nanos(t1 - t0);
   metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
@@ -224,6 +228,7 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   t.set_decode_seconds(Seconds(job->decode_ns));
   t.set_augment_seconds(Seconds(job->augment_ns));
   t.set_assemble_seconds(Seconds(job->assemble_ns));
+  t.set_server_seconds(absl::ToDoubleSeconds(absl::Now() - job->arrived));
   metrics_->assemble_seconds->Observe(Seconds(job->assemble_ns));
   if (job->started.load()) metrics_->queue_seconds->Observe(t.queue_seconds());
   {

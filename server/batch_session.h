@@ -34,6 +34,9 @@ struct CoreConfig {
   int64_t max_pixels = 100'000'000;
   // Test-only: extra worker time per sample, to make a server slow.
   absl::Duration sample_delay = absl::ZeroDuration();
+  // Test-only: reads throttled to this many bytes per second and worker
+  // (0: no limit), to make storage slow.
+  int64_t test_read_bytes_per_second = 0;
   // Size of one streamed chunk (the last one of a batch may be smaller).
   int64_t chunk_bytes = int64_t{1} << 20;
 };
@@ -86,6 +89,7 @@ class BatchSession {
   FailureLog* const failure_log_;
   const int64_t max_pixels_;
   const absl::Duration sample_delay_;
+  const int64_t read_bytes_per_second_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;

@@ -24,6 +24,8 @@ ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics HTTP port; 0 picks a fre
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "Largest image decoded, in pixels (width x height), checked from the header; larger ones fail as too_large");
 ABSL_FLAG(int, test_sample_delay_ms, 0, "Test only: extra milliseconds of worker time per sample (a slow server)");
+ABSL_FLAG(int64_t, test_read_bytes_per_second, 0,
+          "Test only: throttle each worker's reads to this many bytes per second (slow storage); 0: off");
 ABSL_FLAG(int, chunk_kib, 1024, "Target size of one streamed chunk in KiB (rounded to whole samples)");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "Seconds open streams may run on after SIGTERM/SIGINT");
 
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
   config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   config.core.sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
+  config.core.test_read_bytes_per_second = absl::GetFlag(FLAGS_test_read_bytes_per_second);
   config.core.chunk_bytes = int64_t{std::max(1, absl::GetFlag(FLAGS_chunk_kib))} * 1024;
   if (!std::filesystem::is_directory(config.core.data_root)) {
     LOG(ERROR) << "--data-root " << config.core.data_root << " is not a directory";

@@ -1,0 +1,116 @@
+#include "client/bottleneck.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace stoker {
+
+std::string Verdict::Explain() const {
+  return absl::StrFormat(
+      "starved %.1f%%, h2d %.1f%% of %.1f s; per batch (%d): transfer %.1f ms vs server %.1f ms, "
+      "read %.1f ms vs decode+augment %.1f ms of worker time",
+      100 * starved_ratio, 100 * h2d_ratio, wall_seconds, batches, 1e3 * transfer_seconds, 1e3 * server_seconds,
+      1e3 * read_seconds, 1e3 * compute_seconds);
+}
+
+BottleneckMeter::BottleneckMeter(ClientMetrics* metrics, absl::Duration window)
+    : metrics_(metrics), window_(window), start_(absl::Now()) {}
+
+void BottleneckMeter::Totals::Add(const Event& e) {
+  wait += e.wait;
+  h2d += e.h2d;
+  if (!e.batch) return;
+  transfer += e.transfer;
+  server += e.server;
+  read += e.read;
+  compute += e.compute;
+  ++batches;
+}
+
+void BottleneckMeter::Record(const Event& e) {
+  absl::MutexLock lock(&mu_);
+  recent_.push_back(e);
+  all_.Add(e);
+}
+
+void BottleneckMeter::OnWait(absl::Duration waited) {
+  Event e{absl::Now()};
+  e.wait = absl::ToDoubleSeconds(waited);
+  Record(e);
+}
+
+void BottleneckMeter::OnH2d(absl::Duration staged) {
+  Event e{absl::Now()};
+  e.h2d = absl::ToDoubleSeconds(staged);
+  Record(e);
+}
+
+void BottleneckMeter::OnBatch(const v1::StageTimes& t, absl::Duration receive_latency) {
+  Event e{absl::Now()};
+  e.batch = true;
+  e.server = t.server_seconds();
+  e.transfer = std::max(0.0, absl::ToDoubleSeconds(receive_latency) - t.server_seconds());
+  e.read = t.read_seconds();
+  e.compute = t.decode_seconds() + t.augment_seconds();
+  if (metrics_) {
+    metrics_->batch_server_seconds->Increment(e.server);
+    metrics_->batch_transfer_seconds->Increment(e.transfer);
+    metrics_->batch_read_seconds->Increment(e.read);
+    metrics_->batch_compute_seconds->Increment(e.compute);
+  }
+  Record(e);
+}
+
+Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds) {
+  Verdict v;
+  v.wall_seconds = std::max(1e-9, wall_seconds);
+  v.starved_ratio = std::min(1.0, t.wait / v.wall_seconds);
+  v.h2d_ratio = std::min(1.0, t.h2d / v.wall_seconds);
+  v.batches = t.batches;
+  if (t.batches > 0) {
+    const double n = static_cast<double>(t.batches);
+    v.transfer_seconds = t.transfer / n;
+    v.server_seconds = t.server / n;
+    v.read_seconds = t.read / n;
+    v.compute_seconds = t.compute / n;
+  }
+  if (v.starved_ratio + v.h2d_ratio < kInputBoundRatio) {
+    v.stage = "none";
+  } else if (v.h2d_ratio >= v.starved_ratio) {
+    v.stage = "h2d";
+  } else if (v.transfer_seconds > v.server_seconds) {
+    v.stage = "network";
+  } else if (v.read_seconds > v.compute_seconds) {
+    v.stage = "storage";
+  } else {
+    v.stage = "server_cpu";
+  }
+  return v;
+}
+
+Verdict BottleneckMeter::Evaluate() {
+  Verdict v;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    while (!recent_.empty() && now - recent_.front().at > window_) recent_.pop_front();
+    Totals t;
+    for (const Event& e : recent_) t.Add(e);
+    v = Judge(t, absl::ToDoubleSeconds(now - std::max(start_, now - window_)));
+  }
+  if (metrics_) {
+    for (const char* stage : {"none", "server_cpu", "storage", "network", "h2d"}) {
+      metrics_->Bottleneck(stage).Set(v.stage == stage ? 1 : 0);
+    }
+    metrics_->starved_ratio->Set(v.starved_ratio);
+  }
+  return v;
+}
+
+Verdict BottleneckMeter::EvaluateAll() const {
+  absl::MutexLock lock(&mu_);
+  return Judge(all_, absl::ToDoubleSeconds(absl::Now() - start_));
+}
+
+}  // namespace stoker
