@@ -26,6 +26,23 @@ absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) 
   return s;
 }
 
+Batch TakeOrDescribe(const Batch& source, Batch* owned) {
+  if (owned) return std::move(*owned);
+  Batch b;  // everything but the image bytes, which stay with the caller
+  b.epoch = source.epoch;
+  b.batch_index = source.batch_index;
+  b.sample_indices = source.sample_indices;
+  b.labels = source.labels;
+  b.shape = source.shape;
+  b.layout = source.layout;
+  b.dtype = source.dtype;
+  b.server = source.server;
+  b.stage_times = source.stage_times;
+  b.failed_samples = source.failed_samples;
+  b.receive_latency = source.receive_latency;
+  return b;
+}
+
 std::vector<int64_t> ShapeOf(const ConvertSpec& s) {
   if (s.layout == TensorLayout::kNCHW) return {s.n, 3, s.h, s.w};
   return {s.n, s.h, s.w, 3};
@@ -46,7 +63,7 @@ class CpuStager final : public DeviceStager {
   const char* path() const override { return "cpu"; }
   std::shared_ptr<HostBufferPool> host_buffers() override { return buffers_; }
 
-  absl::StatusOr<DeviceTensor> Stage(Batch batch) override {
+  absl::StatusOr<DeviceTensor> StageFrom(const Batch& batch, Batch* owned) override {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
     const int slot = ring_->Acquire(metrics_);
@@ -66,7 +83,7 @@ class CpuStager final : public DeviceStager {
     t.data = out.data();
     t.shape = ShapeOf(*spec);
     t.type = spec->type;
-    t.batch = std::move(batch);
+    t.batch = TakeOrDescribe(batch, owned);
     t.lease = std::make_shared<SlotLease>(ring_, slot, metrics_);
     return t;
   }

@@ -74,12 +74,20 @@ class DeviceStager {
   virtual std::shared_ptr<HostBufferPool> host_buffers() = 0;
   // Starts the copy and conversion of a uint8 NHWC batch and returns at once
   // (CUDA) or when done (CPU). Blocks only while every slot is in use.
-  virtual absl::StatusOr<DeviceTensor> Stage(Batch batch) = 0;
+  absl::StatusOr<DeviceTensor> Stage(Batch batch) { return StageFrom(batch, &batch); }
+  // As Stage, but the caller keeps `batch` alive and unchanged until the
+  // tensor is released (the diagnosis re-stages one cached host batch).
+  absl::StatusOr<DeviceTensor> StageBorrowed(const Batch& batch) { return StageFrom(batch, nullptr); }
   // Blocks until `tensor` is ready (for callers without their own stream).
   virtual absl::Status Wait(const DeviceTensor& tensor) = 0;
 
   // Host-to-device figures so far: bytes, seconds of copy time.
   virtual void CopyStats(int64_t* bytes, double* seconds) const = 0;
+
+ protected:
+  // Stages `source`; when `owned` is set, the tensor takes it over (keeping
+  // its bytes alive until the copy finished).
+  virtual absl::StatusOr<DeviceTensor> StageFrom(const Batch& source, Batch* owned) = 0;
 };
 
 // Why CUDA cannot be used here, or OK if it can (built with CUDA and a device

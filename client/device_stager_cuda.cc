@@ -12,6 +12,7 @@ namespace stoker {
 
 absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o);
 std::vector<int64_t> ShapeOf(const ConvertSpec& s);
+Batch TakeOrDescribe(const Batch& source, Batch* owned);
 
 namespace {
 
@@ -87,7 +88,7 @@ class CudaStager final : public DeviceStager {
   const char* path() const override { return "cuda"; }
   std::shared_ptr<HostBufferPool> host_buffers() override { return buffers_; }
 
-  absl::StatusOr<DeviceTensor> Stage(Batch batch) override {
+  absl::StatusOr<DeviceTensor> StageFrom(const Batch& batch, Batch* owned) override {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
     CollectTimes();
@@ -118,7 +119,7 @@ class CudaStager final : public DeviceStager {
     t.type = spec->type;
     t.ready_event = slot.done;
     t.stream = stream_;
-    t.batch = std::move(batch);  // keeps the pinned source alive until the lease ends
+    t.batch = TakeOrDescribe(batch, owned);  // an owned source stays alive until the lease ends
     cudaEvent_t done = slot.done;
     t.lease = std::make_shared<SlotLease>(ring_, index, metrics_, [done] { cudaEventSynchronize(done); });
     return t;

@@ -150,9 +150,22 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
 absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
-  absl::StatusOr<std::string> bytes = source_->Read(index);
-  if (bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
+  const v1::CacheMode mode = config_.cache_mode();
+  if (mode == v1::CACHE_DECODED) return ProduceFromDecodedCache(epoch, index, dst, job);
+  std::shared_ptr<const std::string> cached;
+  if (mode == v1::CACHE_RAW) {
+    absl::MutexLock lock(&mu_);
+    auto it = raw_cache_.find(index % kCacheSlots);
+    if (it != raw_cache_.end()) cached = it->second;
+  }
+  absl::StatusOr<std::string> bytes = cached ? absl::StatusOr<std::string>(std::string()) : source_->Read(index);
+  if (!cached && bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
     absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
+  }
+  if (mode == v1::CACHE_RAW && !cached && bytes.ok()) {
+    cached = std::make_shared<const std::string>(*std::move(bytes));
+    absl::MutexLock lock(&mu_);
+    raw_cache_.emplace(index % kCacheSlots, cached);
   }
   const absl::Time t1 = absl::Now();
   job.read_ns += Nanos(t1 - t0);
@@ -161,11 +174,12 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   absl::Status status = bytes.status();
   std::string reason = "read_error";
   if (bytes.ok()) {
-    metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
+    const std::string& encoded = cached ? *cached : *bytes;
+    if (!cached) metrics_->read_bytes->Increment(static_cast<double>(encoded.size()));
     Rng rng = Rng::ForSample(config_.seed(), epoch, index);
     SampleTimes times;
     try {
-      status = pipeline_.Produce(*bytes, rng, max_pixels_, dst, &times);
+      status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times);
     } catch (const std::exception& e) {  // OpenCV throws; never let it reach the worker thread
       status = DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
     }
@@ -183,6 +197,36 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
                  << "' failed: " << status.message();
   }
   return status;
+}
+
+absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
+  cv::Mat image;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = decoded_cache_.find(index % kCacheSlots);
+    if (it != decoded_cache_.end()) image = it->second;
+  }
+  if (image.empty()) {
+    absl::StatusOr<std::string> bytes = source_->Read(index);
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<cv::Mat> decoded = DecodeImage(*bytes, CropBox{}, 8, max_pixels_);
+    if (!decoded.ok()) return decoded.status();
+    image = *std::move(decoded);
+    absl::MutexLock lock(&mu_);
+    decoded_cache_.emplace(index % kCacheSlots, image);
+  }
+  const absl::Time t0 = absl::Now();
+  Rng rng = Rng::ForSample(config_.seed(), epoch, index);
+  try {
+    pipeline_.Store(pipeline_.Apply(image.clone(), rng), dst);
+  } catch (const std::exception& e) {
+    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
+  }
+  const absl::Duration augment = absl::Now() - t0;
+  job.augment_ns += Nanos(augment);
+  metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(augment));
+  metrics_->samples->Increment();
+  return absl::OkStatus();
 }
 
 std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t epoch, std::vector<int64_t>* order) {

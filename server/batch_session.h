@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -68,12 +69,16 @@ class BatchSession {
 
   // Makes queued samples of this session skip their work.
   void Cancel() { cancelled_.store(true); }
+  v1::CacheMode cache_mode() const { return config_.cache_mode(); }
 
  private:
   struct Job;
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
   // Reads and produces sample `index` into dst; counts and logs a failure.
   absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  // CACHE_DECODED: the ops on a cached decoded image.
+  absl::Status ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  static constexpr int64_t kCacheSlots = 64;  // load-bearing: see CacheMode in stoker.proto
   // Under SKIP: the next decodable sample after `index` in the epoch's order.
   absl::Status Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement);
   std::shared_ptr<const std::vector<int64_t>> EpochPositions(int64_t epoch, std::vector<int64_t>* order);
@@ -96,6 +101,9 @@ class BatchSession {
   // CACHE_BATCH: the first finished batch's buffer and its sample count.
   std::shared_ptr<const std::string> cached_data_ ABSL_GUARDED_BY(mu_);
   int64_t cached_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  // CACHE_RAW / CACHE_DECODED: slot -> encoded bytes or decoded image.
+  std::map<int64_t, std::shared_ptr<const std::string>> raw_cache_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, cv::Mat> decoded_cache_ ABSL_GUARDED_BY(mu_);
   // SKIP: the last epoch's order and each sample's position in it, built on
   // the first failure of that epoch.
   int64_t order_epoch_ ABSL_GUARDED_BY(mu_) = -1;

@@ -123,7 +123,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
       if (ok) {
         core_->metrics().sent_bytes->Increment(static_cast<double>(sent.payload_bytes));
         if (sent.last_of_batch) {
-          core_->metrics().batches->Increment();
+          core_->metrics().Batches(cache_mode_).Increment();
           core_->metrics().send_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - sent.ready_time));
         }
       } else {
@@ -182,6 +182,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
       if (!session.ok()) return session.status();
       absl::MutexLock lock(&mu_);
       session_ = *std::move(session);
+      cache_mode_ = session_->cache_mode();
       if (broken_) session_->Cancel();  // OnCancel ran while it was being made
       return absl::OkStatus();
     }
@@ -286,6 +287,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or a write failed
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
+  int cache_mode_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -32,11 +32,12 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
   for (const char* reason : {"read_error", "empty", "not_an_image", "truncated", "corrupt", "too_large"}) {
     samples_failed_[reason] = &failed.Add({{"reason", reason}});
   }
-  batches = &prometheus::BuildCounter()
-                 .Name("stoker_server_batches_total")
-                 .Help("Batches fully sent.")
-                 .Register(registry)
-                 .Add({});
+  auto& batches = prometheus::BuildCounter()
+                      .Name("stoker_server_batches_total")
+                      .Help("Batches fully sent, by the session's cache mode.")
+                      .Register(registry);
+  const char* modes[] = {"none", "batch", "decoded", "raw"};  // CacheMode values 0..3
+  for (int m = 0; m < 4; ++m) batches_[m] = &batches.Add({{"cache_mode", modes[m]}});
   sent_bytes = &prometheus::BuildCounter()
                     .Name("stoker_server_sent_bytes_total")
                     .Help("Image bytes written to batch streams.")
@@ -72,6 +73,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                            .Help("Sessions refused for a bad config (dataset, pipeline, batch size).")
                            .Register(registry)
                            .Add({});
+}
+
+prometheus::Counter& ServerMetrics::Batches(int cache_mode) {
+  auto it = batches_.find(cache_mode);
+  return it != batches_.end() ? *it->second : *batches_.at(0);
 }
 
 prometheus::Counter& ServerMetrics::SamplesFailed(const std::string& reason) {

@@ -29,7 +29,9 @@ struct ServerMetrics {
   // stoker_server_samples_failed_total{reason}: reason is a DecodeFailure
   // name or "read_error".
   prometheus::Counter& SamplesFailed(const std::string& reason);
-  prometheus::Counter* batches;             // stoker_server_batches_total
+  // stoker_server_batches_total{cache_mode}: none, batch, decoded, raw (so
+  // that dashboards are not misread while stoker-diagnose runs).
+  prometheus::Counter& Batches(int cache_mode);
   prometheus::Counter* sent_bytes;          // stoker_server_sent_bytes_total
   prometheus::Counter* read_bytes;          // stoker_server_read_bytes_total
   prometheus::Gauge* inflight_batches;      // stoker_server_inflight_batches
@@ -40,6 +42,7 @@ struct ServerMetrics {
 
  private:
   std::map<std::string, prometheus::Counter*> samples_failed_;  // constant after construction
+  std::map<int, prometheus::Counter*> batches_;                   // constant after construction
 };
 
 }  // namespace stoker

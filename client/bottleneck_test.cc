@@ -1,0 +1,45 @@
+#include "client/bottleneck.h"
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+v1::StageTimes Times(double server, double read, double compute) {
+  v1::StageTimes t;
+  t.set_server_seconds(server);
+  t.set_read_seconds(read);
+  t.set_decode_seconds(compute);
+  return t;
+}
+
+// Feeds a meter with waits and batches, then judges everything since start.
+Verdict Judge(double wait_ms, double h2d_ms, double latency_ms, v1::StageTimes t) {
+  BottleneckMeter m(nullptr);
+  for (int i = 0; i < 20; ++i) {
+    m.OnWait(absl::Milliseconds(wait_ms));
+    m.OnH2d(absl::Milliseconds(h2d_ms));
+    m.OnBatch(t, absl::Milliseconds(latency_ms));
+  }
+  absl::SleepFor(absl::Milliseconds(50));  // a wall time: waits above are relative to it
+  return m.EvaluateAll();
+}
+
+TEST(BottleneckTest, RuleNamesEachStage) {
+  // 20 x 10 ms of waiting within about 50 ms of wall time: heavily starved.
+  EXPECT_EQ(Judge(10, 0, 100, Times(0.01, 0.001, 0.02)).stage, "network");
+  EXPECT_EQ(Judge(10, 0, 100, Times(0.09, 0.001, 0.02)).stage, "server_cpu");
+  EXPECT_EQ(Judge(10, 0, 100, Times(0.09, 0.05, 0.02)).stage, "storage");
+  EXPECT_EQ(Judge(1, 10, 100, Times(0.09, 0.001, 0.02)).stage, "h2d");
+  EXPECT_EQ(Judge(0, 0, 100, Times(0.09, 0.001, 0.02)).stage, "none");
+}
+
+TEST(BottleneckTest, ExplainCarriesTheFigures) {
+  const Verdict v = Judge(10, 0, 100, Times(0.01, 0.001, 0.02));
+  EXPECT_EQ(v.batches, 20);
+  EXPECT_NEAR(v.transfer_seconds, 0.09, 1e-9);
+  EXPECT_NE(v.Explain().find("transfer 90.0 ms vs server 10.0 ms"), std::string::npos) << v.Explain();
+}
+
+}  // namespace
+}  // namespace stoker

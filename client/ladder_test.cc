@@ -1,0 +1,43 @@
+#include "client/ladder.h"
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+std::vector<LadderStep> WithRates(std::vector<double> rates) {
+  std::vector<LadderStep> steps = LadderSteps();
+  for (size_t i = 0; i < steps.size(); ++i) steps[i].images_per_second = rates[i];
+  return steps;
+}
+
+TEST(LadderTest, TheLargestDropNamesTheStageAndTheGain) {
+  const LadderResult r = AnalyzeLadder(WithRates({5e7, 4800, 4500, 4400, 1100, 1000}), false);  // step 0: no step time
+  EXPECT_EQ(r.bottleneck, "decode");  // raw-cached (decode added) falls from 4400 to 1100
+  EXPECT_DOUBLE_EQ(r.current, 1000);
+  // Decoding adds 1/1100 - 1/4400 s per image; without it: 1/(1/1000 - that).
+  EXPECT_NEAR(r.without, 1 / (1 / 1000.0 - (1 / 1100.0 - 1 / 4400.0)), 1e-6);
+  EXPECT_NEAR(r.steps[4].change, -0.75, 1e-9);
+  EXPECT_NE(LadderTable(r).find("bottleneck: decode"), std::string::npos) << LadderTable(r);
+  EXPECT_NE(LadderJson(r).find("\"bottleneck\": \"decode\""), std::string::npos);
+  EXPECT_NE(LadderHtml(r, "t").find("<svg"), std::string::npos);
+}
+
+TEST(LadderTest, SmallDropsMeanTheStepLimits) {
+  const LadderResult r = AnalyzeLadder(WithRates({320, 318, 316, 315, 314, 312}), true);
+  EXPECT_EQ(r.bottleneck, "none");
+  ASSERT_EQ(r.caveats.size(), 2u);  // shared cores, cached samples
+  EXPECT_NE(LadderTable(r).find("keeps up with the training step"), std::string::npos);
+}
+
+TEST(LadderTest, EachStepIsAttributedToWhatItAdds) {
+  const std::vector<std::string> adds = {"step", "h2d", "network", "augment", "decode", "storage"};
+  for (size_t i = 1; i < adds.size(); ++i) {
+    std::vector<double> rates(6, 1000);
+    for (size_t j = i; j < rates.size(); ++j) rates[j] = 300;
+    EXPECT_EQ(AnalyzeLadder(WithRates(rates), false).bottleneck, adds[i]);
+  }
+}
+
+}  // namespace
+}  // namespace stoker
