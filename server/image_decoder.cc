@@ -52,6 +52,16 @@ void JpegEmitMessage(j_common_ptr cinfo, int level) {
   ++cinfo->err->num_warnings;
 }
 
+// Creates a decompressor reporting through `errors`. The caller then sets the
+// jump target (setjmp must run in the frame that libjpeg jumps back to).
+void CreateDecompress(jpeg_decompress_struct* cinfo, JpegErrors* errors) {
+  cinfo->err = jpeg_std_error(&errors->pub);
+  errors->pub.error_exit = JpegErrorExit;
+  errors->pub.emit_message = JpegEmitMessage;
+  errors->truncated = false;
+  jpeg_create_decompress(cinfo);
+}
+
 // A region in the scaled output grid: floor of the start, rounded size,
 // clamped to the scaled image.
 struct ScaledRegion {
@@ -89,11 +99,7 @@ absl::StatusOr<cv::Mat> DecodeJpeg(absl::string_view bytes, const CropBox& box, 
   jpeg_decompress_struct cinfo;
   JpegErrors errors;
   cv::Mat buffer;  // declared before setjmp; not read after a jump
-  cinfo.err = jpeg_std_error(&errors.pub);
-  errors.pub.error_exit = JpegErrorExit;
-  errors.pub.emit_message = JpegEmitMessage;
-  errors.truncated = false;
-  jpeg_create_decompress(&cinfo);
+  CreateDecompress(&cinfo, &errors);
   if (setjmp(errors.jump)) {
     jpeg_destroy_decompress(&cinfo);
     const bool truncated = errors.truncated || errors.pub.msg_code == JERR_INPUT_EMPTY;
@@ -213,11 +219,7 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
   if (LooksLikeJpeg(bytes)) {
     jpeg_decompress_struct cinfo;
     JpegErrors errors;
-    cinfo.err = jpeg_std_error(&errors.pub);
-    errors.pub.error_exit = JpegErrorExit;
-    errors.pub.emit_message = JpegEmitMessage;
-    errors.truncated = false;
-    jpeg_create_decompress(&cinfo);
+    CreateDecompress(&cinfo, &errors);
     if (setjmp(errors.jump)) {
       jpeg_destroy_decompress(&cinfo);
       return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("JPEG header: ", errors.message));
