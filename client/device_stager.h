@@ -11,7 +11,9 @@
 //
 // Thread-compatible: one training loop calls Stage. A DeviceTensor holds its
 // slot until destroyed; a slot is reused only after it was released and its
-// copy finished.
+// copy finished. Release a tensor only after the work that reads it has
+// finished (e.g. synchronize the stream that read it), and release every
+// tensor before destroying the stager.
 #ifndef STOKER_CLIENT_DEVICE_STAGER_H_
 #define STOKER_CLIENT_DEVICE_STAGER_H_
 
@@ -52,13 +54,31 @@ class SlotLease;
 // stream before reading it (cudaStreamWaitEvent), and keep the tensor alive
 // until your reads are done.
 struct DeviceTensor {
+  DeviceTensor() = default;
+  DeviceTensor(DeviceTensor&&) = default;
+  // Ends the old lease (which waits for its copy) before the old batch's
+  // bytes can go back to the pool.
+  DeviceTensor& operator=(DeviceTensor&& other) noexcept {
+    if (this != &other) {
+      lease.reset();
+      data = other.data;
+      shape = std::move(other.shape);
+      type = other.type;
+      ready_event = other.ready_event;
+      stream = other.stream;
+      batch = std::move(other.batch);
+      lease = std::move(other.lease);
+    }
+    return *this;
+  }
+
   void* data = nullptr;
   std::vector<int64_t> shape;  // {N, 3, H, W} or {N, H, W, 3}
   TensorType type = TensorType::kFloat32;
   void* ready_event = nullptr;  // cudaEvent_t; null on the CPU path
   void* stream = nullptr;       // cudaStream_t the copy ran on; null on CPU
   Batch batch;                  // labels, indices...; its image bytes stay until the copy finished
-  std::shared_ptr<SlotLease> lease;
+  std::shared_ptr<SlotLease> lease;  // declared after batch: destroyed (and waited on) first
 };
 
 class DeviceStager {

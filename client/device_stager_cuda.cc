@@ -60,6 +60,7 @@ class CudaStager final : public DeviceStager {
         slots_(static_cast<size_t>(o.slots)) {}
 
   ~CudaStager() override {
+    cudaSetDevice(options_.gpu);
     cudaStreamSynchronize(stream_);
     for (Slot& s : slots_) {
       cudaFree(s.input);
@@ -91,6 +92,8 @@ class CudaStager final : public DeviceStager {
   absl::StatusOr<DeviceTensor> StageFrom(const Batch& batch, Batch* owned) override {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
+    // The caller's thread may have another device current (frameworks switch).
+    if (cudaError_t e = cudaSetDevice(options_.gpu); e != cudaSuccess) return CudaError(e, "cudaSetDevice");
     CollectTimes();
     const int index = ring_->Acquire(metrics_);
     Slot& slot = slots_[static_cast<size_t>(index)];
@@ -126,6 +129,7 @@ class CudaStager final : public DeviceStager {
   }
 
   absl::Status Wait(const DeviceTensor& t) override {
+    cudaSetDevice(options_.gpu);
     const cudaError_t e = cudaEventSynchronize(static_cast<cudaEvent_t>(t.ready_event));
     return e == cudaSuccess ? absl::OkStatus() : CudaError(e, "waiting for a batch");
   }

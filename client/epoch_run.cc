@@ -14,6 +14,9 @@ namespace stoker {
 constexpr char kBatchStreamMethod[] = "/stoker.v1.DataService/BatchStream";
 constexpr absl::Duration kSupervisorTick = absl::Milliseconds(100);
 constexpr absl::Duration kVerdictInterval = absl::Seconds(2);
+// A stream that has stayed open this long counts as a live server even before
+// its first batch (for the unavailable timeout); one that fails sooner does not.
+constexpr absl::Duration kProvenAfter = absl::Seconds(2);
 
 struct EpochRun::Stream {
   std::string address;
@@ -29,6 +32,8 @@ struct EpochRun::Stream {
   bool retired = false;         // ended or given up: gets no work
   bool draining = false;        // the server is shutting down: gets no new work
   bool half_closed = false;
+  absl::Time opened;            // a stream proves its server alive by delivering
+  bool delivered = false;       // a batch, or by staying up for kProvenAfter
 };
 
 EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan, ServerSet* servers, EpochRunOptions options,
@@ -105,6 +110,7 @@ void EpochRun::OpenStreams() {
   for (const std::string& address : to_open) {
     auto s = std::make_unique<Stream>();
     s->address = address;
+    s->opened = absl::Now();
     s->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.stream_timeout));
     std::shared_ptr<grpc::Channel> channel = servers_->Channel(address);
     // What the generated stub does, with a raw reader type. Fails fast (not
@@ -153,7 +159,10 @@ void EpochRun::Supervise() {
         }
       }
       int live = 0;
-      for (const auto& [address, state] : server_state_) live += state.live && !state.live->draining;
+      for (const auto& [address, state] : server_state_) {
+        const Stream* s = state.live;
+        live += s && !s->draining && (s->delivered || now - s->opened >= kProvenAfter);
+      }
       if (Done() || live > 0) {
         no_server_since_ = absl::InfiniteFuture();
       } else if (no_server_since_ == absl::InfiniteFuture()) {
@@ -202,6 +211,12 @@ void EpochRun::Retire(Stream* stream, const absl::Status& status) {
   // a uniform factor in [0.5, 1).
   static thread_local std::mt19937_64 jitter{std::random_device{}()};
   absl::Duration backoff = options_.reconnect_min * (1 << std::min(state.failures - 1, 16));
+  // Refusals that a retry will not change wait the longest.
+  const absl::StatusCode code = status.code();
+  if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ||
+      code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kFailedPrecondition) {
+    backoff = options_.reconnect_max;
+  }
   backoff = std::min(backoff, options_.reconnect_max) * (0.5 + 0.5 * std::uniform_real_distribution<>(0, 1)(jitter));
   state.retry_at = absl::Now() + backoff;
   if (metrics_) metrics_->ServerFailures(stream->address).Increment();
@@ -269,6 +284,7 @@ absl::StatusOr<std::vector<EpochRun::Request>> EpochRun::OnBatchReceived(Stream*
                                             options_.sample_bytes));
   }
   const int64_t b = batch.batch_index;
+  stream->delivered = true;
   stream->requested.erase(b);
   assigned_.erase(b);
   auto it = requested_at_.find(b);

@@ -42,7 +42,12 @@ LadderResult AnalyzeLadder(std::vector<LadderStep> steps, bool servers_share_cor
     r.bottleneck = "none";
     r.without = r.current;
   } else {
-    r.without = 1 / (1 / r.current - worst);
+    // Steps need not slow down one after another (see the crop caveat), so
+    // the stage's cost can exceed the full pipeline's time per image: then
+    // the ceiling is the first step's rate.
+    const double rest = 1 / r.current - worst;
+    const double ceiling = steps.empty() ? 0 : steps.front().images_per_second;
+    r.without = rest > 0 ? std::min(1 / rest, ceiling) : ceiling;
   }
   if (servers_share_cores) {
     r.caveats.push_back(

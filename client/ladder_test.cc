@@ -23,6 +23,15 @@ TEST(LadderTest, TheLargestDropNamesTheStageAndTheGain) {
   EXPECT_NE(LadderHtml(r, "t").find("<svg"), std::string::npos);
 }
 
+TEST(LadderTest, GainStaysPositiveWhenStepsDoNotSlowDownMonotonically) {
+  // The decoded step slower than the raw one: augment's cost exceeds the full
+  // pipeline's time per image.
+  const LadderResult r = AnalyzeLadder(WithRates({10000, 5000, 2000, 500, 800, 700}), false);
+  EXPECT_EQ(r.bottleneck, "augment");
+  EXPECT_GT(r.without, r.current);
+  EXPECT_LE(r.without, 10000);
+}
+
 TEST(LadderTest, SmallDropsMeanTheStepLimits) {
   const LadderResult r = AnalyzeLadder(WithRates({320, 318, 316, 315, 314, 312}), true);
   EXPECT_EQ(r.bottleneck, "none");

@@ -163,6 +163,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
   }
   if (mode == v1::CACHE_RAW && !cached && bytes.ok()) {
+    metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
     cached = std::make_shared<const std::string>(*std::move(bytes));
     absl::MutexLock lock(&mu_);
     raw_cache_.emplace(index % kCacheSlots, cached);
@@ -279,17 +280,17 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
     absl::MutexLock lock(&job->mu);
     for (v1::FailedSample& f : job->failed) *job->header.add_failed_samples() = std::move(f);
   }
-  if (config_.cache_mode() == v1::CACHE_BATCH) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&job->mu);
+    status = job->error;
+  }
+  if (config_.cache_mode() == v1::CACHE_BATCH && status.ok()) {
     absl::MutexLock lock(&mu_);
     if (cached_samples_ == 0) {
       cached_data_ = job->data;
       cached_samples_ = job->header.sample_indices_size();
     }
-  }
-  absl::Status status;
-  {
-    absl::MutexLock lock(&job->mu);
-    status = job->error;
   }
   FinishedBatch batch{status, std::move(job->header), std::move(job->data), absl::Now()};
   job->done(std::move(batch));
