@@ -172,16 +172,12 @@ int Run() {
   const std::string device = absl::GetFlag(FLAGS_device);
   if (device != "none") {
     DeviceOptions d;
-    if (device == "auto") {
-      d.device = DeviceOptions::Device::kAuto;
-    } else if (device == "cuda") {
-      d.device = DeviceOptions::Device::kCuda;
-    } else if (device == "cpu") {
-      d.device = DeviceOptions::Device::kCpu;
-    } else {
-      std::fprintf(stderr, "stoker-bench: --device must be auto, cuda, cpu or none\n");
+    const absl::StatusOr<DeviceOptions::Device> parsed = ParseDevice(device);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "stoker-bench: --device: %s (or none)\n", std::string(parsed.status().message()).c_str());
       return 2;
     }
+    d.device = *parsed;
     const std::string t = absl::GetFlag(FLAGS_out_dtype);
     if (t == "float32") {
       d.type = TensorType::kFloat32;

@@ -8,6 +8,13 @@
 
 namespace stoker {
 
+absl::StatusOr<DeviceOptions::Device> ParseDevice(absl::string_view name) {
+  if (name == "auto") return DeviceOptions::Device::kAuto;
+  if (name == "cuda") return DeviceOptions::Device::kCuda;
+  if (name == "cpu") return DeviceOptions::Device::kCpu;
+  return absl::InvalidArgumentError(absl::StrCat("device '", name, "'; expected auto, cuda or cpu"));
+}
+
 absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) {
   if (batch.dtype != v1::UINT8 || batch.layout != v1::NHWC || batch.shape.size() != 4 || batch.shape[3] != 3) {
     return absl::InvalidArgumentError(

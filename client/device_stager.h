@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/batch.h"
 #include "client/client_metrics.h"
@@ -46,6 +47,9 @@ struct DeviceOptions {
   // host-to-device copy (a labelled simulation for the bottleneck tests).
   absl::Duration test_h2d_delay = absl::ZeroDuration();
 };
+
+// "auto", "cuda" or "cpu"; INVALID_ARGUMENT names the value otherwise.
+absl::StatusOr<DeviceOptions::Device> ParseDevice(absl::string_view name);
 
 class SlotLease;
 

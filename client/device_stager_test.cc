@@ -97,5 +97,15 @@ TEST(DeviceStagerTest, RefusesBatchesThatAreNotUint8Nhwc) {
   EXPECT_EQ((*stager)->Stage(std::move(b)).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(DeviceStagerTest, DeviceNamesParseOrNameTheBadValue) {
+  EXPECT_EQ(*ParseDevice("auto"), DeviceOptions::Device::kAuto);
+  EXPECT_EQ(*ParseDevice("cuda"), DeviceOptions::Device::kCuda);
+  EXPECT_EQ(*ParseDevice("cpu"), DeviceOptions::Device::kCpu);
+  const auto bad = ParseDevice("gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'gpu'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace stoker

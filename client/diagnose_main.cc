@@ -85,10 +85,12 @@ int Run() {
   }
   for (auto& op : *ops) *c.session.add_pipeline() = op;
   DeviceOptions d;
-  const std::string device = absl::GetFlag(FLAGS_device);
-  d.device = device == "cuda" ? DeviceOptions::Device::kCuda
-             : device == "cpu" ? DeviceOptions::Device::kCpu
-                               : DeviceOptions::Device::kAuto;
+  const absl::StatusOr<DeviceOptions::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) {
+    std::fprintf(stderr, "stoker-diagnose: --device: %s\n", std::string(device.status().message()).c_str());
+    return 2;
+  }
+  d.device = *device;
   auto stager = DeviceStager::Create(d, nullptr);
   if (!stager.ok()) {
     std::fprintf(stderr, "stoker-diagnose: %s\n", stager.status().ToString().c_str());
