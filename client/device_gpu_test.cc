@@ -2,6 +2,8 @@
 // reports as skipped (never as passed). Compares the CUDA kernel with the CPU
 // reference and checks the copy/slot ordering.
 #include <cstdio>
+#include <unistd.h>
+
 #include <random>
 
 #include "client/device_stager.h"
@@ -31,7 +33,7 @@ std::vector<uint8_t> ToHost(const DeviceTensor& t, size_t bytes) {
 }
 
 TEST(DeviceGpuTest, KernelMatchesTheCpuReferenceForEveryTypeAndLayout) {
-  for (TensorType type : {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16}) {
+  for (TensorType type : {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16, TensorType::kUInt8}) {
     for (TensorLayout layout : {TensorLayout::kNCHW, TensorLayout::kNHWC}) {
       DeviceOptions o;
       o.device = DeviceOptions::Device::kCuda;
@@ -60,7 +62,9 @@ TEST(DeviceGpuTest, KernelMatchesTheCpuReferenceForEveryTypeAndLayout) {
       const size_t elements = bytes / TensorElementBytes(type);
       for (size_t i = 0; i < elements; ++i) {
         double a, b;
-        if (type == TensorType::kFloat32) {
+        if (type == TensorType::kUInt8) {
+          ASSERT_EQ(got[i], expected[i]) << i;
+        } else if (type == TensorType::kFloat32) {
           a = reinterpret_cast<const float*>(got.data())[i];
           b = reinterpret_cast<const float*>(expected.data())[i];
           ASSERT_NEAR(a, b, 1e-5) << i;
@@ -104,6 +108,60 @@ TEST(DeviceGpuTest, CopiesOverlapButSlotsAreNotReusedWhileHeld) {
   (*stager)->CopyStats(&copied, &seconds);
   EXPECT_EQ(copied, 3 * 16 * 224 * 224 * 3);
   EXPECT_GT(seconds, 0);
+}
+
+// The consumer's reads are queued (behind a 300 ms host function) when it
+// releases the tensor; the next Stage reuses the only slot and must not
+// overwrite it before those reads ran.
+TEST(DeviceGpuTest, ASlotIsReusedOnlyAfterTheConsumersQueuedReads) {
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCuda;
+  o.slots = 1;
+  auto stager = DeviceStager::Create(o, nullptr);
+  ASSERT_TRUE(stager.ok()) << stager.status();
+  auto pool = (*stager)->host_buffers();
+  cudaStream_t consumer;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+  auto first = (*stager)->Stage(MakeBatch(pool, 8, 64, 64, 1));
+  ASSERT_TRUE(first.ok());
+  const size_t bytes = 8 * 3 * 64 * 64 * 4;
+  ASSERT_TRUE((*stager)->Wait(*first).ok());
+  const std::vector<uint8_t> expected = ToHost(*first, bytes);
+  void* snapshot = nullptr;
+  ASSERT_EQ(cudaMalloc(&snapshot, bytes), cudaSuccess);
+  ASSERT_TRUE((*stager)->HandOver(*first, consumer).ok());
+  cudaLaunchHostFunc(consumer, [](void*) { usleep(300000); }, nullptr);
+  cudaMemcpyAsync(snapshot, first->data, bytes, cudaMemcpyDeviceToDevice, consumer);
+  first->Release(consumer);  // reads queued, not done
+  auto second = (*stager)->Stage(MakeBatch(pool, 8, 64, 64, 2));
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*stager)->Wait(*second).ok());
+  ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+  std::vector<uint8_t> got(bytes);
+  cudaMemcpy(got.data(), snapshot, bytes, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(got, expected) << "the slot was overwritten before the consumer's queued reads";
+  EXPECT_NE(ToHost(*second, bytes), expected);
+  cudaFree(snapshot);
+  second->Release(nullptr);
+  cudaStreamDestroy(consumer);
+}
+
+TEST(DeviceGpuTest, StagingLeavesTheCallersCurrentDeviceAlone) {
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  if (count < 2) GTEST_SKIP() << "needs two GPUs";
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCuda;
+  o.gpu = 1;
+  auto stager = DeviceStager::Create(o, nullptr);
+  ASSERT_TRUE(stager.ok());
+  cudaSetDevice(0);
+  auto t = (*stager)->Stage(MakeBatch((*stager)->host_buffers(), 2, 8, 8, 1));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->device, 1);
+  int current = -1;
+  cudaGetDevice(&current);
+  EXPECT_EQ(current, 0);
 }
 #endif
 

@@ -1,5 +1,7 @@
 #include "client/device_stager.h"
 
+#include <deque>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -55,15 +57,36 @@ std::vector<int64_t> ShapeOf(const ConvertSpec& s) {
   return {s.n, s.h, s.w, 3};
 }
 
+void DeviceTensor::Release(void* consumer_stream) {
+  if (lease) lease->set_consumer_stream(consumer_stream);
+  *this = DeviceTensor();
+}
+
 namespace {
 
-// Host buffers stand in for device memory; the conversion runs here.
+// The fallback's output buffers, shared with the leases so that a tensor
+// outlives the stager. Slot i is touched only by the holder of slot i.
+struct CpuOutputs {
+  absl::Mutex mu;  // guards the deque's growth, not the buffers
+  std::deque<std::vector<uint8_t>> buffers ABSL_GUARDED_BY(mu);
+  std::vector<uint8_t>& Get(size_t slot) {
+    absl::MutexLock lock(&mu);
+    while (buffers.size() <= slot) buffers.emplace_back();
+    return buffers[slot];  // deque: references stay valid as it grows
+  }
+};
+
+// Host buffers stand in for device memory; the conversion runs here. A uint8
+// NHWC batch is handed over as it arrived (no copy, no slot).
 class CpuStager final : public DeviceStager {
  public:
   CpuStager(const DeviceOptions& o, ClientMetrics* metrics)
-      : options_(o), metrics_(metrics), ring_(SlotRing::Create(o.slots)), buffers_(HostBufferPool::Create(o.host_slots)) {
+      : options_(o),
+        metrics_(metrics),
+        ring_(SlotRing::Create(o.slots, o.max_slots)),
+        buffers_(HostBufferPool::Create(o.host_slots)),
+        outputs_(std::make_shared<CpuOutputs>()) {
     if (o.batch_bytes > 0) buffers_->Reserve(o.host_slots, o.batch_bytes);
-    outputs_.resize(static_cast<size_t>(o.slots));
     if (metrics_) metrics_->DevicePath("cpu").Set(1);
   }
 
@@ -73,29 +96,36 @@ class CpuStager final : public DeviceStager {
   absl::StatusOr<DeviceTensor> StageFrom(const Batch& batch, Batch* owned) override {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
-    const int slot = ring_->Acquire(metrics_);
-    std::vector<uint8_t>& out = outputs_[static_cast<size_t>(slot)];
-    out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
     const absl::Time t0 = absl::Now();
+    if (owned && spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC) {
+      if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
+      DeviceTensor t;
+      t.shape = ShapeOf(*spec);
+      t.type = spec->type;
+      t.batch = std::move(*owned);
+      t.data = t.batch.data.data();  // the received bytes themselves
+      Count(t.batch.data.size(), absl::Now() - t0);
+      return t;
+    }
+    absl::StatusOr<int> slot = ring_->Acquire(metrics_, options_.slot_wait);
+    if (!slot.ok()) return slot.status();
+    std::vector<uint8_t>& out = outputs_->Get(static_cast<size_t>(*slot));
+    out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
     if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
     ConvertOnCpu(batch.data.data(), *spec, out.data());
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
-    copied_bytes_ += static_cast<int64_t>(batch.data.size());
-    copy_seconds_ += seconds;
-    if (metrics_) {
-      metrics_->h2d_seconds->Observe(seconds);
-      metrics_->h2d_bytes->Increment(static_cast<double>(batch.data.size()));
-    }
+    Count(batch.data.size(), absl::Now() - t0);
     DeviceTensor t;
     t.data = out.data();
     t.shape = ShapeOf(*spec);
     t.type = spec->type;
     t.batch = TakeOrDescribe(batch, owned);
-    t.lease = std::make_shared<SlotLease>(ring_, slot, metrics_);
+    // The lease keeps the output buffers alive for as long as the tensor.
+    t.lease = std::make_shared<SlotLease>(ring_, *slot, metrics_, [keep = outputs_](void*) {});
     return t;
   }
 
   absl::Status Wait(const DeviceTensor&) override { return absl::OkStatus(); }
+  absl::Status HandOver(const DeviceTensor&, void*) override { return absl::OkStatus(); }
 
   void CopyStats(int64_t* bytes, double* seconds) const override {
     *bytes = copied_bytes_;
@@ -107,7 +137,17 @@ class CpuStager final : public DeviceStager {
   ClientMetrics* const metrics_;
   std::shared_ptr<SlotRing> ring_;
   std::shared_ptr<HostBufferPool> buffers_;
-  std::vector<std::vector<uint8_t>> outputs_;
+  void Count(size_t bytes, absl::Duration took) {
+    const double seconds = absl::ToDoubleSeconds(took);
+    copied_bytes_ += static_cast<int64_t>(bytes);
+    copy_seconds_ += seconds;
+    if (metrics_) {
+      metrics_->h2d_seconds->Observe(seconds);
+      metrics_->h2d_bytes->Increment(static_cast<double>(bytes));
+    }
+  }
+
+  std::shared_ptr<CpuOutputs> outputs_;
   int64_t copied_bytes_ = 0;
   double copy_seconds_ = 0;
 };
@@ -124,9 +164,10 @@ absl::Status CudaUsable(int gpu) {
 
 absl::StatusOr<std::unique_ptr<DeviceStager>> DeviceStager::Create(const DeviceOptions& options,
                                                                    ClientMetrics* metrics) {
-  if (options.slots < 1 || options.host_slots < 1) {
+  if (options.slots < 1 || options.host_slots < 1 || options.max_slots < 0) {
     return absl::InvalidArgumentError(absl::StrCat("slots = ", options.slots, ", host_slots = ", options.host_slots,
-                                                   "; both must be >= 1"));
+                                                   ", max_slots = ", options.max_slots,
+                                                   "; slots and host_slots must be >= 1, max_slots >= 0"));
   }
   if (options.device != DeviceOptions::Device::kCpu) {
     const absl::Status usable = CudaUsable(options.gpu);

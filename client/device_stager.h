@@ -1,19 +1,21 @@
 // The GPU side of the client: takes received batches (uint8 NHWC in host
-// memory) to the device as float tensors. With CUDA, batch bytes arrive in
-// pinned host buffers (host_buffers() is handed to the client, so the one copy
-// of the payload lands there), go to the GPU with cudaMemcpyAsync on a
-// dedicated stream, and a kernel converts them (uint8 -> float32/float16/
-// bfloat16, NCHW or NHWC, per-channel mean/std) into one of `slots` device
-// buffers; an event per batch tells the consumer when it is ready, so the next
+// memory) to the device as tensors. With CUDA, batch bytes arrive in pinned
+// host buffers (host_buffers() is handed to the client, so the one copy of
+// the payload lands there), go to the GPU with cudaMemcpyAsync on a dedicated
+// stream, and a kernel converts them (uint8 -> float32/float16/bfloat16, or
+// uint8 in another layout; NCHW or NHWC; per-channel mean/std) into a device
+// slot; an event per batch tells the consumer when it is ready, so the next
 // batch's copy overlaps the current training step. Without a usable device
-// the CPU fallback offers the same API: host buffers stand in for device
+// the CPU fallback offers the same API: host memory stands in for device
 // memory and the conversion runs on the CPU with the same results.
 //
-// Thread-compatible: one training loop calls Stage. A DeviceTensor holds its
-// slot until destroyed; a slot is reused only after it was released and its
-// copy finished. Release a tensor only after the work that reads it has
-// finished (e.g. synchronize the stream that read it), and release every
-// tensor before destroying the stager.
+// Thread-compatible: one training loop calls Stage; tensors may be released
+// from any thread. A DeviceTensor holds its slot until released: the slot's
+// next copy is queued behind an event recorded, at release, on the consumer's
+// stream (DeviceTensor::Release, or set_consumer_stream on the lease), so a
+// tensor may be released as soon as the reads of it are queued, without
+// waiting for them. Slots and their memory live until the last tensor is
+// released, even after the stager is destroyed.
 #ifndef STOKER_CLIENT_DEVICE_STAGER_H_
 #define STOKER_CLIENT_DEVICE_STAGER_H_
 
@@ -39,7 +41,12 @@ struct DeviceOptions {
   bool normalize = true;  // ImageNet mean/std unless given
   float mean[3] = {0.485f, 0.456f, 0.406f};
   float std[3] = {0.229f, 0.224f, 0.225f};
-  int slots = 3;              // device buffers (tensors alive at once)
+  int slots = 3;              // device buffers allocated at first (tensors alive at once)
+  // While the caller holds every slot, the ring grows up to max_slots (0: no
+  // growth), then Stage waits up to slot_wait for a release before it fails
+  // with RESOURCE_EXHAUSTED.
+  int max_slots = 0;
+  absl::Duration slot_wait = absl::InfiniteDuration();
   int host_slots = 6;         // pinned host buffers kept (prefetch + 2 is right)
   size_t batch_bytes = 0;     // uint8 bytes of a full batch, to pre-allocate
   int gpu = 0;                // CUDA device ordinal
@@ -55,8 +62,8 @@ class SlotLease;
 
 // One converted batch. `data` is device memory on the CUDA path (host memory
 // on the CPU path); on CUDA, wait for `ready_event` (a cudaEvent_t) on your
-// stream before reading it (cudaStreamWaitEvent), and keep the tensor alive
-// until your reads are done.
+// stream before reading it (cudaStreamWaitEvent, or DeviceStager::HandOver),
+// and release the tensor on the stream that reads it.
 struct DeviceTensor {
   DeviceTensor() = default;
   DeviceTensor(DeviceTensor&&) = default;
@@ -68,6 +75,7 @@ struct DeviceTensor {
       data = other.data;
       shape = std::move(other.shape);
       type = other.type;
+      device = other.device;
       ready_event = other.ready_event;
       stream = other.stream;
       batch = std::move(other.batch);
@@ -76,8 +84,14 @@ struct DeviceTensor {
     return *this;
   }
 
+  // Gives the slot back once the work queued so far on `consumer_stream` (a
+  // cudaStream_t; null: the legacy default stream) has run; the CPU does not
+  // wait for it. Destroying the tensor releases on the lease's stream.
+  void Release(void* consumer_stream);
+
   void* data = nullptr;
   std::vector<int64_t> shape;  // {N, 3, H, W} or {N, H, W, 3}
+  int device = -1;             // CUDA device ordinal; -1 on the CPU path
   TensorType type = TensorType::kFloat32;
   void* ready_event = nullptr;  // cudaEvent_t; null on the CPU path
   void* stream = nullptr;       // cudaStream_t the copy ran on; null on CPU
@@ -104,6 +118,10 @@ class DeviceStager {
   absl::StatusOr<DeviceTensor> StageBorrowed(const Batch& batch) { return StageFrom(batch, nullptr); }
   // Blocks until `tensor` is ready (for callers without their own stream).
   virtual absl::Status Wait(const DeviceTensor& tensor) = 0;
+  // Makes work queued later on `consumer_stream` (a cudaStream_t; null: the
+  // legacy default stream) wait for `tensor` to be ready, without blocking
+  // the CPU. A no-op on the CPU path.
+  virtual absl::Status HandOver(const DeviceTensor& tensor, void* consumer_stream) = 0;
 
   // Host-to-device figures so far: bytes, seconds of copy time.
   virtual void CopyStats(int64_t* bytes, double* seconds) const = 0;

@@ -2,6 +2,8 @@
 // STOKER_CUDA.
 #include <cuda_runtime.h>
 
+#include <deque>
+
 #include "absl/strings/str_cat.h"
 #include "client/device_stager.h"
 #include "client/slot_ring.h"
@@ -43,11 +45,71 @@ const HostAllocator& PinnedAllocator() {
   return pinned;
 }
 
+// Makes `gpu` current for the scope and restores the caller's device (a
+// framework's thread may have another one current).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int gpu) {
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == gpu) return;
+    previous_ = current;  // -1 when unknown: nothing to restore
+    cudaSetDevice(gpu);
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 struct Slot {
   uint8_t* input = nullptr;  // device copy of the uint8 batch
   void* output = nullptr;    // converted tensor
   size_t input_bytes = 0, output_bytes = 0;
-  cudaEvent_t start = nullptr, done = nullptr;
+  cudaEvent_t start = nullptr, done = nullptr;  // timing pair; `done` is the ready event
+  cudaEvent_t released = nullptr;               // recorded on the consumer's stream at release
+  bool release_recorded = false;                // ordered by the ring's mutex
+};
+
+// The stream and the slots, shared with the leases: a tensor released after
+// the stager is gone still finds its events, and the memory is freed last.
+struct CudaSlots {
+  explicit CudaSlots(int gpu) : gpu(gpu) {}
+  ~CudaSlots() {
+    DeviceGuard guard(gpu);
+    if (stream) cudaStreamSynchronize(stream);
+    for (Slot& s : slots) {
+      if (s.released && s.release_recorded) cudaEventSynchronize(s.released);
+      cudaFree(s.input);
+      cudaFree(s.output);
+      for (cudaEvent_t e : {s.start, s.done, s.released}) {
+        if (e) cudaEventDestroy(e);
+      }
+    }
+    if (stream) cudaStreamDestroy(stream);
+  }
+  // Slot `index`, created (with its events) on first use. Only the staging
+  // thread calls it; the deque keeps references valid as it grows.
+  absl::StatusOr<Slot*> Get(size_t index) {
+    while (slots.size() <= index) {
+      Slot s;
+      // Blocking-sync events: a CPU wait sleeps instead of spinning a core.
+      if (cudaEventCreateWithFlags(&s.start, cudaEventBlockingSync) != cudaSuccess ||
+          cudaEventCreateWithFlags(&s.done, cudaEventBlockingSync) != cudaSuccess ||
+          cudaEventCreateWithFlags(&s.released, cudaEventBlockingSync | cudaEventDisableTiming) != cudaSuccess) {
+        return absl::InternalError("cudaEventCreate failed");
+      }
+      slots.push_back(s);
+    }
+    return &slots[index];
+  }
+
+  const int gpu;
+  cudaStream_t stream = nullptr;
+  std::deque<Slot> slots;
 };
 
 class CudaStager final : public DeviceStager {
@@ -55,31 +117,17 @@ class CudaStager final : public DeviceStager {
   CudaStager(const DeviceOptions& o, ClientMetrics* metrics)
       : options_(o),
         metrics_(metrics),
-        ring_(SlotRing::Create(o.slots)),
+        ring_(SlotRing::Create(o.slots, o.max_slots)),
         buffers_(HostBufferPool::Create(o.host_slots, PinnedAllocator())),
-        slots_(static_cast<size_t>(o.slots)) {}
-
-  ~CudaStager() override {
-    cudaSetDevice(options_.gpu);
-    cudaStreamSynchronize(stream_);
-    for (Slot& s : slots_) {
-      cudaFree(s.input);
-      cudaFree(s.output);
-      if (s.start) cudaEventDestroy(s.start);
-      if (s.done) cudaEventDestroy(s.done);
-    }
-    if (stream_) cudaStreamDestroy(stream_);
-  }
+        slots_(std::make_shared<CudaSlots>(o.gpu)) {}
 
   absl::Status Init() {
-    if (cudaError_t e = cudaSetDevice(options_.gpu); e != cudaSuccess) return CudaError(e, "cudaSetDevice");
-    if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess) {
+    DeviceGuard guard(options_.gpu);
+    if (cudaError_t e = cudaStreamCreateWithFlags(&slots_->stream, cudaStreamNonBlocking); e != cudaSuccess) {
       return CudaError(e, "cudaStreamCreate");
     }
-    for (Slot& s : slots_) {
-      if (cudaEventCreate(&s.start) != cudaSuccess || cudaEventCreate(&s.done) != cudaSuccess) {
-        return absl::InternalError("cudaEventCreate failed");
-      }
+    for (int i = 0; i < options_.slots; ++i) {
+      if (absl::StatusOr<Slot*> s = slots_->Get(static_cast<size_t>(i)); !s.ok()) return s.status();
     }
     if (options_.batch_bytes > 0) buffers_->Reserve(options_.host_slots, options_.batch_bytes);
     if (metrics_) metrics_->DevicePath("cuda").Set(1);
@@ -92,46 +140,71 @@ class CudaStager final : public DeviceStager {
   absl::StatusOr<DeviceTensor> StageFrom(const Batch& batch, Batch* owned) override {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
-    // The caller's thread may have another device current (frameworks switch).
-    if (cudaError_t e = cudaSetDevice(options_.gpu); e != cudaSuccess) return CudaError(e, "cudaSetDevice");
-    CollectTimes();
-    const int index = ring_->Acquire(metrics_);
-    Slot& slot = slots_[static_cast<size_t>(index)];
-    // The slot was released by its consumer; its previous copy finished too
-    // (the lease waited on `done`), so its buffers can be overwritten.
+    DeviceGuard guard(options_.gpu);
+    absl::StatusOr<int> index = ring_->Acquire(metrics_, options_.slot_wait);
+    if (!index.ok()) return index.status();
+    absl::StatusOr<Slot*> got = slots_->Get(static_cast<size_t>(*index));
+    if (!got.ok()) {
+      ring_->Release(*index, metrics_);
+      return got.status();
+    }
+    Slot& slot = **got;
+    CollectTimes(&slot);  // before the slot's timing events are recorded again
+    // uint8 NHWC needs no conversion: the tensor is the copied input.
+    const bool as_is = spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC;
     const size_t in_bytes = batch.data.size();
-    const size_t out_bytes = static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type);
+    const size_t out_bytes =
+        as_is ? 0 : static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type);
     if (absl::Status s = Ensure(slot, in_bytes, out_bytes); !s.ok()) {
-      ring_->Release(index, metrics_);
+      ring_->Release(*index, metrics_);
       return s;
     }
-    cudaEventRecord(slot.start, stream_);
-    cudaError_t e = cudaMemcpyAsync(slot.input, batch.data.data(), in_bytes, cudaMemcpyHostToDevice, stream_);
-    if (e == cudaSuccess) e = LaunchConvert(slot.input, *spec, slot.output, stream_);
-    if (e == cudaSuccess) e = cudaEventRecord(slot.done, stream_);
+    // The consumer released the slot with an event on its stream: the copy
+    // below waits on the GPU for the reads queued before it, not on the CPU.
+    cudaError_t e = slot.release_recorded ? cudaStreamWaitEvent(slots_->stream, slot.released, 0) : cudaSuccess;
+    if (e == cudaSuccess) e = cudaEventRecord(slot.start, slots_->stream);
+    if (e == cudaSuccess) {
+      e = cudaMemcpyAsync(slot.input, batch.data.data(), in_bytes, cudaMemcpyHostToDevice, slots_->stream);
+    }
+    if (e == cudaSuccess && !as_is) e = LaunchConvert(slot.input, *spec, slot.output, slots_->stream);
+    if (e == cudaSuccess) e = cudaEventRecord(slot.done, slots_->stream);
     if (e != cudaSuccess) {
-      ring_->Release(index, metrics_);
+      cudaStreamSynchronize(slots_->stream);  // the copy may still read the caller's batch
+      ring_->Release(*index, metrics_);
       return CudaError(e, "staging a batch");
     }
     copied_bytes_ += static_cast<int64_t>(in_bytes);
     if (metrics_) metrics_->h2d_bytes->Increment(static_cast<double>(in_bytes));
-    pending_times_.push_back(index);
+    pending_times_.push_back(&slot);
     DeviceTensor t;
-    t.data = slot.output;
+    t.data = as_is ? static_cast<void*>(slot.input) : slot.output;
     t.shape = ShapeOf(*spec);
     t.type = spec->type;
+    t.device = options_.gpu;
     t.ready_event = slot.done;
-    t.stream = stream_;
+    t.stream = slots_->stream;
     t.batch = TakeOrDescribe(batch, owned);  // an owned source stays alive until the lease ends
-    cudaEvent_t done = slot.done;
-    t.lease = std::make_shared<SlotLease>(ring_, index, metrics_, [done] { cudaEventSynchronize(done); });
+    t.lease = std::make_shared<SlotLease>(ring_, *index, metrics_, [slots = slots_, s = &slot](void* consumer) {
+      DeviceGuard guard(slots->gpu);
+      // Order the slot's next copy after the consumer's reads, on the GPU.
+      s->release_recorded = cudaEventRecord(s->released, static_cast<cudaStream_t>(consumer)) == cudaSuccess;
+      // The host batch (freed after this) must outlive its own copy.
+      cudaEventSynchronize(s->done);
+    });
     return t;
   }
 
   absl::Status Wait(const DeviceTensor& t) override {
-    cudaSetDevice(options_.gpu);
+    DeviceGuard guard(options_.gpu);
     const cudaError_t e = cudaEventSynchronize(static_cast<cudaEvent_t>(t.ready_event));
     return e == cudaSuccess ? absl::OkStatus() : CudaError(e, "waiting for a batch");
+  }
+
+  absl::Status HandOver(const DeviceTensor& t, void* consumer_stream) override {
+    DeviceGuard guard(options_.gpu);
+    const cudaError_t e = cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream),
+                                              static_cast<cudaEvent_t>(t.ready_event), 0);
+    return e == cudaSuccess ? absl::OkStatus() : CudaError(e, "ordering the consumer's stream after a batch");
   }
 
   void CopyStats(int64_t* bytes, double* seconds) const override {
@@ -156,16 +229,21 @@ class CudaStager final : public DeviceStager {
     return absl::OkStatus();
   }
 
-  // Reads the copy times of finished batches (no waiting).
-  void CollectTimes() {
-    while (!pending_times_.empty()) {
-      Slot& s = slots_[static_cast<size_t>(pending_times_.front())];
-      if (cudaEventQuery(s.done) != cudaSuccess) break;
+  // Reads the copy times of finished batches; waits only for `reused`, whose
+  // events are about to be recorded again.
+  void CollectTimes(Slot* reused) {
+    for (auto it = pending_times_.begin(); it != pending_times_.end();) {
+      Slot* s = *it;
+      if (s == reused) cudaEventSynchronize(s->done);
+      if (cudaEventQuery(s->done) != cudaSuccess) {
+        ++it;
+        continue;
+      }
       float ms = 0;
-      cudaEventElapsedTime(&ms, s.start, s.done);
+      cudaEventElapsedTime(&ms, s->start, s->done);
       copy_seconds_ += ms / 1000.0;
       if (metrics_) metrics_->h2d_seconds->Observe(ms / 1000.0);
-      pending_times_.erase(pending_times_.begin());
+      it = pending_times_.erase(it);
     }
   }
 
@@ -173,9 +251,8 @@ class CudaStager final : public DeviceStager {
   ClientMetrics* const metrics_;
   std::shared_ptr<SlotRing> ring_;
   std::shared_ptr<HostBufferPool> buffers_;
-  std::vector<Slot> slots_;
-  cudaStream_t stream_ = nullptr;
-  std::vector<int> pending_times_;
+  std::shared_ptr<CudaSlots> slots_;
+  std::deque<Slot*> pending_times_;
   int64_t copied_bytes_ = 0;
   double copy_seconds_ = 0;
 };

@@ -88,6 +88,78 @@ TEST(DeviceStagerTest, SlotsAreReusedOnlyAfterRelease) {
   EXPECT_EQ(std::vector<float>(static_cast<const float*>(a->data), static_cast<const float*>(a->data) + 12), a_values);
 }
 
+TEST(DeviceStagerTest, TheRingGrowsToMaxSlotsThenFailsAfterTheWait) {
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCpu;
+  o.slots = 1;
+  o.max_slots = 3;
+  o.slot_wait = absl::Milliseconds(50);
+  auto stager = DeviceStager::Create(o, nullptr);
+  ASSERT_TRUE(stager.ok());
+  std::vector<DeviceTensor> held;
+  std::vector<std::vector<float>> values;
+  for (int i = 0; i < 3; ++i) {
+    auto t = (*stager)->Stage(MakeBatch(1, 2, 2, 10 + i));
+    ASSERT_TRUE(t.ok()) << i << ": " << t.status();
+    values.emplace_back(static_cast<const float*>(t->data), static_cast<const float*>(t->data) + 12);
+    held.push_back(*std::move(t));
+  }
+  auto refused = (*stager)->Stage(MakeBatch(1, 2, 2, 20));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("all 3 tensor slots"), std::string::npos) << refused.status();
+  for (size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(std::vector<float>(static_cast<const float*>(held[i].data), static_cast<const float*>(held[i].data) + 12),
+              values[i]) << "held tensor " << i << " was overwritten";
+  }
+  held[1].Release(nullptr);
+  EXPECT_EQ(held[1].data, nullptr);
+  EXPECT_TRUE((*stager)->Stage(MakeBatch(1, 2, 2, 21)).ok()) << "a released slot is reused";
+}
+
+TEST(DeviceStagerTest, Uint8NhwcIsHandedOverWithoutACopyAndNchwIsTransposed) {
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCpu;
+  o.type = TensorType::kUInt8;
+  o.layout = TensorLayout::kNHWC;
+  o.slots = 1;
+  auto stager = DeviceStager::Create(o, nullptr);
+  ASSERT_TRUE(stager.ok());
+  Batch batch = MakeBatch(2, 3, 4, 5);
+  const uint8_t* received = batch.data.data();
+  const std::vector<uint8_t> bytes(received, received + batch.data.size());
+  auto a = (*stager)->Stage(std::move(batch));
+  auto b = (*stager)->Stage(MakeBatch(2, 3, 4, 6));  // no slot taken: one slot does not limit
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->data, received);
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 3, 4, 3}));
+  o.layout = TensorLayout::kNCHW;
+  auto nchw_stager = DeviceStager::Create(o, nullptr);
+  Batch again = MakeBatch(2, 3, 4, 5);
+  auto c = (*nchw_stager)->Stage(std::move(again));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->shape, (std::vector<int64_t>{2, 3, 3, 4}));
+  const uint8_t* planar = static_cast<const uint8_t*>(c->data);
+  for (int n = 0; n < 2; ++n) {
+    for (int ch = 0; ch < 3; ++ch) {
+      for (int p = 0; p < 12; ++p) ASSERT_EQ(planar[(n * 3 + ch) * 12 + p], bytes[(n * 12 + p) * 3 + ch]);
+    }
+  }
+}
+
+TEST(DeviceStagerTest, ATensorOutlivesItsStager) {
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCpu;
+  auto stager = DeviceStager::Create(o, nullptr);
+  ASSERT_TRUE(stager.ok());
+  auto t = (*stager)->Stage(MakeBatch(1, 2, 2, 1));
+  ASSERT_TRUE(t.ok());
+  const std::vector<float> before(static_cast<const float*>(t->data), static_cast<const float*>(t->data) + 12);
+  stager->reset();  // e.g. a Python loader collected before the tensors it yielded
+  EXPECT_EQ(std::vector<float>(static_cast<const float*>(t->data), static_cast<const float*>(t->data) + 12), before);
+  t->Release(nullptr);
+}
+
 TEST(DeviceStagerTest, RefusesBatchesThatAreNotUint8Nhwc) {
   DeviceOptions o;
   o.device = DeviceOptions::Device::kCpu;

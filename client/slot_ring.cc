@@ -1,21 +1,30 @@
 #include "client/slot_ring.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
 namespace stoker {
 
-SlotRing::SlotRing(int slots) : free_count_size_(static_cast<size_t>(slots)), in_use_(static_cast<size_t>(slots)) {}
+SlotRing::SlotRing(int slots, int max_slots)
+    : max_slots_(static_cast<size_t>(std::max(slots, max_slots))), in_use_(static_cast<size_t>(slots)) {}
 
-int SlotRing::Acquire(ClientMetrics* metrics) {
+absl::StatusOr<int> SlotRing::Acquire(ClientMetrics* metrics, absl::Duration wait) {
   absl::MutexLock lock(&mu_);
-  auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return used_ < static_cast<int>(in_use_.size()); };
-  mu_.Await(absl::Condition(&free));
+  auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return used_ < static_cast<int>(in_use_.size()) || in_use_.size() < max_slots_;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&available), wait)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "all ", in_use_.size(), " tensor slots are still held after ", absl::FormatDuration(wait),
+        "; release (delete) batches you no longer need, or allow more slots"));
+  }
   size_t slot = 0;
-  while (in_use_[slot]) ++slot;
+  while (slot < in_use_.size() && in_use_[slot]) ++slot;
+  if (slot == in_use_.size()) in_use_.push_back(false);
   in_use_[slot] = true;
   ++used_;
-  if (metrics) {
-    metrics->RingSlots("in_use").Set(used_);
-    metrics->RingSlots("free").Set(static_cast<double>(in_use_.size()) - used_);
-  }
+  Publish(metrics);
   return static_cast<int>(slot);
 }
 
@@ -23,10 +32,18 @@ void SlotRing::Release(int slot, ClientMetrics* metrics) {
   absl::MutexLock lock(&mu_);
   in_use_[static_cast<size_t>(slot)] = false;
   --used_;
-  if (metrics) {
-    metrics->RingSlots("in_use").Set(used_);
-    metrics->RingSlots("free").Set(static_cast<double>(in_use_.size()) - used_);
-  }
+  Publish(metrics);
+}
+
+int SlotRing::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(in_use_.size());
+}
+
+void SlotRing::Publish(ClientMetrics* metrics) const {
+  if (!metrics) return;
+  metrics->RingSlots("in_use").Set(used_);
+  metrics->RingSlots("free").Set(static_cast<double>(in_use_.size()) - used_);
 }
 
 }  // namespace stoker

@@ -1,6 +1,9 @@
-// A fixed set of numbered slots handed out one at a time; Acquire blocks
-// while all are in use. SlotLease gives a slot back when destroyed. Used for
-// the device (or fallback) output buffers. Thread-safe.
+// A set of numbered slots handed out one at a time, for the device (or
+// fallback) output buffers. The ring starts with `slots` and grows up to
+// `max_slots` while every slot is held (a training step may keep several
+// batches alive); past that, Acquire waits for a release. SlotLease gives a
+// slot back when destroyed, after running its release hook (e.g. ordering the
+// slot's next copy after the consumer's reads). Thread-safe.
 #ifndef STOKER_CLIENT_SLOT_RING_H_
 #define STOKER_CLIENT_SLOT_RING_H_
 
@@ -9,45 +12,60 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "client/client_metrics.h"
 
 namespace stoker {
 
 class SlotRing {
  public:
-  static std::shared_ptr<SlotRing> Create(int slots) { return std::shared_ptr<SlotRing>(new SlotRing(slots)); }
-  // A free slot; blocks until one is. Updates the occupancy gauges.
-  int Acquire(ClientMetrics* metrics);
+  // max_slots below slots means slots (a fixed ring).
+  static std::shared_ptr<SlotRing> Create(int slots, int max_slots = 0) {
+    return std::shared_ptr<SlotRing>(new SlotRing(slots, max_slots));
+  }
+  // A free slot (the lowest), a new one while the ring may grow, else waits
+  // up to `wait` for a release: RESOURCE_EXHAUSTED then, naming the count.
+  // Updates the occupancy gauges.
+  absl::StatusOr<int> Acquire(ClientMetrics* metrics, absl::Duration wait = absl::InfiniteDuration());
   void Release(int slot, ClientMetrics* metrics);
-  int size() const { return static_cast<int>(free_count_size_); }
+  int size() const;  // slots so far
 
  private:
-  explicit SlotRing(int slots);
-  const size_t free_count_size_;
-  absl::Mutex mu_;
+  SlotRing(int slots, int max_slots);
+  void Publish(ClientMetrics* metrics) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t max_slots_;
+  mutable absl::Mutex mu_;
   std::vector<bool> in_use_ ABSL_GUARDED_BY(mu_);
   int used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class SlotLease {
  public:
-  // `before_reuse` runs when the lease ends (e.g. wait for the slot's copy).
-  SlotLease(std::shared_ptr<SlotRing> ring, int slot, ClientMetrics* metrics, std::function<void()> before_reuse = {})
-      : ring_(std::move(ring)), slot_(slot), metrics_(metrics), before_reuse_(std::move(before_reuse)) {}
+  // Runs with the consumer stream (see set_consumer_stream) when the lease
+  // ends, before the slot goes back to the ring.
+  using ReleaseHook = std::function<void(void* consumer_stream)>;
+  SlotLease(std::shared_ptr<SlotRing> ring, int slot, ClientMetrics* metrics, ReleaseHook on_release = {})
+      : ring_(std::move(ring)), slot_(slot), metrics_(metrics), on_release_(std::move(on_release)) {}
   ~SlotLease() {
-    if (before_reuse_) before_reuse_();
+    if (on_release_) on_release_(consumer_stream_);
     ring_->Release(slot_, metrics_);
   }
   SlotLease(const SlotLease&) = delete;
   SlotLease& operator=(const SlotLease&) = delete;
   int slot() const { return slot_; }
+  // The stream (a cudaStream_t) whose queued work reads the slot: its next
+  // copy waits for that work. Null (default): the legacy default stream.
+  void set_consumer_stream(void* stream) { consumer_stream_ = stream; }
 
  private:
   std::shared_ptr<SlotRing> ring_;
   int slot_;
   ClientMetrics* metrics_;
-  std::function<void()> before_reuse_;
+  ReleaseHook on_release_;
+  void* consumer_stream_ = nullptr;
 };
 
 }  // namespace stoker

@@ -1,16 +1,36 @@
 #include "client/tensor_convert.h"
 
 #include <cstring>
+#include <initializer_list>
 
 namespace stoker {
 
-size_t TensorElementBytes(TensorType type) { return type == TensorType::kFloat32 ? 4 : 2; }
+size_t TensorElementBytes(TensorType type) {
+  switch (type) {
+    case TensorType::kFloat32: return 4;
+    case TensorType::kFloat16:
+    case TensorType::kBFloat16: return 2;
+    case TensorType::kUInt8: return 1;
+  }
+  return 4;
+}
+
+bool ParseTensorType(const char* name, TensorType* type) {
+  for (TensorType t : {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16, TensorType::kUInt8}) {
+    if (std::strcmp(name, TensorTypeName(t)) == 0) {
+      *type = t;
+      return true;
+    }
+  }
+  return false;
+}
 
 const char* TensorTypeName(TensorType type) {
   switch (type) {
     case TensorType::kFloat32: return "float32";
     case TensorType::kFloat16: return "float16";
     case TensorType::kBFloat16: return "bfloat16";
+    case TensorType::kUInt8: return "uint8";
   }
   return "?";
 }
@@ -83,12 +103,17 @@ void ConvertOnCpu(const uint8_t* in, const ConvertSpec& s, void* out) {
   for (int64_t n = 0; n < s.n; ++n) {
     for (int64_t p = 0; p < plane; ++p) {
       for (int c = 0; c < 3; ++c) {
-        const float v = (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
         const int64_t o = s.layout == TensorLayout::kNCHW ? (n * 3 + c) * plane + p : (n * plane + p) * 3 + c;
+        if (s.type == TensorType::kUInt8) {
+          static_cast<uint8_t*>(out)[o] = in[(n * plane + p) * 3 + c];
+          continue;
+        }
+        const float v = (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
         switch (s.type) {
           case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
           case TensorType::kFloat16: static_cast<uint16_t*>(out)[o] = FloatToHalf(v); break;
           case TensorType::kBFloat16: static_cast<uint16_t*>(out)[o] = FloatToBFloat16(v); break;
+          case TensorType::kUInt8: break;
         }
       }
     }

@@ -25,11 +25,16 @@ __global__ void ConvertKernel(const uint8_t* __restrict__ in, ConvertSpec s, voi
       p = (o / 3) % plane;
       c = static_cast<int>(o % 3);
     }
+    if (s.type == TensorType::kUInt8) {
+      static_cast<uint8_t*>(out)[o] = in[(n * plane + p) * 3 + c];
+      continue;
+    }
     const float v = (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
     switch (s.type) {
       case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
       case TensorType::kFloat16: static_cast<__half*>(out)[o] = __float2half_rn(v); break;
       case TensorType::kBFloat16: static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16_rn(v); break;
+      case TensorType::kUInt8: break;
     }
   }
 }

@@ -1,6 +1,7 @@
 // The last step before the training step: uint8 NHWC RGB images to a float
 // tensor (float32, float16 or bfloat16) in NCHW or NHWC, optionally
-// normalized per channel: (value / 255 - mean[c]) / std[c]. The CPU version
+// normalized per channel: (value / 255 - mean[c]) / std[c]; or to uint8 in
+// either layout (the pixels unchanged, for models that convert on their own). The CPU version
 // lives in tensor_convert.cc; the CUDA kernel in tensor_convert.cu computes the
 // same values (float32 arithmetic, round-to-nearest-even to 16 bits). Pure
 // functions; thread-safe.
@@ -12,7 +13,7 @@
 
 namespace stoker {
 
-enum class TensorType { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+enum class TensorType { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kUInt8 = 3 };
 enum class TensorLayout { kNCHW = 0, kNHWC = 1 };
 
 struct ConvertSpec {
@@ -20,12 +21,16 @@ struct ConvertSpec {
   TensorType type = TensorType::kFloat32;
   TensorLayout layout = TensorLayout::kNCHW;
   // out = (in / 255 - mean[c]) * inv_std[c]; identity: mean 0, inv_std 1.
+  // kUInt8 ignores both: out = in.
   float mean[3] = {0, 0, 0};
   float inv_std[3] = {1, 1, 1};
 };
 
 size_t TensorElementBytes(TensorType type);
 const char* TensorTypeName(TensorType type);
+
+// The parsed names "float32", "float16", "bfloat16", "uint8"; false otherwise.
+bool ParseTensorType(const char* name, TensorType* type);
 
 // CPU reference and fallback: in is n*h*w*3 uint8 (NHWC), out has room for
 // n*3*h*w elements of spec.type.

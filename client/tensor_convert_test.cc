@@ -37,6 +37,30 @@ TEST(TensorConvertTest, EveryHalfRoundTripsAndTiesGoToEven) {
 // A plain reference in double precision.
 double Reference(uint8_t v, int c, const ConvertSpec& s) { return (v / 255.0 - s.mean[c]) * s.inv_std[c]; }
 
+TEST(TensorConvertTest, Uint8OutputKeepsThePixelsInEitherLayoutAndNamesParse) {
+  ConvertSpec s;
+  s.n = 2;
+  s.h = 1;
+  s.w = 2;
+  s.type = TensorType::kUInt8;
+  s.mean[0] = 0.5f;  // ignored for uint8
+  const std::vector<uint8_t> in = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  std::vector<uint8_t> out(in.size());
+  s.layout = TensorLayout::kNHWC;
+  ConvertOnCpu(in.data(), s, out.data());
+  EXPECT_EQ(out, in);
+  s.layout = TensorLayout::kNCHW;
+  ConvertOnCpu(in.data(), s, out.data());
+  EXPECT_EQ(out, (std::vector<uint8_t>{1, 4, 2, 5, 3, 6, 7, 10, 8, 11, 9, 12}));
+  EXPECT_EQ(TensorElementBytes(TensorType::kUInt8), 1u);
+  TensorType t = TensorType::kFloat32;
+  EXPECT_TRUE(ParseTensorType("bfloat16", &t));
+  EXPECT_EQ(t, TensorType::kBFloat16);
+  EXPECT_TRUE(ParseTensorType("uint8", &t));
+  EXPECT_EQ(t, TensorType::kUInt8);
+  EXPECT_FALSE(ParseTensorType("int8", &t));
+}
+
 TEST(TensorConvertTest, CpuConversionMatchesAPlainReferenceForEveryTypeAndLayout) {
   std::mt19937 rng(7);
   ConvertSpec base;
