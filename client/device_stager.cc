@@ -58,8 +58,12 @@ std::vector<int64_t> ShapeOf(const ConvertSpec& s) {
 }
 
 void DeviceTensor::Release(void* consumer_stream) {
-  if (lease) lease->set_consumer_stream(consumer_stream);
+  set_consumer_stream(consumer_stream);
   *this = DeviceTensor();
+}
+
+void DeviceTensor::set_consumer_stream(void* consumer_stream) {
+  if (lease) lease->set_consumer_stream(consumer_stream);
 }
 
 namespace {

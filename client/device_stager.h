@@ -88,6 +88,9 @@ struct DeviceTensor {
   // cudaStream_t; null: the legacy default stream) has run; the CPU does not
   // wait for it. Destroying the tensor releases on the lease's stream.
   void Release(void* consumer_stream);
+  // The stream used when the tensor is destroyed without Release (e.g. by a
+  // DLPack deleter).
+  void set_consumer_stream(void* consumer_stream);
 
   void* data = nullptr;
   std::vector<int64_t> shape;  // {N, 3, H, W} or {N, H, W, 3}

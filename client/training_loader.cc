@@ -1,0 +1,95 @@
+#include "client/training_loader.h"
+
+#include <algorithm>
+
+#include "absl/time/clock.h"
+
+namespace stoker {
+
+absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderConfig config) {
+  std::unique_ptr<TrainingLoader> loader(new TrainingLoader());
+  loader->registry_ = std::make_shared<prometheus::Registry>();
+  loader->metrics_ = std::make_unique<ClientMetrics>(*loader->registry_);
+  if (config.metrics_port >= 0) {
+    auto endpoint = MetricsEndpoint::Start(config.metrics_host, config.metrics_port, loader->registry_);
+    if (!endpoint.ok()) return endpoint.status();
+    loader->endpoint_ = *std::move(endpoint);
+  }
+  if (config.device.host_slots <= 0) {
+    // As many received batches as the client may hold, plus the one being
+    // staged and the one being assembled.
+    const int servers = std::max<int>(1, static_cast<int>(config.client.servers.size()));
+    const int prefetch = config.client.prefetch_batches > 0 ? config.client.prefetch_batches
+                                                            : 2 * config.client.window_per_server * servers;
+    config.device.host_slots = prefetch + 2;
+  }
+  auto stager = DeviceStager::Create(config.device, loader->metrics_.get());
+  if (!stager.ok()) return stager.status();
+  loader->stager_ = *std::move(stager);
+  config.client.buffers = loader->stager_->host_buffers();
+  auto client = StokerClient::Connect(config.client, loader->metrics_.get());
+  if (!client.ok()) return client.status();
+  loader->client_ = *std::move(client);
+  return loader;
+}
+
+TrainingLoader::~TrainingLoader() {
+  client_.reset();  // stops the streams before the buffers they fill go away
+}
+
+absl::Status TrainingLoader::HandOver(const DeviceTensor& tensor, void* consumer_stream, bool wait) {
+  return wait ? stager_->Wait(tensor) : stager_->HandOver(tensor, consumer_stream);
+}
+
+absl::StatusOr<bool> TrainingLoader::Next(void* consumer_stream, bool wait, DeviceTensor* out) {
+  const absl::Time t0 = absl::Now();
+  if (!started_) {
+    stats_.Start(t0);
+    started_ = true;
+  }
+  Batch batch;
+  bool end = false;
+  if (absl::Status s = client_->Next(&batch, &end); !s.ok()) return s;
+  if (end) return false;
+  const int64_t images = static_cast<int64_t>(batch.sample_indices.size());
+  const int64_t bytes = static_cast<int64_t>(batch.data.size());
+  const absl::Duration receive_latency = batch.receive_latency;
+  const std::string server = batch.server;
+  const absl::Time s0 = absl::Now();
+  absl::StatusOr<DeviceTensor> tensor = stager_->Stage(std::move(batch));
+  if (!tensor.ok()) return tensor.status();
+  if (absl::Status s = HandOver(*tensor, consumer_stream, wait); !s.ok()) return s;
+  const absl::Time t1 = absl::Now();
+  client_->meter().OnH2d(t1 - s0);
+  stats_.AddBatch(t1, t1 - t0, images, bytes, receive_latency, server);
+  next_seconds_ += absl::ToDoubleSeconds(t1 - t0);
+  *out = *std::move(tensor);
+  return true;
+}
+
+absl::Status TrainingLoader::CacheOneBatch() {
+  bool end = false;
+  if (absl::Status s = client_->Next(&cached_, &end); !s.ok()) return s;
+  if (end) return absl::OutOfRangeError("the running epoch has no batch left to cache");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceTensor> TrainingLoader::StageCached(void* consumer_stream, bool wait) {
+  if (cached_.shape.empty()) return absl::FailedPreconditionError("no cached batch: call CacheOneBatch first");
+  absl::StatusOr<DeviceTensor> tensor = stager_->StageBorrowed(cached_);
+  if (!tensor.ok()) return tensor.status();
+  if (absl::Status s = HandOver(*tensor, consumer_stream, wait); !s.ok()) return s;
+  return tensor;
+}
+
+LoaderStats TrainingLoader::Stats() const {
+  LoaderStats s;
+  s.run = stats_.Finish(absl::Now());
+  s.verdict = client_->meter().EvaluateAll();
+  s.device_path = stager_->path();
+  stager_->CopyStats(&s.h2d_bytes, &s.h2d_seconds);
+  s.next_seconds = next_seconds_;
+  return s;
+}
+
+}  // namespace stoker

@@ -1,0 +1,422 @@
+// The extension module of the Python package `stoker`: a thin binding over
+// stoker::TrainingLoader (client/training_loader.h). Batches leave as
+// DLPack-capable arrays (nanobind ndarray, framework-neutral) whose owner is
+// the batch's slot lease: the slot goes back when the consumer frees the
+// tensor, ordered after the work queued on the consumer's stream. The GIL is
+// released while waiting for a batch and while staging it. Errors become
+// Python exceptions named after their gRPC status code (stoker.Unavailable,
+// stoker.DataLoss, ...), all subclasses of stoker.StokerError.
+#include <glog/logging.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "client/ladder.h"
+#include "client/training_loader.h"
+#include "common/malloc_tuning.h"
+#include "common/pipeline_text.h"
+
+namespace nb = nanobind;
+
+namespace stoker {
+namespace {
+
+// Python exception classes by absl::StatusCode (0..16).
+PyObject* g_errors[17] = {};
+
+const char* const kErrorNames[17] = {
+    "StokerError",      "Cancelled",      "Unknown",           "InvalidArgument",  "DeadlineExceeded",
+    "NotFound",         "AlreadyExists",  "PermissionDenied",  "ResourceExhausted", "FailedPrecondition",
+    "Aborted",          "OutOfRange",     "Unimplemented",     "Internal",          "Unavailable",
+    "DataLoss",         "Unauthenticated"};
+
+void AddErrorClasses(nb::module_& m) {
+  g_errors[0] = PyErr_NewException("stoker.StokerError", PyExc_RuntimeError, nullptr);
+  PyObject_SetAttrString(g_errors[0], "code", nb::str("OK").ptr());
+  m.attr("StokerError") = nb::handle(g_errors[0]);
+  for (int code = 1; code < 17; ++code) {
+    const std::string name = absl::StrCat("stoker.", kErrorNames[code]);
+    g_errors[code] = PyErr_NewException(name.c_str(), g_errors[0], nullptr);
+    const std::string code_name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+    PyObject_SetAttrString(g_errors[code], "code", nb::str(code_name.c_str()).ptr());
+    m.attr(kErrorNames[code]) = nb::handle(g_errors[code]);
+  }
+}
+
+// Raises the exception class of `status`'s code with its message.
+[[noreturn]] void Raise(const absl::Status& status) {
+  const int code = static_cast<int>(status.code());
+  PyErr_SetString(g_errors[code > 0 && code < 17 ? code : 2], std::string(status.message()).c_str());
+  throw nb::python_error();
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+// What the Python Loader passes in; see stoker/loader.py for the meaning of
+// each field and its default.
+struct Options {
+  std::vector<std::string> servers;
+  std::string dataset;
+  std::string pipeline;
+  int batch_size = 256;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  int rank = 0;
+  int world_size = 1;
+  bool ordered = true;
+  int window = 2;
+  int prefetch = 0;
+  double connect_timeout_s = 10;
+  double batch_timeout_s = 120;
+  double unavailable_timeout_s = 30;
+  double resolve_interval_s = 5;
+  std::string bad_sample_policy = "skip";
+  std::string cache_mode = "none";
+  std::string device = "auto";
+  int gpu = 0;
+  std::string dtype = "float32";
+  std::string layout = "nchw";
+  bool normalize = true;
+  std::vector<float> mean = {0.485f, 0.456f, 0.406f};
+  std::vector<float> std = {0.229f, 0.224f, 0.225f};
+  int slots = 3;
+  int max_slots = 32;
+  double slot_wait_s = 60;
+  int metrics_port = -1;
+  std::string metrics_host = "0.0.0.0";
+  int test_h2d_delay_ms = 0;
+};
+
+absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
+  LoaderConfig c;
+  ClientConfig& cc = c.client;
+  cc.servers = o.servers;
+  if (cc.servers.empty()) return absl::InvalidArgumentError("servers: give host:port,... or dns:///name:port");
+  if (o.dataset.empty()) return absl::InvalidArgumentError("dataset: a name under the servers' --data-root");
+  cc.session.set_dataset(o.dataset);
+  cc.session.set_batch_size(o.batch_size);
+  cc.session.set_seed(o.seed);
+  auto ops = ParsePipelineText(o.pipeline.empty() ? std::string(kDefaultTrainPipeline) : o.pipeline);
+  if (!ops.ok()) return ops.status();
+  for (v1::Op& op : *ops) *cc.session.add_pipeline() = std::move(op);
+  // Servers send uint8 NHWC; the type and layout asked for are made here.
+  cc.session.set_dtype(v1::UINT8);
+  cc.session.set_layout(v1::NHWC);
+  if (o.bad_sample_policy != "skip" && o.bad_sample_policy != "fail") {
+    return absl::InvalidArgumentError(absl::StrCat("bad_sample_policy '", o.bad_sample_policy, "'; expected skip or fail"));
+  }
+  cc.session.set_bad_sample_policy(o.bad_sample_policy == "fail" ? v1::FAIL : v1::SKIP);
+  const std::pair<const char*, v1::CacheMode> modes[] = {
+      {"none", v1::CACHE_NONE}, {"batch", v1::CACHE_BATCH}, {"decoded", v1::CACHE_DECODED}, {"raw", v1::CACHE_RAW}};
+  bool known = false;
+  for (const auto& [name, mode] : modes) {
+    if (o.cache_mode == name) {
+      cc.session.set_cache_mode(mode);
+      known = true;
+    }
+  }
+  if (!known) return absl::InvalidArgumentError(absl::StrCat("cache_mode '", o.cache_mode, "'; expected none, batch, decoded or raw"));
+  cc.drop_last = o.drop_last;
+  cc.rank = o.rank;
+  cc.world_size = o.world_size;
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", o.rank, " of world size ", o.world_size,
+                                                   "; expected 0 <= rank < world_size"));
+  }
+  cc.ordered = o.ordered;
+  cc.window_per_server = o.window;
+  cc.prefetch_batches = o.prefetch;
+  cc.rpc_timeout = absl::Seconds(o.connect_timeout_s);
+  cc.batch_timeout = absl::Seconds(o.batch_timeout_s);
+  cc.unavailable_timeout = absl::Seconds(o.unavailable_timeout_s);
+  cc.resolve_interval = absl::Seconds(o.resolve_interval_s);
+
+  DeviceOptions& d = c.device;
+  absl::StatusOr<DeviceOptions::Device> device = ParseDevice(o.device);
+  if (!device.ok()) return device.status();
+  d.device = *device;
+  d.gpu = o.gpu;
+  if (!ParseTensorType(o.dtype.c_str(), &d.type)) {
+    return absl::InvalidArgumentError(absl::StrCat("dtype '", o.dtype, "'; expected float32, float16, bfloat16 or uint8"));
+  }
+  if (o.layout != "nchw" && o.layout != "nhwc") {
+    return absl::InvalidArgumentError(absl::StrCat("layout '", o.layout, "'; expected nchw or nhwc"));
+  }
+  d.layout = o.layout == "nchw" ? TensorLayout::kNCHW : TensorLayout::kNHWC;
+  d.normalize = o.normalize;
+  if (o.mean.size() != 3 || o.std.size() != 3) return absl::InvalidArgumentError("mean and std need 3 values (RGB)");
+  for (int i = 0; i < 3; ++i) {
+    if (!(o.std[i] > 0)) return absl::InvalidArgumentError(absl::StrCat("std[", i, "] = ", o.std[i], "; must be > 0"));
+    d.mean[i] = o.mean[i];
+    d.std[i] = o.std[i];
+  }
+  d.slots = o.slots;
+  d.max_slots = o.max_slots;
+  d.slot_wait = absl::Seconds(o.slot_wait_s);
+  d.host_slots = 0;  // sized from the prefetch depth
+  d.test_h2d_delay = absl::Milliseconds(o.test_h2d_delay_ms);
+  c.metrics_port = o.metrics_port;
+  c.metrics_host = o.metrics_host;
+  return c;
+}
+
+nb::dlpack::dtype DlpackType(TensorType t) {
+  switch (t) {
+    case TensorType::kFloat32: return nb::dtype<float>();
+    case TensorType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case TensorType::kBFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+    case TensorType::kUInt8: return nb::dtype<uint8_t>();
+  }
+  return nb::dtype<float>();
+}
+
+using Array = nb::ndarray<nb::array_api>;
+
+// The tensor's owner: releases the slot on the consumer's stream when the
+// last framework tensor over it is freed (the DLPack deleter).
+Array ImagesArray(DeviceTensor tensor, void* consumer_stream) {
+  auto* held = new DeviceTensor(std::move(tensor));
+  held->set_consumer_stream(consumer_stream);
+  nb::capsule owner(held, [](void* p) noexcept { delete static_cast<DeviceTensor*>(p); });
+  std::vector<size_t> shape(held->shape.begin(), held->shape.end());
+  const bool cuda = held->device >= 0;
+  return Array(held->data, shape.size(), shape.data(), owner, nullptr, DlpackType(held->type),
+               cuda ? nb::device::cuda::value : nb::device::cpu::value, cuda ? held->device : 0);
+}
+
+template <typename T>
+Array Int64Array(const std::vector<T>& values) {
+  auto* copy = new std::vector<int64_t>(values.begin(), values.end());
+  nb::capsule owner(copy, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  const size_t n = copy->size();
+  return Array(copy->data(), 1, &n, owner, nullptr, nb::dtype<int64_t>(), nb::device::cpu::value, 0);
+}
+
+// One delivered batch as Python sees it.
+nb::tuple BatchTuple(DeviceTensor tensor, void* consumer_stream) {
+  const Batch& b = tensor.batch;
+  Array labels = Int64Array(b.labels);
+  Array indices = Int64Array(b.sample_indices);
+  nb::dict info;
+  info["epoch"] = b.epoch;
+  info["batch"] = b.batch_index;
+  info["server"] = b.server;
+  info["failed_samples"] = b.failed_samples.size();
+  info["receive_ms"] = absl::ToDoubleMilliseconds(b.receive_latency);
+  return nb::make_tuple(ImagesArray(std::move(tensor), consumer_stream), labels, indices, info);
+}
+
+nb::dict StatsDict(const LoaderStats& s) {
+  nb::dict d;
+  d["batches"] = s.run.batches;
+  d["images"] = s.run.images;
+  d["bytes"] = s.run.bytes;
+  d["seconds"] = s.run.seconds;
+  d["images_per_second"] = s.run.images_per_second;
+  d["megabytes_per_second"] = s.run.megabytes_per_second;
+  d["starved_percent"] = s.run.starved_percent;
+  d["inter_batch_p50_ms"] = s.run.inter_batch_p50_ms;
+  d["inter_batch_p99_ms"] = s.run.inter_batch_p99_ms;
+  d["receive_latency_p50_ms"] = s.run.receive_latency_p50_ms;
+  nb::dict per_server;
+  for (const auto& [server, n] : s.run.batches_per_server) per_server[server.c_str()] = n;
+  d["batches_per_server"] = per_server;
+  d["bottleneck"] = s.verdict.stage;
+  d["bottleneck_explanation"] = s.verdict.Explain();
+  nb::dict figures;
+  figures["starved_ratio"] = s.verdict.starved_ratio;
+  figures["h2d_ratio"] = s.verdict.h2d_ratio;
+  figures["transfer_seconds_per_batch"] = s.verdict.transfer_seconds;
+  figures["server_seconds_per_batch"] = s.verdict.server_seconds;
+  figures["read_seconds_per_batch"] = s.verdict.read_seconds;
+  figures["compute_seconds_per_batch"] = s.verdict.compute_seconds;
+  d["bottleneck_figures"] = figures;
+  d["device_path"] = s.device_path;
+  d["h2d_bytes"] = s.h2d_bytes;
+  d["h2d_seconds"] = s.h2d_seconds;
+  d["h2d_gb_per_second"] = s.h2d_seconds > 0 ? static_cast<double>(s.h2d_bytes) / 1e9 / s.h2d_seconds : 0.0;
+  d["next_seconds"] = s.next_seconds;
+  return d;
+}
+
+void* StreamPointer(uintptr_t stream) { return reinterpret_cast<void*>(stream); }
+
+nb::dict LadderReport(const std::vector<double>& rates, bool servers_share_cores, bool crop_first,
+                      const std::string& title) {
+  std::vector<LadderStep> steps = LadderSteps();
+  if (rates.size() != steps.size()) {
+    Raise(absl::InvalidArgumentError(absl::StrCat("ladder: ", rates.size(), " rates for ", steps.size(), " steps")));
+  }
+  for (size_t i = 0; i < steps.size(); ++i) steps[i].images_per_second = rates[i];
+  const LadderResult r = AnalyzeLadder(std::move(steps), servers_share_cores, 0.10, crop_first);
+  nb::dict d;
+  d["table"] = LadderTable(r);
+  d["json"] = LadderJson(r);
+  d["html"] = LadderHtml(r, title);
+  return d;
+}
+
+}  // namespace
+}  // namespace stoker
+
+NB_MODULE(_stoker_ext, m) {
+  using namespace stoker;
+  m.doc() = "Stoker's client as a Python extension (see the stoker package)";
+  AddErrorClasses(m);
+
+  nb::class_<Options>(m, "Options")
+      .def(nb::init<>())
+      .def_rw("servers", &Options::servers)
+      .def_rw("dataset", &Options::dataset)
+      .def_rw("pipeline", &Options::pipeline)
+      .def_rw("batch_size", &Options::batch_size)
+      .def_rw("seed", &Options::seed)
+      .def_rw("drop_last", &Options::drop_last)
+      .def_rw("rank", &Options::rank)
+      .def_rw("world_size", &Options::world_size)
+      .def_rw("ordered", &Options::ordered)
+      .def_rw("window", &Options::window)
+      .def_rw("prefetch", &Options::prefetch)
+      .def_rw("connect_timeout_s", &Options::connect_timeout_s)
+      .def_rw("batch_timeout_s", &Options::batch_timeout_s)
+      .def_rw("unavailable_timeout_s", &Options::unavailable_timeout_s)
+      .def_rw("resolve_interval_s", &Options::resolve_interval_s)
+      .def_rw("bad_sample_policy", &Options::bad_sample_policy)
+      .def_rw("cache_mode", &Options::cache_mode)
+      .def_rw("device", &Options::device)
+      .def_rw("gpu", &Options::gpu)
+      .def_rw("dtype", &Options::dtype)
+      .def_rw("layout", &Options::layout)
+      .def_rw("normalize", &Options::normalize)
+      .def_rw("mean", &Options::mean)
+      .def_rw("std", &Options::std)
+      .def_rw("slots", &Options::slots)
+      .def_rw("max_slots", &Options::max_slots)
+      .def_rw("slot_wait_s", &Options::slot_wait_s)
+      .def_rw("metrics_port", &Options::metrics_port)
+      .def_rw("metrics_host", &Options::metrics_host)
+      .def_rw("test_h2d_delay_ms", &Options::test_h2d_delay_ms);
+
+  nb::class_<TrainingLoader>(m, "Client")
+      .def_static(
+          "connect",
+          [](const Options& o) {
+            absl::StatusOr<LoaderConfig> config = ToConfig(o);
+            if (!config.ok()) Raise(config.status());
+            absl::StatusOr<std::unique_ptr<TrainingLoader>> loader;
+            {
+              nb::gil_scoped_release release;
+              loader = TrainingLoader::Create(*std::move(config));
+            }
+            if (!loader.ok()) Raise(loader.status());
+            return loader->release();
+          },
+          nb::rv_policy::take_ownership)
+      .def_prop_ro("num_samples", [](const TrainingLoader& l) { return l.dataset().num_samples(); })
+      .def_prop_ro("class_names",
+                   [](const TrainingLoader& l) {
+                     return std::vector<std::string>(l.dataset().class_names().begin(), l.dataset().class_names().end());
+                   })
+      .def_prop_ro("sample_shape",
+                   [](const TrainingLoader& l) {
+                     return std::vector<int64_t>(l.dataset().sample_shape().begin(), l.dataset().sample_shape().end());
+                   })
+      .def_prop_ro("batches_per_epoch", &TrainingLoader::BatchesPerEpoch)
+      .def_prop_ro("metrics_port", &TrainingLoader::metrics_port)
+      .def_prop_ro("device_path", [](const TrainingLoader& l) { return std::string(l.device_path()); })
+      .def("start_epoch",
+           [](TrainingLoader& l, int64_t epoch) {
+             absl::Status s;
+             {
+               nb::gil_scoped_release release;
+               s = l.StartEpoch(epoch);
+             }
+             Check(s);
+           })
+      .def("resume",
+           [](TrainingLoader& l, nb::bytes position) {
+             v1::ClientPosition p;
+             if (!p.ParseFromArray(position.c_str(), static_cast<int>(position.size()))) {
+               Raise(absl::InvalidArgumentError("the saved loader position is not a stoker.v1.ClientPosition"));
+             }
+             absl::Status s;
+             {
+               nb::gil_scoped_release release;
+               s = l.Resume(p);
+             }
+             Check(s);
+           })
+      .def("position",
+           [](const TrainingLoader& l) {
+             const std::string bytes = l.Position().SerializeAsString();
+             return nb::bytes(bytes.data(), bytes.size());
+           })
+      .def(
+          "next",
+          [](TrainingLoader& l, uintptr_t stream, bool wait) -> nb::object {
+            DeviceTensor tensor;
+            absl::StatusOr<bool> got;
+            {
+              nb::gil_scoped_release release;
+              got = l.Next(StreamPointer(stream), wait, &tensor);
+            }
+            if (!got.ok()) Raise(got.status());
+            if (!*got) return nb::none();
+            return BatchTuple(std::move(tensor), StreamPointer(stream));
+          },
+          nb::arg("stream") = 0, nb::arg("wait") = false,
+          "The next batch (images, labels, sample indices, info) or None at the end of the epoch")
+      .def("cache_one_batch",
+           [](TrainingLoader& l) {
+             absl::Status s;
+             {
+               nb::gil_scoped_release release;
+               s = l.CacheOneBatch();
+             }
+             Check(s);
+           })
+      .def(
+          "stage_cached",
+          [](TrainingLoader& l, uintptr_t stream, bool wait) {
+            absl::StatusOr<DeviceTensor> t;
+            {
+              nb::gil_scoped_release release;
+              t = l.StageCached(StreamPointer(stream), wait);
+            }
+            if (!t.ok()) Raise(t.status());
+            return BatchTuple(*std::move(t), StreamPointer(stream));
+          },
+          nb::arg("stream") = 0, nb::arg("wait") = false)
+      .def("stats", [](const TrainingLoader& l) { return StatsDict(l.Stats()); });
+
+  m.def("ladder_report", &LadderReport, nb::arg("rates"), nb::arg("servers_share_cores"), nb::arg("crop_first"),
+        nb::arg("title"), "The caching ladder's table, JSON and HTML for six measured rates (images/s)");
+  m.def("ladder_steps", [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const LadderStep& s : LadderSteps()) out.emplace_back(s.name, s.adds);
+    return out;
+  });
+  m.def("tune_malloc", &TuneMallocForLargeBuffers,
+        "Keeps large buffers on the heap for reuse (see common/malloc_tuning.h); call once at start-up");
+  m.def("cuda_usable", [](int gpu) {
+    const absl::Status s = CudaUsable(gpu);
+    return s.ok() ? std::string() : std::string(s.message());
+  });
+  m.def("init_logging", [](int min_level) {
+    static bool done = false;
+    FLAGS_logtostderr = true;
+    FLAGS_minloglevel = min_level;
+    if (!done) google::InitGoogleLogging("stoker");
+    done = true;
+  });
+}

@@ -1,0 +1,259 @@
+"""stoker.Loader: batches from Stoker data servers as tensors on the training
+process's device, checkpointable mid-epoch and aware of distributed ranks.
+
+A drop-in for a ``torch.utils.data.DataLoader`` over an image dataset:
+
+    loader = stoker.Loader(servers="host:port,host:port", dataset="imagenet/train",
+                           batch_size=256, seed=42, device="cuda", dtype=torch.bfloat16)
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for images, labels in loader:
+            ...
+
+Servers decode and augment; the loader receives uint8 pixels into pinned host
+memory, copies them to the GPU and converts them there (or on the CPU where no
+GPU is usable), and hands each batch over without another copy.
+"""
+
+import os
+import time
+
+from . import _frameworks
+from . import _stoker_ext as _ext
+
+DEFAULT_PIPELINE = "random_resized_crop(224), random_horizontal_flip(0.5)"
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+STATE_VERSION = 1
+
+
+def _distributed_rank():
+    """(rank, world size): torch.distributed when initialised, else the RANK
+    and WORLD_SIZE environment variables (torchrun sets both), else (0, 1)."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _servers_list(servers):
+    if isinstance(servers, str):
+        return [s.strip() for s in servers.split(",") if s.strip()]
+    return [str(s) for s in servers]
+
+
+class Loader:
+    """Iterates over this rank's batches of one epoch as ``(images, labels)``.
+
+    Arguments (times in seconds):
+      servers: "host:port,host:port", a list of them, or "dns:///name:port"
+        (re-resolved every `resolve_interval`; servers join and leave).
+      dataset: a dataset name under the servers' --data-root.
+      pipeline: the servers' ops, e.g. "resize(256), center_crop(224)".
+      batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
+        order and every random choice come from (seed, epoch, sample).
+      device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
+        "cpu"; "cuda" without a usable GPU raises stoker.FailedPrecondition.
+      dtype: float32, float16, bfloat16 or uint8 (a string or torch dtype).
+      layout: "nchw" or "nhwc".
+      normalize: "imagenet", None (value / 255), or (mean, std) per channel.
+        Ignored for uint8.
+      framework: "torch", "jax", "numpy", or "dlpack" (plain objects with
+        __dlpack__); only "torch" imports torch.
+      rank, world_size: this process's share; default from torch.distributed,
+        else RANK / WORLD_SIZE, else 0 / 1.
+      ordered: False hands batches over as they complete.
+      window: batches requested from one server at a time (2).
+      prefetch: most batches requested or buffered; 0: 2 x window x servers.
+      connect_timeout (10), batch_timeout (120), unavailable_timeout (30),
+        resolve_interval (5): as ClientConfig.
+      bad_sample_policy: "skip" (replace undecodable samples) or "fail"
+        (raise stoker.DataLoss).
+      cache_mode: "none"; "batch", "decoded" or "raw" make servers cache
+        (the caching ladder of stoker.diagnose).
+      slots: output buffers allocated at first; max_live_batches: how many
+        yielded batches may be alive at once before the loader waits up to
+        `slot_wait` for one to be freed (then stoker.ResourceExhausted).
+      metrics_port: serve the client's Prometheus metrics on this port (0: a
+        free one, see .metrics_port); None: off.
+      tune_malloc: keep large buffers on the heap (see README); True.
+    """
+
+    def __init__(self, servers, dataset, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
+                 device="auto", dtype="float32", layout="nchw", normalize="imagenet", framework="torch",
+                 rank=None, world_size=None, ordered=True, window=2, prefetch=0, connect_timeout=10.0,
+                 batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
+                 cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
+                 metrics_host="0.0.0.0", tune_malloc=True, _test_h2d_delay_ms=0):
+        if tune_malloc:
+            _ext.tune_malloc()
+        if rank is None or world_size is None:
+            auto_rank, auto_world = _distributed_rank()
+            rank = auto_rank if rank is None else rank
+            world_size = auto_world if world_size is None else world_size
+        self._framework = _frameworks.make(framework)
+        kind, gpu = _frameworks.parse_device(device)
+        o = _ext.Options()
+        o.servers = _servers_list(servers)
+        o.dataset = dataset
+        o.pipeline = pipeline
+        o.batch_size = int(batch_size)
+        o.seed = int(seed)
+        o.drop_last = bool(drop_last)
+        o.rank, o.world_size = int(rank), int(world_size)
+        o.ordered = bool(ordered)
+        o.window, o.prefetch = int(window), int(prefetch)
+        o.connect_timeout_s = float(connect_timeout)
+        o.batch_timeout_s = float(batch_timeout)
+        o.unavailable_timeout_s = float(unavailable_timeout)
+        o.resolve_interval_s = float(resolve_interval)
+        o.bad_sample_policy = bad_sample_policy
+        o.cache_mode = cache_mode or "none"
+        o.device, o.gpu = kind, gpu
+        o.dtype = _frameworks.dtype_name(dtype)
+        o.layout = layout
+        if normalize == "imagenet":
+            o.mean, o.std = list(IMAGENET_MEAN), list(IMAGENET_STD)
+        elif normalize in (None, False):
+            o.normalize = False
+        else:
+            mean, std = normalize
+            o.mean, o.std = [float(v) for v in mean], [float(v) for v in std]
+        o.slots = int(slots)
+        o.max_slots = int(max_live_batches)
+        o.slot_wait_s = float(slot_wait)
+        o.metrics_port = -1 if metrics_port is None else int(metrics_port)
+        o.metrics_host = metrics_host
+        o.test_h2d_delay_ms = int(_test_h2d_delay_ms)
+        self._options = o
+        self._client = _ext.Client.connect(o)
+        self._gpu = gpu
+        self._cuda = self._client.device_path == "cuda"
+        self._epoch = 0
+        self._started = False
+        self._pending_resume = None  # a loaded state, applied by the next iteration
+        self._last = None
+        self._python_seconds = 0.0  # time inside __next__, C++ included
+        self._batches = 0
+
+    # -- what DataLoader users expect ------------------------------------
+    def __len__(self):
+        """Batches this rank gets per epoch."""
+        return self._client.batches_per_epoch
+
+    def set_epoch(self, epoch):
+        """Selects the epoch the next iteration runs (its order and
+        augmentation). A loaded state for this epoch is kept; for another epoch
+        it is dropped (that epoch was finished)."""
+        if self._pending_resume is not None and self._pending_resume["epoch"] != epoch:
+            self._pending_resume = None
+        self._epoch = int(epoch)
+
+    def __iter__(self):
+        if self._pending_resume is not None:
+            state, self._pending_resume = self._pending_resume, None
+            self._epoch = state["epoch"]
+            if state["position"] is None:
+                self._client.start_epoch(self._epoch)
+            else:
+                self._client.resume(state["position"])
+        else:
+            self._client.start_epoch(self._epoch)
+        self._started = True
+        return self._batches_of_epoch()
+
+    def _batches_of_epoch(self):
+        framework = self._framework
+        stream = framework.stream(self._gpu) if self._cuda else None
+        client = self._client
+        while True:
+            t0 = time.perf_counter()
+            item = client.next(stream or 0, self._cuda and stream is None)
+            if item is None:
+                return
+            array, labels, indices, info = item
+            images = framework.images(array)
+            labels = framework.labels(labels, images)
+            self._last = (indices, info)
+            self._batches += 1
+            self._python_seconds += time.perf_counter() - t0
+            yield images, labels
+
+    # -- checkpoints -------------------------------------------------------
+    def state_dict(self):
+        """Where this rank stands, to save with a checkpoint (mid-epoch too)."""
+        if self._pending_resume is not None:
+            return dict(self._pending_resume)
+        o = self._options
+        return {"version": STATE_VERSION, "epoch": self._epoch,
+                "position": self._client.position() if self._started else None,
+                "dataset": o.dataset, "seed": o.seed, "batch_size": o.batch_size, "pipeline": o.pipeline,
+                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size}
+
+    def load_state_dict(self, state):
+        """Continues from a saved state: the next iteration yields exactly the
+        batches of that epoch this rank had not yet received, with the same
+        content. A state saved under another dataset, seed, batch size,
+        pipeline or rank layout raises stoker.FailedPrecondition."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise _ext.InvalidArgument(f"not a stoker.Loader state (version {STATE_VERSION}): {state!r:.200}")
+        o = self._options
+        mine = {"dataset": o.dataset, "seed": o.seed, "batch_size": o.batch_size, "pipeline": o.pipeline,
+                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size}
+        differ = [f"{k}: saved {state.get(k)!r}, loader has {v!r}" for k, v in mine.items() if state.get(k) != v]
+        if differ:
+            raise _ext.FailedPrecondition("the saved loader state is for another run; " + "; ".join(differ))
+        self._pending_resume = dict(state)
+        self._epoch = state["epoch"]
+
+    # -- what happened -------------------------------------------------------
+    @property
+    def last_batch(self):
+        """The latest yielded batch's identity: epoch, batch index, sample
+        indices, server, failed samples, receive time in ms."""
+        if self._last is None:
+            return None
+        indices, info = self._last
+        return dict(info, sample_indices=memoryview(indices).tolist())
+
+    def stats(self):
+        """Throughput, starved %, the bottleneck verdict and its figures since
+        the first batch, and this package's own time per batch."""
+        s = self._client.stats()
+        s["python_overhead_us_per_batch"] = (
+            1e6 * max(0.0, self._python_seconds - s["next_seconds"]) / self._batches if self._batches else 0.0)
+        s["framework"] = self._framework.name
+        return s
+
+    @property
+    def metrics_port(self):
+        """The port serving /metrics, or None."""
+        port = self._client.metrics_port
+        return None if port < 0 else port
+
+    @property
+    def device_path(self):
+        """'cuda' or 'cpu': where batches are converted and handed over."""
+        return self._client.device_path
+
+    @property
+    def num_samples(self):
+        return self._client.num_samples
+
+    @property
+    def class_names(self):
+        return self._client.class_names
+
+    def close(self):
+        """Stops the streams. Tensors already yielded stay valid."""
+        self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
