@@ -9,15 +9,29 @@ JOBS ?= $(shell nproc)
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_FLAG := $(if $(NVCC),-DSTOKER_CUDA=ON,-DSTOKER_CUDA=AUTO)
 
-.PHONY: all deps build demo test bench thread-safety clean
+# Build-time Python tools for the extension (nanobind, scikit-build-core),
+# from PyPI into a venv that also sees Debian's packages; the tests run with
+# /usr/bin/python3 itself.
+PYENV := $(BUILD_DIR)/pyenv
+PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2
+
+.PHONY: all deps pyenv build demo test bench thread-safety clean
 
 all: build
 
 deps:
 	@deploy/install-deps.sh
 
-build: deps
-	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CUDA_FLAG) >/dev/null
+$(PYENV)/.ready: | deps
+	@/usr/bin/python3 -m venv --system-site-packages $(PYENV)
+	@$(PYENV)/bin/pip install -q --disable-pip-version-check $(PYTOOLS)
+	@touch $@
+
+pyenv: $(PYENV)/.ready
+
+build: deps pyenv
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CUDA_FLAG) \
+	  -DSTOKER_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PYENV))/bin/python >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 demo: build

@@ -87,12 +87,13 @@ class CpuStager final : public DeviceStager {
   CpuStager(const DeviceOptions& o, ClientMetrics* metrics)
       : options_(o),
         metrics_(metrics),
-        ring_(SlotRing::Create(o.slots, o.max_slots)),
+        ring_(SlotRing::Create(o.slots, o.max_slots, metrics)),
         buffers_(HostBufferPool::Create(o.host_slots)),
         outputs_(std::make_shared<CpuOutputs>()) {
     if (o.batch_bytes > 0) buffers_->Reserve(o.host_slots, o.batch_bytes);
     if (metrics_) metrics_->DevicePath("cpu").Set(1);
   }
+  ~CpuStager() override { ring_->DetachMetrics(); }  // tensors may outlive the metrics
 
   const char* path() const override { return "cpu"; }
   std::shared_ptr<HostBufferPool> host_buffers() override { return buffers_; }
@@ -111,7 +112,7 @@ class CpuStager final : public DeviceStager {
       Count(t.batch.data.size(), absl::Now() - t0);
       return t;
     }
-    absl::StatusOr<int> slot = ring_->Acquire(metrics_, options_.slot_wait);
+    absl::StatusOr<int> slot = ring_->Acquire(options_.slot_wait);
     if (!slot.ok()) return slot.status();
     std::vector<uint8_t>& out = outputs_->Get(static_cast<size_t>(*slot));
     out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
@@ -124,7 +125,7 @@ class CpuStager final : public DeviceStager {
     t.type = spec->type;
     t.batch = TakeOrDescribe(batch, owned);
     // The lease keeps the output buffers alive for as long as the tensor.
-    t.lease = std::make_shared<SlotLease>(ring_, *slot, metrics_, [keep = outputs_](void*) {});
+    t.lease = std::make_shared<SlotLease>(ring_, *slot, [keep = outputs_](void*) {});
     return t;
   }
 

@@ -117,9 +117,10 @@ class CudaStager final : public DeviceStager {
   CudaStager(const DeviceOptions& o, ClientMetrics* metrics)
       : options_(o),
         metrics_(metrics),
-        ring_(SlotRing::Create(o.slots, o.max_slots)),
+        ring_(SlotRing::Create(o.slots, o.max_slots, metrics)),
         buffers_(HostBufferPool::Create(o.host_slots, PinnedAllocator())),
         slots_(std::make_shared<CudaSlots>(o.gpu)) {}
+  ~CudaStager() override { ring_->DetachMetrics(); }  // tensors may outlive the metrics
 
   absl::Status Init() {
     DeviceGuard guard(options_.gpu);
@@ -141,11 +142,11 @@ class CudaStager final : public DeviceStager {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
     DeviceGuard guard(options_.gpu);
-    absl::StatusOr<int> index = ring_->Acquire(metrics_, options_.slot_wait);
+    absl::StatusOr<int> index = ring_->Acquire(options_.slot_wait);
     if (!index.ok()) return index.status();
     absl::StatusOr<Slot*> got = slots_->Get(static_cast<size_t>(*index));
     if (!got.ok()) {
-      ring_->Release(*index, metrics_);
+      ring_->Release(*index);
       return got.status();
     }
     Slot& slot = **got;
@@ -156,7 +157,7 @@ class CudaStager final : public DeviceStager {
     const size_t out_bytes =
         as_is ? 0 : static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type);
     if (absl::Status s = Ensure(slot, in_bytes, out_bytes); !s.ok()) {
-      ring_->Release(*index, metrics_);
+      ring_->Release(*index);
       return s;
     }
     // The consumer released the slot with an event on its stream: the copy
@@ -170,7 +171,7 @@ class CudaStager final : public DeviceStager {
     if (e == cudaSuccess) e = cudaEventRecord(slot.done, slots_->stream);
     if (e != cudaSuccess) {
       cudaStreamSynchronize(slots_->stream);  // the copy may still read the caller's batch
-      ring_->Release(*index, metrics_);
+      ring_->Release(*index);
       return CudaError(e, "staging a batch");
     }
     copied_bytes_ += static_cast<int64_t>(in_bytes);
@@ -184,7 +185,7 @@ class CudaStager final : public DeviceStager {
     t.ready_event = slot.done;
     t.stream = slots_->stream;
     t.batch = TakeOrDescribe(batch, owned);  // an owned source stays alive until the lease ends
-    t.lease = std::make_shared<SlotLease>(ring_, *index, metrics_, [slots = slots_, s = &slot](void* consumer) {
+    t.lease = std::make_shared<SlotLease>(ring_, *index, [slots = slots_, s = &slot](void* consumer) {
       DeviceGuard guard(slots->gpu);
       // Order the slot's next copy after the consumer's reads, on the GPU.
       s->release_recorded = cudaEventRecord(s->released, static_cast<cudaStream_t>(consumer)) == cudaSuccess;

@@ -6,10 +6,10 @@
 
 namespace stoker {
 
-SlotRing::SlotRing(int slots, int max_slots)
-    : max_slots_(static_cast<size_t>(std::max(slots, max_slots))), in_use_(static_cast<size_t>(slots)) {}
+SlotRing::SlotRing(int slots, int max_slots, ClientMetrics* metrics)
+    : max_slots_(static_cast<size_t>(std::max(slots, max_slots))), metrics_(metrics), in_use_(static_cast<size_t>(slots)) {}
 
-absl::StatusOr<int> SlotRing::Acquire(ClientMetrics* metrics, absl::Duration wait) {
+absl::StatusOr<int> SlotRing::Acquire(absl::Duration wait) {
   absl::MutexLock lock(&mu_);
   auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return used_ < static_cast<int>(in_use_.size()) || in_use_.size() < max_slots_;
@@ -24,15 +24,20 @@ absl::StatusOr<int> SlotRing::Acquire(ClientMetrics* metrics, absl::Duration wai
   if (slot == in_use_.size()) in_use_.push_back(false);
   in_use_[slot] = true;
   ++used_;
-  Publish(metrics);
+  Publish();
   return static_cast<int>(slot);
 }
 
-void SlotRing::Release(int slot, ClientMetrics* metrics) {
+void SlotRing::Release(int slot) {
   absl::MutexLock lock(&mu_);
   in_use_[static_cast<size_t>(slot)] = false;
   --used_;
-  Publish(metrics);
+  Publish();
+}
+
+void SlotRing::DetachMetrics() {
+  absl::MutexLock lock(&mu_);
+  metrics_ = nullptr;
 }
 
 int SlotRing::size() const {
@@ -40,10 +45,10 @@ int SlotRing::size() const {
   return static_cast<int>(in_use_.size());
 }
 
-void SlotRing::Publish(ClientMetrics* metrics) const {
-  if (!metrics) return;
-  metrics->RingSlots("in_use").Set(used_);
-  metrics->RingSlots("free").Set(static_cast<double>(in_use_.size()) - used_);
+void SlotRing::Publish() const {
+  if (!metrics_) return;
+  metrics_->RingSlots("in_use").Set(used_);
+  metrics_->RingSlots("free").Set(static_cast<double>(in_use_.size()) - used_);
 }
 
 }  // namespace stoker

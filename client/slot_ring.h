@@ -21,23 +21,27 @@ namespace stoker {
 
 class SlotRing {
  public:
-  // max_slots below slots means slots (a fixed ring).
-  static std::shared_ptr<SlotRing> Create(int slots, int max_slots = 0) {
-    return std::shared_ptr<SlotRing>(new SlotRing(slots, max_slots));
+  // max_slots below slots means slots (a fixed ring). `metrics` (nullable)
+  // gets the occupancy gauges until DetachMetrics.
+  static std::shared_ptr<SlotRing> Create(int slots, int max_slots = 0, ClientMetrics* metrics = nullptr) {
+    return std::shared_ptr<SlotRing>(new SlotRing(slots, max_slots, metrics));
   }
   // A free slot (the lowest), a new one while the ring may grow, else waits
   // up to `wait` for a release: RESOURCE_EXHAUSTED then, naming the count.
-  // Updates the occupancy gauges.
-  absl::StatusOr<int> Acquire(ClientMetrics* metrics, absl::Duration wait = absl::InfiniteDuration());
-  void Release(int slot, ClientMetrics* metrics);
+  absl::StatusOr<int> Acquire(absl::Duration wait = absl::InfiniteDuration());
+  void Release(int slot);
+  // Stops updating the gauges: the metrics' owner is going away while
+  // tensors (leases) may live on.
+  void DetachMetrics();
   int size() const;  // slots so far
 
  private:
-  SlotRing(int slots, int max_slots);
-  void Publish(ClientMetrics* metrics) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SlotRing(int slots, int max_slots, ClientMetrics* metrics);
+  void Publish() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t max_slots_;
   mutable absl::Mutex mu_;
+  ClientMetrics* metrics_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> in_use_ ABSL_GUARDED_BY(mu_);
   int used_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -47,11 +51,11 @@ class SlotLease {
   // Runs with the consumer stream (see set_consumer_stream) when the lease
   // ends, before the slot goes back to the ring.
   using ReleaseHook = std::function<void(void* consumer_stream)>;
-  SlotLease(std::shared_ptr<SlotRing> ring, int slot, ClientMetrics* metrics, ReleaseHook on_release = {})
-      : ring_(std::move(ring)), slot_(slot), metrics_(metrics), on_release_(std::move(on_release)) {}
+  SlotLease(std::shared_ptr<SlotRing> ring, int slot, ReleaseHook on_release = {})
+      : ring_(std::move(ring)), slot_(slot), on_release_(std::move(on_release)) {}
   ~SlotLease() {
     if (on_release_) on_release_(consumer_stream_);
-    ring_->Release(slot_, metrics_);
+    ring_->Release(slot_);
   }
   SlotLease(const SlotLease&) = delete;
   SlotLease& operator=(const SlotLease&) = delete;
@@ -63,7 +67,6 @@ class SlotLease {
  private:
   std::shared_ptr<SlotRing> ring_;
   int slot_;
-  ClientMetrics* metrics_;
   ReleaseHook on_release_;
   void* consumer_stream_ = nullptr;
 };

@@ -15,6 +15,10 @@ PACKAGES=(
   prometheus-cpp-dev libgoogle-glog-dev libxxhash-dev nlohmann-json3-dev
   # tests and benchmarks: GoogleTest, promtool/prometheus, iperf3, curl
   libgtest-dev libgmock-dev prometheus iperf3 curl
+  # the Python package: headers and venv to build it (its build tools come
+  # from PyPI into build/pyenv); torch, torchvision, NumPy, pytest, xxhash to
+  # test it with Debian's interpreter
+  python3-dev python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-xxhash
 )
 
 missing=()
