@@ -33,7 +33,8 @@ ABSL_FLAG(double, batch_timeout_seconds, 120, "Give a server up when one batch t
 ABSL_FLAG(std::string, device, "auto",
           "Where batches go: auto (CUDA if usable, else the CPU fallback), cuda (an error without a GPU), cpu, or "
           "none (keep uint8 host batches; measures the data path alone)");
-ABSL_FLAG(std::string, out_dtype, "float32", "Tensor type made on the device: float32, float16 or bfloat16");
+ABSL_FLAG(std::string, out_dtype, "float32",
+          "Tensor type made on the device: float32, float16, bfloat16, or uint8 (pixels as received)");
 ABSL_FLAG(bool, normalize, true, "Normalize on the device with ImageNet's mean and std");
 ABSL_FLAG(int, test_h2d_delay_ms, 0, "Test only: extra milliseconds per batch on the CPU device path (a slow copy)");
 ABSL_FLAG(std::string, resume, "", "Continue from a position file written by --save-position");
@@ -178,15 +179,8 @@ int Run() {
       return 2;
     }
     d.device = *parsed;
-    const std::string t = absl::GetFlag(FLAGS_out_dtype);
-    if (t == "float32") {
-      d.type = TensorType::kFloat32;
-    } else if (t == "float16") {
-      d.type = TensorType::kFloat16;
-    } else if (t == "bfloat16") {
-      d.type = TensorType::kBFloat16;
-    } else {
-      std::fprintf(stderr, "stoker-bench: --out-dtype must be float32, float16 or bfloat16\n");
+    if (!ParseTensorType(absl::GetFlag(FLAGS_out_dtype).c_str(), &d.type)) {
+      std::fprintf(stderr, "stoker-bench: --out-dtype must be float32, float16, bfloat16 or uint8\n");
       return 2;
     }
     d.normalize = absl::GetFlag(FLAGS_normalize);
