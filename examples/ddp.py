@@ -12,7 +12,6 @@ loader position with the model; a job killed mid-epoch and restarted with
 """
 import argparse
 import contextlib
-import json
 import os
 import signal
 
@@ -23,7 +22,7 @@ import torchvision
 from torch.nn.parallel import DistributedDataParallel
 
 import stoker
-from train_classifier import digest
+from train_classifier import log_batch
 
 
 def small_model(classes):
@@ -98,10 +97,7 @@ def main():
             optimizer.step()
             batches += 1
             if log:
-                info = loader.last_batch
-                log.write(json.dumps({"epoch": info["epoch"], "batch": info["batch"],
-                                      "samples": info["sample_indices"], "digest": digest(images)}) + "\n")
-                log.flush()
+                log_batch(log, loader, images)
             if batches % args.checkpoint_every == 0:
                 save(epoch)
             if args.crash_after_batches and batches == args.crash_after_batches:

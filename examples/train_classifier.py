@@ -31,6 +31,14 @@ def digest(images):
     return hashlib.blake2b(t.view(view).numpy().tobytes(), digest_size=16).hexdigest()
 
 
+def log_batch(log, loader, images):
+    """One JSON line: which batch this was, its samples and a digest of its bytes."""
+    info = loader.last_batch
+    log.write(json.dumps({"epoch": info["epoch"], "batch": info["batch"], "samples": info["sample_indices"],
+                          "digest": digest(images)}) + "\n")
+    log.flush()
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--servers", required=True, help="host:port,host:port or dns:///name:port")
@@ -97,10 +105,7 @@ def main():
             batches += 1
             images_seen += len(labels)
             if log:
-                info = loader.last_batch
-                log.write(json.dumps({"epoch": info["epoch"], "batch": info["batch"],
-                                      "samples": info["sample_indices"], "digest": digest(images)}) + "\n")
-                log.flush()
+                log_batch(log, loader, images)
             if batches % args.checkpoint_every == 0:
                 save(epoch)
             if args.stop_after_batches and batches == args.stop_after_batches:
