@@ -124,15 +124,10 @@ def scenario(name, expected, servers, bench_args, data, netns=False, check_dashb
                 return
             server_ports.append(g.group(1))
             metrics_ports.append(m.group(1))
-        bench_out = f"{work}/bench.out"
-        procs.append(subprocess.Popen(
-            prefix + [BENCH, "--servers=" + ",".join(f"127.0.0.1:{p}" for p in server_ports), "--dataset=ds",
-                      "--metrics-port=0", "--linger-seconds=60"] + bench_args,
-            stdout=open(bench_out, "w"), stderr=open(f"{work}/bench.err", "w")))
-        bm = wait_for(bench_out, r"stoker-bench metrics on :(\d+)", 20)
-        if not bm:
-            record(f"{name}: bench starts", False, open(f"{work}/bench.err").read()[-2000:])
-            return
+        # Prometheus first, ready before the bench starts, so that its rate
+        # windows cover the whole run (a cold start on a loaded machine could
+        # otherwise miss a short run and see no waiting at all).
+        bench_metrics = 9101 if ns else free_port()
         prom_port = 9090 if ns else free_port()
         with open(f"{work}/prometheus.yml", "w") as f:
             json.dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "rule_files": RULES,
@@ -140,11 +135,27 @@ def scenario(name, expected, servers, bench_args, data, netns=False, check_dashb
                            {"job_name": "stoker-server",
                             "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in metrics_ports]}]},
                            {"job_name": "training",
-                            "static_configs": [{"targets": [f"127.0.0.1:{bm.group(1)}"]}]}]}, f)
+                            "static_configs": [{"targets": [f"127.0.0.1:{bench_metrics}"]}]}]}, f)
         procs.append(subprocess.Popen(
             prefix + ["prometheus", f"--config.file={work}/prometheus.yml", f"--storage.tsdb.path={work}/tsdb",
                       f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
             stdout=subprocess.DEVNULL, stderr=open(f"{work}/prometheus.err", "w")))
+        deadline = time.time() + 60
+        while subprocess.run(prefix + ["curl", "-sf", f"http://127.0.0.1:{prom_port}/-/ready"],
+                             capture_output=True).returncode != 0:
+            if time.time() > deadline:
+                record(f"{name}: prometheus starts", False, open(f"{work}/prometheus.err").read()[-2000:])
+                return
+            time.sleep(0.2)
+        bench_out = f"{work}/bench.out"
+        procs.append(subprocess.Popen(
+            prefix + [BENCH, "--servers=" + ",".join(f"127.0.0.1:{p}" for p in server_ports), "--dataset=ds",
+                      f"--metrics-port={bench_metrics}", "--linger-seconds=60"] + bench_args,
+            stdout=open(bench_out, "w"), stderr=open(f"{work}/bench.err", "w")))
+        bm = wait_for(bench_out, r"stoker-bench metrics on :(\d+)", 20)
+        if not bm:
+            record(f"{name}: bench starts", False, open(f"{work}/bench.err").read()[-2000:])
+            return
         verdict = wait_for(bench_out, r"bottleneck: (\w+) \((.*)\)", 180)
         if not verdict:
             record(f"{name}: bench verdict", False, open(f"{work}/bench.err").read()[-2000:])
