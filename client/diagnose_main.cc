@@ -5,7 +5,6 @@
 #include <fstream>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/device_stager.h"
@@ -150,13 +149,8 @@ int Run() {
     std::printf("  measured %-24s %10.1f images/s\n", steps[2 + i].name.c_str(), *rate);
     std::fflush(stdout);
   }
-  bool local = false;
-  for (const std::string& s : c.servers) {
-    local = local || absl::StartsWith(s, "127.") || absl::StartsWith(s, "localhost") || absl::StartsWith(s, "[::1]");
-  }
-  const bool crop_first = c.session.pipeline_size() > 0 && (c.session.pipeline(0).has_random_resized_crop() ||
-                                                            c.session.pipeline(0).has_center_crop());
-  const LadderResult result = AnalyzeLadder(std::move(steps), local, 0.10, crop_first);
+  const LadderResult result =
+      AnalyzeLadder(std::move(steps), ServersShareCores(c.servers), 0.10, StartsWithCrop(*ops));
   std::printf("\n%s", LadderTable(result).c_str());
   std::fflush(stdout);
   if (!absl::GetFlag(FLAGS_json).empty()) std::ofstream(absl::GetFlag(FLAGS_json)) << LadderJson(result) << "\n";

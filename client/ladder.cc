@@ -2,11 +2,22 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
 namespace stoker {
+
+bool ServersShareCores(const std::vector<std::string>& servers) {
+  return std::any_of(servers.begin(), servers.end(), [](const std::string& s) {
+    return absl::StartsWith(s, "127.") || absl::StartsWith(s, "localhost") || absl::StartsWith(s, "[::1]");
+  });
+}
+
+bool StartsWithCrop(const std::vector<v1::Op>& pipeline) {
+  return !pipeline.empty() && (pipeline[0].has_random_resized_crop() || pipeline[0].has_center_crop());
+}
 
 std::vector<LadderStep> LadderSteps() {
   return {

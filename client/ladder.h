@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/stoker/v1/stoker.pb.h"
+
 namespace stoker {
 
 struct LadderStep {
@@ -30,6 +32,12 @@ struct LadderResult {
 // The ladder's steps in order, with what each adds. Load-bearing: the order
 // and names are the report's contract.
 std::vector<LadderStep> LadderSteps();
+
+// Inputs of AnalyzeLadder's caveats: whether any server is on this machine
+// (a loopback address), sharing its cores with the client; whether the
+// pipeline starts with a crop (random_resized_crop or center_crop).
+bool ServersShareCores(const std::vector<std::string>& servers);
+bool StartsWithCrop(const std::vector<v1::Op>& pipeline);
 
 // Fills change, picks the bottleneck (a stage adding at least `min_share`,
 // 10% by default, of the full pipeline's time per image, else "none") and

@@ -1,5 +1,6 @@
 #include "client/ladder.h"
 
+#include "common/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -46,6 +47,16 @@ TEST(LadderTest, EachStepIsAttributedToWhatItAdds) {
     for (size_t j = i; j < rates.size(); ++j) rates[j] = 300;
     EXPECT_EQ(AnalyzeLadder(WithRates(rates), false).bottleneck, adds[i]);
   }
+}
+
+TEST(LadderTest, CaveatInputsFromServersAndPipeline) {
+  EXPECT_TRUE(ServersShareCores({"data-1:50051", "127.0.0.1:7000"}));
+  EXPECT_TRUE(ServersShareCores({"localhost:1"}));
+  EXPECT_TRUE(ServersShareCores({"[::1]:1"}));
+  EXPECT_FALSE(ServersShareCores({"data-1:50051", "10.0.0.127:1"}));
+  EXPECT_TRUE(StartsWithCrop(*ParsePipelineText("center_crop(224)")));
+  EXPECT_TRUE(StartsWithCrop(*ParsePipelineText("random_resized_crop(224), random_horizontal_flip(0.5)")));
+  EXPECT_FALSE(StartsWithCrop(*ParsePipelineText("resize(256), center_crop(224)")));
 }
 
 }  // namespace

@@ -62,6 +62,13 @@ void Check(const absl::Status& status) {
   if (!status.ok()) Raise(status);
 }
 
+// Runs `f` with the GIL released (it must not touch Python objects).
+template <typename F>
+auto WithoutGil(F&& f) {
+  nb::gil_scoped_release release;
+  return f();
+}
+
 // What the Python Loader passes in; see stoker/loader.py for the meaning of
 // each field and its default.
 struct Options {
@@ -251,14 +258,16 @@ nb::dict StatsDict(const LoaderStats& s) {
 
 void* StreamPointer(uintptr_t stream) { return reinterpret_cast<void*>(stream); }
 
-nb::dict LadderReport(const std::vector<double>& rates, bool servers_share_cores, bool crop_first,
-                      const std::string& title) {
+nb::dict LadderReport(const std::vector<double>& rates, const std::vector<std::string>& servers,
+                      const std::string& pipeline, const std::string& title) {
+  auto ops = ParsePipelineText(pipeline.empty() ? std::string(kDefaultTrainPipeline) : pipeline);
+  if (!ops.ok()) Raise(ops.status());
   std::vector<LadderStep> steps = LadderSteps();
   if (rates.size() != steps.size()) {
     Raise(absl::InvalidArgumentError(absl::StrCat("ladder: ", rates.size(), " rates for ", steps.size(), " steps")));
   }
   for (size_t i = 0; i < steps.size(); ++i) steps[i].images_per_second = rates[i];
-  const LadderResult r = AnalyzeLadder(std::move(steps), servers_share_cores, 0.10, crop_first);
+  const LadderResult r = AnalyzeLadder(std::move(steps), ServersShareCores(servers), 0.10, StartsWithCrop(*ops));
   nb::dict d;
   d["table"] = LadderTable(r);
   d["json"] = LadderJson(r);
@@ -313,11 +322,8 @@ NB_MODULE(_stoker_ext, m) {
           [](const Options& o) {
             absl::StatusOr<LoaderConfig> config = ToConfig(o);
             if (!config.ok()) Raise(config.status());
-            absl::StatusOr<std::unique_ptr<TrainingLoader>> loader;
-            {
-              nb::gil_scoped_release release;
-              loader = TrainingLoader::Create(*std::move(config));
-            }
+            absl::StatusOr<std::unique_ptr<TrainingLoader>> loader =
+                WithoutGil([&] { return TrainingLoader::Create(*std::move(config)); });
             if (!loader.ok()) Raise(loader.status());
             return loader->release();
           },
@@ -335,26 +341,14 @@ NB_MODULE(_stoker_ext, m) {
       .def_prop_ro("metrics_port", &TrainingLoader::metrics_port)
       .def_prop_ro("device_path", [](const TrainingLoader& l) { return std::string(l.device_path()); })
       .def("start_epoch",
-           [](TrainingLoader& l, int64_t epoch) {
-             absl::Status s;
-             {
-               nb::gil_scoped_release release;
-               s = l.StartEpoch(epoch);
-             }
-             Check(s);
-           })
+           [](TrainingLoader& l, int64_t epoch) { Check(WithoutGil([&] { return l.StartEpoch(epoch); })); })
       .def("resume",
            [](TrainingLoader& l, nb::bytes position) {
              v1::ClientPosition p;
              if (!p.ParseFromArray(position.c_str(), static_cast<int>(position.size()))) {
                Raise(absl::InvalidArgumentError("the saved loader position is not a stoker.v1.ClientPosition"));
              }
-             absl::Status s;
-             {
-               nb::gil_scoped_release release;
-               s = l.Resume(p);
-             }
-             Check(s);
+             Check(WithoutGil([&] { return l.Resume(p); }));
            })
       .def("position",
            [](const TrainingLoader& l) {
@@ -365,42 +359,26 @@ NB_MODULE(_stoker_ext, m) {
           "next",
           [](TrainingLoader& l, uintptr_t stream, bool wait) -> nb::object {
             DeviceTensor tensor;
-            absl::StatusOr<bool> got;
-            {
-              nb::gil_scoped_release release;
-              got = l.Next(StreamPointer(stream), wait, &tensor);
-            }
+            const absl::StatusOr<bool> got = WithoutGil([&] { return l.Next(StreamPointer(stream), wait, &tensor); });
             if (!got.ok()) Raise(got.status());
             if (!*got) return nb::none();
             return BatchTuple(std::move(tensor), StreamPointer(stream));
           },
           nb::arg("stream") = 0, nb::arg("wait") = false,
           "The next batch (images, labels, sample indices, info) or None at the end of the epoch")
-      .def("cache_one_batch",
-           [](TrainingLoader& l) {
-             absl::Status s;
-             {
-               nb::gil_scoped_release release;
-               s = l.CacheOneBatch();
-             }
-             Check(s);
-           })
+      .def("cache_one_batch", [](TrainingLoader& l) { Check(WithoutGil([&] { return l.CacheOneBatch(); })); })
       .def(
           "stage_cached",
           [](TrainingLoader& l, uintptr_t stream, bool wait) {
-            absl::StatusOr<DeviceTensor> t;
-            {
-              nb::gil_scoped_release release;
-              t = l.StageCached(StreamPointer(stream), wait);
-            }
+            absl::StatusOr<DeviceTensor> t = WithoutGil([&] { return l.StageCached(StreamPointer(stream), wait); });
             if (!t.ok()) Raise(t.status());
             return BatchTuple(*std::move(t), StreamPointer(stream));
           },
           nb::arg("stream") = 0, nb::arg("wait") = false)
       .def("stats", [](const TrainingLoader& l) { return StatsDict(l.Stats()); });
 
-  m.def("ladder_report", &LadderReport, nb::arg("rates"), nb::arg("servers_share_cores"), nb::arg("crop_first"),
-        nb::arg("title"), "The caching ladder's table, JSON and HTML for six measured rates (images/s)");
+  m.def("ladder_report", &LadderReport, nb::arg("rates"), nb::arg("servers"), nb::arg("pipeline"), nb::arg("title"),
+        "The caching ladder's table, JSON and HTML for six measured rates (images/s)");
   m.def("ladder_steps", [] {
     std::vector<std::pair<std::string, std::string>> out;
     for (const LadderStep& s : LadderSteps()) out.emplace_back(s.name, s.adds);

@@ -13,7 +13,7 @@ import json as _json
 import time
 
 from . import _stoker_ext as _ext
-from .loader import DEFAULT_PIPELINE, Loader
+from .loader import DEFAULT_PIPELINE, Loader, _servers_list
 
 
 def _synchronize(images):
@@ -80,14 +80,11 @@ def diagnose(loader_kwargs, train_step, steps=20, warmup=3, html=None, json=None
         rates.append(_rate(steps, lambda: (train_step(images, labels), images)[1], n))  # device-cached
         if verbose:
             print(f"  measured {'device-cached':<24} {rates[-1]:10.1f} images/s", flush=True)
-        loader._client.cache_one_batch()
-        framework, gpu = loader._framework, loader._gpu
-        stream = framework.stream(gpu) if loader._cuda else None
+        loader._cache_one_batch()
 
         def host_cached():
-            array, label_array, _, _ = loader._client.stage_cached(stream or 0, loader._cuda and stream is None)
-            batch = framework.images(array)
-            train_step(batch, framework.labels(label_array, batch))
+            batch, batch_labels = loader._stage_cached()
+            train_step(batch, batch_labels)
             return batch
 
         rates.append(_rate(steps, host_cached, n))
@@ -100,12 +97,8 @@ def diagnose(loader_kwargs, train_step, steps=20, warmup=3, html=None, json=None
         rates.append(_through_servers(kwargs, mode, train_step, warmup, steps))
         if verbose:
             print(f"  measured {name:<24} {rates[-1]:10.1f} images/s", flush=True)
-    servers = kwargs["servers"]
-    servers = servers if isinstance(servers, str) else ",".join(servers)
-    share = any(s.strip().startswith(("127.", "localhost", "[::1]")) for s in servers.split(","))
-    pipeline = kwargs.get("pipeline", DEFAULT_PIPELINE).strip()
-    crop_first = pipeline.startswith(("random_resized_crop", "center_crop"))
-    report = _ext.ladder_report(rates, share, crop_first, f"Stoker caching ladder: {kwargs['dataset']}")
+    report = _ext.ladder_report(rates, _servers_list(kwargs["servers"]), kwargs.get("pipeline", DEFAULT_PIPELINE),
+                                f"Stoker caching ladder: {kwargs['dataset']}")
     result = _json.loads(report["json"])
     result["table"] = report["table"]
     if verbose:

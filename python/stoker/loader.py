@@ -166,22 +166,41 @@ class Loader:
         self._started = True
         return self._batches_of_epoch()
 
+    def _consumer(self):
+        """The extension's (stream, wait): the consumer's CUDA stream, or a CPU
+        wait on CUDA where the framework names no stream."""
+        stream = self._framework.stream(self._gpu) if self._cuda else None
+        return stream or 0, self._cuda and stream is None
+
+    def _hand_over(self, array, labels):
+        """The framework's (images, labels) for the extension's arrays."""
+        images = self._framework.images(array)
+        return images, self._framework.labels(labels, images)
+
     def _batches_of_epoch(self):
-        framework = self._framework
-        stream = framework.stream(self._gpu) if self._cuda else None
+        stream, wait = self._consumer()
         client = self._client
         while True:
             t0 = time.perf_counter()
-            item = client.next(stream or 0, self._cuda and stream is None)
+            item = client.next(stream, wait)
             if item is None:
                 return
             array, labels, indices, info = item
-            images = framework.images(array)
-            labels = framework.labels(labels, images)
+            images, labels = self._hand_over(array, labels)
             self._last = (indices, info)
             self._batches += 1
             self._python_seconds += time.perf_counter() - t0
             yield images, labels
+
+    # -- the diagnosis's host-cached step ------------------------------------
+    def _cache_one_batch(self):
+        """Keeps the running epoch's next batch in host memory."""
+        self._client.cache_one_batch()
+
+    def _stage_cached(self):
+        """The cached batch staged again, as (images, labels)."""
+        array, labels, _, _ = self._client.stage_cached(*self._consumer())
+        return self._hand_over(array, labels)
 
     # -- checkpoints -------------------------------------------------------
     def state_dict(self):
