@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,8 @@ struct BatchSession::Job {
   absl::Time arrived;
   std::atomic<int64_t> remaining{0};
   std::atomic<bool> started{false};
+  std::once_flag allocated;  // the buffer is made when the first sample starts
+  int64_t bytes = 0;         // its size
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0};
   absl::Mutex mu;
   std::vector<v1::FailedSample> failed ABSL_GUARDED_BY(mu);
@@ -88,8 +91,8 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
   metrics_->inflight_batches->Increment();
   if (TryServeFromCache(job)) return absl::OkStatus();
 
-  job->data = std::make_shared<std::string>(static_cast<size_t>(n * pipeline_.sample_bytes()), '\0');
   job->remaining.store(n);
+  job->bytes = n * pipeline_.sample_bytes();
   metrics_->queued_samples->Increment(static_cast<double>(n));
   for (int64_t slot = 0; slot < n; ++slot) {
     pool_->Schedule([this, job, slot] { RunSample(job, slot); });
@@ -109,8 +112,17 @@ bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
   return true;
 }
 
+int64_t BatchSession::BatchBytes(const v1::BatchRequest& request) const {
+  const int64_t n = std::min<int64_t>(request.sample_indices_size(), config_.batch_size());
+  return n * pipeline_.sample_bytes();
+}
+
 void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   metrics_->queued_samples->Decrement();
+  // Allocated when work starts, not at Submit: queued requests hold no memory.
+  std::call_once(job->allocated, [&] {
+    job->data = std::make_shared<std::string>(static_cast<size_t>(job->bytes), '\0');
+  });
   if (!job->started.exchange(true)) {
     const absl::Duration queued = absl::Now() - job->arrived;
     job->header.mutable_stage_times()->set_queue_seconds(absl::ToDoubleSeconds(queued));
@@ -158,7 +170,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     auto it = raw_cache_.find(index % kCacheSlots);
     if (it != raw_cache_.end()) cached = it->second;
   }
-  absl::StatusOr<std::string> bytes = cached ? absl::StatusOr<std::string>(std::string()) : source_->Read(index);
+  absl::StatusOr<std::string> bytes = cached ? absl::StatusOr<std::string>(std::string()) : ReadSample(index);
   if (!cached && bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
     absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
   }
@@ -173,7 +185,8 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
   metrics_->samples->Increment();
   absl::Status status = bytes.status();
-  std::string reason = "read_error";
+  // A file over --max-file-bytes is too_large like an image over --max-pixels.
+  std::string reason = absl::IsInvalidArgument(status) ? DecodeFailureName(DecodeFailureOf(status)) : "read_error";
   if (bytes.ok()) {
     const std::string& encoded = cached ? *cached : *bytes;
     if (!cached) metrics_->read_bytes->Increment(static_cast<double>(encoded.size()));
@@ -200,6 +213,14 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   return status;
 }
 
+absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
+  try {
+    return source_->Read(index);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: fail the sample, never the worker thread
+    return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
+  }
+}
+
 absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
   cv::Mat image;
   {
@@ -208,9 +229,14 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
     if (it != decoded_cache_.end()) image = it->second;
   }
   if (image.empty()) {
-    absl::StatusOr<std::string> bytes = source_->Read(index);
+    absl::StatusOr<std::string> bytes = ReadSample(index);
     if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<cv::Mat> decoded = DecodeImage(*bytes, CropBox{}, 8, max_pixels_);
+    absl::StatusOr<cv::Mat> decoded;
+    try {
+      decoded = DecodeImage(*bytes, CropBox{}, 8, max_pixels_);
+    } catch (const std::exception& e) {
+      return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("decoding failed: ", e.what()));
+    }
     if (!decoded.ok()) return decoded.status();
     image = *std::move(decoded);
     absl::MutexLock lock(&mu_);
@@ -219,7 +245,7 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
   const absl::Time t0 = absl::Now();
   Rng rng = Rng::ForSample(config_.seed(), epoch, index);
   try {
-    pipeline_.Store(pipeline_.Apply(image.clone(), rng), dst);
+    if (absl::Status stored = pipeline_.Store(pipeline_.Apply(image.clone(), rng), dst); !stored.ok()) return stored;
   } catch (const std::exception& e) {
     return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
   }
@@ -297,7 +323,9 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
 }
 
 DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
-    : config_(std::move(config)), metrics_(metrics), catalog_(config_.data_root), pool_(config_.workers) {
+    : config_(std::move(config)), metrics_(metrics), catalog_(config_.data_root, config_.catalog),
+      budget_(config_.max_inflight_bytes),
+      pool_(config_.workers) {
   metrics_->workers->Set(pool_.num_threads());
 }
 

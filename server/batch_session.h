@@ -21,8 +21,10 @@
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "server/dataset.h"
+#include "server/memory_budget.h"
 #include "server/pipeline.h"
 #include "server/server_metrics.h"
+#include "server/stream_session.h"
 #include "server/worker_pool.h"
 
 namespace stoker {
@@ -40,23 +42,19 @@ struct CoreConfig {
   int64_t test_read_bytes_per_second = 0;
   // Size of one streamed chunk (the last one of a batch may be smaller).
   int64_t chunk_bytes = int64_t{1} << 20;
-};
-
-// A batch ready to send: the header and the image buffer. The buffer is
-// shared and immutable, so a cached batch is re-sent, and chunks are streamed,
-// without copying.
-struct FinishedBatch {
-  absl::Status status;  // not OK: the batch failed (BadSamplePolicy FAIL)
-  v1::BatchHeader header;
-  std::shared_ptr<const std::string> data;
-  absl::Time ready_time;
+  // File-size limit, dataset cache bound, synthetic datasets on or off.
+  CatalogOptions catalog;
+  // Bytes of batches in flight (accepted and not yet written) over all
+  // streams; <= 0: half the machine's memory.
+  int64_t max_inflight_bytes = 0;
+  // Batches in flight per stream.
+  int max_outstanding_batches = 64;
 };
 
 class FailureLog;
 
-class BatchSession {
+class BatchSession final : public StreamSession {
  public:
-  using DoneCallback = std::function<void(FinishedBatch)>;
 
   BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
                WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, const CoreConfig& core);
@@ -65,17 +63,20 @@ class BatchSession {
   // and the allowed range) and schedules its samples. On OK, `done` runs
   // exactly once, on a worker thread, with the finished batch; it also runs
   // after Cancel, then with whatever was produced.
-  absl::Status Submit(const v1::BatchRequest& request, DoneCallback done);
+  absl::Status Submit(const v1::BatchRequest& request, DoneCallback done) override;
 
   // Makes queued samples of this session skip their work.
-  void Cancel() { cancelled_.store(true); }
-  v1::CacheMode cache_mode() const { return config_.cache_mode(); }
+  void Cancel() override { cancelled_.store(true); }
+  int64_t BatchBytes(const v1::BatchRequest& request) const override;
+  v1::CacheMode cache_mode() const override { return config_.cache_mode(); }
 
  private:
   struct Job;
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
   // Reads and produces sample `index` into dst; counts and logs a failure.
   absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  // The source's Read, with any exception turned into an error.
+  absl::StatusOr<std::string> ReadSample(int64_t index) const;
   // CACHE_DECODED: the ops on a cached decoded image.
   absl::Status ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
   static constexpr int64_t kCacheSlots = 64;  // load-bearing: see CacheMode in stoker.proto
@@ -133,6 +134,8 @@ class DataServiceCore {
   absl::StatusOr<std::unique_ptr<BatchSession>> StartSession(const v1::SessionConfig& config);
 
   ServerMetrics& metrics() { return *metrics_; }
+  MemoryBudget& budget() { return budget_; }
+  int max_outstanding_batches() const { return config_.max_outstanding_batches; }
   int64_t chunk_bytes() const { return config_.chunk_bytes; }
   int workers() const { return pool_.num_threads(); }
 
@@ -148,6 +151,7 @@ class DataServiceCore {
   ServerMetrics* const metrics_;
   DatasetCatalog catalog_;
   FailureLog failure_log_;
+  MemoryBudget budget_;
   WorkerPool pool_;  // last: its threads stop before the rest is destroyed
 };
 

@@ -1,9 +1,7 @@
 #include "server/data_service.h"
 
 #include <algorithm>
-#include <deque>
 #include <memory>
-#include <optional>
 #include <set>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
 #include "server/chunk_encoder.h"
+#include "server/stream_state.h"
 
 namespace stoker {
 
@@ -19,10 +18,6 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 namespace {
-
-// A well-behaved client keeps a few batches outstanding per stream; this
-// bounds what one stream can make the server hold.
-constexpr int kMaxOutstandingBatches = 64;
 
 class BatchStreamReactor;
 
@@ -55,99 +50,37 @@ class StreamRegistry {
 
 namespace {
 
-// One BatchStream call. Reads run on gRPC threads and only validate and
-// schedule; batches complete on worker threads and are queued for writing,
-// one write in flight at a time. The reactor deletes itself in OnDone, which
-// gRPC calls only after Finish, and Finish is called only once no sample task
-// of this stream is outstanding, so worker callbacks never outlive it.
+// One BatchStream call: a shim that feeds gRPC's events to a StreamState and
+// carries out its actions with no lock held (gRPC may run reactions inline).
+// The reactor deletes itself in OnDone, which gRPC calls only after Finish;
+// the state returns finish only once no worker callback is pending.
 class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  BatchStreamReactor(DataServiceCore* core, StreamRegistry* registry) : core_(core), registry_(registry) {
+  BatchStreamReactor(DataServiceCore* core, StreamRegistry* registry)
+      : core_(core),
+        registry_(registry),
+        state_(StreamLimits{core->max_outstanding_batches(), core->chunk_bytes()}, &core->budget(), &core->metrics(),
+               [this](StreamAction a) { Act(std::move(a)); }) {
     core_->metrics().streams->Increment();
-    StartRead(&request_buffer_);
     registry_->Add(this);
+    Act(state_.Start());
   }
 
-  // Queues a `draining` chunk for the client. Called with the registry's lock
-  // held, so the reactor cannot be deleted meanwhile.
-  void Drain() {
-    Next next;
-    {
-      absl::MutexLock lock(&mu_);
-      if (drain_sent_ || broken_ || finished_) return;
-      drain_sent_ = true;
-      v1::BatchChunk notice;
-      notice.set_draining(true);
-      Outgoing& out = outgoing_.emplace_back();
-      out.chunk = EncodeChunk(notice, std::make_shared<const std::string>(), 0, 0);
-      next = Decide();
-    }
-    Act(next);
-  }
+  // Called with the registry's lock held, so the reactor cannot be deleted meanwhile.
+  void Drain() { Act(state_.Drain()); }
 
   void OnReadDone(bool ok) override {
-    {
-      absl::MutexLock lock(&mu_);
-      // The stream is ending (a batch failed, or Finish already ran): take no
-      // more work and read no more.
-      if (!error_.ok() || finished_) ok = false;
+    if (!ok) return Act(state_.OnReadsDone());  // client half-closed, or the call is gone
+    v1::StreamRequest request;
+    grpc::Status parsed = grpc::SerializationTraits<v1::StreamRequest>::Deserialize(&request_buffer_, &request);
+    if (!parsed.ok()) {
+      return Act(state_.OnRequest(absl::InvalidArgumentError("StreamRequest does not parse: " + parsed.error_message())));
     }
-    if (!ok) {  // client half-closed, or the call is gone
-      Next next;
-      {
-        absl::MutexLock lock(&mu_);
-        reads_done_ = true;
-        next = Decide();
-      }
-      return Act(next);
-    }
-    absl::Status status = HandleRequest();
-    if (status.ok()) return StartRead(&request_buffer_);
-    LOG(WARNING) << "BatchStream refused a request: " << status;
-    Next next;
-    {
-      absl::MutexLock lock(&mu_);
-      if (error_.ok()) error_ = status;
-      reads_done_ = true;  // no further reads: the stream ends with the error
-      next = Decide();
-    }
-    Act(next);
+    Act(state_.OnRequest(std::move(request)));
   }
 
-  void OnWriteDone(bool ok) override {
-    Next next;
-    {
-      absl::MutexLock lock(&mu_);
-      write_in_flight_ = false;
-      Outgoing& sent = outgoing_.front();
-      if (ok) {
-        core_->metrics().sent_bytes->Increment(static_cast<double>(sent.payload_bytes));
-        if (sent.last_of_batch) {
-          core_->metrics().Batches(cache_mode_).Increment();
-          core_->metrics().send_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - sent.ready_time));
-        }
-      } else {
-        broken_ = true;
-      }
-      if (sent.last_of_batch) core_->metrics().inflight_batches->Decrement();
-      outgoing_.pop_front();
-      if (broken_) DropOutgoing();
-      next = Decide();
-    }
-    Act(next);
-  }
-
-  void OnCancel() override {
-    Next next;
-    {
-      absl::MutexLock lock(&mu_);
-      if (session_) session_->Cancel();
-      broken_ = true;
-      if (!write_in_flight_) DropOutgoing();
-      next = Decide();
-    }
-    Act(next);
-  }
+  void OnWriteDone(bool ok) override { Act(state_.OnWriteDone(ok)); }
+  void OnCancel() override { Act(state_.OnCancel()); }
 
   void OnDone() override {
     registry_->Remove(this);
@@ -156,139 +89,25 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   }
 
  private:
-  struct Outgoing {
-    grpc::ByteBuffer chunk;  // an encoded BatchChunk
-    size_t payload_bytes = 0;
-    bool last_of_batch = false;
-    absl::Time ready_time;
-  };
-
-  // What to do once mu_ is released: at most one of a write and Finish.
-  struct Next {
-    const grpc::ByteBuffer* write = nullptr;
-    std::optional<grpc::Status> finish;
-  };
-
-  absl::Status HandleRequest() {
-    request_.Clear();
-    grpc::Status parsed = grpc::SerializationTraits<v1::StreamRequest>::Deserialize(&request_buffer_, &request_);
-    if (!parsed.ok()) return absl::InvalidArgumentError("StreamRequest does not parse: " + parsed.error_message());
-    if (request_.has_config()) {
-      {
-        absl::MutexLock lock(&mu_);
-        if (session_) return absl::InvalidArgumentError("config sent twice on one stream");
-      }
-      absl::StatusOr<std::unique_ptr<BatchSession>> session = core_->StartSession(request_.config());
-      if (!session.ok()) return session.status();
-      absl::MutexLock lock(&mu_);
-      session_ = *std::move(session);
-      cache_mode_ = session_->cache_mode();
-      if (broken_) session_->Cancel();  // OnCancel ran while it was being made
-      return absl::OkStatus();
+  // Finish may delete this (OnDone): nothing is touched after it.
+  void Act(StreamAction action) {
+    if (action.open) return Act(state_.OnSession(core_->StartSession(*action.open)));  // nothing else is set
+    if (action.read) StartRead(&request_buffer_);
+    if (action.write) {
+      const OutgoingChunk& c = *action.write;
+      // Only this chunk's write is in flight, so the buffer is free to reuse.
+      write_buffer_ = EncodeChunk(c.fields, c.payload ? c.payload : std::make_shared<const std::string>(), c.offset,
+                                  c.length);  // no copy of the payload
+      StartWrite(&write_buffer_);
     }
-    if (!request_.has_batch()) return absl::InvalidArgumentError("empty StreamRequest: set config or batch");
-    BatchSession* session;
-    {
-      absl::MutexLock lock(&mu_);
-      session = session_.get();
-      if (!session) return absl::InvalidArgumentError("the first message of a BatchStream must be the config");
-      if (outstanding_ >= kMaxOutstandingBatches) {
-        return absl::ResourceExhaustedError(absl::StrCat("more than ", kMaxOutstandingBatches,
-                                                         " batches requested and not yet finished on one stream"));
-      }
-      ++outstanding_;
-    }
-    absl::Status status = session->Submit(request_.batch(), [this](FinishedBatch b) { OnBatch(std::move(b)); });
-    if (!status.ok()) {
-      absl::MutexLock lock(&mu_);
-      --outstanding_;
-    }
-    return status;
-  }
-
-  // Worker thread: queue the batch's chunks for writing.
-  void OnBatch(FinishedBatch batch) {
-    Next next;
-    {
-      absl::MutexLock lock(&mu_);
-      --outstanding_;
-      if (!batch.status.ok() && error_.ok()) {
-        LOG(WARNING) << "batch " << batch.header.batch_index() << " failed: " << batch.status;
-        error_ = batch.status;
-        reads_done_ = true;  // OnReadDone takes no more requests
-      }
-      if (broken_ || !batch.status.ok()) {
-        core_->metrics().inflight_batches->Decrement();
-      } else {
-        Enqueue(batch);
-      }
-      next = Decide();
-    }
-    Act(next);
-  }
-
-  void Enqueue(FinishedBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const size_t total = batch.data->size();
-    const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, core_->chunk_bytes()));
-    for (size_t offset = 0; offset < total || offset == 0; offset += chunk) {
-      v1::BatchChunk fields;  // everything but the payload
-      if (offset == 0) *fields.mutable_header() = batch.header;
-      fields.set_batch_index(batch.header.batch_index());
-      fields.set_offset(static_cast<int64_t>(offset));
-      Outgoing& out = outgoing_.emplace_back();
-      out.payload_bytes = std::min(chunk, total - offset);
-      out.chunk = EncodeChunk(fields, batch.data, offset, out.payload_bytes);  // no copy of the payload
-      out.last_of_batch = offset + chunk >= total;
-      out.ready_time = batch.ready_time;
-      if (total == 0) break;
-    }
-  }
-
-  void DropOutgoing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const Outgoing& o : outgoing_) {
-      if (o.last_of_batch) core_->metrics().inflight_batches->Decrement();
-    }
-    outgoing_.clear();
-  }
-
-  Next Decide() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Next next;
-    if (finished_ || write_in_flight_) return next;
-    if (!outgoing_.empty() && !broken_) {
-      write_in_flight_ = true;
-      next.write = &outgoing_.front().chunk;  // stable until OnWriteDone
-      return next;
-    }
-    if (!reads_done_ || outstanding_ > 0) return next;
-    finished_ = true;
-    next.finish = broken_ && error_.ok() ? grpc::Status::CANCELLED : ToGrpcStatus(error_);
-    return next;
-  }
-
-  // gRPC may run reactions inline, so StartWrite and Finish are called with
-  // mu_ released; the flags set in Decide keep them exclusive. Finish may
-  // delete this (OnDone): nothing is touched after it.
-  void Act(const Next& next) {
-    if (next.write) StartWrite(next.write);
-    if (next.finish) Finish(*next.finish);
+    if (action.finish) Finish(ToGrpcStatus(*action.finish));
   }
 
   DataServiceCore* const core_;
   StreamRegistry* const registry_;
-  grpc::ByteBuffer request_buffer_;  // only the read path touches these
-  v1::StreamRequest request_;
-
-  absl::Mutex mu_;
-  std::unique_ptr<BatchSession> session_ ABSL_GUARDED_BY(mu_);
-  std::deque<Outgoing> outgoing_ ABSL_GUARDED_BY(mu_);
-  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // batches submitted, not yet queued
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or a write failed
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
-  int cache_mode_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer request_buffer_;  // one read in flight at a time
+  grpc::ByteBuffer write_buffer_;    // one write in flight at a time
+  StreamState state_;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "glog/logging.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/image_decoder.h"
 #include "server/synthetic_source.h"
 #include "server/tar_shards.h"
 
@@ -62,7 +63,7 @@ absl::StatusOr<fs::path> ResolveDatasetDir(const fs::path& data_root, const std:
 }
 
 absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
-    const fs::path& dir, const fs::path& data_root) {
+    const fs::path& dir, const fs::path& data_root, int64_t max_file_bytes) {
   std::error_code ec;
   const fs::path root = fs::canonical(data_root, ec);
   std::vector<fs::path> class_dirs;
@@ -84,6 +85,7 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
 
   auto index = std::make_shared<ImageFolderIndex>();
   index->dir_ = dir;
+  index->max_file_bytes_ = max_file_bytes;
   for (const fs::path& class_dir : class_dirs) {
     std::vector<std::string> files;
     const auto options = fs::directory_options::skip_permission_denied;
@@ -95,7 +97,8 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
       if (!ImageExtensions().count(ext)) continue;
       const fs::path real = fs::canonical(rit->path(), entry_ec);
       if (entry_ec || !IsUnder(real, root)) continue;  // a symlink out of the root
-      files.push_back(fs::relative(rit->path(), dir).string());
+      const fs::path rel = rit->path().lexically_relative(dir);  // no throwing overload
+      if (!rel.empty()) files.push_back(rel.string());
     }
     ec.clear();
     if (files.empty()) continue;  // torchvision skips classes without images too
@@ -112,29 +115,72 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
 }
 
 absl::StatusOr<std::string> ImageFolderIndex::Read(int64_t index) const {
-  return ReadFileBytes(dir_ / samples_[index].path);
+  return ReadFileBytes(dir_ / samples_[index].path, max_file_bytes_);
 }
 
-DatasetCatalog::DatasetCatalog(fs::path data_root) : data_root_(std::move(data_root)) {}
+DatasetCatalog::DatasetCatalog(fs::path data_root, CatalogOptions options)
+    : data_root_(std::move(data_root)), options_(options) {}
+
+int DatasetCatalog::size() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(entries_.size());
+}
 
 absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::Open(const std::string& name) {
   std::string key = name;
-  if (!absl::StartsWith(name, kSyntheticPrefix)) {
+  if (absl::StartsWith(name, kSyntheticPrefix)) {
+    if (!options_.allow_synthetic) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("dataset '", name, "': synthetic datasets are turned off on this server (--allow-synthetic)"));
+    }
+  } else {
     auto dir = ResolveDatasetDir(data_root_, name);
     if (!dir.ok()) return dir.status();
     key = dir->string();
   }
+  std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
-    auto it = sources_.find(key);
-    if (it != sources_.end()) return it->second;
+    std::shared_ptr<Entry>& slot = entries_[key];
+    if (slot) {
+      // Another caller is opening it: wait for that result instead of scanning again.
+      entry = slot;
+      mu_.Await(absl::Condition(+[](Entry* e) { return !e->opening; }, entry.get()));
+      if (!entry->status.ok()) return entry->status;
+      entry->last_used = ++clock_;
+      return entry->source;
+    }
+    slot = entry = std::make_shared<Entry>();
   }
   // Open outside the lock: a large tree takes a while and other datasets
-  // should not wait. Two concurrent first opens both scan; one result wins.
+  // should not wait.
   auto source = OpenUncached(name, key);
-  if (!source.ok()) return source.status();
   absl::MutexLock lock(&mu_);
-  return sources_.emplace(key, *std::move(source)).first->second;
+  entry->opening = false;
+  if (!source.ok()) {
+    // Waiters see the error; the entry goes, so a later call tries again.
+    entry->status = source.status();
+    entries_.erase(key);
+    return source.status();
+  }
+  entry->source = *std::move(source);
+  entry->last_used = ++clock_;
+  std::shared_ptr<const SampleSource> result = entry->source;
+  EvictLocked();
+  return result;
+}
+
+void DatasetCatalog::EvictLocked() {
+  while (static_cast<int>(entries_.size()) > std::max(1, options_.max_datasets)) {
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      const Entry& e = *it->second;
+      if (e.opening || e.source.use_count() > 1) continue;  // being opened, or held by a session
+      if (victim == entries_.end() || e.last_used < victim->second->last_used) victim = it;
+    }
+    if (victim == entries_.end()) return;  // every one is in use
+    entries_.erase(victim);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::OpenUncached(const std::string& name,
@@ -146,20 +192,24 @@ absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::OpenUncached
   }
   const fs::path dir(key);
   if (HasTarShards(dir)) {
-    auto s = TarShardSource::Open(dir);
+    auto s = TarShardSource::Open(dir, options_.max_file_bytes);
     if (!s.ok()) return s.status();
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
-  auto s = ImageFolderIndex::Scan(dir, data_root_);
+  auto s = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes);
   if (!s.ok()) return s.status();
   return std::shared_ptr<const SampleSource>(*std::move(s));
 }
 
-absl::StatusOr<std::string> ReadFileBytes(const fs::path& path) {
+absl::StatusOr<std::string> ReadFileBytes(const fs::path& path, int64_t max_bytes) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
   const std::streamsize size = in.tellg();
   if (size < 0) return absl::DataLossError(absl::StrCat("cannot size ", path.string()));
+  if (max_bytes > 0 && size > max_bytes) {
+    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(path.filename().string(), " holds ", size,
+                                                              " bytes; --max-file-bytes is ", max_bytes));
+  }
   std::string bytes(static_cast<size_t>(size), '\0');
   in.seekg(0);
   if (!in.read(bytes.data(), size)) return absl::DataLossError(absl::StrCat("short read of ", path.string()));

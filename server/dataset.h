@@ -38,8 +38,9 @@ class ImageFolderIndex final : public SampleSource {
  public:
   // Scans `dir`. NOT_FOUND when it has no class directory with an image;
   // symlinked files that point outside `data_root` are skipped.
+  // Reads of files larger than `max_file_bytes` (0: no limit) fail as too_large.
   static absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Scan(
-      const std::filesystem::path& dir, const std::filesystem::path& data_root);
+      const std::filesystem::path& dir, const std::filesystem::path& data_root, int64_t max_file_bytes = 0);
 
   const std::filesystem::path& dir() const { return dir_; }
   const std::vector<SampleRef>& samples() const { return samples_; }
@@ -52,30 +53,57 @@ class ImageFolderIndex final : public SampleSource {
 
  private:
   std::filesystem::path dir_;
+  int64_t max_file_bytes_ = 0;
   std::vector<std::string> class_names_;
   std::vector<SampleRef> samples_;
 };
 
-// Opens each dataset once and hands the shared source to every session. A
-// name "synthetic:..." is a SyntheticSource; a directory holding *.tar files
-// is a TarShardSource; any other directory an ImageFolder tree. Thread-safe.
-class DatasetCatalog {
- public:
-  explicit DatasetCatalog(std::filesystem::path data_root);
-
-  // Errors as ResolveDatasetDir and the sources' Open/Scan.
-  absl::StatusOr<std::shared_ptr<const SampleSource>> Open(const std::string& name);
-
- private:
-  absl::StatusOr<std::shared_ptr<const SampleSource>> OpenUncached(const std::string& name, const std::string& key);
-
-  const std::filesystem::path data_root_;
-  absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<const SampleSource>> sources_ ABSL_GUARDED_BY(mu_);
+struct CatalogOptions {
+  // Samples larger than this many bytes fail as too_large (0: no limit).
+  int64_t max_file_bytes = int64_t{256} << 20;
+  // Opened datasets kept for later sessions. Past this, the least recently
+  // used one that no session holds is dropped (it is reopened when asked for).
+  int max_datasets = 64;
+  // Whether "synthetic:WxH[:N[:C]]" names are served.
+  bool allow_synthetic = true;
 };
 
-// Reads a whole file. NOT_FOUND / DATA_LOSS name the path.
-absl::StatusOr<std::string> ReadFileBytes(const std::filesystem::path& path);
+// Opens each dataset once and hands the shared source to every session. A
+// name "synthetic:..." is a SyntheticSource; a directory holding *.tar files
+// is a TarShardSource; any other directory an ImageFolder tree. Concurrent
+// first opens of one dataset scan it once (the others wait for that scan).
+// Thread-safe.
+class DatasetCatalog {
+ public:
+  explicit DatasetCatalog(std::filesystem::path data_root, CatalogOptions options = {});
+
+  // Errors as ResolveDatasetDir and the sources' Open/Scan; PERMISSION_DENIED
+  // for a synthetic name when those are not allowed.
+  absl::StatusOr<std::shared_ptr<const SampleSource>> Open(const std::string& name);
+
+  // Datasets held open now (for tests and metrics).
+  int size();
+
+ private:
+  struct Entry {
+    bool opening = true;
+    absl::Status status;
+    std::shared_ptr<const SampleSource> source;
+    int64_t last_used = 0;
+  };
+  absl::StatusOr<std::shared_ptr<const SampleSource>> OpenUncached(const std::string& name, const std::string& key);
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::filesystem::path data_root_;
+  const CatalogOptions options_;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
+  int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Reads a whole file. NOT_FOUND / DATA_LOSS name the path; a file larger than
+// `max_bytes` (0: no limit) is too_large (see image_decoder.h).
+absl::StatusOr<std::string> ReadFileBytes(const std::filesystem::path& path, int64_t max_bytes = 0);
 
 }  // namespace stoker
 

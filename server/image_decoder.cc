@@ -12,6 +12,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "server/image_header.h"
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -19,6 +20,11 @@ namespace stoker {
 namespace {
 
 constexpr char kFailurePayload[] = "stoker.decode_failure";
+constexpr char kSupportedFormats[] = "not an image in a supported format (JPEG, PNG, WebP, BMP, PNM, TIFF)";
+constexpr int64_t kMaxSide = 1 << 20;  // OpenCV's own limit per side
+// A progressive JPEG with more scans than this is refused: each scan is a
+// pass over the whole coefficient buffer, and crafted files carry thousands.
+constexpr int kMaxJpegScans = 1000;
 
 uint32_t BigEndian32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
@@ -37,7 +43,20 @@ struct JpegErrors {
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool truncated;
+  jpeg_progress_mgr progress;
 };
+
+// Called by libjpeg between passes: refuses a progressive file with too many
+// scans (it would burn CPU for minutes) through the usual error exit.
+void JpegProgress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->input_scan_number > kMaxJpegScans) {
+    auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+    std::snprintf(e->message, sizeof(e->message), "more than %d progressive scans", kMaxJpegScans);
+    std::longjmp(e->jump, 1);
+  }
+}
 
 void JpegErrorExit(j_common_ptr cinfo) {
   auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
@@ -59,7 +78,9 @@ void CreateDecompress(jpeg_decompress_struct* cinfo, JpegErrors* errors) {
   errors->pub.error_exit = JpegErrorExit;
   errors->pub.emit_message = JpegEmitMessage;
   errors->truncated = false;
-  jpeg_create_decompress(cinfo);
+  jpeg_create_decompress(cinfo);  // zeroes everything but err
+  errors->progress.progress_monitor = JpegProgress;
+  cinfo->progress = &errors->progress;
 }
 
 // A region in the scaled output grid: floor of the start, rounded size,
@@ -158,11 +179,17 @@ absl::StatusOr<cv::Mat> DecodeJpeg(absl::string_view bytes, const CropBox& box, 
   return rgb;
 }
 
-absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes, const CropBox& box, int d, int64_t max_pixels) {
+// `expected`: the header's size (width 0: unknown); a decode of another size
+// is corrupt.
+absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes, const CropBox& box, int d, int64_t max_pixels,
+                                         const ImageInfo& expected) {
   cv::Mat decoded;
   try {
     const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-    decoded = cv::imdecode(buf, cv::IMREAD_COLOR);  // 8-bit BGR whatever the source depth
+    // 8-bit BGR whatever the source depth. EXIF orientation is ignored, as
+    // PIL (torchvision) does, and so that the header's size (from which a
+    // fused crop is computed) is the decoded size.
+    decoded = cv::imdecode(buf, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   } catch (const std::exception& e) {
     return DecodeError(DecodeFailure::kCorrupt, e.what());
   }
@@ -171,16 +198,25 @@ absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes, const CropBox&
     return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(decoded.cols, "x", decoded.rows,
                                                               " pixels exceed --max-pixels ", max_pixels));
   }
+  if (expected.width > 0 && (decoded.cols != expected.width || decoded.rows != expected.height)) {
+    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("decoded ", decoded.cols, "x", decoded.rows,
+                                                             " pixels; the header states ", expected.width, "x",
+                                                             expected.height));
+  }
   cv::Mat region = decoded;
   if (box.width > 0) {
     const cv::Rect rect = cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, decoded.cols, decoded.rows);
     region = decoded(rect);
   }
   cv::Mat rgb;
-  cv::cvtColor(region, rgb, cv::COLOR_BGR2RGB);
-  if (d < 8) {
-    const ScaledRegion r = Scale({0, 0, rgb.rows, rgb.cols}, rgb.cols, rgb.rows, d);
-    cv::resize(rgb, rgb, cv::Size(r.width, r.height), 0, 0, cv::INTER_AREA);
+  try {
+    cv::cvtColor(region, rgb, cv::COLOR_BGR2RGB);
+    if (d < 8) {
+      const ScaledRegion r = Scale({0, 0, rgb.rows, rgb.cols}, rgb.cols, rgb.rows, d);
+      cv::resize(rgb, rgb, cv::Size(r.width, r.height), 0, 0, cv::INTER_AREA);
+    }
+  } catch (const std::exception& e) {
+    return DecodeError(DecodeFailure::kCorrupt, e.what());
   }
   return rgb;
 }
@@ -210,6 +246,19 @@ DecodeFailure DecodeFailureOf(const absl::Status& status) {
   return static_cast<DecodeFailure>(std::string(*payload)[0]);
 }
 
+namespace {
+
+// The header's size, refused when a side is 0 or past OpenCV's own limit.
+absl::StatusOr<ImageInfo> Checked(ImageFormat format, int64_t width, int64_t height) {
+  if (width < 1 || height < 1 || width > kMaxSide || height > kMaxSide) {
+    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("header states ", width, "x", height,
+                                                             " pixels; each side must be 1..", kMaxSide));
+  }
+  return ImageInfo{format, static_cast<int>(width), static_cast<int>(height)};
+}
+
+}  // namespace
+
 bool LooksLikeJpeg(absl::string_view bytes) { return StartsWith(bytes, "\xFF\xD8\xFF"); }
 
 absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
@@ -232,7 +281,7 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
   }
   if (StartsWith(bytes, "\x89PNG\r\n\x1a\n")) {
     if (bytes.size() < 24 || !StartsWith(bytes, "IHDR", 12)) return DecodeError(DecodeFailure::kTruncated, "PNG header");
-    return ImageInfo{ImageFormat::kPng, static_cast<int>(BigEndian32(u + 16)), static_cast<int>(BigEndian32(u + 20))};
+    return Checked(ImageFormat::kPng, BigEndian32(u + 16), BigEndian32(u + 20));
   }
   if (StartsWith(bytes, "RIFF") && StartsWith(bytes, "WEBP", 8) && bytes.size() >= 30) {
     if (StartsWith(bytes, "VP8X", 12)) {
@@ -247,10 +296,13 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
       return ImageInfo{ImageFormat::kWebp, static_cast<int>((bits & 0x3fff) + 1), static_cast<int>(((bits >> 14) & 0x3fff) + 1)};
     }
   }
-  // Another format: only OpenCV knows; decode to learn the size.
-  auto decoded = DecodeWithOpenCv(bytes, {}, 8, 0);
-  if (!decoded.ok()) return DecodeError(DecodeFailure::kNotAnImage, "not a JPEG, PNG, WebP or other image OpenCV reads");
-  return ImageInfo{ImageFormat::kOther, decoded->cols, decoded->rows};
+  // The other formats torchvision's ImageFolder lists, from their headers:
+  // nothing is decoded to learn a size, so --max-pixels holds for every format.
+  std::optional<HeaderSize> size = ReadBmpHeader(bytes);
+  if (!size) size = ReadPnmHeader(bytes);
+  if (!size) size = ReadTiffHeader(bytes);
+  if (!size) return DecodeError(DecodeFailure::kNotAnImage, kSupportedFormats);
+  return Checked(ImageFormat::kOther, size->width, size->height);
 }
 
 absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& region, int scale_eighths,
@@ -260,20 +312,13 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& regi
     return absl::InvalidArgumentError(absl::StrCat("scale ", scale_eighths, "/8; need 1/8 .. 8/8"));
   }
   if (LooksLikeJpeg(bytes)) return DecodeJpeg(bytes, region, scale_eighths, max_pixels);
-  if (max_pixels > 0) {
-    auto info = ProbeImage(bytes);
-    if (!info.ok()) return info.status();
-    if (int64_t{info->width} * info->height > max_pixels) {
-      return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(info->width, "x", info->height,
-                                                                " pixels exceed --max-pixels ", max_pixels));
-    }
+  auto info = ProbeImage(bytes);
+  if (!info.ok()) return info.status();
+  if (max_pixels > 0 && int64_t{info->width} * info->height > max_pixels) {
+    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(info->width, "x", info->height,
+                                                              " pixels exceed --max-pixels ", max_pixels));
   }
-  auto decoded = DecodeWithOpenCv(bytes, region, scale_eighths, max_pixels);
-  if (!decoded.ok() && DecodeFailureOf(decoded.status()) == DecodeFailure::kCorrupt &&
-      !StartsWith(bytes, "\x89PNG") && !StartsWith(bytes, "RIFF")) {
-    return DecodeError(DecodeFailure::kNotAnImage, "not a JPEG, PNG, WebP or other image OpenCV reads");
-  }
-  return decoded;
+  return DecodeWithOpenCv(bytes, region, scale_eighths, max_pixels, *info);
 }
 
 }  // namespace stoker

@@ -16,6 +16,65 @@ double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
   return cv::norm(a, b, cv::NORM_L1) / static_cast<double>(a.total() * a.channels());
 }
 
+std::string Encode(const char* ext, const cv::Mat& rgb) {
+  cv::Mat bgr;
+  const bool gray = std::string(ext) == ".pgm" || std::string(ext) == ".pbm";
+  cv::cvtColor(rgb, bgr, gray ? cv::COLOR_RGB2GRAY : cv::COLOR_RGB2BGR);
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(cv::imencode(ext, bgr, out)) << ext;
+  return std::string(out.begin(), out.end());
+}
+
+// Review 1.11: the size of BMP/PNM/TIFF was learnt by decoding the whole
+// image, with no limit. It now comes from the header, for every format.
+TEST(ImageDecoderTest, OtherFormatsAreSizedFromTheirHeaders) {
+  const cv::Mat src = SyntheticImage(21, 34, 3);
+  for (const char* ext : {".bmp", ".ppm", ".pgm", ".tiff", ".pbm"}) {
+    const std::string bytes = Encode(ext, src);
+    auto info = ProbeImage(bytes);
+    ASSERT_TRUE(info.ok()) << ext << ": " << info.status();
+    EXPECT_EQ(info->width, 34) << ext;
+    EXPECT_EQ(info->height, 21) << ext;
+    auto decoded = DecodeImage(bytes, {}, 8, 34 * 21);
+    ASSERT_TRUE(decoded.ok()) << ext << ": " << decoded.status();
+    EXPECT_EQ(decoded->size(), src.size());
+    // One pixel fewer allowed: refused from the header.
+    auto refused = DecodeImage(bytes, {}, 8, 34 * 21 - 1);
+    ASSERT_FALSE(refused.ok()) << ext;
+    EXPECT_EQ(DecodeFailureOf(refused.status()), DecodeFailure::kTooLarge) << ext;
+  }
+}
+
+// A BMP whose header claims 60000 x 60000 pixels but holds a few bytes: the
+// limit refuses it before OpenCV allocates anything; without a limit it is
+// corrupt, not a crash.
+TEST(ImageDecoderTest, HugeHeaderIsRefusedBeforeDecoding) {
+  std::string bmp = Encode(".bmp", SyntheticImage(4, 4, 1));
+  for (int at : {18, 22}) {
+    const uint32_t v = 60000;
+    for (int k = 0; k < 4; ++k) bmp[at + k] = static_cast<char>((v >> (8 * k)) & 0xff);
+  }
+  auto info = ProbeImage(bmp);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->width, 60000);
+  auto refused = DecodeImage(bmp, {}, 8, 100'000'000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(DecodeFailureOf(refused.status()), DecodeFailure::kTooLarge);
+  // A PNG header with a width past 2^31 is corrupt, not a negative size.
+  std::string png = Encode(".png", SyntheticImage(4, 4, 1));
+  png[16] = '\x80';
+  auto bad = ProbeImage(png);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(DecodeFailureOf(bad.status()), DecodeFailure::kCorrupt);
+}
+
+TEST(ImageDecoderTest, UnknownFormatsAreNotImages) {
+  auto status = ProbeImage("GIF89a\x01\x00\x01\x00");
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(DecodeFailureOf(status.status()), DecodeFailure::kNotAnImage);
+  EXPECT_NE(status.status().message().find("supported format"), std::string::npos);
+}
+
 TEST(ImageDecoderTest, JpegDecodesToRgbCloseToSource) {
   const cv::Mat src = SyntheticImage(60, 80, 1);
   auto rgb = DecodeImage(EncodeJpeg(src, 95));

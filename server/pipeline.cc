@@ -206,7 +206,7 @@ absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_
     }
   }
   image = Apply(std::move(image), rng, next_op);
-  Store(image, dst);
+  if (absl::Status stored = Store(image, dst); !stored.ok()) return stored;
   times->decode = t1 - t0;
   times->augment = absl::Now() - t1;
   return absl::OkStatus();
@@ -244,12 +244,17 @@ cv::Mat Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op) const {
   return image;
 }
 
-void Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
+absl::Status Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
   const int h = out_height_, w = out_width_;
+  if (image.rows != h || image.cols != w || image.type() != CV_8UC3) {
+    return DecodeError(DecodeFailure::kCorrupt,
+                       absl::StrCat("the pipeline produced ", image.cols, "x", image.rows, " pixels of type ",
+                                    image.type(), "; expected ", w, "x", h, " 8-bit RGB"));
+  }
   if (dtype_ == v1::UINT8) {
     if (layout_ == v1::NHWC) {
       for (int y = 0; y < h; ++y) std::memcpy(dst + int64_t{y} * w * 3, image.ptr<uint8_t>(y), size_t(w) * 3);
-      return;
+      return absl::OkStatus();
     }
     const int64_t plane = int64_t{h} * w;
     for (int y = 0; y < h; ++y) {
@@ -258,7 +263,7 @@ void Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
         for (int c = 0; c < 3; ++c) dst[c * plane + int64_t{y} * w + x] = row[x * 3 + c];
       }
     }
-    return;
+    return absl::OkStatus();
   }
   // Float output: value / 255, then (v - mean) / std when normalizing.
   cv::Mat f;
@@ -272,13 +277,14 @@ void Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
   if (layout_ == v1::NHWC) {
     cv::Mat out(h, w, CV_MAKETYPE(depth, 3), dst);
     f.convertTo(out, depth);  // writes into dst: same size and type
-    return;
+    return absl::OkStatus();
   }
   std::vector<cv::Mat> planes;
   for (int c = 0; c < 3; ++c) planes.emplace_back(h, w, depth, dst + c * int64_t{h} * w * element);
   std::vector<cv::Mat> channels;
   cv::split(f, channels);
   for (int c = 0; c < 3; ++c) channels[c].convertTo(planes[c], depth);
+  return absl::OkStatus();
 }
 
 void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng) {

@@ -57,7 +57,7 @@ class Pipeline {
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
   // and dtype, normalizing if the last op is normalize.
-  void Store(const cv::Mat& image, uint8_t* dst) const;
+  absl::Status Store(const cv::Mat& image, uint8_t* dst) const;
 
  private:
   std::vector<v1::Op> ops_;  // with defaults filled in

@@ -1,5 +1,6 @@
 #include "server/pipeline.h"
 
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "common/pipeline_text.h"
@@ -117,7 +118,7 @@ TEST(PipelineTest, FloatOutputsNormalizeInEitherLayout) {
       ASSERT_TRUE(p.ok()) << p.status();
       ASSERT_EQ(p->sample_bytes(), 2 * 2 * 3 * (dtype == v1::FLOAT32 ? 4 : 2));
       std::vector<uint8_t> out(static_cast<size_t>(p->sample_bytes()));
-      p->Store(px, out.data());
+      ASSERT_TRUE(p->Store(px, out.data()).ok());
       cv::Mat values(1, 12, dtype == v1::FLOAT32 ? CV_32F : CV_16F, out.data()), f;
       values.convertTo(f, CV_32F);
       // (1 - 0.5) / 0.5 = 1, (0 - 0.5) / 0.25 = -2, (0.2 - 0.5) / 0.2 = -1.5
@@ -132,9 +133,65 @@ TEST(PipelineTest, FloatOutputsNormalizeInEitherLayout) {
   auto plain = Pipeline::Create(WithDtype(Config("center_crop(2)"), v1::FLOAT32));
   ASSERT_TRUE(plain.ok());
   std::vector<float> out(12);
-  plain->Store(px, reinterpret_cast<uint8_t*>(out.data()));
+  ASSERT_TRUE(plain->Store(px, reinterpret_cast<uint8_t*>(out.data())).ok());
   EXPECT_FLOAT_EQ(out[0], 1.0f);
   EXPECT_FLOAT_EQ(out[2], 0.2f);
+}
+
+
+// A PNG with an eXIf chunk saying "rotate 90° clockwise" (orientation 6).
+std::string PngWithExifOrientation(const cv::Mat& rgb) {
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  std::vector<uint8_t> png;
+  cv::imencode(".png", bgr, png);
+  const std::string exif("MM\0*\0\0\0\x08\0\x01\x01\x12\0\x03\0\0\0\x01\0\x06\0\0\0\0\0\0", 26);
+  auto crc = [](const std::string& bytes) {
+    uint32_t c = 0xffffffffu;
+    for (unsigned char b : bytes) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+  };
+  auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  };
+  const std::string body = "eXIf" + exif;
+  const std::string chunk = be32(static_cast<uint32_t>(exif.size())) + body + be32(crc(body));
+  std::string out(png.begin(), png.end());
+  out.insert(8 + 25, chunk);  // after the signature and IHDR
+  return out;
+}
+
+// Review 1.8: OpenCV rotated EXIF-oriented PNGs while the fused crop came
+// from the header's (unrotated) size, and Store copied rows past the smaller
+// result. Orientation is now ignored, as PIL does.
+TEST(PipelineTest, ExifOrientedPngIsNotRotated) {
+  const cv::Mat src = testing::SyntheticImage(20, 40, 5);
+  const std::string png = PngWithExifOrientation(src);
+  auto decoded = DecodeImage(png);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->size(), src.size());
+  EXPECT_EQ(cv::norm(*decoded, src, cv::NORM_INF), 0);
+  auto p = Pipeline::Create(Config("center_crop(16)"));
+  ASSERT_TRUE(p.ok());
+  std::vector<uint8_t> out(static_cast<size_t>(p->sample_bytes())), reference(out.size());
+  Rng a = Rng::ForSample(1, 0, 0), b = Rng::ForSample(1, 0, 0);
+  SampleTimes times;
+  ASSERT_TRUE(p->Produce(png, a, 0, out.data(), &times).ok());
+  ASSERT_TRUE(p->Store(p->Apply(src.clone(), b), reference.data()).ok());
+  EXPECT_EQ(out, reference);
+}
+
+TEST(PipelineTest, StoreRefusesAnImageOfTheWrongGeometry) {
+  auto p = Pipeline::Create(Config("center_crop(16)"));
+  ASSERT_TRUE(p.ok());
+  std::vector<uint8_t> out(static_cast<size_t>(p->sample_bytes()));
+  const absl::Status status = p->Store(cv::Mat(16, 12, CV_8UC3, cv::Scalar(1, 2, 3)), out.data());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("12x16"), std::string::npos) << status;
+  EXPECT_FALSE(p->Store(cv::Mat(16, 16, CV_8UC1), out.data()).ok());
 }
 
 // The fused path (region decode) must give the same bytes as decoding the
@@ -151,7 +208,7 @@ TEST(PipelineTest, FusedDecodeMatchesFullDecodeThenOps) {
       Rng a = Rng::ForSample(seed, 0, 3), b = Rng::ForSample(seed, 0, 3);
       SampleTimes times;
       ASSERT_TRUE(p->Produce(jpeg, a, 0, fused.data(), &times).ok());
-      p->Store(p->Apply(full->clone(), b), reference.data());
+      ASSERT_TRUE(p->Store(p->Apply(full->clone(), b), reference.data()).ok());
       EXPECT_EQ(fused, reference) << text << " seed " << seed;
     }
   }
@@ -169,7 +226,7 @@ TEST(PipelineTest, DctScaledResizeStaysCloseToFullDecode) {
   // Reference: full decode, area-shrink (what a good resize does), crop.
   cv::Mat shrunk;
   cv::resize(*full, shrunk, cv::Size(68, 64), 0, 0, cv::INTER_AREA);
-  p->Store(p->Apply(shrunk, b, 1), reference.data());
+  ASSERT_TRUE(p->Store(p->Apply(shrunk, b, 1), reference.data()).ok());
   double diff = 0;
   for (size_t i = 0; i < fused.size(); ++i) diff += std::abs(int{fused[i]} - int{reference[i]});
   EXPECT_LT(diff / static_cast<double>(fused.size()), 4.0);
@@ -205,7 +262,7 @@ TEST(PipelineTest, StoreWritesNhwcAndNchw) {
   // Store uses out_height x out_width, so build 1x2 geometry through a crop of
   // size 1 and check a 1x1 store, then NCHW on the same pixel.
   uint8_t out[3];
-  nhwc->Store(img(cv::Rect(1, 0, 1, 1)).clone(), out);
+  ASSERT_TRUE(nhwc->Store(img(cv::Rect(1, 0, 1, 1)).clone(), out).ok());
   EXPECT_EQ(std::vector<uint8_t>(out, out + 3), (std::vector<uint8_t>{4, 5, 6}));
 
   c.mutable_pipeline(0)->mutable_center_crop()->set_size(2);
@@ -218,7 +275,7 @@ TEST(PipelineTest, StoreWritesNhwcAndNchw) {
   two.at<cv::Vec3b>(1, 0) = {7, 8, 9};
   two.at<cv::Vec3b>(1, 1) = {10, 11, 12};
   uint8_t planar[12];
-  nchw->Store(two, planar);
+  ASSERT_TRUE(nchw->Store(two, planar).ok());
   EXPECT_EQ(std::vector<uint8_t>(planar, planar + 12),
             (std::vector<uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
   EXPECT_EQ(nchw->SampleShape(), (std::vector<int64_t>{3, 2, 2}));

@@ -23,6 +23,15 @@ ABSL_FLAG(int, workers, 0, "Worker threads that read, decode and augment; 0 mean
 ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "Largest image decoded, in pixels (width x height), checked from the header; larger ones fail as too_large");
+ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20,
+          "Largest sample file (or tar member) read, in bytes; larger ones fail as too_large; 0: no limit");
+ABSL_FLAG(int, max_datasets, 64,
+          "Datasets kept open for later sessions; past this the least recently used idle one is closed");
+ABSL_FLAG(bool, allow_synthetic, true,
+          "Serve 'synthetic:WxH[:N[:C]]' datasets (generated JPEGs, for benchmarks); false refuses them");
+ABSL_FLAG(int64_t, max_inflight_bytes, 0,
+          "Bytes of batches in flight (accepted, not yet sent) over all streams; past it requests get "
+          "RESOURCE_EXHAUSTED; 0: half the machine's memory");
 ABSL_FLAG(int, test_sample_delay_ms, 0, "Test only: extra milliseconds of worker time per sample (a slow server)");
 ABSL_FLAG(int64_t, test_read_bytes_per_second, 0,
           "Test only: throttle each worker's reads to this many bytes per second (slow storage); 0: off");
@@ -53,6 +62,10 @@ int main(int argc, char** argv) {
   const int workers = absl::GetFlag(FLAGS_workers);
   config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  config.core.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
+  config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
+  config.core.catalog.allow_synthetic = absl::GetFlag(FLAGS_allow_synthetic);
   config.core.sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
   config.core.test_read_bytes_per_second = absl::GetFlag(FLAGS_test_read_bytes_per_second);
   config.core.chunk_bytes = int64_t{std::max(1, absl::GetFlag(FLAGS_chunk_kib))} * 1024;

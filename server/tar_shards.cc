@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
+#include "server/image_decoder.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -38,11 +40,16 @@ bool ReadAt(int fd, void* buf, int64_t size, int64_t offset) {
   return true;
 }
 
-// An octal (or GNU base-256) numeric header field; -1 if malformed.
+// An octal (or GNU base-256) numeric header field; -1 if malformed,
+// negative, or wider than 63 bits.
 int64_t ParseNumber(const unsigned char* field, int width) {
-  if (field[0] & 0x80) {  // base-256
-    int64_t v = field[0] & 0x7f;
-    for (int i = 1; i < width; ++i) v = (v << 8) | field[i];
+  if (field[0] & 0x80) {  // base-256, two's complement: 0xff.. is negative
+    if (field[0] & 0x40) return -1;
+    int64_t v = field[0] & 0x3f;
+    for (int i = 1; i < width; ++i) {
+      if (v > (std::numeric_limits<int64_t>::max() >> 8)) return -1;
+      v = (v << 8) | field[i];
+    }
     return v;
   }
   int64_t v = 0;
@@ -80,7 +87,8 @@ void ParsePax(const std::string& data, std::string* path, int64_t* size) {
     if (eq != std::string::npos) {
       const std::string key = record.substr(0, eq), value = record.substr(eq + 1);
       if (key == "path") *path = value;
-      if (key == "size" && !absl::SimpleAtoi(value, size)) *size = -1;  // malformed: use the header's
+      // Malformed or negative: use the header's.
+      if (key == "size" && (!absl::SimpleAtoi(value, size) || *size < 0)) *size = -1;
     }
     pos += static_cast<size_t>(len);
   }
@@ -102,7 +110,10 @@ bool IsImageField(const std::string& field) {
 struct ShardIndex {
   std::vector<TarShardSource::Sample> samples;
   std::string damage;
+  int64_t bad_labels = 0;  // samples left out: a .cls beyond kMaxClasses
 };
+
+bool ValidLabel(int64_t label) { return label >= 0 && label < TarShardSource::kMaxClasses; }
 
 absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd) {
   absl::StatusOr<TarScan> scan = ScanTar(shard);
@@ -126,17 +137,20 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd) {
       s.size = m.size;
     } else if (field == "cls" && m.size < 64) {
       std::string text(static_cast<size_t>(m.size), '\0');
-      int32_t label = 0;
-      if (ReadAt(fd, text.data(), m.size, m.offset) && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label) &&
-          label >= 0) {
-        s.label = label;
+      int64_t label = 0;
+      if (ReadAt(fd, text.data(), m.size, m.offset) && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label)) {
+        s.label = ValidLabel(label) ? static_cast<int32_t>(label) : -1;
       }
     }
   }
-  // Samples without an image cannot be served.
+  // Samples without an image cannot be served; those with a label past the
+  // class limit would make every session allocate that many class names.
   index.samples.erase(std::remove_if(index.samples.begin(), index.samples.end(),
                                      [](const auto& s) { return s.offset < 0; }),
                       index.samples.end());
+  const auto bad = std::remove_if(index.samples.begin(), index.samples.end(), [](const auto& s) { return s.label < 0; });
+  index.bad_labels = index.samples.end() - bad;
+  index.samples.erase(bad, index.samples.end());
   return index;
 }
 
@@ -157,6 +171,13 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, ShardIndex* index
         !absl::SimpleAtoi(parts[3], &s.label)) {
       return false;
     }
+    // Every range is checked: a stale or forged sidecar is rebuilt, not trusted.
+    if (s.offset < 0 || s.size < 0 || s.offset > st.st_size || s.size > st.st_size - s.offset ||
+        !ValidLabel(s.label) || parts[0].empty()) {
+      LOG(WARNING) << "ignoring sidecar " << shard.string() << kIndexSuffix << ": entry out of range: " << line;
+      index->samples.clear();
+      return false;
+    }
     s.key = parts[0];
     index->samples.push_back(std::move(s));
   }
@@ -164,16 +185,24 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, ShardIndex* index
 }
 
 void SaveSidecar(const fs::path& shard, const struct stat& st, const ShardIndex& index) {
-  const std::string path = shard.string() + kIndexSuffix, tmp = path + ".tmp";
+  const std::string path = shard.string() + kIndexSuffix;
+  // A unique temporary name: servers sharing the directory (NFS) may write
+  // the same sidecar at once; each rename is atomic and the contents agree.
+  std::string tmp = path + ".XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) return;  // read-only directory: keep the index in memory only
+  close(fd);
+  bool ok;
   {
-    std::ofstream out(tmp);
-    if (!out) return;  // read-only directory: keep the index in memory only
+    std::ofstream out(tmp, std::ios::trunc);
     out << IndexHeader(st) << "\ndamage\t" << index.damage << "\n";
     for (const auto& s : index.samples) out << s.key << '\t' << s.offset << '\t' << s.size << '\t' << s.label << '\n';
-    if (!out) return;
+    out.flush();
+    ok = static_cast<bool>(out);
   }
   std::error_code ec;
-  fs::rename(tmp, path, ec);
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) fs::remove(tmp, ec);
 }
 
 }  // namespace
@@ -207,7 +236,7 @@ absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
       break;
     }
     const int64_t data = offset + kBlock;
-    if (data + size > file_size) {
+    if (size > file_size - data) {  // subtraction: data + size may overflow
       scan.damage = absl::StrCat("truncated member at offset ", offset, " (", size, " bytes, ",
                                  std::max<int64_t>(0, file_size - data), " present)");
       break;
@@ -246,21 +275,30 @@ absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
   return scan;
 }
 
-bool HasTarShards(const fs::path& dir) {
+namespace {
+
+// The *.tar files directly in `dir`, sorted; the non-throwing filesystem
+// calls only (an unreadable entry is skipped, never an exception).
+std::vector<fs::path> ListShards(const fs::path& dir) {
+  std::vector<fs::path> shards;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".tar") return true;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code entry_ec;
+    if (it->is_regular_file(entry_ec) && it->path().extension() == ".tar") shards.push_back(it->path());
   }
-  return false;
+  std::sort(shards.begin(), shards.end());
+  return shards;
 }
 
-absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const fs::path& dir) {
+}  // namespace
+
+bool HasTarShards(const fs::path& dir) { return !ListShards(dir).empty(); }
+
+absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const fs::path& dir,
+                                                                          int64_t max_file_bytes) {
   std::shared_ptr<TarShardSource> source(new TarShardSource());
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".tar") source->shard_paths_.push_back(entry.path());
-  }
-  std::sort(source->shard_paths_.begin(), source->shard_paths_.end());
+  source->max_file_bytes_ = max_file_bytes;
+  source->shard_paths_ = ListShards(dir);
   int32_t max_label = -1;
   for (size_t i = 0; i < source->shard_paths_.size(); ++i) {
     const fs::path& shard = source->shard_paths_[i];
@@ -276,6 +314,10 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
       if (!built.ok()) return built.status();
       index = *std::move(built);
       SaveSidecar(shard, st, index);
+    }
+    if (index.bad_labels > 0) {
+      LOG(WARNING) << "shard " << shard.filename().string() << ": " << index.bad_labels
+                   << " samples left out: their .cls label is not in 0.." << kMaxClasses - 1;
     }
     if (!index.damage.empty()) {
       const std::string what = absl::StrCat(shard.filename().string(), ": ", index.damage);
@@ -306,6 +348,10 @@ std::string TarShardSource::Describe(int64_t index) const {
 
 absl::StatusOr<std::string> TarShardSource::Read(int64_t index) const {
   const Sample& s = samples_[index];
+  if (max_file_bytes_ > 0 && s.size > max_file_bytes_) {
+    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(Describe(index), " holds ", s.size,
+                                                              " bytes; --max-file-bytes is ", max_file_bytes_));
+  }
   std::string bytes(static_cast<size_t>(s.size), '\0');
   if (!ReadAt(fds_[s.shard], bytes.data(), s.size, s.offset)) {
     return absl::DataLossError(absl::StrCat("short read of ", Describe(index), " at offset ", s.offset));

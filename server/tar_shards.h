@@ -45,8 +45,14 @@ bool HasTarShards(const std::filesystem::path& dir);
 
 class TarShardSource final : public SampleSource {
  public:
-  // Opens every *.tar in `dir`. NOT_FOUND when no shard has a sample.
-  static absl::StatusOr<std::shared_ptr<const TarShardSource>> Open(const std::filesystem::path& dir);
+  // Labels are 0..kMaxClasses-1; a sample whose .cls is outside is left out
+  // (and logged), so that no shard can make a session list billions of classes.
+  static constexpr int64_t kMaxClasses = 1'000'000;
+
+  // Opens every *.tar in `dir`. NOT_FOUND when no shard has a sample. Reads
+  // of members larger than `max_file_bytes` (0: no limit) fail as too_large.
+  static absl::StatusOr<std::shared_ptr<const TarShardSource>> Open(const std::filesystem::path& dir,
+                                                                    int64_t max_file_bytes = 0);
   ~TarShardSource() override;
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
@@ -69,6 +75,7 @@ class TarShardSource final : public SampleSource {
  private:
   TarShardSource() = default;
 
+  int64_t max_file_bytes_ = 0;
   std::vector<std::filesystem::path> shard_paths_;
   std::vector<int> fds_;  // open shard files, closed on destruction
   std::vector<Sample> samples_;

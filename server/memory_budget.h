@@ -1,0 +1,39 @@
+// A server-wide budget of bytes for batches in flight: counted from the
+// moment a request is accepted until the batch's last chunk is written (or
+// the batch is dropped). Requests past the budget are refused, not queued, so
+// one client cannot make the server hold more than the operator allowed.
+// Thread-safe.
+#ifndef STOKER_SERVER_MEMORY_BUDGET_H_
+#define STOKER_SERVER_MEMORY_BUDGET_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace stoker {
+
+class MemoryBudget {
+ public:
+  // `limit_bytes` <= 0: DefaultLimit().
+  explicit MemoryBudget(int64_t limit_bytes);
+
+  // Half the machine's physical memory.
+  static int64_t DefaultLimit();
+
+  // Takes `bytes` if they fit; false (and nothing taken) otherwise.
+  bool TryAcquire(int64_t bytes);
+  void Release(int64_t bytes);
+
+  int64_t limit() const { return limit_; }
+  int64_t used();
+
+ private:
+  const int64_t limit_;
+  absl::Mutex mu_;
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_SERVER_MEMORY_BUDGET_H_
