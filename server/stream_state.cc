@@ -166,6 +166,7 @@ StreamAction StreamState::OnCancel() {
   absl::MutexLock lock(&mu_);
   if (session_) session_->Cancel();
   broken_ = true;
+  reads_done_ = true;  // a read in flight completes with !ok; none is started
   if (!write_in_flight_) DropOutgoing();
   return Decide();
 }
