@@ -15,7 +15,9 @@ namespace {
 constexpr int kHeaderField = 1, kBatchIndexField = 2, kOffsetField = 3, kDataField = 4, kDrainingField = 5;
 // A header is small; this bounds what a broken peer can make us allocate.
 constexpr uint32_t kMaxHeaderBytes = 16 << 20;
-constexpr int64_t kMaxBatchBytes = int64_t{64} << 30;
+// The server refuses batches over 2 GiB (pipeline.h); the header check
+// compares with what was asked for.
+constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;
 
 }  // namespace
 
@@ -23,6 +25,11 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   if (h.total_bytes() < 0 || h.total_bytes() > kMaxBatchBytes) {
     return absl::DataLossError(absl::StrCat("server ", server_, ": batch ", h.batch_index(), " claims ",
                                             h.total_bytes(), " bytes"));
+  }
+  if (check_) {
+    if (absl::Status s = check_(h); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("server ", server_, ": ", s.message()));
+    }
   }
   Batch& b = batch_.emplace();
   b.epoch = h.epoch();

@@ -5,6 +5,8 @@
 #ifndef STOKER_CLIENT_CHUNK_ASSEMBLER_H_
 #define STOKER_CLIENT_CHUNK_ASSEMBLER_H_
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -17,13 +19,19 @@ namespace stoker {
 
 class ChunkAssembler {
  public:
-  // Batch buffers come from `pool` (null: plain allocations).
-  ChunkAssembler(std::string server, std::shared_ptr<HostBufferPool> pool = nullptr)
-      : server_(std::move(server)), pool_(std::move(pool)) {}
+  // Decides whether a batch's header is acceptable before its buffer is
+  // allocated (what was requested, the session's shape and size).
+  using HeaderCheck = std::function<absl::Status(const v1::BatchHeader&)>;
+
+  // Batch buffers come from `pool` (null: plain allocations). `check` (may be
+  // empty: only the size bound) sees every header first.
+  ChunkAssembler(std::string server, std::shared_ptr<HostBufferPool> pool = nullptr, HeaderCheck check = {})
+      : server_(std::move(server)), pool_(std::move(pool)), check_(std::move(check)) {}
 
   // Consumes one serialized BatchChunk. Returns the batch once its last byte
   // arrived, nullopt while it is incomplete. DATA_LOSS names the problem when
-  // the chunk does not parse or does not continue the batch in progress.
+  // the chunk does not parse, its header fails the check, or it does not
+  // continue the batch in progress.
   absl::StatusOr<std::optional<Batch>> Add(grpc::ByteBuffer* buffer);
 
   // True once the server said it is shutting down (a `draining` chunk).
@@ -34,6 +42,7 @@ class ChunkAssembler {
 
   const std::string server_;
   const std::shared_ptr<HostBufferPool> pool_;
+  const HeaderCheck check_;
   std::optional<Batch> batch_;  // in progress
   int64_t received_ = 0;
   bool draining_ = false;

@@ -99,19 +99,21 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   EpochPlan plan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
                  config_.drop_last, config_.rank, config_.world_size);
   EpochRunOptions options;
-  options.window = std::max(1, config_.window_per_server);
+  SchedulerOptions& s = options.scheduler;
+  s.window = std::max(1, config_.window_per_server);
   const int servers = std::max<int>(1, static_cast<int>(servers_->Addresses().size()));
-  options.prefetch = config_.prefetch_batches > 0 ? config_.prefetch_batches : 2 * options.window * servers;
-  options.ordered = config_.ordered;
+  s.prefetch = config_.prefetch_batches > 0 ? config_.prefetch_batches : 2 * s.window * servers;
+  s.ordered = config_.ordered;
+  s.batch_timeout = config_.batch_timeout;
+  s.unavailable_timeout = config_.unavailable_timeout;
+  s.sample_bytes = dataset_.sample_bytes();
+  s.sample_shape.assign(dataset_.sample_shape().begin(), dataset_.sample_shape().end());
+  s.already_delivered = std::move(delivered);
   options.stream_timeout = config_.stream_timeout;
-  options.batch_timeout = config_.batch_timeout;
-  options.unavailable_timeout = config_.unavailable_timeout;
   // Enough free buffers for everything the epoch may hold at once, plus the
   // batch the caller is using.
-  if (!buffers_) buffers_ = config_.buffers ? config_.buffers : HostBufferPool::Create(options.prefetch + 2);
+  if (!buffers_) buffers_ = config_.buffers ? config_.buffers : HostBufferPool::Create(s.prefetch + 2);
   options.buffers = buffers_;
-  options.sample_bytes = dataset_.sample_bytes();
-  options.already_delivered = std::move(delivered);
   options.meter = meter_.get();
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), std::move(options), metrics_);
   epoch_number_ = epoch;

@@ -1,0 +1,340 @@
+#include "client/batch_scheduler.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/client_metrics.h"
+#include "glog/logging.h"
+
+namespace stoker {
+namespace {
+
+// Errors a server gives because of what was asked, not because it is unwell:
+// asking another server the same gives the same answer.
+bool IsBatchError(absl::StatusCode code) {
+  return code == absl::StatusCode::kDataLoss || code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kNotFound || code == absl::StatusCode::kPermissionDenied ||
+         code == absl::StatusCode::kFailedPrecondition;
+}
+
+}  // namespace
+
+BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics)
+    : plan_(std::move(plan)),
+      options_(std::move(options)),
+      metrics_(metrics),
+      jitter_state_(options_.jitter_seed ? options_.jitter_seed : std::random_device{}()) {
+  for (int64_t b = 0; b < plan_.num_batches(); ++b) {
+    if (options_.already_delivered.count(b)) {
+      delivered_.insert(b);
+    } else {
+      pending_.insert(b);
+    }
+  }
+  while (delivered_.count(next_to_deliver_)) ++next_to_deliver_;
+}
+
+uint64_t BatchScheduler::NextJitter() {  // SplitMix64
+  uint64_t z = (jitter_state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::string>& addresses, absl::Time now) {
+  std::vector<std::string> to_open;
+  for (auto& [address, server] : servers_) server.member = false;
+  for (const std::string& a : addresses) servers_[a].member = true;
+  for (auto& [address, server] : servers_) {
+    if (server.live >= 0 && !server.member) {
+      Stream& s = streams_.at(server.live);
+      if (!s.draining) LOG(INFO) << "server " << address << " left the set: it finishes what it has";
+      s.draining = true;  // left the set (DNS): finish what it has
+      MaybeHalfClose(server.live);
+    }
+    if (server.member && server.live < 0 && now >= server.retry_at && error_.ok() && !Done()) {
+      to_open.push_back(address);
+    }
+  }
+  return to_open;
+}
+
+void BatchScheduler::OnConnectFailed(const std::string& address, const std::string& why) {
+  Server& server = servers_[address];
+  if (server.last_error.empty()) server.last_error = why;
+}
+
+StreamId BatchScheduler::OnStreamOpened(const std::string& address, absl::Time now) {
+  const StreamId id = next_stream_++;
+  Stream& s = streams_[id];
+  s.address = address;
+  s.opened = now;
+  servers_[address].live = id;
+  return id;
+}
+
+void BatchScheduler::OnDraining(StreamId id) {
+  Stream& s = streams_.at(id);
+  if (!s.draining) LOG(INFO) << "server " << s.address << " is draining: no new work for it";
+  s.draining = true;
+  MaybeHalfClose(id);
+}
+
+void BatchScheduler::OnStreamEnded(StreamId id, const absl::Status& status, bool from_server, absl::Time now) {
+  Stream& s = streams_.at(id);
+  absl::Status why = status;
+  if (why.ok() && !s.requested.empty()) {
+    why = absl::DataLossError(absl::StrCat("stream closed with ", s.requested.size(), " batches outstanding"));
+    from_server = false;
+  }
+  Retire(s, why, from_server, now);
+}
+
+void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now) {
+  if (stream.retired) return;
+  stream.retired = true;
+  Server& server = servers_[stream.address];
+  if (server.live >= 0 && &streams_.at(server.live) == &stream) server.live = -1;
+  const size_t lost = stream.requested.size();
+  for (int64_t b : stream.requested) {
+    assigned_.erase(b);
+    requested_at_.erase(b);
+    pending_.insert(b);  // asked again from the others; same content
+    ++reassigned_;
+    if (metrics_) {
+      metrics_->reassigned_batches->Increment();
+      metrics_->inflight_batches->Decrement();
+    }
+    if (status.ok()) continue;
+    Attempts& a = attempts_[b];
+    ++a.count;
+    if (from_server && IsBatchError(status.code())) a.refused_by[stream.address] = status;
+    int members = 0;
+    for (const auto& [address, srv] : servers_) members += srv.member;
+    const int needed = std::max(1, std::min(options_.poison_servers, members));
+    if (static_cast<int>(a.refused_by.size()) >= needed) {
+      Fail(absl::Status(status.code(), absl::StrCat("batch ", b, " failed on ", a.refused_by.size(),
+                                                    " servers (", absl::StrJoin(a.refused_by, ", ",
+                                                    [](std::string* out, const auto& kv) { out->append(kv.first); }),
+                                                    "): ", status.message())));
+    } else if (a.count >= options_.max_attempts) {
+      Fail(absl::Status(status.code(), absl::StrCat("batch ", b, " was requested ", a.count,
+                                                    " times without success; last: ", stream.address, ": ",
+                                                    status.message())));
+    }
+  }
+  stream.requested.clear();
+  if (status.ok()) {
+    server.failures = 0;
+    server.retry_at = now;
+    return;
+  }
+  ++server.failures;
+  server.last_error = std::string(status.message());
+  absl::Duration backoff = options_.reconnect_min * (1 << std::min(server.failures - 1, 16));
+  // Refusals that a retry will not change wait the longest.
+  if (IsBatchError(status.code()) && from_server) backoff = options_.reconnect_max;
+  const double jitter = 0.5 + 0.5 * static_cast<double>(NextJitter() >> 11) / static_cast<double>(1ULL << 53);
+  backoff = std::min(backoff, options_.reconnect_max) * jitter;
+  server.retry_at = now + backoff;
+  if (metrics_) metrics_->ServerFailures(stream.address).Increment();
+  if (server.failures == 1 || lost > 0) {
+    LOG(WARNING) << "server " << stream.address << " failed (" << status << "); " << lost
+                 << " batches go to other servers; retrying in " << absl::FormatDuration(backoff);
+  }
+}
+
+void BatchScheduler::Fail(absl::Status status) {
+  if (!error_.ok()) return;
+  error_ = std::move(status);
+  LOG(ERROR) << "epoch " << plan_.epoch() << " ends: " << error_;
+  for (auto& [id, s] : streams_) MaybeHalfClose(id);
+}
+
+std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
+  std::vector<Assignment> out;
+  if (!error_.ok()) return out;
+  while (!pending_.empty()) {
+    const int64_t b = *pending_.begin();
+    // The batch the caller waits for is always requested, whatever the limit.
+    const bool head = options_.ordered && b == next_to_deliver_;
+    if (!head && static_cast<int64_t>(assigned_.size() + ready_.size()) >= options_.prefetch) break;
+    // The least-loaded live stream with room: fast servers return batches
+    // sooner, so they are asked more often.
+    Stream* best = nullptr;
+    StreamId best_id = -1;
+    for (auto& [address, server] : servers_) {
+      if (server.live < 0) continue;
+      Stream& s = streams_.at(server.live);
+      if (s.retired || s.draining || s.half_closed) continue;
+      if (static_cast<int>(s.requested.size()) >= options_.window) continue;
+      if (!best || s.requested.size() < best->requested.size()) {
+        best = &s;
+        best_id = server.live;
+      }
+    }
+    if (!best) break;
+    pending_.erase(pending_.begin());
+    best->requested.insert(b);
+    assigned_[b] = best_id;
+    requested_at_[b] = now;
+    out.push_back({best_id, b});
+    if (metrics_) metrics_->inflight_batches->Increment();
+  }
+  return out;
+}
+
+absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) const {
+  const Stream& s = streams_.at(id);
+  const int64_t b = h.batch_index();
+  if (h.epoch() != plan_.epoch() || s.requested.count(b) == 0) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " of epoch ", h.epoch(),
+                                            ", which was not requested from it"));
+  }
+  const std::vector<int64_t> expected = plan_.BatchIndices(b);
+  const int64_t n = static_cast<int64_t>(expected.size());
+  if (!std::equal(expected.begin(), expected.end(), h.sample_indices().begin(), h.sample_indices().end())) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " with other sample indices than requested (",
+                                            h.sample_indices_size(), " indices, ", n, " requested)"));
+  }
+  if (h.labels_size() != n) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.labels_size(), " labels for ", n,
+                                            " samples"));
+  }
+  std::vector<int64_t> shape{n};
+  shape.insert(shape.end(), options_.sample_shape.begin(), options_.sample_shape.end());
+  if (!options_.sample_shape.empty() && !std::equal(shape.begin(), shape.end(), h.shape().begin(), h.shape().end())) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " of shape [", absl::StrJoin(h.shape(), ","),
+                                            "]; the session's is [", absl::StrJoin(shape, ","), "]"));
+  }
+  if (h.total_bytes() != n * options_.sample_bytes) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " of ", h.total_bytes(), " bytes; expected ", n,
+                                            " x ", options_.sample_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Time now) {
+  Stream& s = streams_.at(id);
+  const int64_t b = batch.batch_index;
+  if (batch.epoch != plan_.epoch() || s.requested.count(b) == 0 ||
+      static_cast<int64_t>(batch.data.size()) !=
+          static_cast<int64_t>(plan_.BatchIndices(b).size()) * options_.sample_bytes) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " of epoch ", batch.epoch, " (", batch.data.size(),
+                                            " bytes), which was not requested from it in that size"));
+  }
+  s.proven = true;
+  s.requested.erase(b);
+  assigned_.erase(b);
+  auto it = requested_at_.find(b);
+  if (it != requested_at_.end()) {
+    batch.receive_latency = now - it->second;
+    requested_at_.erase(it);
+  }
+  last_receive_latency_ = batch.receive_latency;
+  if (metrics_) {
+    metrics_->batches->Increment();
+    metrics_->ServerBatches(s.address).Increment();
+    metrics_->inflight_batches->Decrement();
+    metrics_->buffered_batches->Increment();
+    metrics_->receive_latency_seconds->Observe(absl::ToDoubleSeconds(batch.receive_latency));
+    metrics_->failed_samples->Increment(static_cast<double>(batch.failed_samples.size()));
+  }
+  ready_.emplace(b, std::move(batch));
+  if (Done()) {
+    for (auto& [sid, stream] : streams_) MaybeHalfClose(sid);
+  } else {
+    MaybeHalfClose(id);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<StreamId> BatchScheduler::Tick(absl::Time now) {
+  std::vector<StreamId> to_cancel;
+  // A batch outstanding too long: give its stream up.
+  for (const auto& [b, at] : requested_at_) {
+    if (now - at <= options_.batch_timeout) continue;
+    const StreamId id = assigned_.at(b);
+    Retire(streams_.at(id),
+           absl::DeadlineExceededError(absl::StrCat("batch ", b, " took longer than ",
+                                                    absl::FormatDuration(options_.batch_timeout))),
+           /*from_server=*/false, now);
+    to_cancel.push_back(id);
+    break;  // requested_at_ changed; look again next tick
+  }
+  int live = 0;
+  for (auto& [address, server] : servers_) {
+    if (server.live < 0) continue;
+    Stream& s = streams_.at(server.live);
+    if (!s.proven && now - s.opened >= options_.proven_after) s.proven = true;
+    live += !s.draining && s.proven;
+  }
+  if (Done() || live > 0) {
+    no_server_since_ = absl::InfiniteFuture();
+  } else if (no_server_since_ == absl::InfiniteFuture()) {
+    no_server_since_ = now;
+  } else if (now - no_server_since_ > options_.unavailable_timeout && error_.ok()) {
+    std::vector<std::string> why;
+    for (const auto& [address, server] : servers_) {
+      why.push_back(absl::StrCat(address, " (", server.last_error.empty() ? "draining" : server.last_error, ")"));
+    }
+    Fail(absl::UnavailableError(absl::StrCat("no data server answered for ",
+                                             absl::FormatDuration(options_.unavailable_timeout), ": ",
+                                             absl::StrJoin(why, ", "))));
+  }
+  return to_cancel;
+}
+
+void BatchScheduler::MaybeHalfClose(StreamId id) {
+  Stream& s = streams_.at(id);
+  if (s.half_closed || s.retired || !s.requested.empty()) return;
+  if (!s.draining && !Done() && error_.ok()) return;
+  s.half_closed = true;
+  half_close_.push_back(id);
+}
+
+std::vector<StreamId> BatchScheduler::TakeHalfCloses() { return std::exchange(half_close_, {}); }
+
+bool BatchScheduler::Done() const {
+  return static_cast<int64_t>(delivered_.size() + ready_.size()) >= plan_.num_batches();
+}
+
+bool BatchScheduler::CanTake() const {
+  if (static_cast<int64_t>(delivered_.size()) >= plan_.num_batches() || !error_.ok()) return true;
+  return options_.ordered ? ready_.count(next_to_deliver_) > 0 : !ready_.empty();
+}
+
+absl::Status BatchScheduler::Take(Batch* batch, bool* end_of_epoch) {
+  *end_of_epoch = false;
+  if (static_cast<int64_t>(delivered_.size()) >= plan_.num_batches()) {
+    *end_of_epoch = true;
+    return absl::OkStatus();
+  }
+  auto it = options_.ordered ? ready_.find(next_to_deliver_) : ready_.begin();
+  if (it == ready_.end()) {
+    return error_.ok() ? absl::FailedPreconditionError("Take called with no batch ready") : error_;
+  }
+  *batch = std::move(it->second);
+  delivered_.insert(it->first);
+  ready_.erase(it);
+  while (delivered_.count(next_to_deliver_)) ++next_to_deliver_;
+  if (metrics_) metrics_->buffered_batches->Decrement();
+  return absl::OkStatus();
+}
+
+void BatchScheduler::Position(int64_t* next, std::vector<int64_t>* beyond) const {
+  *next = next_to_deliver_;
+  beyond->assign(delivered_.upper_bound(next_to_deliver_), delivered_.end());
+}
+
+void BatchScheduler::ReleaseGauges() {
+  if (!metrics_) return;
+  metrics_->buffered_batches->Decrement(static_cast<double>(ready_.size()));
+  metrics_->inflight_batches->Decrement(static_cast<double>(assigned_.size()));
+}
+
+bool BatchScheduler::Retired(StreamId id) const { return streams_.at(id).retired; }
+
+}  // namespace stoker

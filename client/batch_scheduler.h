@@ -1,0 +1,188 @@
+// The client's scheduling of one epoch as a plain core, free of gRPC and of
+// threads: which batches are pending, requested (on which stream), received
+// and delivered; per-server windows; reassignment when a stream ends;
+// timeouts; batches that fail everywhere; draining; servers joining and
+// leaving. Time is passed in (from an injected Clock), so every rule can be
+// driven deterministically; EpochRun is the transport that feeds it events
+// from real streams.
+//
+// Rules:
+// - Pull: each live stream holds at most `window` requested batches; a new
+//   batch goes to the least-loaded live stream. At most `prefetch` batches are
+//   requested or buffered, except that the batch an ordered caller waits for
+//   is always requested.
+// - Exactly once: a batch is requested on one live stream at a time; one
+//   that arrives on a stream it was not requested from is refused (the stream
+//   is then given up); a batch is handed over once.
+// - A stream that ends, fails, or holds a batch past `batch_timeout` is
+//   retired: its batches go back to pending and its server is retried with
+//   exponential backoff and jitter.
+// - A batch that the server refuses for what it is (DATA_LOSS, e.g. a bad
+//   sample under the FAIL policy; INVALID_ARGUMENT; NOT_FOUND;
+//   PERMISSION_DENIED; FAILED_PRECONDITION) on `poison_servers` distinct
+//   servers (or on every server there is, if fewer) ends the epoch with that
+//   error; so does a batch attempted `max_attempts` times for any reason.
+// - No live server for `unavailable_timeout`: the epoch ends UNAVAILABLE
+//   naming each server and its last error.
+//
+// Thread-compatible: EpochRun serializes every call under its own lock.
+#ifndef STOKER_CLIENT_BATCH_SCHEDULER_H_
+#define STOKER_CLIENT_BATCH_SCHEDULER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/batch.h"
+#include "common/epoch_plan.h"
+#include "proto/stoker/v1/stoker.pb.h"
+
+namespace stoker {
+
+class ClientMetrics;
+
+struct SchedulerOptions {
+  int window = 2;
+  int prefetch = 4;
+  bool ordered = true;  // false: hand batches over as they complete
+  absl::Duration batch_timeout = absl::Seconds(120);
+  absl::Duration unavailable_timeout = absl::Seconds(30);
+  absl::Duration reconnect_min = absl::Milliseconds(100);
+  absl::Duration reconnect_max = absl::Seconds(2);
+  // A stream that stays open this long counts as a live server even before
+  // its first batch; one that fails sooner does not.
+  absl::Duration proven_after = absl::Seconds(2);
+  int poison_servers = 3;
+  int max_attempts = 8;
+  // What every batch must look like (from OpenSession).
+  int64_t sample_bytes = 0;
+  std::vector<int64_t> sample_shape;
+  std::set<int64_t> already_delivered;  // resume: batches not to fetch again
+  uint64_t jitter_seed = 0;             // 0: random
+};
+
+using StreamId = int64_t;
+
+struct Assignment {
+  StreamId stream;
+  int64_t batch;
+};
+
+class BatchScheduler {
+ public:
+  // `metrics` (nullable) must outlive the scheduler.
+  BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics);
+
+  const EpochPlan& plan() const { return plan_; }
+
+  // --- membership and streams ---
+  // The servers now in the set. Live streams of servers that left are
+  // drained (no new work; they finish what they have). Returns the servers
+  // that should get a new stream now.
+  std::vector<std::string> OnMembership(const std::vector<std::string>& addresses, absl::Time now);
+  // A server could not be reached (for the unavailable error's message).
+  void OnConnectFailed(const std::string& address, const std::string& why);
+  StreamId OnStreamOpened(const std::string& address, absl::Time now);
+  // The server said it is shutting down: no new work on this stream.
+  void OnDraining(StreamId stream);
+  // The stream ended. `status`: its final status; `from_server`: the status
+  // is the server's own answer (not a cancellation or a check of ours).
+  void OnStreamEnded(StreamId stream, const absl::Status& status, bool from_server, absl::Time now);
+
+  // --- batches ---
+  // Requests to send now.
+  std::vector<Assignment> Dispatch(absl::Time now);
+  // Checks a batch's header when it starts arriving, before any buffer is
+  // allocated: requested on this stream, this epoch, the plan's sample
+  // indices, one label per sample, the session's shape and byte count.
+  // An error means the stream must be given up.
+  absl::Status CheckHeader(StreamId stream, const v1::BatchHeader& header) const;
+  // A whole batch arrived (its header passed CheckHeader). An error means the
+  // stream must be given up.
+  absl::Status OnBatchReceived(StreamId stream, Batch batch, absl::Time now);
+
+  // --- periodic ---
+  // Streams holding a batch past batch_timeout (to cancel: they are retired
+  // already), and the unavailable check.
+  std::vector<StreamId> Tick(absl::Time now);
+  // Streams with nothing more to do, to half-close (each returned once).
+  std::vector<StreamId> TakeHalfCloses();
+
+  // --- the caller ---
+  // True when Take would not wait: a batch, the end, or an error.
+  bool CanTake() const;
+  // Hands over the next batch. *end_of_epoch once every batch was handed
+  // over; the epoch's error if it failed.
+  absl::Status Take(Batch* batch, bool* end_of_epoch);
+  bool Done() const;  // every batch received or delivered
+  void Position(int64_t* next, std::vector<int64_t>* beyond) const;
+  const absl::Status& error() const { return error_; }
+  // Whether `stream` is retired (ended or given up).
+  bool Retired(StreamId stream) const;
+
+  // The receive latency of the last batch OnBatchReceived accepted.
+  absl::Duration last_receive_latency() const { return last_receive_latency_; }
+  // Takes what is still requested or buffered off the client's gauges (the
+  // epoch is being dropped).
+  void ReleaseGauges();
+
+  // For tests and metrics.
+  int64_t reassigned() const { return reassigned_; }
+  int64_t delivered() const { return static_cast<int64_t>(delivered_.size()); }
+
+ private:
+  struct Stream {
+    std::string address;
+    std::set<int64_t> requested;  // requested here, not yet received
+    bool retired = false;
+    bool draining = false;
+    bool half_closed = false;
+    absl::Time opened;
+    bool proven = false;  // delivered a batch (or stayed up for proven_after)
+  };
+  struct Server {
+    StreamId live = -1;
+    int failures = 0;  // in a row
+    absl::Time retry_at = absl::InfinitePast();
+    std::string last_error;
+    bool member = false;  // in the set now
+  };
+  struct Attempts {
+    int count = 0;
+    std::map<std::string, absl::Status> refused_by;  // server -> its batch error
+  };
+
+  void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now);
+  void MaybeHalfClose(StreamId id);
+  void Fail(absl::Status status);
+  uint64_t NextJitter();
+
+  const EpochPlan plan_;
+  const SchedulerOptions options_;
+  ClientMetrics* const metrics_;
+
+  std::map<StreamId, Stream> streams_;
+  std::map<std::string, Server> servers_;
+  std::set<int64_t> pending_;          // not yet requested, lowest first
+  std::map<int64_t, StreamId> assigned_;
+  std::map<int64_t, absl::Time> requested_at_;
+  std::map<int64_t, Batch> ready_;     // received, not yet handed over
+  std::set<int64_t> delivered_;        // handed over (or before a resume)
+  std::map<int64_t, Attempts> attempts_;
+  std::vector<StreamId> half_close_;
+  int64_t next_to_deliver_ = 0;
+  StreamId next_stream_ = 0;
+  int64_t reassigned_ = 0;
+  absl::Duration last_receive_latency_;
+  absl::Time no_server_since_ = absl::InfiniteFuture();
+  absl::Status error_;
+  uint64_t jitter_state_;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_CLIENT_BATCH_SCHEDULER_H_
