@@ -82,17 +82,19 @@ void BatchScheduler::OnDraining(StreamId id) {
   MaybeHalfClose(id);
 }
 
-void BatchScheduler::OnStreamEnded(StreamId id, const absl::Status& status, bool from_server, absl::Time now) {
+void BatchScheduler::OnStreamEnded(StreamId id, const absl::Status& status, bool from_server, absl::Time now,
+                                   int64_t failed_batch) {
   Stream& s = streams_.at(id);
   absl::Status why = status;
   if (why.ok() && !s.requested.empty()) {
     why = absl::DataLossError(absl::StrCat("stream closed with ", s.requested.size(), " batches outstanding"));
     from_server = false;
   }
-  Retire(s, why, from_server, now);
+  Retire(s, why, from_server, now, failed_batch);
 }
 
-void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now) {
+void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
+                            int64_t failed_batch) {
   if (stream.retired) return;
   stream.retired = true;
   Server& server = servers_[stream.address];
@@ -110,16 +112,22 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
     if (status.ok()) continue;
     Attempts& a = attempts_[b];
     ++a.count;
-    if (from_server && IsBatchError(status.code())) a.refused_by[stream.address] = status;
-    int members = 0;
-    for (const auto& [address, srv] : servers_) members += srv.member;
-    const int needed = std::max(1, std::min(options_.poison_servers, members));
-    if (static_cast<int>(a.refused_by.size()) >= needed) {
-      Fail(absl::Status(status.code(), absl::StrCat("batch ", b, " failed on ", a.refused_by.size(),
-                                                    " servers (", absl::StrJoin(a.refused_by, ", ",
-                                                    [](std::string* out, const auto& kv) { out->append(kv.first); }),
-                                                    "): ", status.message())));
-    } else if (a.count >= options_.max_attempts) {
+    const bool blamed = failed_batch < 0 || failed_batch == b;
+    if (from_server && IsBatchError(status.code()) && blamed) {
+      a.refused_by[stream.address] = status;
+      int members = 0;
+      for (const auto& [address, srv] : servers_) members += srv.member;
+      const int needed = std::max(1, std::min(options_.poison_servers, members));
+      if (static_cast<int>(a.refused_by.size()) >= needed) {
+        Fail(absl::Status(status.code(),
+                          absl::StrCat("batch ", b, " failed on ", a.refused_by.size(), " servers (",
+                                       absl::StrJoin(a.refused_by, ", ",
+                                                     [](std::string* out, const auto& kv) { out->append(kv.first); }),
+                                       "): ", status.message())));
+        continue;
+      }
+    }
+    if (a.count >= options_.max_attempts) {
       Fail(absl::Status(status.code(), absl::StrCat("batch ", b, " was requested ", a.count,
                                                     " times without success; last: ", stream.address, ": ",
                                                     status.message())));
@@ -156,27 +164,36 @@ void BatchScheduler::Fail(absl::Status status) {
 std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
   std::vector<Assignment> out;
   if (!error_.ok()) return out;
-  while (!pending_.empty()) {
-    const int64_t b = *pending_.begin();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const int64_t b = *it;
     // The batch the caller waits for is always requested, whatever the limit.
     const bool head = options_.ordered && b == next_to_deliver_;
     if (!head && static_cast<int64_t>(assigned_.size() + ready_.size()) >= options_.prefetch) break;
     // The least-loaded live stream with room: fast servers return batches
-    // sooner, so they are asked more often.
+    // sooner, so they are asked more often. A batch a server refused goes to
+    // another server.
+    const auto refused = attempts_.find(b);
     Stream* best = nullptr;
     StreamId best_id = -1;
+    bool room = false;
     for (auto& [address, server] : servers_) {
       if (server.live < 0) continue;
       Stream& s = streams_.at(server.live);
       if (s.retired || s.draining || s.half_closed) continue;
       if (static_cast<int>(s.requested.size()) >= options_.window) continue;
+      room = true;
+      if (refused != attempts_.end() && refused->second.refused_by.count(address)) continue;
       if (!best || s.requested.size() < best->requested.size()) {
         best = &s;
         best_id = server.live;
       }
     }
-    if (!best) break;
-    pending_.erase(pending_.begin());
+    if (!room) break;
+    if (!best) {  // only servers that refused it have room: it waits for another
+      ++it;
+      continue;
+    }
+    it = pending_.erase(it);
     best->requested.insert(b);
     assigned_[b] = best_id;
     requested_at_[b] = now;

@@ -90,8 +90,11 @@ class BatchScheduler {
   // The server said it is shutting down: no new work on this stream.
   void OnDraining(StreamId stream);
   // The stream ended. `status`: its final status; `from_server`: the status
-  // is the server's own answer (not a cancellation or a check of ours).
-  void OnStreamEnded(StreamId stream, const absl::Status& status, bool from_server, absl::Time now);
+  // is the server's own answer (not a cancellation or a check of ours);
+  // `failed_batch`: the batch the server named as the cause (-1: none named,
+  // then every batch outstanding on the stream shares the blame).
+  void OnStreamEnded(StreamId stream, const absl::Status& status, bool from_server, absl::Time now,
+                     int64_t failed_batch = -1);
 
   // --- batches ---
   // Requests to send now.
@@ -156,7 +159,8 @@ class BatchScheduler {
     std::map<std::string, absl::Status> refused_by;  // server -> its batch error
   };
 
-  void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now);
+  void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
+              int64_t failed_batch = -1);
   void MaybeHalfClose(StreamId id);
   void Fail(absl::Status status);
   uint64_t NextJitter();

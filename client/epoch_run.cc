@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/chunk_assembler.h"
 #include "glog/logging.h"
@@ -17,6 +18,9 @@ namespace {
 
 // BatchStream's full method name. Load-bearing: must match stoker.proto.
 constexpr char kBatchStreamMethod[] = "/stoker.v1.DataService/BatchStream";
+// The trailer naming the batch that ended a stream. Load-bearing: the server
+// sets the same key (server/stream_state.h).
+constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
 constexpr absl::Duration kSupervisorTick = absl::Milliseconds(100);
 constexpr absl::Duration kVerdictInterval = absl::Seconds(2);
 
@@ -141,7 +145,14 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
   void OnDone(const grpc::Status& status) override {
     // Our own checks first; then the server's answer, unless we cancelled.
     const bool ours = !failure_.ok() || cancelled_by_us_;
-    run_->OnStreamDone(id_, failure_.ok() ? FromGrpc(status) : failure_, /*from_server=*/!ours && !status.ok());
+    // The server names the batch whose failure ended the stream (stream_state.h).
+    int64_t failed_batch = -1;
+    const auto& trailers = context_.GetServerTrailingMetadata();
+    if (auto it = trailers.find(kFailedBatchTrailer); it != trailers.end()) {
+      if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &failed_batch)) failed_batch = -1;
+    }
+    run_->OnStreamDone(id_, failure_.ok() ? FromGrpc(status) : failure_, /*from_server=*/!ours && !status.ok(),
+                       failed_batch);
     done_.Notify();
   }
 
@@ -312,13 +323,13 @@ void EpochRun::OnDraining(StreamId id) {
   Send({}, std::move(half_closes));
 }
 
-void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_server) {
+void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch) {
   if (stop_.HasBeenNotified()) return;  // our own cancellation at the end
   std::vector<Assignment> assignments;
   std::vector<StreamId> half_closes;
   {
     absl::MutexLock lock(&mu_);
-    scheduler_.OnStreamEnded(id, status, from_server, clock_->Now());
+    scheduler_.OnStreamEnded(id, status, from_server, clock_->Now(), failed_batch);
     assignments = scheduler_.Dispatch(clock_->Now());
     half_closes = scheduler_.TakeHalfCloses();
   }

@@ -56,8 +56,9 @@ namespace {
 // the state returns finish only once no worker callback is pending.
 class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  BatchStreamReactor(DataServiceCore* core, StreamRegistry* registry)
-      : core_(core),
+  BatchStreamReactor(grpc::CallbackServerContext* context, DataServiceCore* core, StreamRegistry* registry)
+      : context_(context),
+        core_(core),
         registry_(registry),
         state_(StreamLimits{core->max_outstanding_batches(), core->chunk_bytes()}, &core->budget(), &core->metrics(),
                [this](StreamAction a) { Act(std::move(a)); }) {
@@ -100,9 +101,13 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
                                   c.length);  // no copy of the payload
       StartWrite(&write_buffer_);
     }
-    if (action.finish) Finish(ToGrpcStatus(*action.finish));
+    if (action.finish) {
+      if (action.failed_batch >= 0) context_->AddTrailingMetadata(kFailedBatchTrailer, std::to_string(action.failed_batch));
+      Finish(ToGrpcStatus(*action.finish));
+    }
   }
 
+  grpc::CallbackServerContext* const context_;
   DataServiceCore* const core_;
   StreamRegistry* const registry_;
   grpc::ByteBuffer request_buffer_;  // one read in flight at a time
@@ -135,8 +140,8 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DataServiceImpl::BatchStream(
-    grpc::CallbackServerContext* /*context*/) {
-  return new BatchStreamReactor(core_, streams_.get());
+    grpc::CallbackServerContext* context) {
+  return new BatchStreamReactor(context, core_, streams_.get());
 }
 
 }  // namespace stoker

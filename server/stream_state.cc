@@ -130,6 +130,7 @@ StreamAction StreamState::OnBatch(FinishedBatch batch, int64_t bytes) {
   if (!batch.status.ok() && error_.ok()) {
     LOG(WARNING) << "batch " << batch.header.batch_index() << " failed: " << batch.status;
     Fail(batch.status);
+    failed_batch_ = batch.header.batch_index();
   }
   if (broken_ || !batch.status.ok()) {
     metrics_->inflight_batches->Decrement();
@@ -229,6 +230,7 @@ StreamAction StreamState::Decide() {
   if (!reads_done_ || producing_ > 0 || opening_) return next;
   finished_ = true;
   next.finish = broken_ && error_.ok() ? absl::CancelledError("stream cancelled") : error_;
+  next.failed_batch = failed_batch_;
   return next;
 }
 

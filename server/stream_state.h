@@ -53,7 +53,13 @@ struct StreamAction {
   const OutgoingChunk* write = nullptr;       // write this chunk (valid until OnWriteDone)
   std::optional<v1::SessionConfig> open;      // open a session; report with OnSession
   std::optional<absl::Status> finish;         // end the call with this status
+  int64_t failed_batch = -1;                  // with finish: the batch that failed, if one did
 };
+
+// Trailing metadata naming the batch whose failure ended the stream, so that
+// the client blames that batch and not the others it had outstanding.
+// Load-bearing: the client reads the same key.
+inline constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
 
 struct StreamLimits {
   // Batches accepted and not yet fully written, per stream.
@@ -114,6 +120,7 @@ class StreamState {
   bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
   int cache_mode_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  int64_t failed_batch_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace stoker

@@ -273,6 +273,97 @@ TEST_F(BadInputTest, FailPolicyEndsTheStreamWithDataLossNamingTheFile) {
   ExpectStillServing();
 }
 
+// Review 1.2: through the client, a FAIL-policy batch was put back and asked
+// of every server in turn, for ever. Now the epoch ends with DATA_LOSS naming
+// the file, after the batches before it were delivered.
+TEST_F(BadInputTest, FailPolicyThroughTheClientEndsTheEpochWithDataLoss) {
+  ServerConfig second;
+  second.host = "127.0.0.1";
+  second.core.data_root = root_.path();
+  second.core.workers = 1;
+  auto other = StokerServer::Start(second, metrics_.get());
+  ASSERT_TRUE(other.ok()) << other.status();
+  ClientConfig config;
+  config.servers = {address_, "127.0.0.1:" + std::to_string((*other)->port())};
+  config.session = Good();
+  config.session.set_dataset("bad");
+  config.session.set_batch_size(1);
+  config.session.set_bad_sample_policy(v1::FAIL);
+  auto client = StokerClient::Connect(config, nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->StartEpoch(0).ok());
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  int delivered = 0;
+  for (;;) {
+    Batch b;
+    bool end = false;
+    status = (*client)->Next(&b, &end);
+    if (!status.ok() || end) break;
+    ++delivered;
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("c/x_"), std::string::npos) << status;
+  EXPECT_LT(delivered, 9);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // a bound on the hang, not a speed goal
+  ExpectStillServing();
+}
+
+// Review 1.4: a client that asks and never reads made the server keep every
+// finished batch. Unsent batches now count against the stream's limit.
+TEST_F(BadInputTest, ClientThatNeverReadsCannotMakeTheServerHoldMoreThanItsLimit) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto rpc = stub_->BatchStream(&ctx);
+  v1::StreamRequest config;
+  *config.mutable_config() = Good();
+  config.mutable_config()->set_batch_size(11);
+  config.mutable_config()->clear_pipeline();
+  config.mutable_config()->add_pipeline()->mutable_center_crop()->set_size(256);  // 11 x 196 KiB per batch
+  ASSERT_TRUE(rpc->Write(config));
+  for (int i = 0; i < 200; ++i) {
+    v1::StreamRequest r = AllOf(11);
+    r.mutable_batch()->set_batch_index(i);
+    if (!rpc->Write(r)) break;
+  }
+  absl::SleepFor(absl::Seconds(2));
+  EXPECT_LE(metrics_->inflight_batches->Value(), 64);
+  ExpectStillServing();
+  ctx.TryCancel();
+  v1::BatchChunk chunk;
+  while (rpc->Read(&chunk)) {
+  }
+  rpc->Finish();
+}
+
+// Review 1.1: requests pipelined behind a batch that fails under FAIL. Under
+// AddressSanitizer the old stream freed itself under the workers.
+TEST_F(BadInputTest, RequestsPipelinedBehindAFailingBatchAreRefusedCleanly) {
+  for (int round = 0; round < 20; ++round) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto rpc = stub_->BatchStream(&ctx);
+    v1::StreamRequest config;
+    *config.mutable_config() = Good();
+    config.mutable_config()->set_dataset("bad");
+    config.mutable_config()->set_batch_size(9);
+    config.mutable_config()->set_bad_sample_policy(v1::FAIL);
+    rpc->Write(config);
+    rpc->Write(AllOf(9));
+    for (int i = 0; i < 30; ++i) {
+      v1::StreamRequest r;
+      r.mutable_batch()->set_batch_index(100 + i);
+      r.mutable_batch()->add_sample_indices(i % 4);
+      if (!rpc->Write(r)) break;
+    }
+    v1::BatchChunk chunk;
+    while (rpc->Read(&chunk)) {
+    }
+    EXPECT_EQ(rpc->Finish().error_code(), grpc::DATA_LOSS);
+  }
+  ExpectStillServing();
+}
+
 TEST_F(BadInputTest, GaugesReturnToZeroAfterStreamsEndOrBreak) {
   v1::StreamRequest config, batch;
   *config.mutable_config() = Good();

@@ -1,0 +1,188 @@
+#include "client/batch_scheduler.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+
+namespace stoker {
+namespace {
+
+constexpr int64_t kSampleBytes = 4;
+const absl::Time kT0 = absl::UnixEpoch() + absl::Hours(1);
+
+SchedulerOptions Options() {
+  SchedulerOptions o;
+  o.window = 2;
+  o.prefetch = 8;
+  o.sample_bytes = kSampleBytes;
+  o.sample_shape = {4};
+  o.jitter_seed = 1;
+  return o;
+}
+
+// 10 samples in batches of 2: 5 batches.
+EpochPlan Plan() { return EpochPlan(/*seed=*/7, /*epoch=*/0, /*num_samples=*/10, /*batch_size=*/2, false, 0, 1); }
+
+v1::BatchHeader Header(const BatchScheduler& s, int64_t b) {
+  v1::BatchHeader h;
+  h.set_epoch(0);
+  h.set_batch_index(b);
+  const std::vector<int64_t> indices = s.plan().BatchIndices(b);
+  for (int64_t i : indices) {
+    h.add_sample_indices(i);
+    h.add_labels(static_cast<int32_t>(i % 3));
+  }
+  h.add_shape(static_cast<int64_t>(indices.size()));
+  h.add_shape(4);
+  h.set_total_bytes(static_cast<int64_t>(indices.size()) * kSampleBytes);
+  return h;
+}
+
+Batch BatchFor(const BatchScheduler& s, int64_t b) {
+  Batch batch;
+  batch.epoch = 0;
+  batch.batch_index = b;
+  batch.sample_indices = s.plan().BatchIndices(b);
+  batch.data = HostBuffer(batch.sample_indices.size() * kSampleBytes);
+  return batch;
+}
+
+// Review 1.2: under FAIL a bad batch ended each server's stream with
+// DATA_LOSS, went back to pending, and was retried for ever.
+TEST(BatchSchedulerTest, BatchRefusedByThreeServersEndsTheEpochWithItsError) {
+  BatchScheduler s(Plan(), Options(), nullptr);
+  const std::vector<std::string> servers{"a:1", "b:1", "c:1", "d:1"};
+  absl::Time now = kT0;
+  const absl::Status bad = absl::DataLossError("sample 3 (x.jpg): corrupt: not a JPEG");
+  std::set<std::string> refused;
+  for (int round = 0; round < 20 && s.error().ok(); ++round) {
+    for (const std::string& a : s.OnMembership(servers, now)) s.OnStreamOpened(a, now);
+    std::vector<Assignment> as = s.Dispatch(now);
+    // Whichever stream got batch 0 fails with the batch's error.
+    for (const Assignment& a : as) {
+      if (a.batch != 0) continue;
+      s.OnStreamEnded(a.stream, bad, /*from_server=*/true, now, /*failed_batch=*/0);
+    }
+    now += absl::Seconds(5);  // past every backoff
+  }
+  ASSERT_FALSE(s.error().ok());
+  EXPECT_EQ(s.error().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.error().message().find("batch 0 failed on 3 servers"), std::string::npos) << s.error() << " "
+                                                                                         << s.reassigned();
+  EXPECT_NE(s.error().message().find("x.jpg"), std::string::npos);
+  Batch batch;
+  bool end = false;
+  EXPECT_TRUE(s.CanTake());
+  EXPECT_EQ(s.Take(&batch, &end).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(BatchSchedulerTest, WithOneServerTheFirstRefusalEndsTheEpoch) {
+  BatchScheduler s(Plan(), Options(), nullptr);
+  for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  std::vector<Assignment> as = s.Dispatch(kT0);
+  ASSERT_FALSE(as.empty());
+  s.OnStreamEnded(as[0].stream, absl::InvalidArgumentError("sample index 99 out of range"), true, kT0);
+  EXPECT_EQ(s.error().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A server that is unwell (not the batch) is retried, but not for ever.
+TEST(BatchSchedulerTest, ABatchAttemptedTooOftenEndsTheEpoch) {
+  SchedulerOptions o = Options();
+  o.max_attempts = 4;
+  BatchScheduler s(Plan(), o, nullptr);
+  absl::Time now = kT0;
+  for (int round = 0; round < 10 && s.error().ok(); ++round) {
+    for (const std::string& a : s.OnMembership({"a:1", "b:1"}, now)) s.OnStreamOpened(a, now);
+    for (const Assignment& a : s.Dispatch(now)) {
+      if (a.batch == 0) s.OnStreamEnded(a.stream, absl::UnavailableError("connection reset"), false, now);
+    }
+    now += absl::Seconds(5);
+  }
+  EXPECT_EQ(s.error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.error().message().find("requested 4 times"), std::string::npos) << s.error();
+}
+
+// Review 1.7: the header is checked before any buffer is allocated.
+TEST(BatchSchedulerTest, HeadersThatDisagreeWithTheRequestAreRefused) {
+  BatchScheduler s(Plan(), Options(), nullptr);
+  for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  std::vector<Assignment> as = s.Dispatch(kT0);
+  ASSERT_EQ(as.size(), 2u);  // the window
+  const StreamId id = as[0].stream;
+  EXPECT_TRUE(s.CheckHeader(id, Header(s, 0)).ok());
+  struct Case {
+    const char* what;
+    std::function<void(v1::BatchHeader&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"not requested", [](v1::BatchHeader& h) { h.set_batch_index(4); }},
+      {"other epoch", [](v1::BatchHeader& h) { h.set_epoch(1); }},
+      {"other indices", [](v1::BatchHeader& h) { h.set_sample_indices(0, h.sample_indices(0) + 1); }},
+      {"missing index", [](v1::BatchHeader& h) { h.mutable_sample_indices()->RemoveLast(); }},
+      {"missing label", [](v1::BatchHeader& h) { h.mutable_labels()->RemoveLast(); }},
+      {"shape", [](v1::BatchHeader& h) { h.set_shape(1, 5); }},
+      {"bytes", [](v1::BatchHeader& h) { h.set_total_bytes(int64_t{64} << 30); }},
+  };
+  for (const Case& c : cases) {
+    v1::BatchHeader h = Header(s, 0);
+    c.edit(h);
+    const absl::Status st = s.CheckHeader(id, h);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << c.what;
+  }
+}
+
+TEST(BatchSchedulerTest, ALateCopyOnTheOldStreamIsRefusedAndTheBatchIsDeliveredOnce) {
+  BatchScheduler s(Plan(), Options(), nullptr);
+  absl::Time now = kT0;
+  for (const std::string& a : s.OnMembership({"a:1", "b:1"}, now)) s.OnStreamOpened(a, now);
+  std::vector<Assignment> as = s.Dispatch(now);
+  const Assignment first = as[0];
+  // Its stream is given up (timeout); the batch goes elsewhere.
+  now += absl::Seconds(121);
+  std::vector<StreamId> cancelled = s.Tick(now);
+  ASSERT_EQ(cancelled.size(), 1u);
+  EXPECT_GT(s.reassigned(), 0);
+  // The old stream's copy arrives late: refused.
+  EXPECT_FALSE(s.CheckHeader(cancelled[0], Header(s, first.batch)).ok());
+  EXPECT_FALSE(s.OnBatchReceived(cancelled[0], BatchFor(s, first.batch), now).ok());
+}
+
+TEST(BatchSchedulerTest, DrainingServerFinishesItsBatchesWithoutReassignment) {
+  BatchScheduler s(Plan(), Options(), nullptr);
+  for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  std::vector<Assignment> as = s.Dispatch(kT0);
+  ASSERT_EQ(as.size(), 2u);
+  s.OnDraining(as[0].stream);
+  EXPECT_TRUE(s.Dispatch(kT0).empty());  // no new work
+  for (const Assignment& a : as) ASSERT_TRUE(s.OnBatchReceived(a.stream, BatchFor(s, a.batch), kT0).ok());
+  EXPECT_EQ(s.TakeHalfCloses(), std::vector<StreamId>{as[0].stream});
+  s.OnStreamEnded(as[0].stream, absl::OkStatus(), true, kT0);
+  EXPECT_EQ(s.reassigned(), 0);
+}
+
+TEST(BatchSchedulerTest, NoLiveServerForTheTimeoutIsUnavailableNamingThem) {
+  SchedulerOptions o = Options();
+  o.unavailable_timeout = absl::Seconds(3);
+  BatchScheduler s(Plan(), o, nullptr);
+  absl::Time now = kT0;
+  s.OnMembership({"a:1"}, now);
+  s.OnConnectFailed("a:1", "cannot connect");
+  for (int i = 0; i < 50 && s.error().ok(); ++i) {
+    s.Tick(now);
+    now += absl::Milliseconds(100);
+  }
+  EXPECT_EQ(s.error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.error().message().find("a:1 (cannot connect)"), std::string::npos) << s.error();
+  EXPECT_LE(now - kT0, absl::Seconds(3.5));
+}
+
+TEST(BatchSchedulerTest, ServerThatLeavesTheSetIsDrained) {
+  BatchScheduler s(Plan(), Options(), nullptr);
+  for (const std::string& a : s.OnMembership({"a:1", "b:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  s.Dispatch(kT0);
+  EXPECT_TRUE(s.OnMembership({"b:1"}, kT0).empty());
+  for (const Assignment& a : s.Dispatch(kT0)) EXPECT_NE(a.stream, 0);  // a:1 (stream 0) gets nothing new
+}
+
+}  // namespace
+}  // namespace stoker
