@@ -72,5 +72,15 @@ TEST(EpochPlanTest, RanksShareTheEpochLikeDistributedSampler) {
   EXPECT_EQ(std::set<int64_t>(cut.begin(), cut.end()).size(), 9u);         // no repeats
 }
 
+// Load-bearing: the epoch order and the split over ranks (see RngTest.PinnedValuesOfTheStream).
+TEST(EpochPlanTest, PinnedOrderAndRankSplit) {
+  EpochPlan p(42, 0, 16, 4, false, 0, 1);
+  EXPECT_EQ(p.order(), (std::vector<int64_t>{12, 6, 9, 2, 7, 10, 14, 0, 11, 3, 15, 8, 1, 5, 13, 4}));
+  EpochPlan q(42, 1, 10, 3, false, 1, 2);
+  ASSERT_EQ(q.num_batches(), 2);
+  EXPECT_EQ(q.BatchIndices(0), (std::vector<int64_t>{5, 4, 0}));
+  EXPECT_EQ(q.BatchIndices(1), (std::vector<int64_t>{6, 7}));
+}
+
 }  // namespace
 }  // namespace stoker
