@@ -15,7 +15,7 @@ CUDA_FLAG := $(if $(NVCC),-DSTOKER_CUDA=ON,-DSTOKER_CUDA=AUTO)
 PYENV := $(BUILD_DIR)/pyenv
 PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2
 
-.PHONY: all deps pyenv build demo test bench thread-safety clean
+.PHONY: all deps pyenv build demo test bench thread-safety sanitizers fuzz clean
 
 all: build
 
@@ -37,8 +37,32 @@ build: deps pyenv
 demo: build
 	@deploy/demo.sh $(BUILD_DIR)
 
-test: build thread-safety
+test: build thread-safety sanitizers
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# The unit and in-process tests under AddressSanitizer + UndefinedBehavior-
+# Sanitizer (leaks checked), then each libFuzzer target for a short run. One
+# clang build serves both. Debian's gRPC/Abseil/OpenCV are not instrumented:
+# our code is checked, theirs is not.
+SAN_DIR := $(BUILD_DIR)-asan
+SAN_TESTS := common/common_test server/server_test server/server_grpc_test client/client_core_test \
+  client/client_test tests/bad_input_test
+FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request
+FUZZ_SECONDS ?= 15
+sanitizers: deps
+	@cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_CUDA=OFF -DSTOKER_PYTHON=OFF \
+	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_FUZZ=ON >/dev/null
+	@cmake --build $(SAN_DIR) -j $(JOBS) --target $(notdir $(SAN_TESTS)) $(FUZZERS:%=%_fuzz)
+	@for t in $(SAN_TESTS); do \
+	  echo "asan+ubsan: $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    $(SAN_DIR)/$$t --gtest_brief=1 || exit 1; \
+	done
+	@tests/fuzz/run.sh $(SAN_DIR) $(FUZZ_SECONDS)
+
+# Longer fuzzing: make fuzz FUZZ_SECONDS=600
+fuzz: sanitizers
 
 # Compiles the server and client libraries with clang's -Wthread-safety as
 # errors, so the locking annotations are checked on every test run.
@@ -51,4 +75,4 @@ bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR)-tsa
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-tsa $(BUILD_DIR)-asan

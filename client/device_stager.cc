@@ -22,10 +22,19 @@ absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) 
     return absl::InvalidArgumentError(
         "staging needs uint8 NHWC RGB batches from the servers (the conversion to float happens here)");
   }
+  // The shape must describe exactly the bytes there are (review 1.7: a
+  // shape larger than the buffer made the conversion read past it).
+  constexpr int64_t kMaxSide = int64_t{1} << 20;
+  const int64_t n = batch.shape[0], h = batch.shape[1], w = batch.shape[2];
+  if (n < 1 || h < 1 || w < 1 || n > kMaxSide || h > kMaxSide || w > kMaxSide ||
+      static_cast<uint64_t>(n) * static_cast<uint64_t>(h) * static_cast<uint64_t>(w) * 3 != batch.data.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch ", batch.batch_index, " of shape [", n, ",", h, ",", w,
+                                                   ",3] does not match its ", batch.data.size(), " bytes"));
+  }
   ConvertSpec s;
-  s.n = batch.shape[0];
-  s.h = batch.shape[1];
-  s.w = batch.shape[2];
+  s.n = n;
+  s.h = h;
+  s.w = w;
   s.type = o.type;
   s.layout = o.layout;
   for (int c = 0; c < 3; ++c) {

@@ -63,6 +63,21 @@ TEST(DeviceStagerTest, CpuPathConvertsLikeTheReferenceAndReportsCopies) {
   EXPECT_EQ(bytes, 2 * 4 * 5 * 3);
 }
 
+TEST(DeviceStagerTest, ShapeThatDisagreesWithTheBytesIsRefused) {
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCpu;
+  auto stager = DeviceStager::Create(o, nullptr);
+  ASSERT_TRUE(stager.ok());
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{
+           {2, 4, 6, 3}, {1, 4, 5, 3}, {2, -4, -5, 3}, {int64_t{1} << 40, int64_t{1} << 40, 2, 3}}) {
+    Batch batch = MakeBatch(2, 4, 5, 1);  // 120 bytes
+    batch.shape = shape;
+    auto staged = (*stager)->Stage(std::move(batch));
+    ASSERT_FALSE(staged.ok());
+    EXPECT_EQ(staged.status().code(), absl::StatusCode::kInvalidArgument) << staged.status();
+  }
+}
+
 TEST(DeviceStagerTest, SlotsAreReusedOnlyAfterRelease) {
   DeviceOptions o;
   o.device = DeviceOptions::Device::kCpu;
