@@ -286,9 +286,12 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
         break;
       }
       case v1::Op::kNormalize: {
+        // Only what is set: an empty list does not parse back (found by the fuzzer).
         const auto& o = op.normalize();
-        parts.push_back(absl::StrFormat("normalize(mean=%s, std=%s)", absl::StrJoin(o.mean(), ":"),
-                                        absl::StrJoin(o.std(), ":")));
+        std::vector<std::string> args;
+        if (o.mean_size() > 0) args.push_back("mean=" + absl::StrJoin(o.mean(), ":"));
+        if (o.std_size() > 0) args.push_back("std=" + absl::StrJoin(o.std(), ":"));
+        parts.push_back(absl::StrCat("normalize(", absl::StrJoin(args, ", "), ")"));
         break;
       }
       case v1::Op::kRandomHorizontalFlip:

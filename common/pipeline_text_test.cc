@@ -74,5 +74,17 @@ TEST(PipelineTextTest, RoundTripsThroughText) {
   for (size_t i = 0; i < ops->size(); ++i) EXPECT_EQ((*again)[i].SerializeAsString(), (*ops)[i].SerializeAsString());
 }
 
+// Found by the pipeline_text fuzzer: a normalize with only a mean printed
+// "std=", which did not parse back.
+TEST(PipelineTextTest, PartialNormalizePrintsBackToTextThatParses) {
+  for (const char* text : {"normalize(0.5:0.5:0.5)", "normalize(std=0.2:0.2:0.2)", "normalize()"}) {
+    auto ops = ParsePipelineText(text);
+    ASSERT_TRUE(ops.ok()) << text << ": " << ops.status();
+    auto again = ParsePipelineText(PipelineToText(*ops));
+    ASSERT_TRUE(again.ok()) << PipelineToText(*ops) << ": " << again.status();
+    EXPECT_EQ(again->at(0).SerializeAsString(), ops->at(0).SerializeAsString()) << text;
+  }
+}
+
 }  // namespace
 }  // namespace stoker

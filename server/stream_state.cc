@@ -62,9 +62,14 @@ StreamAction StreamState::OnRequest(absl::StatusOr<v1::StreamRequest> request) {
   }
   // Submit outside the lock: its callback may run at once, on a worker. The
   // session stays alive: it is destroyed with the state, after finish, and
-  // finish waits for producing_ to reach 0.
-  absl::Status submitted =
-      session->Submit(request->batch(), [this, bytes](FinishedBatch b) { act_(OnBatch(std::move(b), bytes)); });
+  // finish waits for producing_ to reach 0. Once OnBatch has returned, another
+  // thread may finish the stream and the shim may delete the state: the
+  // callback then touches only its own copy of `act`, and only for an action
+  // it owns (a write in flight or the finish keep the call alive).
+  absl::Status submitted = session->Submit(request->batch(), [this, bytes, act = act_](FinishedBatch b) {
+    StreamAction action = OnBatch(std::move(b), bytes);
+    if (action.write || action.finish || action.open || action.read) act(std::move(action));
+  });
   absl::MutexLock lock(&mu_);
   if (!submitted.ok()) {
     --producing_;
