@@ -145,6 +145,26 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
   EXPECT_EQ(after_kill.count(b.address), 0u) << "the killed server cannot have served epoch 1";
 }
 
+// Review 1.16: a silent peer (SIGSTOP) with batches outstanding sends no
+// data; gRPC's default stopped keepalive pings after two, so only the 120 s
+// batch timeout noticed it. Pings now continue and the epoch goes on within
+// seconds.
+TEST_F(FailoverTest, StoppedServerIsNoticedByKeepaliveWithinSeconds) {
+  Server a = StartServer(root_->path()), b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/300);
+  auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=4", "--step-ms=40"});
+  // b's batches take 600 ms each, so it always holds some; the run takes
+  // several seconds either way (and the test fails if b never fails).
+  absl::SleepFor(absl::Seconds(1));
+  kill(b.process->pid(), SIGSTOP);
+  const absl::Time stopped = absl::Now();
+  const int code = Finish(*run, absl::Seconds(60));
+  const absl::Duration took = absl::Now() - stopped;
+  kill(b.process->pid(), SIGCONT);
+  ASSERT_EQ(code, 0) << run->output();
+  EXPECT_NE(run->output().find("server " + b.address + " failed"), std::string::npos) << run->output();
+  EXPECT_LT(took, absl::Seconds(30)) << "found by the 120 s batch timeout, not by keepalive";
+}
+
 TEST_F(FailoverTest, ServerStartedMidEpochGetsWorkWithinTwoSeconds) {
   Server a = StartServer(root_->path());
   const int late_port = FreePort();
