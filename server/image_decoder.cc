@@ -284,16 +284,16 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
     return Checked(ImageFormat::kPng, BigEndian32(u + 16), BigEndian32(u + 20));
   }
   if (StartsWith(bytes, "RIFF") && StartsWith(bytes, "WEBP", 8) && bytes.size() >= 30) {
+    // Sizes come from the bitstream header; 0 (or past the limit) is corrupt.
     if (StartsWith(bytes, "VP8X", 12)) {
-      return ImageInfo{ImageFormat::kWebp, static_cast<int>(LittleEndian24(u + 24) + 1),
-                       static_cast<int>(LittleEndian24(u + 27) + 1)};
+      return Checked(ImageFormat::kWebp, LittleEndian24(u + 24) + 1, LittleEndian24(u + 27) + 1);
     }
     if (StartsWith(bytes, "VP8 ", 12)) {
-      return ImageInfo{ImageFormat::kWebp, (u[26] | (u[27] << 8)) & 0x3fff, (u[28] | (u[29] << 8)) & 0x3fff};
+      return Checked(ImageFormat::kWebp, (u[26] | (u[27] << 8)) & 0x3fff, (u[28] | (u[29] << 8)) & 0x3fff);
     }
     if (StartsWith(bytes, "VP8L", 12)) {
       const uint32_t bits = uint32_t{u[21]} | (uint32_t{u[22]} << 8) | (uint32_t{u[23]} << 16) | (uint32_t{u[24]} << 24);
-      return ImageInfo{ImageFormat::kWebp, static_cast<int>((bits & 0x3fff) + 1), static_cast<int>(((bits >> 14) & 0x3fff) + 1)};
+      return Checked(ImageFormat::kWebp, (bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1);
     }
   }
   // The other formats torchvision's ImageFolder lists, from their headers:

@@ -60,6 +60,11 @@ TEST(ImageDecoderTest, HugeHeaderIsRefusedBeforeDecoding) {
   auto refused = DecodeImage(bmp, {}, 8, 100'000'000);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(DecodeFailureOf(refused.status()), DecodeFailure::kTooLarge);
+  // A WebP whose VP8 header says 0 x 0 (found by the image_decode fuzzer).
+  std::string webp("RIFF\x0a\x0a\x22\x30WEBPVP8 VP8L~\x01\x02\x03\x04\xff\xd8\x05\x00\x00\x00\x00\x01", 33);
+  auto zero = ProbeImage(webp);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(DecodeFailureOf(zero.status()), DecodeFailure::kCorrupt) << zero.status();
   // A PNG header with a width past 2^31 is corrupt, not a negative size.
   std::string png = Encode(".png", SyntheticImage(4, 4, 1));
   png[16] = '\x80';
