@@ -93,6 +93,16 @@ void BatchScheduler::OnStreamEnded(StreamId id, const absl::Status& status, bool
   Retire(s, why, from_server, now, failed_batch);
 }
 
+void BatchScheduler::OnSessionRefused(StreamId id, const absl::Status& status, absl::Time now) {
+  Stream& s = streams_.at(id);
+  Server& server = servers_[s.address];
+  const bool first = server.last_error != status.message();
+  Retire(s, status, /*from_server=*/false, now);
+  server.retry_at = now + options_.refused_retry;
+  if (metrics_) metrics_->SessionRefusals(s.address).Increment();
+  if (first) LOG(ERROR) << "server " << s.address << " refused the session and gets no work: " << status;
+}
+
 void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
                             int64_t failed_batch) {
   if (stream.retired) return;

@@ -56,6 +56,7 @@ struct SchedulerOptions {
   // A stream that stays open this long counts as a live server even before
   // its first batch; one that fails sooner does not.
   absl::Duration proven_after = absl::Seconds(2);
+  absl::Duration refused_retry = absl::Seconds(30);
   int poison_servers = 3;
   int max_attempts = 8;
   // What every batch must look like (from OpenSession).
@@ -95,6 +96,12 @@ class BatchScheduler {
   // then every batch outstanding on the stream shares the blame).
   void OnStreamEnded(StreamId stream, const absl::Status& status, bool from_server, absl::Time now,
                      int64_t failed_batch = -1);
+
+  // The server refused the session itself (it has another copy of the
+  // dataset: FAILED_PRECONDITION naming both fingerprints). The stream's
+  // batches go elsewhere with no blame; the server gets no work for
+  // `refused_retry` and is named in a log line and a metric.
+  void OnSessionRefused(StreamId stream, const absl::Status& status, absl::Time now);
 
   // --- batches ---
   // Requests to send now.

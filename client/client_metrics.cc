@@ -91,6 +91,11 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                           .Name("stoker_client_server_failures_total")
                           .Help("Streams to a data server that failed (error, reset, timeout), by server.")
                           .Register(registry);
+  session_refusals_ = &prometheus::BuildCounter()
+                           .Name("stoker_client_session_refusals_total")
+                           .Help("Streams whose server refused the session (e.g. another copy of the dataset: "
+                                 "a different fingerprint), by server; such a server gets no work.")
+                           .Register(registry);
 }
 
 }  // namespace stoker

@@ -21,6 +21,7 @@ constexpr char kBatchStreamMethod[] = "/stoker.v1.DataService/BatchStream";
 // The trailer naming the batch that ended a stream. Load-bearing: the server
 // sets the same key (server/stream_state.h).
 constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
+constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";
 constexpr absl::Duration kSupervisorTick = absl::Milliseconds(100);
 constexpr absl::Duration kVerdictInterval = absl::Seconds(2);
 
@@ -151,8 +152,9 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
     if (auto it = trailers.find(kFailedBatchTrailer); it != trailers.end()) {
       if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &failed_batch)) failed_batch = -1;
     }
+    const bool refused = !ours && trailers.find(kSessionRefusedTrailer) != trailers.end();
     run_->OnStreamDone(id_, failure_.ok() ? FromGrpc(status) : failure_, /*from_server=*/!ours && !status.ok(),
-                       failed_batch);
+                       failed_batch, refused);
     done_.Notify();
   }
 
@@ -323,13 +325,18 @@ void EpochRun::OnDraining(StreamId id) {
   Send({}, std::move(half_closes));
 }
 
-void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch) {
+void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch,
+                            bool session_refused) {
   if (stop_.HasBeenNotified()) return;  // our own cancellation at the end
   std::vector<Assignment> assignments;
   std::vector<StreamId> half_closes;
   {
     absl::MutexLock lock(&mu_);
-    scheduler_.OnStreamEnded(id, status, from_server, clock_->Now(), failed_batch);
+    if (session_refused) {
+      scheduler_.OnSessionRefused(id, status, clock_->Now());
+    } else {
+      scheduler_.OnStreamEnded(id, status, from_server, clock_->Now(), failed_batch);
+    }
     assignments = scheduler_.Dispatch(clock_->Now());
     half_closes = scheduler_.TakeHalfCloses();
   }

@@ -66,7 +66,8 @@ class EpochRun {
   absl::Status CheckHeader(StreamId id, const v1::BatchHeader& header);
   absl::Status OnBatch(StreamId id, Batch batch);
   void OnDraining(StreamId id);
-  void OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch);
+  void OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch,
+                    bool session_refused);
 
   const v1::SessionConfig session_;
   ServerSet* const servers_;

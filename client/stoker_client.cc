@@ -1,11 +1,13 @@
 #include "client/stoker_client.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/epoch_run.h"
 #include "common/epoch_plan.h"
+#include "common/pipeline_text.h"
 #include "glog/logging.h"
 
 namespace stoker {
@@ -68,11 +70,13 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
       have_dataset = true;
     } else if (r.num_samples() != client->dataset_.num_samples() ||
                r.sample_bytes() != client->dataset_.sample_bytes() ||
-               r.class_names_size() != client->dataset_.class_names_size()) {
+               r.class_names_size() != client->dataset_.class_names_size() ||
+               r.dataset_fingerprint() != client->dataset_.dataset_fingerprint()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "servers disagree on dataset '", c.session.dataset(), "': one has ", client->dataset_.num_samples(),
           " samples in ", client->dataset_.class_names_size(), " classes of ", client->dataset_.sample_bytes(),
-          " bytes, ", addresses[i], " has ", r.num_samples(), " in ", r.class_names_size(), " of ", r.sample_bytes()));
+          " bytes (", client->dataset_.dataset_fingerprint(), "), ", addresses[i], " has ", r.num_samples(), " in ",
+          r.class_names_size(), " of ", r.sample_bytes(), " (", r.dataset_fingerprint(), ")"));
     }
   }
   if (!have_dataset) {
@@ -82,6 +86,9 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   if (!unreachable.empty()) {
     LOG(WARNING) << "not answering yet (will be retried): " << absl::StrJoin(unreachable, ", ");
   }
+  // Every stream, also to servers that join later, opens its session with the
+  // fingerprint seen here: a server with another copy of the dataset refuses.
+  client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
   return client;
 }
 
@@ -129,8 +136,19 @@ absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
         ", rank ", p.rank(), "/", p.world_size(), "; this client has '", s.dataset(), "', seed ", s.seed(),
         ", batch size ", s.batch_size(), ", rank ", config_.rank, "/", config_.world_size));
   }
+  if (!p.dataset_fingerprint().empty() && p.dataset_fingerprint() != dataset_.dataset_fingerprint()) {
+    return absl::FailedPreconditionError(absl::StrCat("saved position is for dataset fingerprint ",
+                                                      p.dataset_fingerprint(), "; the servers have ",
+                                                      dataset_.dataset_fingerprint(), " (the dataset changed)"));
+  }
+  if (!p.pipeline().empty() && p.pipeline() != PipelineDescription()) {
+    return absl::FailedPreconditionError(absl::StrCat("saved position is for pipeline '", p.pipeline(),
+                                                      "'; this client has '", PipelineDescription(), "'"));
+  }
+  // Clamped: a corrupt position cannot make this loop run for ever.
+  const int64_t next = std::clamp<int64_t>(p.next_batch(), 0, BatchesPerEpoch());
   std::set<int64_t> delivered(p.delivered_beyond().begin(), p.delivered_beyond().end());
-  for (int64_t b = 0; b < p.next_batch(); ++b) delivered.insert(b);
+  for (int64_t b = 0; b < next; ++b) delivered.insert(b);
   return StartEpochSkipping(p.epoch(), std::move(delivered));
 }
 
@@ -143,6 +161,8 @@ v1::ClientPosition StokerClient::Position() const {
   p.set_world_size(config_.world_size);
   p.set_drop_last(config_.drop_last);
   p.set_epoch(epoch_number_);
+  p.set_dataset_fingerprint(dataset_.dataset_fingerprint());
+  p.set_pipeline(PipelineDescription());
   if (epoch_) {
     int64_t next = 0;
     std::vector<int64_t> beyond;
@@ -151,6 +171,12 @@ v1::ClientPosition StokerClient::Position() const {
     for (int64_t b : beyond) p.add_delivered_beyond(b);
   }
   return p;
+}
+
+std::string StokerClient::PipelineDescription() const {
+  const auto& s = config_.session;
+  return absl::StrCat(PipelineToText({s.pipeline().begin(), s.pipeline().end()}), " | ", v1::DType_Name(s.dtype()),
+                      " ", v1::Layout_Name(s.layout()));
 }
 
 absl::Status StokerClient::Next(Batch* batch, bool* end_of_epoch) {

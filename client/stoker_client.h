@@ -78,10 +78,12 @@ class StokerClient {
   absl::Status Next(Batch* batch, bool* end_of_epoch);
 
  private:
+  // The pipeline text, dtype and layout, as saved in a position.
+  std::string PipelineDescription() const;
   StokerClient(ClientConfig config, ClientMetrics* metrics);
   absl::Status StartEpochSkipping(int64_t epoch, std::set<int64_t> delivered);
 
-  const ClientConfig config_;
+  ClientConfig config_;  // set in Connect (expected_fingerprint), then constant
   ClientMetrics* const metrics_;
   std::unique_ptr<ServerSet> servers_;
   std::unique_ptr<BottleneckMeter> meter_;

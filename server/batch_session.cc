@@ -340,6 +340,14 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     metrics_->rejected_sessions->Increment();
     return source.status();
   }
+  const std::string& fingerprint = (*source)->fingerprint();
+  if (!config.expected_fingerprint().empty() && config.expected_fingerprint() != fingerprint) {
+    metrics_->rejected_sessions->Increment();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset '", config.dataset(), "' on this server has fingerprint ", fingerprint,
+        "; the session expects ", config.expected_fingerprint(),
+        ": this server has another copy or version of the dataset"));
+  }
   return Prepared{*std::move(pipeline), *std::move(source)};
 }
 
@@ -351,6 +359,7 @@ absl::StatusOr<v1::OpenSessionResponse> DataServiceCore::OpenSession(const v1::S
   for (const std::string& name : prepared->source->class_names()) response.add_class_names(name);
   for (int64_t d : prepared->pipeline.SampleShape()) response.add_sample_shape(d);
   response.set_sample_bytes(prepared->pipeline.sample_bytes());
+  response.set_dataset_fingerprint(prepared->source->fingerprint());
   return response;
 }
 

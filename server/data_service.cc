@@ -103,6 +103,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
     }
     if (action.finish) {
       if (action.failed_batch >= 0) context_->AddTrailingMetadata(kFailedBatchTrailer, std::to_string(action.failed_batch));
+      if (action.session_refused) context_->AddTrailingMetadata(kSessionRefusedTrailer, "1");
       Finish(ToGrpcStatus(*action.finish));
     }
   }

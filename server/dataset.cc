@@ -84,10 +84,11 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
   std::sort(class_dirs.begin(), class_dirs.end());
 
   auto index = std::make_shared<ImageFolderIndex>();
+  FingerprintBuilder fingerprint;
   index->dir_ = dir;
   index->max_file_bytes_ = max_file_bytes;
   for (const fs::path& class_dir : class_dirs) {
-    std::vector<std::string> files;
+    std::vector<std::pair<std::string, int64_t>> files;  // path, size
     const auto options = fs::directory_options::skip_permission_denied;
     fs::recursive_directory_iterator rit(class_dir, options, ec), rend;
     for (; !ec && rit != rend; rit.increment(ec)) {
@@ -98,19 +99,25 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
       const fs::path real = fs::canonical(rit->path(), entry_ec);
       if (entry_ec || !IsUnder(real, root)) continue;  // a symlink out of the root
       const fs::path rel = rit->path().lexically_relative(dir);  // no throwing overload
-      if (!rel.empty()) files.push_back(rel.string());
+      const std::uintmax_t size = rit->file_size(entry_ec);
+      if (!rel.empty()) files.emplace_back(rel.string(), entry_ec ? -1 : static_cast<int64_t>(size));
     }
     ec.clear();
     if (files.empty()) continue;  // torchvision skips classes without images too
     std::sort(files.begin(), files.end());
     const int32_t label = static_cast<int32_t>(index->class_names_.size());
     index->class_names_.push_back(class_dir.filename().string());
-    for (std::string& f : files) index->samples_.push_back({std::move(f), label});
+    fingerprint.Add(class_dir.filename().string());
+    for (auto& [path, size] : files) {
+      fingerprint.Add(path).Add(size).Add(label);
+      index->samples_.push_back({std::move(path), label});
+    }
   }
   if (index->samples_.empty()) {
     return absl::NotFoundError(absl::StrCat("dataset ", dir.string(),
                                             " has no images in class directories (root/<class>/<file>)"));
   }
+  index->fingerprint_ = fingerprint.Finish();
   return std::shared_ptr<const ImageFolderIndex>(std::move(index));
 }
 

@@ -50,9 +50,11 @@ class ImageFolderIndex final : public SampleSource {
   int32_t label(int64_t index) const override { return samples_[index].label; }
   std::string Describe(int64_t index) const override { return samples_[index].path; }
   absl::StatusOr<std::string> Read(int64_t index) const override;
+  const std::string& fingerprint() const override { return fingerprint_; }
 
  private:
   std::filesystem::path dir_;
+  std::string fingerprint_;
   int64_t max_file_bytes_ = 0;
   std::vector<std::string> class_names_;
   std::vector<SampleRef> samples_;

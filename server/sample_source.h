@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace stoker {
 
@@ -25,6 +26,22 @@ class SampleSource {
   virtual std::string Describe(int64_t index) const = 0;
   // The sample's encoded bytes. Errors name the file.
   virtual absl::StatusOr<std::string> Read(int64_t index) const = 0;
+  // Identifies the content as indexed ("xxh3:" + 16 hex digits); see
+  // OpenSessionResponse.dataset_fingerprint.
+  virtual const std::string& fingerprint() const = 0;
+};
+
+// Builds a fingerprint from the parts of an index, in order. Thread-compatible.
+class FingerprintBuilder {
+ public:
+  FingerprintBuilder();
+  ~FingerprintBuilder();
+  FingerprintBuilder& Add(absl::string_view part);
+  FingerprintBuilder& Add(int64_t value);
+  std::string Finish();
+
+ private:
+  void* state_;  // XXH3_state_t
 };
 
 }  // namespace stoker

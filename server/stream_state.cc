@@ -116,6 +116,7 @@ StreamAction StreamState::OnSession(absl::StatusOr<std::unique_ptr<StreamSession
   if (!session.ok()) {
     LOG(INFO) << "BatchStream refused its config: " << session.status();
     Fail(session.status());
+    session_refused_ = true;
     return Decide();
   }
   session_ = *std::move(session);
@@ -236,6 +237,7 @@ StreamAction StreamState::Decide() {
   finished_ = true;
   next.finish = broken_ && error_.ok() ? absl::CancelledError("stream cancelled") : error_;
   next.failed_batch = failed_batch_;
+  next.session_refused = session_refused_;
   return next;
 }
 

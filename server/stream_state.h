@@ -54,12 +54,16 @@ struct StreamAction {
   std::optional<v1::SessionConfig> open;      // open a session; report with OnSession
   std::optional<absl::Status> finish;         // end the call with this status
   int64_t failed_batch = -1;                  // with finish: the batch that failed, if one did
+  bool session_refused = false;               // with finish: the config was refused
 };
 
 // Trailing metadata naming the batch whose failure ended the stream, so that
 // the client blames that batch and not the others it had outstanding.
 // Load-bearing: the client reads the same key.
 inline constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
+// Trailing metadata saying the session itself was refused (its config, or
+// another copy of the dataset), so the client blames no batch. Load-bearing.
+inline constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";
 
 struct StreamLimits {
   // Batches accepted and not yet fully written, per stream.
@@ -121,6 +125,7 @@ class StreamState {
   int cache_mode_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   int64_t failed_batch_ ABSL_GUARDED_BY(mu_) = -1;
+  bool session_refused_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stoker

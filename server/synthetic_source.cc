@@ -67,6 +67,9 @@ absl::StatusOr<std::shared_ptr<const SyntheticSource>> SyntheticSource::Open(abs
   }
   for (int32_t c = 0; c < s->classes_; ++c) s->class_names_.push_back(std::to_string(c));
   for (int i = 0; i < kDistinctImages; ++i) s->images_.push_back(MakeJpeg(width, height, 1000 + i));
+  FingerprintBuilder fingerprint;
+  for (const std::string& image : s->images_) fingerprint.Add(image);
+  s->fingerprint_ = fingerprint.Add(s->samples_).Add(s->classes_).Finish();
   return std::shared_ptr<const SyntheticSource>(std::move(s));
 }
 

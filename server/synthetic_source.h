@@ -29,6 +29,7 @@ class SyntheticSource final : public SampleSource {
   int32_t label(int64_t index) const override { return static_cast<int32_t>(index % classes_); }
   std::string Describe(int64_t index) const override;
   absl::StatusOr<std::string> Read(int64_t index) const override;
+  const std::string& fingerprint() const override { return fingerprint_; }
 
  private:
   SyntheticSource() = default;
@@ -36,6 +37,7 @@ class SyntheticSource final : public SampleSource {
   int32_t classes_ = 0;
   std::vector<std::string> class_names_;
   std::vector<std::string> images_;  // encoded JPEGs
+  std::string fingerprint_;
 };
 
 }  // namespace stoker

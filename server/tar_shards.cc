@@ -334,6 +334,10 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
     return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), " has tar shards but no samples with an image"));
   }
   for (int32_t l = 0; l <= max_label; ++l) source->class_names_.push_back(std::to_string(l));
+  FingerprintBuilder fingerprint;
+  for (const fs::path& p : source->shard_paths_) fingerprint.Add(p.filename().string());
+  for (const Sample& s : source->samples_) fingerprint.Add(s.shard).Add(s.key).Add(s.size).Add(s.label);
+  source->fingerprint_ = fingerprint.Finish();
   return std::shared_ptr<const TarShardSource>(std::move(source));
 }
 

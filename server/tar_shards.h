@@ -60,6 +60,7 @@ class TarShardSource final : public SampleSource {
   int32_t label(int64_t index) const override { return samples_[index].label; }
   std::string Describe(int64_t index) const override;
   absl::StatusOr<std::string> Read(int64_t index) const override;
+  const std::string& fingerprint() const override { return fingerprint_; }
 
   // What was wrong with each damaged shard ("shard: damage"), for logs/tests.
   const std::vector<std::string>& damage() const { return damage_; }
@@ -76,6 +77,7 @@ class TarShardSource final : public SampleSource {
   TarShardSource() = default;
 
   int64_t max_file_bytes_ = 0;
+  std::string fingerprint_;
   std::vector<std::filesystem::path> shard_paths_;
   std::vector<int> fds_;  // open shard files, closed on destruction
   std::vector<Sample> samples_;

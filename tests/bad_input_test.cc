@@ -364,6 +364,74 @@ TEST_F(BadInputTest, RequestsPipelinedBehindAFailingBatchAreRefusedCleanly) {
   ExpectStillServing();
 }
 
+// Review 1.12: servers were compared only at Connect, and only by counts; a
+// server that joined later with another copy of the dataset served other
+// content at the same indices. Now every session carries the fingerprint seen
+// at Connect, and such a server refuses it, gets no work, and is counted.
+TEST_F(BadInputTest, ServerWithAnotherCopyOfTheDatasetGetsNoWork) {
+  TempDir other_root;
+  testing::ImageSetOptions o;
+  o.classes = 2;
+  o.per_class = 5;
+  o.max_side = 120;
+  o.min_side = 60;
+  o.seed = 99;  // same names and counts, other pixels and sizes
+  ASSERT_TRUE(testing::WriteImageFolder(other_root.path() / "ds", o).ok());
+  other_root.Write("ds/class_000/zz_corrupt.jpg", "this is not an image, but longer");
+  // At Connect: refused outright, naming both fingerprints.
+  ServerConfig second;
+  second.host = "127.0.0.1";
+  second.core.data_root = other_root.path();
+  second.core.workers = 1;
+  auto other = StokerServer::Start(second, metrics_.get());
+  ASSERT_TRUE(other.ok()) << other.status();
+  const int other_port = (*other)->port();
+  const std::string other_address = "127.0.0.1:" + std::to_string(other_port);
+  ClientConfig config;
+  config.servers = {address_, other_address};
+  config.session = Good();
+  config.session.set_batch_size(1);  // 11 batches, asked for one at a time: the epoch outlasts the late start
+  config.prefetch_batches = 1;
+  config.rpc_timeout = absl::Seconds(2);
+  auto refused = StokerClient::Connect(config, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("xxh3:"), std::string::npos) << refused.status();
+  // Later: the other server is down at Connect and comes up during the epoch.
+  (*other)->Shutdown(absl::Now());
+  other->reset();
+  auto registry = std::make_shared<prometheus::Registry>();
+  ClientMetrics client_metrics(*registry);
+  auto client = StokerClient::Connect(config, &client_metrics);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->StartEpoch(0).ok());
+  second.port = other_port;
+  auto late = StokerServer::Start(second, metrics_.get());
+  ASSERT_TRUE(late.ok()) << late.status();
+  std::set<std::string> served_by;
+  for (;;) {
+    Batch b;
+    bool end = false;
+    ASSERT_TRUE((*client)->Next(&b, &end).ok());
+    if (end) break;
+    served_by.insert(b.server);
+    absl::SleepFor(absl::Milliseconds(250));  // give the late server time to connect and be refused
+  }
+  EXPECT_EQ(served_by.count(other_address), 0u);
+  EXPECT_GE(client_metrics.SessionRefusals(other_address).Value(), 1);
+  // Resume refuses a position saved under another dataset or pipeline.
+  v1::ClientPosition position = (*client)->Position();
+  EXPECT_FALSE(position.dataset_fingerprint().empty());
+  position.set_next_batch(int64_t{1} << 62);  // corrupt: clamped, not looped over
+  EXPECT_TRUE((*client)->Resume(position).ok());
+  v1::ClientPosition other_data = position;
+  other_data.set_dataset_fingerprint("xxh3:0000000000000000");
+  EXPECT_EQ((*client)->Resume(other_data).code(), absl::StatusCode::kFailedPrecondition);
+  v1::ClientPosition other_pipeline = position;
+  other_pipeline.set_pipeline("center_crop(64) | UINT8 NHWC");
+  EXPECT_EQ((*client)->Resume(other_pipeline).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(BadInputTest, GaugesReturnToZeroAfterStreamsEndOrBreak) {
   v1::StreamRequest config, batch;
   *config.mutable_config() = Good();
