@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/batch_scheduler.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -282,6 +283,7 @@ class Simulation {
 };
 
 TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
+  FLAGS_minloglevel = 3;  // tens of thousands of expected failover warnings
   constexpr int kSeeds = 10000;
   int finished = 0, poisoned = 0, reassigned_runs = 0;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
