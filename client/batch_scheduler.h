@@ -43,7 +43,7 @@
 
 namespace stoker {
 
-class ClientMetrics;
+struct ClientMetrics;
 
 struct SchedulerOptions {
   int window = 2;
