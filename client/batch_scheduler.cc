@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/bottleneck.h"
 #include "client/client_metrics.h"
 #include "glog/logging.h"
 
@@ -21,10 +22,12 @@ bool IsBatchError(absl::StatusCode code) {
 
 }  // namespace
 
-BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics)
+BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics,
+                               BottleneckMeter* meter)
     : plan_(std::move(plan)),
       options_(std::move(options)),
       metrics_(metrics),
+      meter_(meter),
       jitter_state_(options_.jitter_seed ? options_.jitter_seed : std::random_device{}()) {
   for (int64_t b = 0; b < plan_.num_batches(); ++b) {
     if (options_.already_delivered.count(b)) {
@@ -260,7 +263,7 @@ absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Tim
     batch.receive_latency = now - it->second;
     requested_at_.erase(it);
   }
-  last_receive_latency_ = batch.receive_latency;
+  if (meter_) meter_->OnBatch(batch.stage_times, batch.receive_latency);
   if (metrics_) {
     metrics_->batches->Increment();
     metrics_->ServerBatches(s.address).Increment();
@@ -362,6 +365,5 @@ void BatchScheduler::ReleaseGauges() {
   metrics_->inflight_batches->Decrement(static_cast<double>(assigned_.size()));
 }
 
-bool BatchScheduler::Retired(StreamId id) const { return streams_.at(id).retired; }
 
 }  // namespace stoker

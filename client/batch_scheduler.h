@@ -43,6 +43,7 @@
 
 namespace stoker {
 
+class BottleneckMeter;
 struct ClientMetrics;
 
 struct SchedulerOptions {
@@ -75,8 +76,9 @@ struct Assignment {
 
 class BatchScheduler {
  public:
-  // `metrics` (nullable) must outlive the scheduler.
-  BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics);
+  // `metrics` and `meter` (nullable) must outlive the scheduler; the meter is
+  // fed each received batch's stage times and latency.
+  BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics, BottleneckMeter* meter = nullptr);
 
   const EpochPlan& plan() const { return plan_; }
 
@@ -131,18 +133,13 @@ class BatchScheduler {
   bool Done() const;  // every batch received or delivered
   void Position(int64_t* next, std::vector<int64_t>* beyond) const;
   const absl::Status& error() const { return error_; }
-  // Whether `stream` is retired (ended or given up).
-  bool Retired(StreamId stream) const;
 
-  // The receive latency of the last batch OnBatchReceived accepted.
-  absl::Duration last_receive_latency() const { return last_receive_latency_; }
   // Takes what is still requested or buffered off the client's gauges (the
   // epoch is being dropped).
   void ReleaseGauges();
 
   // For tests and metrics.
   int64_t reassigned() const { return reassigned_; }
-  int64_t delivered() const { return static_cast<int64_t>(delivered_.size()); }
 
  private:
   struct Stream {
@@ -175,6 +172,7 @@ class BatchScheduler {
   const EpochPlan plan_;
   const SchedulerOptions options_;
   ClientMetrics* const metrics_;
+  BottleneckMeter* const meter_;
 
   std::map<StreamId, Stream> streams_;
   std::map<std::string, Server> servers_;
@@ -188,7 +186,6 @@ class BatchScheduler {
   int64_t next_to_deliver_ = 0;
   StreamId next_stream_ = 0;
   int64_t reassigned_ = 0;
-  absl::Duration last_receive_latency_;
   absl::Time no_server_since_ = absl::InfiniteFuture();
   absl::Status error_;
   uint64_t jitter_state_;

@@ -195,7 +195,7 @@ EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan, ServerSet* 
       options_(std::move(options)),
       clock_(options_.clock ? options_.clock : SteadyClock::Get()),
       metrics_(metrics),
-      scheduler_(std::move(plan), options_.scheduler, metrics) {
+      scheduler_(std::move(plan), options_.scheduler, metrics, options_.meter) {
   OpenStreams();
   supervisor_ = std::thread([this] { Supervise(); });
 }
@@ -301,13 +301,8 @@ absl::Status EpochRun::OnBatch(StreamId id, Batch batch) {
   std::vector<StreamId> half_closes;
   {
     absl::MutexLock lock(&mu_);
-    const v1::StageTimes times = batch.stage_times;
     absl::Status status = scheduler_.OnBatchReceived(id, std::move(batch), clock_->Now());
     if (!status.ok()) return status;
-    if (options_.meter) {
-      // The scheduler measured the latency on the batch it keeps.
-      options_.meter->OnBatch(times, scheduler_.last_receive_latency());
-    }
     assignments = scheduler_.Dispatch(clock_->Now());
     half_closes = scheduler_.TakeHalfCloses();
   }

@@ -18,8 +18,6 @@ StreamState::~StreamState() {
 }
 
 StreamAction StreamState::Start() {
-  absl::MutexLock lock(&mu_);
-  reading_ = true;
   StreamAction action;
   action.read = true;
   return action;
@@ -30,7 +28,6 @@ StreamAction StreamState::OnRequest(absl::StatusOr<v1::StreamRequest> request) {
   int64_t bytes = 0;
   {
     absl::MutexLock lock(&mu_);
-    reading_ = false;
     if (finished_ || broken_ || !error_.ok()) {  // the stream is ending: take no more work
       reads_done_ = true;
       return Decide();
@@ -79,10 +76,7 @@ StreamAction StreamState::OnRequest(absl::StatusOr<v1::StreamRequest> request) {
     return Decide();
   }
   StreamAction action = Decide();
-  if (!reads_done_ && !finished_ && error_.ok() && !broken_) {
-    reading_ = true;
-    action.read = true;
-  }
+  action.read = !reads_done_ && !finished_ && error_.ok() && !broken_;
   return action;
 }
 
@@ -105,7 +99,6 @@ absl::Status StreamState::Accept(const v1::BatchRequest& request, int64_t bytes)
 
 StreamAction StreamState::OnReadsDone() {
   absl::MutexLock lock(&mu_);
-  reading_ = false;
   reads_done_ = true;
   return Decide();
 }
@@ -123,10 +116,7 @@ StreamAction StreamState::OnSession(absl::StatusOr<std::unique_ptr<StreamSession
   cache_mode_ = session_->cache_mode();
   if (broken_) session_->Cancel();  // cancelled while it was being opened
   StreamAction action = Decide();
-  if (!reads_done_ && !finished_ && error_.ok() && !broken_) {
-    reading_ = true;
-    action.read = true;
-  }
+  action.read = !reads_done_ && !finished_ && error_.ok() && !broken_;
   return action;
 }
 

@@ -116,7 +116,6 @@ class StreamState {
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // accepted, not yet written or dropped
   int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // budget this stream holds
   bool opening_ ABSL_GUARDED_BY(mu_) = false;
-  bool reading_ ABSL_GUARDED_BY(mu_) = false;     // a read is in flight
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // no read will be started again
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;      // cancelled or a write failed
