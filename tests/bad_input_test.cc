@@ -41,10 +41,7 @@ class BadInputTest : public ::testing::Test {
     std::filesystem::create_directory_symlink(outside_.path() / "secret", root_.path() / "escape");
     registry_ = std::make_shared<prometheus::Registry>();
     metrics_ = std::make_unique<ServerMetrics>(*registry_);
-    ServerConfig config;
-    config.host = "127.0.0.1";
-    config.core.data_root = root_.path();
-    config.core.workers = 2;
+    ServerConfig config = LoopbackServer(root_.path(), /*workers=*/2);
     config.core.max_pixels = 300 * 300;
     auto server = StokerServer::Start(config, metrics_.get());
     ASSERT_TRUE(server.ok()) << server.status();
@@ -52,6 +49,15 @@ class BadInputTest : public ::testing::Test {
     address_ = "127.0.0.1:" + std::to_string(server_->port());
     channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     stub_ = v1::DataService::NewStub(channel_);
+  }
+
+  // An in-process server on 127.0.0.1 (a free port unless set).
+  static ServerConfig LoopbackServer(const std::filesystem::path& data_root, int workers) {
+    ServerConfig config;
+    config.host = "127.0.0.1";
+    config.core.data_root = data_root;
+    config.core.workers = workers;
+    return config;
   }
 
   v1::SessionConfig Good() {
@@ -277,11 +283,7 @@ TEST_F(BadInputTest, FailPolicyEndsTheStreamWithDataLossNamingTheFile) {
 // of every server in turn, for ever. Now the epoch ends with DATA_LOSS naming
 // the file, after the batches before it were delivered.
 TEST_F(BadInputTest, FailPolicyThroughTheClientEndsTheEpochWithDataLoss) {
-  ServerConfig second;
-  second.host = "127.0.0.1";
-  second.core.data_root = root_.path();
-  second.core.workers = 1;
-  auto other = StokerServer::Start(second, metrics_.get());
+  auto other = StokerServer::Start(LoopbackServer(root_.path(), 1), metrics_.get());
   ASSERT_TRUE(other.ok()) << other.status();
   ClientConfig config;
   config.servers = {address_, "127.0.0.1:" + std::to_string((*other)->port())};
@@ -379,10 +381,7 @@ TEST_F(BadInputTest, ServerWithAnotherCopyOfTheDatasetGetsNoWork) {
   ASSERT_TRUE(testing::WriteImageFolder(other_root.path() / "ds", o).ok());
   other_root.Write("ds/class_000/zz_corrupt.jpg", "this is not an image, but longer");
   // At Connect: refused outright, naming both fingerprints.
-  ServerConfig second;
-  second.host = "127.0.0.1";
-  second.core.data_root = other_root.path();
-  second.core.workers = 1;
+  ServerConfig second = LoopbackServer(other_root.path(), 1);
   auto other = StokerServer::Start(second, metrics_.get());
   ASSERT_TRUE(other.ok()) << other.status();
   const int other_port = (*other)->port();
