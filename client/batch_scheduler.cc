@@ -113,6 +113,11 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
   Server& server = servers_[stream.address];
   if (server.live >= 0 && &streams_.at(server.live) == &stream) server.live = -1;
   const size_t lost = stream.requested.size();
+  // Refusals by this many distinct servers end the epoch: poison_servers, or
+  // every server in the set if there are fewer.
+  int members = 0;
+  for (const auto& [address, srv] : servers_) members += srv.member;
+  const int needed = std::max(1, std::min(options_.poison_servers, members));
   for (int64_t b : stream.requested) {
     assigned_.erase(b);
     requested_at_.erase(b);
@@ -128,9 +133,6 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
     const bool blamed = failed_batch < 0 || failed_batch == b;
     if (from_server && IsBatchError(status.code()) && blamed) {
       a.refused_by[stream.address] = status;
-      int members = 0;
-      for (const auto& [address, srv] : servers_) members += srv.member;
-      const int needed = std::max(1, std::min(options_.poison_servers, members));
       if (static_cast<int>(a.refused_by.size()) >= needed) {
         Fail(absl::Status(status.code(),
                           absl::StrCat("batch ", b, " failed on ", a.refused_by.size(), " servers (",
