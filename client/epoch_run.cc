@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/chunk_assembler.h"
+#include "common/stream_trailers.h"
 #include "glog/logging.h"
 
 namespace stoker {
@@ -18,10 +19,6 @@ namespace {
 
 // BatchStream's full method name. Load-bearing: must match stoker.proto.
 constexpr char kBatchStreamMethod[] = "/stoker.v1.DataService/BatchStream";
-// The trailer naming the batch that ended a stream. Load-bearing: the server
-// sets the same key (server/stream_state.h).
-constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
-constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";
 constexpr absl::Duration kSupervisorTick = absl::Milliseconds(100);
 constexpr absl::Duration kVerdictInterval = absl::Seconds(2);
 

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/stream_trailers.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "server/stream_session.h"
 #include "server/memory_budget.h"
@@ -56,14 +57,6 @@ struct StreamAction {
   int64_t failed_batch = -1;                  // with finish: the batch that failed, if one did
   bool session_refused = false;               // with finish: the config was refused
 };
-
-// Trailing metadata naming the batch whose failure ended the stream, so that
-// the client blames that batch and not the others it had outstanding.
-// Load-bearing: the client reads the same key.
-inline constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
-// Trailing metadata saying the session itself was refused (its config, or
-// another copy of the dataset), so the client blames no batch. Load-bearing.
-inline constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";
 
 struct StreamLimits {
   // Batches accepted and not yet fully written, per stream.

@@ -1,0 +1,18 @@
+// Trailing metadata a data server sets when it ends a BatchStream with an
+// error, so that the client blames the right thing. Load-bearing: server and
+// client of different versions must agree on these keys.
+#ifndef STOKER_COMMON_STREAM_TRAILERS_H_
+#define STOKER_COMMON_STREAM_TRAILERS_H_
+
+namespace stoker {
+
+// The index of the batch whose failure ended the stream; the client blames
+// that batch and not the others it had outstanding.
+inline constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
+// Present when the session itself was refused (its config, or another copy
+// of the dataset): the client blames no batch and gives the server no work.
+inline constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";
+
+}  // namespace stoker
+
+#endif  // STOKER_COMMON_STREAM_TRAILERS_H_
