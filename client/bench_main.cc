@@ -64,6 +64,8 @@ ABSL_FLAG(std::string, json, "", "Write the summary as JSON to this file");
 ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
 ABSL_FLAG(double, linger_seconds, 0, "Keep serving metrics this many seconds after the run");
 ABSL_FLAG(double, connect_timeout_seconds, 10, "Seconds to wait for each server to answer OpenSession");
+ABSL_FLAG(double, open_timeout_seconds, 1800,
+          "Seconds to wait for servers that are up but still scanning the dataset (first open of a large tree)");
 
 namespace stoker {
 namespace {
@@ -115,6 +117,7 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   c.unavailable_timeout = absl::Seconds(absl::GetFlag(FLAGS_unavailable_timeout_seconds));
   c.batch_timeout = absl::Seconds(absl::GetFlag(FLAGS_batch_timeout_seconds));
   c.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_seconds));
+  c.open_timeout = absl::Seconds(absl::GetFlag(FLAGS_open_timeout_seconds));
   return c;
 }
 

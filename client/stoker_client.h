@@ -38,6 +38,9 @@ struct ClientConfig {
   // prefetch_batches x batch bytes); 0 means 2 x window_per_server x servers.
   int prefetch_batches = 0;
   absl::Duration rpc_timeout = absl::Seconds(10);     // OpenSession and connecting
+  // How long Connect waits for servers that are up but still scanning the
+  // dataset (a first open of a large tree takes minutes).
+  absl::Duration open_timeout = absl::Minutes(30);
   absl::Duration stream_timeout = absl::Hours(24);    // one epoch's stream
   absl::Duration batch_timeout = absl::Seconds(120);  // one batch on one server
   // With no server answering for this long, Next fails naming the servers.
@@ -52,7 +55,9 @@ class EpochRun;
 class StokerClient {
  public:
   // Opens the session on every server that answers within rpc_timeout (at
-  // least one must). A refusal (codes as OpenSession in stoker.proto) is
+  // least one must). While every server that answers is still scanning the
+  // dataset, asks again (backing off to 1 s, logging what it waits for) for up
+  // to open_timeout. A refusal (codes as OpenSession in stoker.proto) is
   // returned with the server's address prepended; servers that disagree on
   // the dataset are FAILED_PRECONDITION. `metrics` may be null.
   static absl::StatusOr<std::unique_ptr<StokerClient>> Connect(ClientConfig config, ClientMetrics* metrics);

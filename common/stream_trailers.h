@@ -1,5 +1,5 @@
-// Trailing metadata a data server sets when it ends a BatchStream with an
-// error, so that the client blames the right thing. Load-bearing: server and
+// Trailing metadata a data server sets when it ends a call with an error, so
+// that the client blames the right thing. Load-bearing: server and
 // client of different versions must agree on these keys.
 #ifndef STOKER_COMMON_STREAM_TRAILERS_H_
 #define STOKER_COMMON_STREAM_TRAILERS_H_
@@ -12,6 +12,10 @@ inline constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
 // Present when the session itself was refused (its config, or another copy
 // of the dataset): the client blames no batch and gives the server no work.
 inline constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";
+
+// On an UNAVAILABLE OpenSession: the server is up and still scanning the
+// dataset; the client asks again (up to its open_timeout) instead of giving up.
+inline constexpr char kDatasetOpeningTrailer[] = "stoker-dataset-opening";
 
 }  // namespace stoker
 

@@ -329,15 +329,15 @@ DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
   metrics_->workers->Set(pool_.num_threads());
 }
 
-absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config) {
-  absl::StatusOr<Pipeline> pipeline = Pipeline::Create(config);
+absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config,
+                                                                   absl::StatusOr<Pipeline> pipeline,
+                                                                   SourceOrError source) {
   if (!pipeline.ok()) {
     metrics_->rejected_sessions->Increment();
     return pipeline.status();
   }
-  absl::StatusOr<std::shared_ptr<const SampleSource>> source = catalog_.Open(config.dataset());
   if (!source.ok()) {
-    metrics_->rejected_sessions->Increment();
+    if (!IsStillOpening(source.status())) metrics_->rejected_sessions->Increment();
     return source.status();
   }
   const std::string& fingerprint = (*source)->fingerprint();
@@ -351,23 +351,43 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
   return Prepared{*std::move(pipeline), *std::move(source)};
 }
 
-absl::StatusOr<v1::OpenSessionResponse> DataServiceCore::OpenSession(const v1::SessionConfig& config) {
-  absl::StatusOr<Prepared> prepared = Prepare(config);
-  if (!prepared.ok()) return prepared.status();
-  v1::OpenSessionResponse response;
-  response.set_num_samples(prepared->source->size());
-  for (const std::string& name : prepared->source->class_names()) response.add_class_names(name);
-  for (int64_t d : prepared->pipeline.SampleShape()) response.add_sample_shape(d);
-  response.set_sample_bytes(prepared->pipeline.sample_bytes());
-  response.set_dataset_fingerprint(prepared->source->fingerprint());
-  return response;
+void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done) {
+  auto pipeline = std::make_shared<absl::StatusOr<Pipeline>>(Pipeline::Create(config));
+  auto answer = [this, config, pipeline, done = std::move(done)](SourceOrError source) {
+    absl::StatusOr<Prepared> prepared = Prepare(config, std::move(*pipeline), std::move(source));
+    if (!prepared.ok()) return done(prepared.status());
+    v1::OpenSessionResponse response;
+    response.set_num_samples(prepared->source->size());
+    for (const std::string& name : prepared->source->class_names()) response.add_class_names(name);
+    for (int64_t d : prepared->pipeline.SampleShape()) response.add_sample_shape(d);
+    response.set_sample_bytes(prepared->pipeline.sample_bytes());
+    response.set_dataset_fingerprint(prepared->source->fingerprint());
+    done(std::move(response));
+  };
+  // The pipeline is checked first, so a bad config is refused before any scan starts.
+  if (!pipeline->ok()) return answer(nullptr);
+  catalog_.OpenAsync(config.dataset(), std::move(answer), patience);
 }
 
-absl::StatusOr<std::unique_ptr<BatchSession>> DataServiceCore::StartSession(const v1::SessionConfig& config) {
-  absl::StatusOr<Prepared> prepared = Prepare(config);
+DataServiceCore::SessionOrError DataServiceCore::MakeSession(const v1::SessionConfig& config,
+                                                             absl::StatusOr<Prepared> prepared) {
   if (!prepared.ok()) return prepared.status();
   return std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline),
                                         &pool_, metrics_, &failure_log_, config_);
+}
+
+DataServiceCore::SessionOrError DataServiceCore::StartSession(const v1::SessionConfig& config) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Create(config);
+  SourceOrError source = pipeline.ok() ? catalog_.Open(config.dataset()) : SourceOrError(nullptr);
+  return MakeSession(config, Prepare(config, std::move(pipeline), std::move(source)));
+}
+
+void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::function<void(SessionOrError)> done) {
+  auto pipeline = std::make_shared<absl::StatusOr<Pipeline>>(Pipeline::Create(config));
+  if (!pipeline->ok()) return done(MakeSession(config, Prepare(config, std::move(*pipeline), nullptr)));
+  catalog_.OpenAsync(config.dataset(), [this, config, pipeline, done = std::move(done)](SourceOrError source) {
+    done(MakeSession(config, Prepare(config, std::move(*pipeline), std::move(source))));
+  });
 }
 
 }  // namespace stoker

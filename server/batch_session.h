@@ -127,11 +127,23 @@ class DataServiceCore {
  public:
   DataServiceCore(CoreConfig config, ServerMetrics* metrics);
 
+  using SessionOrError = absl::StatusOr<std::unique_ptr<BatchSession>>;
+
+  using OpenDone = std::function<void(absl::StatusOr<v1::OpenSessionResponse>)>;
+
   // Validates `config` and describes its dataset (see OpenSession in
-  // stoker.proto for the error codes).
-  absl::StatusOr<v1::OpenSessionResponse> OpenSession(const v1::SessionConfig& config);
-  // As OpenSession, then a session that produces batches.
-  absl::StatusOr<std::unique_ptr<BatchSession>> StartSession(const v1::SessionConfig& config);
+  // stoker.proto for the error codes), calling `done` once: at once, or on
+  // the catalog's scan or timer thread. Never blocks the calling thread. When
+  // the dataset is still being scanned after `patience`: UNAVAILABLE for
+  // which IsStillOpening() holds (the scan goes on; ask again).
+  void OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done);
+  // As OpenSession, then a session that produces batches; waits for a scan.
+  SessionOrError StartSession(const v1::SessionConfig& config);
+  // As StartSession, but calls `done` once, at once or on the catalog's scan
+  // thread when the dataset is open (never blocks the calling thread).
+  void StartSessionAsync(const v1::SessionConfig& config, std::function<void(SessionOrError)> done);
+  // Shutting down: sessions waiting for a dataset scan get UNAVAILABLE.
+  void StopOpening() { catalog_.Stop(); }
 
   ServerMetrics& metrics() { return *metrics_; }
   MemoryBudget& budget() { return budget_; }
@@ -144,8 +156,10 @@ class DataServiceCore {
     Pipeline pipeline;
     std::shared_ptr<const SampleSource> source;
   };
-  // Validates the config and opens its dataset; counts refusals.
-  absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config);
+  // Checks the opened (or failed) dataset against the config; counts refusals.
+  absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config, absl::StatusOr<Pipeline> pipeline,
+                                   SourceOrError source);
+  SessionOrError MakeSession(const v1::SessionConfig& config, absl::StatusOr<Prepared> prepared);
 
   const CoreConfig config_;
   ServerMetrics* const metrics_;

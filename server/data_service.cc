@@ -92,7 +92,13 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
  private:
   // Finish may delete this (OnDone): nothing is touched after it.
   void Act(StreamAction action) {
-    if (action.open) return Act(state_.OnSession(core_->StartSession(*action.open)));  // nothing else is set
+    if (action.open) {  // nothing else is set
+      // Answered at once, or on a scan thread once the dataset is open; the
+      // state does not finish while a session is being opened, so `this` lives.
+      return core_->StartSessionAsync(*action.open, [this](DataServiceCore::SessionOrError session) {
+        Act(state_.OnSession(std::move(session)));
+      });
+    }
     if (action.read) StartRead(&request_buffer_);
     if (action.write) {
       const OutgoingChunk& c = *action.write;
@@ -130,13 +136,23 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
                                                        const v1::OpenSessionRequest* request,
                                                        v1::OpenSessionResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<v1::OpenSessionResponse> result = core_->OpenSession(request->config());
-  if (result.ok()) {
-    *response = *std::move(result);
-  } else {
-    LOG(INFO) << "OpenSession refused: " << result.status();
-  }
-  reactor->Finish(ToGrpcStatus(result.status()));
+  // Wait for a scan at most half of what the client allows (and 2 s), so that
+  // it hears "still being opened" and asks again rather than timing out.
+  const absl::Duration left = absl::FromChrono(context->deadline()) - absl::Now();
+  const absl::Duration patience = std::max(absl::ZeroDuration(), std::min(absl::Seconds(2), left / 2));
+  // Answered here or on a catalog thread; `context`, `response` and `reactor`
+  // stay valid until Finish.
+  core_->OpenSessionAsync(request->config(), patience,
+                          [context, response, reactor](absl::StatusOr<v1::OpenSessionResponse> result) {
+                            if (result.ok()) {
+                              *response = *std::move(result);
+                            } else if (IsStillOpening(result.status())) {
+                              context->AddTrailingMetadata(kDatasetOpeningTrailer, "1");  // the client asks again
+                            } else {
+                              LOG(INFO) << "OpenSession refused: " << result.status();
+                            }
+                            reactor->Finish(ToGrpcStatus(result.status()));
+                          });
   return reactor;
 }
 

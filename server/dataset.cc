@@ -9,6 +9,8 @@
 #include "glog/logging.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/cord.h"
+#include "absl/synchronization/notification.h"
 #include "server/image_decoder.h"
 #include "server/synthetic_source.h"
 #include "server/tar_shards.h"
@@ -63,7 +65,9 @@ absl::StatusOr<fs::path> ResolveDatasetDir(const fs::path& data_root, const std:
 }
 
 absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
-    const fs::path& dir, const fs::path& data_root, int64_t max_file_bytes) {
+    const fs::path& dir, const fs::path& data_root, int64_t max_file_bytes, const std::atomic<bool>* cancelled) {
+  auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
+  const absl::Status cancel_status = absl::CancelledError(absl::StrCat("scan of ", dir.string(), " cancelled"));
   std::error_code ec;
   const fs::path root = fs::canonical(data_root, ec);
   std::vector<fs::path> class_dirs;
@@ -92,6 +96,7 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
     const auto options = fs::directory_options::skip_permission_denied;
     fs::recursive_directory_iterator rit(class_dir, options, ec), rend;
     for (; !ec && rit != rend; rit.increment(ec)) {
+      if (stop()) return cancel_status;
       std::error_code entry_ec;
       if (!rit->is_regular_file(entry_ec)) continue;  // also a broken or looping symlink
       std::string ext = absl::AsciiStrToLower(rit->path().extension().string());
@@ -125,56 +130,186 @@ absl::StatusOr<std::string> ImageFolderIndex::Read(int64_t index) const {
   return ReadFileBytes(dir_ / samples_[index].path, max_file_bytes_);
 }
 
+namespace {
+
+constexpr char kStillOpeningPayload[] = "type.stoker.dev/dataset-still-opening";
+
+}  // namespace
+
+absl::Status StillOpening(const std::string& name, absl::Duration scanning) {
+  absl::Status status = absl::UnavailableError(absl::StrCat(
+      "dataset '", name, "' is still being opened on this server (scanning for ",
+      absl::FormatDuration(absl::Trunc(scanning, absl::Milliseconds(100))), "); ask again"));
+  status.SetPayload(kStillOpeningPayload, absl::Cord(name));
+  return status;
+}
+
+bool IsStillOpening(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable && status.GetPayload(kStillOpeningPayload).has_value();
+}
+
 DatasetCatalog::DatasetCatalog(fs::path data_root, CatalogOptions options)
-    : data_root_(std::move(data_root)), options_(options) {}
+    : data_root_(std::move(data_root)), options_(std::move(options)), scans_(std::max(1, options_.scan_threads)) {
+  timer_ = std::thread([this] { RunTimer(); });
+}
+
+DatasetCatalog::~DatasetCatalog() {
+  Stop();
+  timer_.join();
+}
+
+void DatasetCatalog::RunTimer() {
+  mu_.Lock();
+  while (!stopped_.load()) {
+    absl::Time next = absl::InfiniteFuture();
+    for (auto& [key, entry] : entries_) {
+      for (const Entry::Waiter& w : entry->waiters) next = std::min(next, w.deadline);
+    }
+    timer_wake_ = false;
+    mu_.AwaitWithDeadline(absl::Condition(&timer_wake_), next);
+    const absl::Time now = absl::Now();
+    std::vector<std::pair<Done, absl::Status>> expired;
+    for (auto& [key, entry] : entries_) {
+      auto& ws = entry->waiters;
+      for (auto it = ws.begin(); it != ws.end();) {
+        if (it->deadline > now) {
+          ++it;
+          continue;
+        }
+        expired.emplace_back(std::move(it->done), StillOpening(entry->name, now - entry->started));
+        it = ws.erase(it);
+      }
+    }
+    if (expired.empty()) continue;
+    mu_.Unlock();
+    for (auto& [done, status] : expired) done(status);
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
 
 int DatasetCatalog::size() {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(entries_.size());
 }
 
-absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::Open(const std::string& name) {
+DatasetCatalog::Lookup DatasetCatalog::Find(const std::string& name, Done done, absl::Time deadline) {
   std::string key = name;
   if (absl::StartsWith(name, kSyntheticPrefix)) {
     if (!options_.allow_synthetic) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("dataset '", name, "': synthetic datasets are turned off on this server (--allow-synthetic)"));
+      return {absl::PermissionDeniedError(absl::StrCat(
+                  "dataset '", name, "': synthetic datasets are turned off on this server (--allow-synthetic)")),
+              nullptr};
     }
   } else {
     auto dir = ResolveDatasetDir(data_root_, name);
-    if (!dir.ok()) return dir.status();
+    if (!dir.ok()) return {dir.status(), nullptr};
     key = dir->string();
   }
   std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
-    std::shared_ptr<Entry>& slot = entries_[key];
-    if (slot) {
-      // Another caller is opening it: wait for that result instead of scanning again.
-      entry = slot;
-      mu_.Await(absl::Condition(+[](Entry* e) { return !e->opening; }, entry.get()));
-      if (!entry->status.ok()) return entry->status;
-      entry->last_used = ++clock_;
-      return entry->source;
+    auto it = entries_.find(key);
+    if (it != entries_.end() && !it->second->opening) {
+      it->second->last_used = ++clock_;
+      return {it->second->source, nullptr};
     }
-    slot = entry = std::make_shared<Entry>();
+    if (stopped_.load()) {
+      return {absl::UnavailableError(absl::StrCat("dataset '", name, "': this server is shutting down")), nullptr};
+    }
+    if (it != entries_.end()) {  // someone is opening it: wait for that scan instead of scanning again
+      entry = it->second;
+    } else {
+      entry = std::make_shared<Entry>();
+      entry->name = name;
+      entry->started = absl::Now();
+      entries_[key] = entry;
+    }
+    if (done) {
+      entry->waiters.push_back({std::move(done), deadline});
+      if (deadline != absl::InfiniteFuture()) timer_wake_ = true;
+    }
+    if (it != entries_.end()) return {std::nullopt, entry};
   }
-  // Open outside the lock: a large tree takes a while and other datasets
-  // should not wait.
-  auto source = OpenUncached(name, key);
-  absl::MutexLock lock(&mu_);
-  entry->opening = false;
-  if (!source.ok()) {
-    // Waiters see the error; the entry goes, so a later call tries again.
-    entry->status = source.status();
-    entries_.erase(key);
-    return source.status();
+  LOG(INFO) << "opening dataset '" << name << "' (" << key << ")";
+  scans_.Schedule([this, name, key, entry] { Scan(name, key, entry); });
+  return {std::nullopt, entry};
+}
+
+void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duration patience) {
+  auto shared = std::make_shared<Done>(std::move(done));
+  const absl::Time deadline =
+      patience == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + patience;
+  Lookup found = Find(name, [shared](SourceOrError r) { (*shared)(std::move(r)); }, deadline);
+  if (found.answer) (*shared)(*std::move(found.answer));
+}
+
+SourceOrError DatasetCatalog::TryOpen(const std::string& name) {
+  Lookup found = Find(name, nullptr, absl::InfiniteFuture());
+  if (found.answer) return *std::move(found.answer);
+  absl::Duration scanning;
+  {
+    absl::MutexLock lock(&mu_);
+    scanning = absl::Now() - found.opening->started;
   }
-  entry->source = *std::move(source);
-  entry->last_used = ++clock_;
-  std::shared_ptr<const SampleSource> result = entry->source;
-  EvictLocked();
+  return StillOpening(name, scanning);
+}
+
+SourceOrError DatasetCatalog::Open(const std::string& name) {
+  absl::Notification done;
+  SourceOrError result = absl::UnknownError("unset");
+  OpenAsync(name, [&](SourceOrError r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
   return result;
+}
+
+void DatasetCatalog::Stop() {
+  std::vector<std::pair<std::string, Done>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_.store(true);
+    timer_wake_ = true;
+    for (auto& [key, entry] : entries_) {
+      for (Entry::Waiter& w : entry->waiters) waiters.emplace_back(key, std::move(w.done));
+      entry->waiters.clear();
+    }
+  }
+  for (auto& [key, done] : waiters) {
+    done(absl::UnavailableError(absl::StrCat("dataset ", key, " was still being opened when this server shut down")));
+  }
+}
+
+void DatasetCatalog::Scan(std::string name, std::string key, std::shared_ptr<Entry> entry) {
+  const absl::Time start = absl::Now();
+  SourceOrError source = stopped_.load() ? absl::UnavailableError("this server is shutting down")
+                                         : OpenUncached(name, key);
+  const absl::Duration took = absl::Now() - start;
+  if (source.ok()) {
+    LOG(INFO) << "opened dataset '" << name << "': " << (*source)->size() << " samples in "
+              << (*source)->class_names().size() << " classes, " << absl::FormatDuration(took);
+  } else {
+    LOG(WARNING) << "cannot open dataset '" << name << "': " << source.status();
+  }
+  std::vector<Entry::Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    entry->opening = false;
+    waiters.swap(entry->waiters);
+    auto it = entries_.find(key);
+    if (!source.ok()) {
+      // Waiters see the error; the entry goes, so a later call tries again.
+      entry->status = source.status();
+      if (it != entries_.end() && it->second == entry) entries_.erase(it);
+    } else {
+      entry->source = *source;
+      entry->last_used = ++clock_;
+      EvictLocked();
+    }
+  }
+  for (Entry::Waiter& w : waiters) w.done(source);
 }
 
 void DatasetCatalog::EvictLocked() {
@@ -190,8 +325,8 @@ void DatasetCatalog::EvictLocked() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::OpenUncached(const std::string& name,
-                                                                               const std::string& key) {
+SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::string& key) {
+  if (options_.opener) return options_.opener(name, key, &stopped_);
   if (absl::StartsWith(name, kSyntheticPrefix)) {
     auto s = SyntheticSource::Open(name);
     if (!s.ok()) return s.status();
@@ -199,11 +334,11 @@ absl::StatusOr<std::shared_ptr<const SampleSource>> DatasetCatalog::OpenUncached
   }
   const fs::path dir(key);
   if (HasTarShards(dir)) {
-    auto s = TarShardSource::Open(dir, options_.max_file_bytes);
+    auto s = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_);
     if (!s.ok()) return s.status();
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
-  auto s = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes);
+  auto s = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_);
   if (!s.ok()) return s.status();
   return std::shared_ptr<const SampleSource>(*std::move(s));
 }

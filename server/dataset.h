@@ -4,17 +4,23 @@
 #ifndef STOKER_SERVER_DATASET_H_
 #define STOKER_SERVER_DATASET_H_
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/sample_source.h"
+#include "server/worker_pool.h"
 
 namespace stoker {
 
@@ -39,8 +45,10 @@ class ImageFolderIndex final : public SampleSource {
   // Scans `dir`. NOT_FOUND when it has no class directory with an image;
   // symlinked files that point outside `data_root` are skipped.
   // Reads of files larger than `max_file_bytes` (0: no limit) fail as too_large.
+  // CANCELLED as soon as `*cancelled` (when given) turns true.
   static absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Scan(
-      const std::filesystem::path& dir, const std::filesystem::path& data_root, int64_t max_file_bytes = 0);
+      const std::filesystem::path& dir, const std::filesystem::path& data_root, int64_t max_file_bytes = 0,
+      const std::atomic<bool>* cancelled = nullptr);
 
   const std::filesystem::path& dir() const { return dir_; }
   const std::vector<SampleRef>& samples() const { return samples_; }
@@ -60,6 +68,8 @@ class ImageFolderIndex final : public SampleSource {
   std::vector<SampleRef> samples_;
 };
 
+using SourceOrError = absl::StatusOr<std::shared_ptr<const SampleSource>>;
+
 struct CatalogOptions {
   // Samples larger than this many bytes fail as too_large (0: no limit).
   int64_t max_file_bytes = int64_t{256} << 20;
@@ -68,20 +78,46 @@ struct CatalogOptions {
   int max_datasets = 64;
   // Whether "synthetic:WxH[:N[:C]]" names are served.
   bool allow_synthetic = true;
+  // Threads that scan datasets (never gRPC's: a large tree takes minutes).
+  int scan_threads = 2;
+  // How a resolved dataset is opened: (name, resolved key, cancelled flag).
+  // Empty: the real sources. Tests inject slow or failing openers here.
+  std::function<SourceOrError(const std::string& name, const std::string& key, const std::atomic<bool>* cancelled)>
+      opener;
 };
 
-// Opens each dataset once and hands the shared source to every session. A
-// name "synthetic:..." is a SyntheticSource; a directory holding *.tar files
-// is a TarShardSource; any other directory an ImageFolder tree. Concurrent
-// first opens of one dataset scan it once (the others wait for that scan).
-// Thread-safe.
+// Opens each dataset once, on the catalog's own scan threads, and hands the
+// shared source to every session. A name "synthetic:..." is a
+// SyntheticSource; a directory holding *.tar files is a TarShardSource; any
+// other directory an ImageFolder tree. Concurrent first opens of one dataset
+// scan it once. Thread-safe.
 class DatasetCatalog {
  public:
-  explicit DatasetCatalog(std::filesystem::path data_root, CatalogOptions options = {});
+  using Done = std::function<void(SourceOrError)>;
 
-  // Errors as ResolveDatasetDir and the sources' Open/Scan; PERMISSION_DENIED
-  // for a synthetic name when those are not allowed.
-  absl::StatusOr<std::shared_ptr<const SampleSource>> Open(const std::string& name);
+  explicit DatasetCatalog(std::filesystem::path data_root, CatalogOptions options = {});
+  // Stops, then waits for the timer and scan threads (a running scan is
+  // cancelled).
+  ~DatasetCatalog();
+
+  // Calls `done` exactly once with the source or the error: at once (on this
+  // thread) when the answer is known now, else on a scan thread when the scan
+  // ends, or with UNAVAILABLE from Stop. When the scan has not ended within
+  // `patience`, `done` gets (on the catalog's timer thread) the UNAVAILABLE
+  // "still being opened" of TryOpen instead; the scan goes on. Errors as
+  // ResolveDatasetDir and the sources' Open/Scan; PERMISSION_DENIED for a
+  // synthetic name when those are not allowed.
+  void OpenAsync(const std::string& name, Done done, absl::Duration patience = absl::InfiniteDuration());
+  // Never waits: the source when it is open; otherwise starts opening it (if
+  // no one has) and returns UNAVAILABLE for which IsStillOpening() holds,
+  // naming the dataset and how long it has been scanned. Other errors as
+  // OpenAsync.
+  SourceOrError TryOpen(const std::string& name);
+  // Waits for OpenAsync's answer (tools and tests).
+  SourceOrError Open(const std::string& name);
+  // Shutting down: every caller still waiting gets UNAVAILABLE, running scans
+  // are cancelled, and later opens of datasets not open yet are refused.
+  void Stop();
 
   // Datasets held open now (for tests and metrics).
   int size();
@@ -89,19 +125,43 @@ class DatasetCatalog {
  private:
   struct Entry {
     bool opening = true;
+    std::string name;  // as asked for (for messages)
     absl::Status status;
     std::shared_ptr<const SampleSource> source;
     int64_t last_used = 0;
+    absl::Time started;
+    struct Waiter {
+      Done done;
+      absl::Time deadline;  // then answered "still being opened"
+    };
+    std::vector<Waiter> waiters;  // while opening
   };
-  absl::StatusOr<std::shared_ptr<const SampleSource>> OpenUncached(const std::string& name, const std::string& key);
+  // What is known now about `name`: the answer, or the entry being opened
+  // (started when `start` and no one has).
+  struct Lookup {
+    std::optional<SourceOrError> answer;
+    std::shared_ptr<Entry> opening;
+  };
+  Lookup Find(const std::string& name, Done done, absl::Time deadline);
+  // Answers waiters whose patience has run out, until Stop.
+  void RunTimer();
+  void Scan(std::string name, std::string key, std::shared_ptr<Entry> entry);
+  SourceOrError OpenUncached(const std::string& name, const std::string& key);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::filesystem::path data_root_;
   const CatalogOptions options_;
+  std::atomic<bool> stopped_{false};
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  bool timer_wake_ ABSL_GUARDED_BY(mu_) = false;  // a deadline was added, or Stop
+  std::thread timer_;
+  WorkerPool scans_;  // last: its threads stop before the rest is destroyed
 };
+
+// Whether `status` is TryOpen's "the dataset is still being opened".
+bool IsStillOpening(const absl::Status& status);
 
 // Reads a whole file. NOT_FOUND / DATA_LOSS name the path; a file larger than
 // `max_bytes` (0: no limit) is too_large (see image_decoder.h).

@@ -1,6 +1,10 @@
 #include "server/dataset.h"
 
+#include <atomic>
+
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "server/synthetic_source.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -90,6 +94,110 @@ TEST(DatasetTest, ReadFileBytes) {
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(*bytes, std::string("a\0b", 3));
   EXPECT_EQ(ReadFileBytes(root.path() / "nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+// An opener that blocks until released (or cancelled), counting its calls:
+// stands in for the scan of a large tree.
+struct GatedOpener {
+  absl::Notification release;
+  std::atomic<int> calls{0};
+  CatalogOptions Options() {
+    CatalogOptions o;
+    o.opener = [this](const std::string& name, const std::string&, const std::atomic<bool>* cancelled) -> SourceOrError {
+      ++calls;
+      while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+        if (cancelled->load()) return absl::CancelledError("cancelled");
+      }
+      auto s = SyntheticSource::Open(name);
+      if (!s.ok()) return s.status();
+      return std::shared_ptr<const SampleSource>(*std::move(s));
+    };
+    return o;
+  }
+};
+
+TEST(DatasetTest, TryOpenNeverWaitsForAScanAndTheScanRunsOnce) {
+  TempDir root;
+  GatedOpener gate;
+  DatasetCatalog catalog(root.path(), gate.Options());
+  const std::string name = "synthetic:16x16:10:2";
+  for (int i = 0; i < 3; ++i) {
+    auto first = catalog.TryOpen(name);  // returns while the scan is blocked
+    EXPECT_TRUE(IsStillOpening(first.status())) << first.status();
+    EXPECT_NE(first.status().message().find("still being opened"), std::string::npos) << first.status();
+  }
+  std::atomic<int> answered{0};
+  catalog.OpenAsync(name, [&](SourceOrError r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    ++answered;
+  });
+  EXPECT_EQ(answered.load(), 0);  // waits for the scan, on the scan thread
+  gate.release.Notify();
+  auto opened = catalog.Open(name);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->size(), 10);
+  EXPECT_EQ(answered.load(), 1);
+  EXPECT_TRUE(catalog.TryOpen(name).ok());
+  EXPECT_EQ(gate.calls.load(), 1);
+  // Bad names are answered at once, without a scan.
+  EXPECT_EQ(catalog.TryOpen("../x").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(IsStillOpening(catalog.TryOpen("missing").status()));
+}
+
+TEST(DatasetTest, AWaiterOutOfPatienceHearsStillOpeningAndTheScanGoesOn) {
+  TempDir root;
+  GatedOpener gate;
+  DatasetCatalog catalog(root.path(), gate.Options());
+  const std::string name = "synthetic:16x16:10:2";
+  absl::Notification impatient_answered, patient_answered;
+  absl::Status impatient, patient;
+  catalog.OpenAsync(name, [&](SourceOrError r) {
+    patient = r.status();
+    patient_answered.Notify();
+  });
+  catalog.OpenAsync(
+      name,
+      [&](SourceOrError r) {
+        impatient = r.status();
+        impatient_answered.Notify();
+      },
+      absl::Milliseconds(50));
+  ASSERT_TRUE(impatient_answered.WaitForNotificationWithTimeout(absl::Seconds(30)));  // by the timer, gate closed
+  EXPECT_TRUE(IsStillOpening(impatient)) << impatient;
+  EXPECT_FALSE(patient_answered.HasBeenNotified());
+  gate.release.Notify();
+  ASSERT_TRUE(patient_answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(patient.ok()) << patient;
+  EXPECT_EQ(gate.calls.load(), 1);
+}
+
+TEST(DatasetTest, StopAnswersWaitersCancelsTheScanAndRefusesNewOpens) {
+  TempDir root;
+  GatedOpener gate;
+  DatasetCatalog catalog(root.path(), gate.Options());
+  absl::Notification answered;
+  absl::Status got;
+  catalog.OpenAsync("synthetic:16x16:10:2", [&](SourceOrError r) {
+    got = r.status();
+    answered.Notify();
+  });
+  catalog.Stop();  // the gate is never released: only the cancellation ends the scan
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(got.code(), absl::StatusCode::kUnavailable) << got;
+  EXPECT_NE(got.message().find("shut down"), std::string::npos) << got;
+  auto later = catalog.TryOpen("synthetic:8x8:10:2");
+  EXPECT_EQ(later.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(IsStillOpening(later.status()));
+}  // the destructor joins the cancelled scan
+
+TEST(DatasetTest, RealScansStopWhenCancelled) {
+  TempDir root;
+  root.Write("ds/c/a.jpg", "x");
+  std::atomic<bool> cancelled{true};
+  EXPECT_EQ(ImageFolderIndex::Scan(root.path() / "ds", root.path(), 0, &cancelled).status().code(),
+            absl::StatusCode::kCancelled);
+  cancelled = false;
+  EXPECT_TRUE(ImageFolderIndex::Scan(root.path() / "ds", root.path(), 0, &cancelled).ok());
 }
 
 }  // namespace

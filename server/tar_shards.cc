@@ -295,13 +295,17 @@ std::vector<fs::path> ListShards(const fs::path& dir) {
 bool HasTarShards(const fs::path& dir) { return !ListShards(dir).empty(); }
 
 absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const fs::path& dir,
-                                                                          int64_t max_file_bytes) {
+                                                                          int64_t max_file_bytes,
+                                                                          const std::atomic<bool>* cancelled) {
   std::shared_ptr<TarShardSource> source(new TarShardSource());
   source->max_file_bytes_ = max_file_bytes;
   source->shard_paths_ = ListShards(dir);
   int32_t max_label = -1;
   for (size_t i = 0; i < source->shard_paths_.size(); ++i) {
     const fs::path& shard = source->shard_paths_[i];
+    if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+      return absl::CancelledError(absl::StrCat("opening ", dir.string(), " cancelled"));
+    }
     const int fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open shard ", shard.string()));
     source->fds_.push_back(fd);

@@ -14,6 +14,7 @@
 #ifndef STOKER_SERVER_TAR_SHARDS_H_
 #define STOKER_SERVER_TAR_SHARDS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -51,8 +52,10 @@ class TarShardSource final : public SampleSource {
 
   // Opens every *.tar in `dir`. NOT_FOUND when no shard has a sample. Reads
   // of members larger than `max_file_bytes` (0: no limit) fail as too_large.
+  // CANCELLED between shards once `*cancelled` (when given) turns true.
   static absl::StatusOr<std::shared_ptr<const TarShardSource>> Open(const std::filesystem::path& dir,
-                                                                    int64_t max_file_bytes = 0);
+                                                                    int64_t max_file_bytes = 0,
+                                                                    const std::atomic<bool>* cancelled = nullptr);
   ~TarShardSource() override;
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }

@@ -3,10 +3,14 @@
 // server keeps serving afterwards.
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include "client/stoker_client.h"
+#include "absl/synchronization/notification.h"
 #include "common/pipeline_text.h"
+#include "common/stream_trailers.h"
 #include "gtest/gtest.h"
 #include "server/stoker_server.h"
 #include "tests/testdata/image_set.h"
@@ -429,6 +433,122 @@ TEST_F(BadInputTest, ServerWithAnotherCopyOfTheDatasetGetsNoWork) {
   v1::ClientPosition other_pipeline = position;
   other_pipeline.set_pipeline("center_crop(64) | UINT8 NHWC");
   EXPECT_EQ((*client)->Resume(other_pipeline).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Review 1.13: the first open of a large dataset ran on a gRPC thread, and
+// the client gave up after rpc_timeout. The scan now runs on the catalog's
+// own threads, OpenSession answers "still being opened" at once, and the
+// client asks again until the scan ends. Here a gated opener stands in for
+// a scan that takes longer than the client's rpc_timeout.
+class GatedServer {
+ public:
+  GatedServer(const std::filesystem::path& root, ServerMetrics* metrics, ServerConfig config) {
+    config.core.catalog.opener = [this, root](const std::string& name, const std::string& key,
+                                              const std::atomic<bool>* cancelled) -> SourceOrError {
+      if (name == "ds") {
+        ++scans_;
+        while (!release_.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+          if (cancelled->load()) return absl::CancelledError("scan cancelled");
+        }
+      }
+      auto s = ImageFolderIndex::Scan(key, root);
+      if (!s.ok()) return s.status();
+      return std::shared_ptr<const SampleSource>(*std::move(s));
+    };
+    auto server = StokerServer::Start(config, metrics);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (server.ok()) server_ = *std::move(server);
+  }
+  StokerServer* server() { return server_.get(); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+  void Release() { release_.Notify(); }
+  int scans() const { return scans_.load(); }
+
+ private:
+  absl::Notification release_;
+  std::atomic<int> scans_{0};
+  std::unique_ptr<StokerServer> server_;
+};
+
+TEST_F(BadInputTest, SlowFirstOpenBlocksNoGrpcThreadAndTheClientWaitsForIt) {
+  GatedServer slow(root_.path(), metrics_.get(), LoopbackServer(root_.path(), 1));
+  ASSERT_NE(slow.server(), nullptr);
+  ClientConfig config;
+  config.servers = {slow.address()};
+  config.session = Good();
+  config.rpc_timeout = absl::Seconds(1);
+  config.open_timeout = absl::Seconds(60);
+  absl::StatusOr<std::unique_ptr<StokerClient>> client = absl::UnknownError("not connected");
+  std::thread connect([&] { client = StokerClient::Connect(config, nullptr); });
+  // While "ds" is being scanned: OpenSession for it is answered at once as
+  // still opening, and another dataset's session opens.
+  auto stub = v1::DataService::NewStub(grpc::CreateChannel(slow.address(), grpc::InsecureChannelCredentials()));
+  auto open = [&](const std::string& dataset, grpc::ClientContext* ctx) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ctx->set_wait_for_ready(true);
+    v1::OpenSessionRequest req;
+    *req.mutable_config() = Good();
+    req.mutable_config()->set_dataset(dataset);
+    v1::OpenSessionResponse response;
+    return stub->OpenSession(ctx, req, &response);
+  };
+  grpc::ClientContext ds_ctx;
+  const grpc::Status still = open("ds", &ds_ctx);
+  EXPECT_EQ(still.error_code(), grpc::StatusCode::UNAVAILABLE) << still.error_message();
+  EXPECT_NE(still.error_message().find("still being opened"), std::string::npos) << still.error_message();
+  EXPECT_EQ(ds_ctx.GetServerTrailingMetadata().count(kDatasetOpeningTrailer), 1u);
+  grpc::Status other;  // its own (short) scan, asked for until it ends
+  for (int i = 0; i < 500; ++i) {
+    grpc::ClientContext bad_ctx;
+    other = open("bad", &bad_ctx);
+    if (other.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(other.ok()) << other.error_message();
+  // Past the client's rpc_timeout (the old inline open failed Connect here).
+  absl::SleepFor(absl::Milliseconds(2500));
+  slow.Release();
+  connect.join();
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ(slow.scans(), 1);
+  ASSERT_TRUE((*client)->StartEpoch(0).ok());
+  int batches = 0;
+  for (;;) {
+    Batch b;
+    bool end = false;
+    ASSERT_TRUE((*client)->Next(&b, &end).ok());
+    if (end) break;
+    ++batches;
+  }
+  EXPECT_EQ(batches, (*client)->BatchesPerEpoch());
+}
+
+// A stream whose session waits for a scan does not hold up shutdown: the
+// scan is cancelled and the stream ends UNAVAILABLE.
+TEST_F(BadInputTest, ShutdownDuringAScanEndsTheStreamsWaitingForIt) {
+  GatedServer slow(root_.path(), metrics_.get(), LoopbackServer(root_.path(), 1));
+  ASSERT_NE(slow.server(), nullptr);  // never released
+  auto stub = v1::DataService::NewStub(grpc::CreateChannel(slow.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto rpc = stub->BatchStream(&ctx);
+  v1::StreamRequest first;
+  *first.mutable_config() = Good();
+  ASSERT_TRUE(rpc->Write(first));
+  v1::StreamRequest ask;
+  ask.mutable_batch()->set_epoch(0);
+  ask.mutable_batch()->set_batch_index(0);
+  for (int i = 0; i < 4; ++i) ask.mutable_batch()->add_sample_indices(i);
+  ASSERT_TRUE(rpc->Write(ask));
+  while (slow.scans() == 0) absl::SleepFor(absl::Milliseconds(5));  // the stream's open is waiting
+  slow.server()->Shutdown(absl::Now() + absl::Seconds(30));
+  slow.server()->Wait();  // returns without the scan ever ending
+  v1::BatchChunk chunk;
+  while (rpc->Read(&chunk)) {
+  }
+  const grpc::Status status = rpc->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  EXPECT_NE(status.error_message().find("shut down"), std::string::npos) << status.error_message();
 }
 
 TEST_F(BadInputTest, GaugesReturnToZeroAfterStreamsEndOrBreak) {

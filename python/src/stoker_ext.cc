@@ -84,6 +84,7 @@ struct Options {
   int window = 2;
   int prefetch = 0;
   double connect_timeout_s = 10;
+  double open_timeout_s = 1800;
   double batch_timeout_s = 120;
   double unavailable_timeout_s = 30;
   double resolve_interval_s = 5;
@@ -144,6 +145,7 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.window_per_server = o.window;
   cc.prefetch_batches = o.prefetch;
   cc.rpc_timeout = absl::Seconds(o.connect_timeout_s);
+  cc.open_timeout = absl::Seconds(o.open_timeout_s);
   cc.batch_timeout = absl::Seconds(o.batch_timeout_s);
   cc.unavailable_timeout = absl::Seconds(o.unavailable_timeout_s);
   cc.resolve_interval = absl::Seconds(o.resolve_interval_s);
@@ -297,6 +299,7 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("window", &Options::window)
       .def_rw("prefetch", &Options::prefetch)
       .def_rw("connect_timeout_s", &Options::connect_timeout_s)
+      .def_rw("open_timeout_s", &Options::open_timeout_s)
       .def_rw("batch_timeout_s", &Options::batch_timeout_s)
       .def_rw("unavailable_timeout_s", &Options::unavailable_timeout_s)
       .def_rw("resolve_interval_s", &Options::resolve_interval_s)

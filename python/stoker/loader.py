@@ -69,7 +69,8 @@ class Loader:
       ordered: False hands batches over as they complete.
       window: batches requested from one server at a time (2).
       prefetch: most batches requested or buffered; 0: 2 x window x servers.
-      connect_timeout (10), batch_timeout (120), unavailable_timeout (30),
+      connect_timeout (10), open_timeout (1800: waiting
+        for servers still scanning the dataset), batch_timeout (120), unavailable_timeout (30),
         resolve_interval (5): as ClientConfig.
       bad_sample_policy: "skip" (replace undecodable samples) or "fail"
         (raise stoker.DataLoss).
@@ -85,7 +86,7 @@ class Loader:
 
     def __init__(self, servers, dataset, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
                  device="auto", dtype="float32", layout="nchw", normalize="imagenet", framework="torch",
-                 rank=None, world_size=None, ordered=True, window=2, prefetch=0, connect_timeout=10.0,
+                 rank=None, world_size=None, ordered=True, window=2, prefetch=0, connect_timeout=10.0, open_timeout=1800.0,
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
                  metrics_host="0.0.0.0", tune_malloc=True, _test_h2d_delay_ms=0):
@@ -108,6 +109,7 @@ class Loader:
         o.ordered = bool(ordered)
         o.window, o.prefetch = int(window), int(prefetch)
         o.connect_timeout_s = float(connect_timeout)
+        o.open_timeout_s = float(open_timeout)
         o.batch_timeout_s = float(batch_timeout)
         o.unavailable_timeout_s = float(unavailable_timeout)
         o.resolve_interval_s = float(resolve_interval)
