@@ -96,6 +96,7 @@ thread-safety: deps
 
 bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)
+	@tests/bench/slow_server_share.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-tsa $(BUILD_DIR)-asan

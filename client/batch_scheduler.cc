@@ -185,8 +185,10 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     const bool head = options_.ordered && b == next_to_deliver_;
     if (!head && static_cast<int64_t>(assigned_.size() + ready_.size()) >= options_.prefetch) break;
     // The least-loaded live stream with room: fast servers return batches
-    // sooner, so they are asked more often. A batch a server refused goes to
-    // another server.
+    // sooner, so they are asked more often. Among equally loaded ones, the one
+    // asked least recently, so that when the consumer (not the servers) sets
+    // the pace every server, also one that just joined, keeps getting work. A
+    // batch a server refused goes to another server.
     const auto refused = attempts_.find(b);
     Stream* best = nullptr;
     StreamId best_id = -1;
@@ -198,7 +200,8 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
       if (static_cast<int>(s.requested.size()) >= options_.window) continue;
       room = true;
       if (refused != attempts_.end() && refused->second.refused_by.count(address)) continue;
-      if (!best || s.requested.size() < best->requested.size()) {
+      if (!best || s.requested.size() < best->requested.size() ||
+          (s.requested.size() == best->requested.size() && s.last_assigned < best->last_assigned)) {
         best = &s;
         best_id = server.live;
       }
@@ -210,6 +213,7 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     }
     it = pending_.erase(it);
     best->requested.insert(b);
+    best->last_assigned = ++assignments_;
     assigned_[b] = best_id;
     requested_at_[b] = now;
     out.push_back({best_id, b});

@@ -150,6 +150,7 @@ class BatchScheduler {
     bool half_closed = false;
     absl::Time opened;
     bool proven = false;  // delivered a batch (or stayed up for proven_after)
+    int64_t last_assigned = 0;  // Dispatch's counter when it last got a batch (0: never)
   };
   struct Server {
     StreamId live = -1;
@@ -186,6 +187,7 @@ class BatchScheduler {
   int64_t next_to_deliver_ = 0;
   StreamId next_stream_ = 0;
   int64_t reassigned_ = 0;
+  int64_t assignments_ = 0;  // batches dispatched so far (orders ties between servers)
   absl::Time no_server_since_ = absl::InfiniteFuture();
   absl::Status error_;
   uint64_t jitter_state_;

@@ -1,6 +1,7 @@
 #include "client/batch_scheduler.h"
 
 #include <algorithm>
+#include <map>
 
 #include "gtest/gtest.h"
 
@@ -74,6 +75,34 @@ TEST(BatchSchedulerTest, BatchRefusedByThreeServersEndsTheEpochWithItsError) {
   bool end = false;
   EXPECT_TRUE(s.CanTake());
   EXPECT_EQ(s.Take(&batch, &end).code(), absl::StatusCode::kDataLoss);
+}
+
+// Failover test 5.1 found it: when the consumer sets the pace, a fast server
+// has no batch outstanding at each dispatch, and the least-loaded rule alone
+// always picked it over a server that had just joined, which never got work.
+TEST(BatchSchedulerTest, AServerThatJoinsWhileTheConsumerSetsThePaceGetsWork) {
+  SchedulerOptions o = Options();
+  o.prefetch = 1;  // one batch at a time: every dispatch sees both servers idle
+  BatchScheduler s(EpochPlan(7, 0, 20, 2, false, 0, 1), o, nullptr);
+  absl::Time now = kT0;
+  for (const std::string& a : s.OnMembership({"a:1"}, now)) s.OnStreamOpened(a, now);
+  std::map<std::string, int> served;
+  for (int64_t b = 0; b < 10; ++b) {
+    if (b == 3) {
+      for (const std::string& a : s.OnMembership({"a:1", "b:1"}, now)) s.OnStreamOpened(a, now);
+    }
+    std::vector<Assignment> as = s.Dispatch(now);
+    ASSERT_EQ(as.size(), 1u);
+    ASSERT_TRUE(s.CheckHeader(as[0].stream, Header(s, as[0].batch)).ok());
+    ASSERT_TRUE(s.OnBatchReceived(as[0].stream, BatchFor(s, as[0].batch), now).ok());
+    Batch batch;
+    bool end = false;
+    ASSERT_TRUE(s.Take(&batch, &end).ok());
+    ++served[b < 3 ? "before" : (batch.server.empty() ? std::to_string(as[0].stream) : batch.server)];
+    now += absl::Milliseconds(300);
+  }
+  EXPECT_EQ(served["before"], 3);
+  EXPECT_EQ(served.size(), 3u) << "after the join both servers are used";
 }
 
 TEST(BatchSchedulerTest, WithOneServerTheFirstRefusalEndsTheEpoch) {

@@ -283,7 +283,7 @@ int Run() {
                                {"server", batch.server}, {"hash", Hash(batch.data)},
                                {"failed_samples", batch.failed_samples.size()},
                                {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)}};
-        log << line.dump() << '\n';
+        log << line.dump() << std::endl;  // flushed: tests follow the run's progress in this file
       }
       if (stager) {
         // The consumer's side: stage the batch (copy + convert), wait for it.
@@ -316,7 +316,9 @@ int Run() {
     std::fflush(stdout);
   }
   if (!absl::GetFlag(FLAGS_json).empty()) {
-    std::ofstream(absl::GetFlag(FLAGS_json)) << SummaryJson(summary).dump(2) << '\n';
+    nlohmann::json j = SummaryJson(summary);
+    j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
+    std::ofstream(absl::GetFlag(FLAGS_json)) << j.dump(2) << '\n';
   }
   const Verdict verdict = (*client)->meter().EvaluateAll();
   (*client)->meter().Evaluate();

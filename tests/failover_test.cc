@@ -75,6 +75,37 @@ std::map<std::pair<int, int>, std::string> Hashes(const Log& log) {
   return h;
 }
 
+// Waits until the run's --log-batches file holds at least `n` batches (kill
+// and join points are chosen by progress, not by sleeps); returns them.
+Log WaitForBatches(const std::filesystem::path& path, size_t n, absl::Duration timeout = absl::Seconds(60)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    Log lines;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      if (!in.eof()) lines.push_back(nlohmann::json::parse(line));  // a complete line
+    }
+    if (lines.size() >= n) return lines;
+    if (absl::Now() > deadline) {
+      ADD_FAILURE() << "only " << lines.size() << " of " << n << " batches in " << path << " after "
+                    << absl::FormatDuration(timeout);
+      return lines;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+nlohmann::json ReadSummary(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+int ServedBy(const Log& log, const std::string& address, int epoch) {
+  int n = 0;
+  for (const auto& l : log) n += l["server"] == address && l["epoch"] == epoch;
+  return n;
+}
+
 // Every sample exactly once in each epoch of the log.
 void ExpectExactlyOnce(const Log& log, int epochs, int samples) {
   std::map<int, std::multiset<int64_t>> per_epoch;
@@ -125,17 +156,29 @@ class FailoverTest : public ::testing::Test {
 TempDir* FailoverTest::root_ = nullptr;
 
 TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
-  Server a = StartServer(root_->path()), b = StartServer(root_->path()), c = StartServer(root_->path());
+  // b is slow (100 ms a sample, 200 ms a batch), so it always holds batches
+  // the client has asked for and not received: killing it must reassign them.
+  Server a = StartServer(root_->path()), b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/100),
+         c = StartServer(root_->path());
   const std::string servers = "--servers=" + a.address + "," + b.address + "," + c.address;
-  const auto reference_log = out_.path() / "reference.jsonl", failed_log = out_.path() / "failed.jsonl";
+  const auto reference_log = out_.path() / "reference.jsonl", failed_log = out_.path() / "failed.jsonl",
+             summary = out_.path() / "failed.json";
   auto reference = Bench({servers, "--epochs=2", "--log-batches=" + reference_log.string()});
   ASSERT_EQ(Finish(*reference), 0) << reference->output();
 
-  auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--log-batches=" + failed_log.string()});
-  absl::SleepFor(absl::Milliseconds(700));  // mid-epoch 0 (20 batches x 40 ms per epoch)
+  auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--log-batches=" + failed_log.string(),
+                    "--json=" + summary.string()});
+  // Kill once b has served a batch of epoch 0 (and so is in the rotation).
+  for (size_t n = 1;; ++n) {
+    const Log seen = WaitForBatches(failed_log, n);
+    if (seen.size() < n || ServedBy(seen, b.address, 0) > 0) break;
+  }
   kill(b.process->pid(), SIGKILL);
   ASSERT_EQ(Finish(*run), 0) << run->output();
   const Log log = ReadLog(failed_log);
+  EXPECT_GE(ServedBy(log, b.address, 0), 1) << "b was killed before it served anything";
+  EXPECT_GE(ReadSummary(summary)["reassigned_batches"].get<double>(), 1) << run->output();
+  EXPECT_NE(run->output().find("server " + b.address + " failed"), std::string::npos) << run->output();
   ExpectExactlyOnce(log, 2, kSamples);
   EXPECT_EQ(Hashes(log), Hashes(ReadLog(reference_log)));
   std::set<std::string> after_kill;
@@ -151,10 +194,15 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
 // seconds.
 TEST_F(FailoverTest, StoppedServerIsNoticedByKeepaliveWithinSeconds) {
   Server a = StartServer(root_->path()), b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/300);
-  auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=4", "--step-ms=40"});
+  const auto log_path = out_.path() / "stop.jsonl";
+  auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=4", "--step-ms=40",
+                    "--log-batches=" + log_path.string()});
   // b's batches take 600 ms each, so it always holds some; the run takes
   // several seconds either way (and the test fails if b never fails).
-  absl::SleepFor(absl::Seconds(1));
+  for (size_t n = 1;; ++n) {  // stop b once it has served a batch
+    const Log seen = WaitForBatches(log_path, n);
+    if (seen.size() < n || ServedBy(seen, b.address, 0) > 0) break;
+  }
   kill(b.process->pid(), SIGSTOP);
   const absl::Time stopped = absl::Now();
   const int code = Finish(*run, absl::Seconds(60));
@@ -165,28 +213,48 @@ TEST_F(FailoverTest, StoppedServerIsNoticedByKeepaliveWithinSeconds) {
   EXPECT_LT(took, absl::Seconds(30)) << "found by the 120 s batch timeout, not by keepalive";
 }
 
-TEST_F(FailoverTest, ServerStartedMidEpochGetsWorkWithinTwoSeconds) {
+// Review 5.1: the late server used to come up during Connect, so both were
+// there from batch 0. It is now started only after 5 of the epoch's 20
+// batches have been delivered by the first server alone.
+TEST_F(FailoverTest, ServerStartedMidEpochGetsWork) {
   Server a = StartServer(root_->path());
   const int late_port = FreePort();
   const auto log_path = out_.path() / "late.jsonl";
-  const absl::Time start = absl::Now();
+  // 20 batches x 300 ms: after the 5th, 4.5 s are left for the late server
+  // to start and for the client's retry (backoff up to 2 s) to find it.
   auto run = Bench({"--servers=" + a.address + ",127.0.0.1:" + std::to_string(late_port), "--epochs=1",
-                    "--step-ms=150", "--log-batches=" + log_path.string()});
-  absl::SleepFor(absl::Milliseconds(1000));
-  const absl::Duration started_after = absl::Now() - start;
+                    "--step-ms=300", "--connect-timeout-seconds=2", "--log-batches=" + log_path.string()});
+  const Log before = WaitForBatches(log_path, 5);
+  ASSERT_GE(before.size(), 5u);
+  // The bench's clock (time_ms) at the late start is at least the last logged batch's.
+  const int64_t started_ms = before.back()["time_ms"];
   Server late = StartServer(root_->path(), "127.0.0.1", late_port);
   ASSERT_EQ(Finish(*run), 0) << run->output();
+  const Log log = ReadLog(log_path);
+  ExpectExactlyOnce(log, 1, kSamples);
   int64_t first_late_ms = -1;
-  for (const auto& l : ReadLog(log_path)) {
-    if (l["server"] == late.address && first_late_ms < 0) first_late_ms = l["time_ms"];
+  int first_late_batch = -1;
+  for (const auto& l : log) {
+    if (l["server"] == late.address && first_late_ms < 0) {
+      first_late_ms = l["time_ms"];
+      first_late_batch = l["batch"];
+    }
   }
   ASSERT_GE(first_late_ms, 0) << "the late server never got work:\n" << run->output();
-  // Its first batch was handed over within 2 s of its start (plus the
-  // consumer's step, which paces deliveries).
-  EXPECT_LT(first_late_ms - absl::ToInt64Milliseconds(started_after), 2000 + 150);
+  EXPECT_EQ(ServedBy(std::vector(log.begin(), log.begin() + 5), late.address, 0), 0);
+  EXPECT_GE(first_late_batch, 5) << "a real mid-epoch join: nothing before the late start";
+  // Printed, not a speed goal: from the late server's start (on the bench's
+  // clock, including its process start-up) to its first delivered batch. The
+  // bound only catches a join that waits for the next epoch (the epoch has
+  // 20 x 300 ms).
+  std::printf("late server's first batch %lld ms after its start\n",
+              static_cast<long long>(first_late_ms - started_ms));
+  EXPECT_LT(first_late_ms - started_ms, 10000);
 }
 
-TEST_F(FailoverTest, SlowServerGetsFewerBatchesAndTheSumOfRatesIsKept) {
+// The rate ratio (together against the sum of the two alone) is a
+// benchmark, tests/bench/slow_server_share.sh, not a test (review 5.2).
+TEST_F(FailoverTest, SlowServerGetsFewerBatches) {
   // One worker thread per server (two in all, as many as the machine has
   // cores); the delay makes one server three times slower. A synthetic
   // dataset of 300 samples in one epoch keeps the epoch's tail small.
@@ -211,8 +279,7 @@ TEST_F(FailoverTest, SlowServerGetsFewerBatchesAndTheSumOfRatesIsKept) {
               fast_alone, slow_alone, together, together / (fast_alone + slow_alone), per_server[fast.address],
               per_server[slow.address]);
   EXPECT_GT(per_server[fast.address], per_server[slow.address]) << "fast " << fast_alone << "/s, slow " << slow_alone;
-  EXPECT_GE(together, 0.9 * (fast_alone + slow_alone))
-      << "together " << together << "/s vs fast " << fast_alone << " + slow " << slow_alone;
+  EXPECT_GT(per_server[slow.address], 0) << "the slow server is still used";
 }
 
 TEST_F(FailoverTest, TwoRanksCoverTheDatasetOncePerEpoch) {
@@ -258,9 +325,10 @@ TEST_F(FailoverTest, ResumedClientDeliversExactlyTheRemainingBatches) {
 
 TEST_F(FailoverTest, AllServersGoneIsAnErrorNamingThemWithinTheTimeout) {
   Server a = StartServer(root_->path()), b = StartServer(root_->path());
+  const auto log_path = out_.path() / "gone.jsonl";
   auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=5", "--step-ms=50",
-                    "--unavailable-timeout-seconds=2"});
-  absl::SleepFor(absl::Milliseconds(500));
+                    "--unavailable-timeout-seconds=2", "--log-batches=" + log_path.string()});
+  ASSERT_GE(WaitForBatches(log_path, 3).size(), 3u);  // past Connect, batches flowing
   const absl::Time killed = absl::Now();
   kill(a.process->pid(), SIGKILL);
   kill(b.process->pid(), SIGKILL);
@@ -274,10 +342,13 @@ TEST_F(FailoverTest, AllServersGoneIsAnErrorNamingThemWithinTheTimeout) {
 
 TEST_F(FailoverTest, DrainingServerFinishesItsBatchesAndTheEpochCompletes) {
   Server a = StartServer(root_->path()), b = StartServer(root_->path());
-  const auto log_path = out_.path() / "drain.jsonl";
+  const auto log_path = out_.path() / "drain.jsonl", summary = out_.path() / "drain.json";
   auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=2", "--step-ms=100",
-                    "--log-batches=" + log_path.string()});
-  absl::SleepFor(absl::Milliseconds(700));  // inside epoch 0 (20 batches x 100 ms)
+                    "--log-batches=" + log_path.string(), "--json=" + summary.string()});
+  for (size_t n = 1;; ++n) {  // drain b once it has served a batch of epoch 0
+    const Log seen = WaitForBatches(log_path, n);
+    if (seen.size() < n || ServedBy(seen, b.address, 0) > 0) break;
+  }
   b.process->Signal(SIGTERM);
   auto code = b.process->Wait(absl::Seconds(15));
   ASSERT_TRUE(code.ok());
@@ -285,6 +356,9 @@ TEST_F(FailoverTest, DrainingServerFinishesItsBatchesAndTheEpochCompletes) {
   ASSERT_EQ(Finish(*run), 0) << run->output();
   ExpectExactlyOnce(ReadLog(log_path), 2, kSamples);
   EXPECT_NE(run->output().find("is draining"), std::string::npos) << run->output();
+  // Review 5.1: draining finishes b's batches; none of them is failed over.
+  EXPECT_EQ(ReadSummary(summary)["reassigned_batches"].get<double>(), 0) << run->output();
+  EXPECT_EQ(run->output().find("go to other servers"), std::string::npos) << run->output();
 }
 
 // DNS membership: a private mount namespace gets its own /etc/hosts, so the
@@ -304,8 +378,9 @@ TEST_F(FailoverTest, DnsNameGainsAServerWhoseAddressAppears) {
       " --epochs=2 --step-ms=60 --log-batches=", log_path.string(), "' 2>&1");
   auto run = Subprocess::Start({"/bin/sh", "-c", command});
   ASSERT_TRUE(run.ok());
-  absl::SleepFor(absl::Milliseconds(800));
-  const absl::Duration added_after = absl::Milliseconds(800);
+  const Log before = WaitForBatches(log_path, 4);
+  ASSERT_GE(before.size(), 4u);
+  const absl::Duration added_after = absl::Milliseconds(before.back()["time_ms"].get<int64_t>());
   {
     // Rewrite in place: the bind mount follows the inode.
     std::fstream f(hosts, std::ios::in | std::ios::out | std::ios::trunc);
@@ -319,7 +394,20 @@ TEST_F(FailoverTest, DnsNameGainsAServerWhoseAddressAppears) {
     if (l["server"] == b.address && first_b < 0) first_b = l["time_ms"];
   }
   ASSERT_GE(first_b, 0) << "the new address never got work:\n" << (*run)->output();
-  EXPECT_LT(first_b - absl::ToInt64Milliseconds(added_after), 2000 + 60) << (*run)->output();
+  std::printf("new address's first batch %lld ms after it appeared\n",
+              static_cast<long long>(first_b - absl::ToInt64Milliseconds(added_after)));
+  EXPECT_LT(first_b - absl::ToInt64Milliseconds(added_after), 10000) << (*run)->output();
+}
+
+// Review 1.19: WaitForLine reaped an exited child without keeping its exit
+// code, so Wait spun to its deadline.
+TEST(SubprocessTest, ExitCodeSurvivesAReapWhileWaitingForALine) {
+  auto p = Subprocess::Start({"/bin/sh", "-c", "echo started; exit 3"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)->WaitForLine("never printed", absl::Seconds(20)).status().code(), absl::StatusCode::kNotFound);
+  auto code = (*p)->Wait(absl::Seconds(5));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 3);
 }
 
 }  // namespace

@@ -62,8 +62,10 @@ absl::StatusOr<std::string> Subprocess::WaitForLine(const std::string& needle, a
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no line with '", needle, "' after ", absl::FormatDuration(timeout)));
     }
-    if (!exited_ && waitpid(pid_, nullptr, WNOHANG) == pid_) {
-      exited_ = true;
+    int status = 0;
+    if (!exited_ && waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;  // reaped here: keep the code for Wait (review 1.19)
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       ReadAvailable(absl::ZeroDuration());
       if (output_.find('\n', consumed_) == std::string::npos) {
         return absl::NotFoundError(absl::StrCat("process exited before printing '", needle, "'"));
@@ -80,6 +82,10 @@ void Subprocess::Signal(int signal) {
 absl::StatusOr<int> Subprocess::Wait(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
+    if (exited_) {
+      ReadAvailable(absl::ZeroDuration());
+      return exit_code_;
+    }
     int status = 0;
     const pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {

@@ -40,6 +40,7 @@ class Subprocess {
   pid_t pid_;
   int stdout_fd_;
   bool exited_ = false;
+  int exit_code_ = -1;  // once exited_
   std::string output_;
   size_t consumed_ = 0;  // output_ before this was already matched
 };
