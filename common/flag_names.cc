@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
@@ -12,13 +14,23 @@ namespace stoker {
 
 std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
   std::vector<std::string> storage(argv, argv + argc);
+  bool value_next = false;  // the previous argument was a flag that takes the next as its value
   for (int i = 1; i < argc; ++i) {
     std::string& arg = storage[i];
+    if (value_next) {  // "--dataset -a-b": a value, even when it starts with '-'
+      value_next = false;
+      continue;
+    }
     if (arg == "--") break;
     if (arg.size() < 3 || arg[0] != '-') continue;
     const size_t start = arg[1] == '-' ? 2 : 1;
-    const size_t end = std::min(arg.find('='), arg.size());
+    const size_t eq = arg.find('=');
+    const size_t end = std::min(eq, arg.size());
     std::replace(arg.begin() + start, arg.begin() + end, '-', '_');
+    if (eq == std::string::npos) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(arg.substr(start));
+      value_next = flag != nullptr && !flag->IsOfType<bool>();
+    }
   }
   for (int i = 1; i < argc; ++i) argv[i] = storage[i].data();
   return storage;

@@ -10,7 +10,8 @@
 
 namespace stoker {
 
-// Rewrites "--foo-bar[=v]" to "--foo_bar[=v]" in place (the name only; values
+// Rewrites "--foo-bar[=v]" to "--foo_bar[=v]" in place (the name only; values,
+// also a separate value after a non-boolean flag such as "--dataset -a-b",
 // and arguments after a bare "--" are left alone). Returns storage that must
 // outlive argv's use.
 std::vector<std::string> DashesToUnderscores(int argc, char** argv);

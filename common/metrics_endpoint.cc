@@ -6,9 +6,14 @@
 
 namespace stoker {
 
+std::string HostPort(const std::string& host, int port) {
+  const bool ipv6 = !host.empty() && host.find(':') != std::string::npos && host.front() != '[';
+  return ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry) {
-  const std::string address = absl::StrCat(host, ":", port);
+  const std::string address = HostPort(host, port);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);

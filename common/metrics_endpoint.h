@@ -15,6 +15,10 @@
 
 namespace stoker {
 
+// "host:port", with an IPv6 host in brackets ("[::1]:9090") as the HTTP
+// server expects (review 1.19).
+std::string HostPort(const std::string& host, int port);
+
 class MetricsEndpoint {
  public:
   // Binds host:port (port 0 picks a free one) and serves `registry`.

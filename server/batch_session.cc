@@ -245,7 +245,9 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
   const absl::Time t0 = absl::Now();
   Rng rng = Rng::ForSample(config_.seed(), epoch, index);
   try {
-    if (absl::Status stored = pipeline_.Store(pipeline_.Apply(image.clone(), rng), dst); !stored.ok()) return stored;
+    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, 0, max_pixels_);
+    if (!applied.ok()) return applied.status();
+    if (absl::Status stored = pipeline_.Store(*applied, dst); !stored.ok()) return stored;
   } catch (const std::exception& e) {
     return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
   }

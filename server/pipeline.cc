@@ -166,6 +166,25 @@ std::vector<int64_t> Pipeline::SampleShape() const {
   return {out_height_, out_width_, 3};
 }
 
+namespace {
+
+// The pixels resize(shorter_side) makes of a height x width image, against the limit.
+absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, int64_t max_pixels) {
+  const int64_t s = std::min(height, width), l = std::max(height, width);
+  if (s <= 0) return absl::OkStatus();
+  const double long_side = static_cast<double>(shorter_side) * static_cast<double>(l) / static_cast<double>(s);
+  const double pixels = long_side * static_cast<double>(shorter_side);
+  const double limit = max_pixels > 0 ? static_cast<double>(max_pixels) : static_cast<double>(INT32_MAX);
+  if (pixels > limit) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat("resize(", shorter_side, ") of ", width, "x", height, " would make ",
+                                    static_cast<int64_t>(pixels), " pixels; --max-pixels is ", max_pixels));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
                                SampleTimes* times) const {
   const absl::Time t0 = absl::Now();
@@ -200,19 +219,23 @@ absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_
     cv::resize(image, image, cv::Size(o.size(), o.size()), 0, 0, InterpolationFlag(o.interpolation()));
   } else if (first.has_resize()) {
     // The target size comes from the original dimensions, not the scaled ones.
+    if (absl::Status s = CheckResize(info->height, info->width, first.resize().shorter_side(), max_pixels); !s.ok()) {
+      return s;
+    }
     const cv::Size target = ShorterSideSize(info->height, info->width, first.resize().shorter_side());
     if (target != image.size()) {
       cv::resize(image, image, target, 0, 0, InterpolationFlag(first.resize().interpolation()));
     }
   }
-  image = Apply(std::move(image), rng, next_op);
-  if (absl::Status stored = Store(image, dst); !stored.ok()) return stored;
+  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels);
+  if (!applied.ok()) return applied.status();
+  if (absl::Status stored = Store(*applied, dst); !stored.ok()) return stored;
   times->decode = t1 - t0;
   times->augment = absl::Now() - t1;
   return absl::OkStatus();
 }
 
-cv::Mat Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op) const {
+absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels) const {
   for (size_t i = first_op; i < ops_.size(); ++i) {
     const v1::Op& op = ops_[i];
     switch (op.op_case()) {
@@ -227,6 +250,9 @@ cv::Mat Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op) const {
         image = CenterCrop(image, op.center_crop().size());
         break;
       case v1::Op::kResize:
+        if (absl::Status s = CheckResize(image.rows, image.cols, op.resize().shorter_side(), max_pixels); !s.ok()) {
+          return s;
+        }
         image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation());
         break;
       case v1::Op::kRandomHorizontalFlip:

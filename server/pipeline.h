@@ -52,8 +52,11 @@ class Pipeline {
                        SampleTimes* times) const;
 
   // Runs ops [first_op, end) on an RGB image. The result of the whole list is
-  // out_height x out_width x 3 (before normalize, which Store applies).
-  cv::Mat Apply(cv::Mat image, Rng& rng, size_t first_op = 0) const;
+  // out_height x out_width x 3 (before normalize, which Store applies). A
+  // resize whose output would exceed `max_pixels` (0: no limit) fails as
+  // too_large before anything is allocated (review 1.11: resize(8192) of a
+  // 100:1 panorama asked for gigabytes).
+  absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0) const;
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
   // and dtype, normalizing if the last op is normalize.

@@ -180,7 +180,7 @@ TEST(PipelineTest, ExifOrientedPngIsNotRotated) {
   Rng a = Rng::ForSample(1, 0, 0), b = Rng::ForSample(1, 0, 0);
   SampleTimes times;
   ASSERT_TRUE(p->Produce(png, a, 0, out.data(), &times).ok());
-  ASSERT_TRUE(p->Store(p->Apply(src.clone(), b), reference.data()).ok());
+  ASSERT_TRUE(p->Store(*p->Apply(src.clone(), b), reference.data()).ok());
   EXPECT_EQ(out, reference);
 }
 
@@ -192,6 +192,37 @@ TEST(PipelineTest, StoreRefusesAnImageOfTheWrongGeometry) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("12x16"), std::string::npos) << status;
   EXPECT_FALSE(p->Store(cv::Mat(16, 16, CV_8UC1), out.data()).ok());
+}
+
+// Review 1.11: the output of a resize had no limit; resize(8192) of a 100:1
+// panorama asked for a multi-gigabyte intermediate (and truncated to int).
+TEST(PipelineTest, AResizeWhoseOutputExceedsThePixelLimitIsTooLarge) {
+  const cv::Mat panorama = testing::SyntheticImage(10, 1000, 3);  // 100:1
+  const std::string png = [&] {
+    std::vector<uint8_t> buf;
+    cv::Mat bgr;
+    cv::cvtColor(panorama, bgr, cv::COLOR_RGB2BGR);
+    cv::imencode(".png", bgr, buf);
+    return std::string(buf.begin(), buf.end());
+  }();
+  for (const char* text : {"resize(8192), center_crop(64)", "resize(10), resize(8192), center_crop(64)"}) {
+    auto p = Pipeline::Create(Config(text));
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<uint8_t> out(static_cast<size_t>(p->sample_bytes()));
+    Rng rng = Rng::ForSample(1, 0, 0);
+    SampleTimes times;
+    // 8192 x 819200 pixels would be 6.7e9; the limit is 1e8.
+    const absl::Status status = p->Produce(png, rng, 100'000'000, out.data(), &times);
+    EXPECT_EQ(DecodeFailureOf(status), DecodeFailure::kTooLarge) << text << ": " << status;
+    EXPECT_NE(status.message().find("resize(8192)"), std::string::npos) << status;
+  }
+  // Within the limit the same pipeline works.
+  auto small = Pipeline::Create(Config("resize(64), center_crop(64)"));
+  ASSERT_TRUE(small.ok());
+  std::vector<uint8_t> out(static_cast<size_t>(small->sample_bytes()));
+  Rng rng = Rng::ForSample(1, 0, 0);
+  SampleTimes times;
+  EXPECT_TRUE(small->Produce(png, rng, 100'000'000, out.data(), &times).ok());
 }
 
 // The fused path (region decode) must give the same bytes as decoding the
@@ -208,7 +239,7 @@ TEST(PipelineTest, FusedDecodeMatchesFullDecodeThenOps) {
       Rng a = Rng::ForSample(seed, 0, 3), b = Rng::ForSample(seed, 0, 3);
       SampleTimes times;
       ASSERT_TRUE(p->Produce(jpeg, a, 0, fused.data(), &times).ok());
-      ASSERT_TRUE(p->Store(p->Apply(full->clone(), b), reference.data()).ok());
+      ASSERT_TRUE(p->Store(*p->Apply(full->clone(), b), reference.data()).ok());
       EXPECT_EQ(fused, reference) << text << " seed " << seed;
     }
   }
@@ -226,7 +257,7 @@ TEST(PipelineTest, DctScaledResizeStaysCloseToFullDecode) {
   // Reference: full decode, area-shrink (what a good resize does), crop.
   cv::Mat shrunk;
   cv::resize(*full, shrunk, cv::Size(68, 64), 0, 0, cv::INTER_AREA);
-  ASSERT_TRUE(p->Store(p->Apply(shrunk, b, 1), reference.data()).ok());
+  ASSERT_TRUE(p->Store(*p->Apply(shrunk, b, 1), reference.data()).ok());
   double diff = 0;
   for (size_t i = 0; i < fused.size(); ++i) diff += std::abs(int{fused[i]} - int{reference[i]});
   EXPECT_LT(diff / static_cast<double>(fused.size()), 4.0);
@@ -238,13 +269,13 @@ TEST(PipelineTest, ApplyIsDeterministicPerGeneratorAndFlipMirrors) {
   auto p = Pipeline::Create(Config("random_resized_crop(16)"));
   ASSERT_TRUE(p.ok());
   Rng a = Rng::ForSample(1, 0, 5), b = Rng::ForSample(1, 0, 5);
-  cv::Mat x = p->Apply(img, a), y = p->Apply(img, b);
+  cv::Mat x = *p->Apply(img, a), y = *p->Apply(img, b);
   EXPECT_EQ(cv::norm(x, y, cv::NORM_INF), 0);
 
   auto flip = Pipeline::Create(Config("center_crop(20), random_horizontal_flip(1)"));
   auto plain = Pipeline::Create(Config("center_crop(20)"));
   Rng r1(0), r2(0);
-  cv::Mat flipped = flip->Apply(img, r1), straight = plain->Apply(img, r2);
+  cv::Mat flipped = *flip->Apply(img, r1), straight = *plain->Apply(img, r2);
   cv::Mat mirrored;
   cv::flip(straight, mirrored, 1);
   EXPECT_EQ(cv::norm(flipped, mirrored, cv::NORM_INF), 0);
