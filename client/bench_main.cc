@@ -188,7 +188,9 @@ int Run() {
     }
     d.normalize = absl::GetFlag(FLAGS_normalize);
     d.test_h2d_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_h2d_delay_ms));
-    d.host_slots = std::max(2, config->prefetch_batches) + 2;
+    // As many as the client may hold (review 1.10: this was 4 with the
+    // default --prefetch 0, while the client holds 2 x window x servers).
+    d.host_slots = PrefetchDepth(*config, static_cast<int>(config->servers.size())) + 2;
     auto s = DeviceStager::Create(d, &metrics);
     if (!s.ok()) {
       std::fprintf(stderr, "stoker-bench: %s\n", s.status().ToString().c_str());

@@ -22,18 +22,29 @@ absl::Status CudaError(cudaError_t e, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
-// Pinned host memory for received batches.
-const HostAllocator& PinnedAllocator() {
-  static const HostAllocator pinned = {
-      [](size_t size) {
+// Pinned host memory for received batches, allocated with `device` current
+// (review 1.10: a reader thread with no device set used to create a context
+// on GPU 0), portable so that any device may copy from it; the calling
+// thread's device is restored.
+HostAllocator PinnedAllocator(int device) {
+  HostAllocator pinned;
+  pinned.device = device;
+  pinned.scarce = true;
+  pinned.allocate = [](size_t size, int gpu) {
+        int previous = -1;
+        const bool switch_device = cudaGetDevice(&previous) == cudaSuccess && previous != gpu;
+        if (switch_device) cudaSetDevice(gpu);
         void* p = nullptr;
-        if (cudaHostAlloc(&p, size, cudaHostAllocDefault) != cudaSuccess) {
+        const cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+        if (switch_device) cudaSetDevice(previous);
+        if (e != cudaSuccess) {
+          cudaGetLastError();
           LOG(WARNING) << "cudaHostAlloc of " << size << " bytes failed; using pageable memory";
           return new uint8_t[size];  // pageable: slower copies, still correct
         }
         return static_cast<uint8_t*>(p);
-      },
-      [](uint8_t* data) {
+      };
+  pinned.release = [](uint8_t* data, int) {
         cudaPointerAttributes attrs;
         if (cudaPointerGetAttributes(&attrs, data) == cudaSuccess && attrs.type == cudaMemoryTypeHost) {
           cudaFreeHost(data);
@@ -41,7 +52,7 @@ const HostAllocator& PinnedAllocator() {
           cudaGetLastError();  // clear the error of a pageable pointer
           delete[] data;
         }
-      }};
+      };
   return pinned;
 }
 
@@ -118,7 +129,7 @@ class CudaStager final : public DeviceStager {
       : options_(o),
         metrics_(metrics),
         ring_(SlotRing::Create(o.slots, o.max_slots, metrics)),
-        buffers_(HostBufferPool::Create(o.host_slots, PinnedAllocator())),
+        buffers_(HostBufferPool::Create(o.host_slots, PinnedAllocator(o.gpu))),
         slots_(std::make_shared<CudaSlots>(o.gpu)) {}
   ~CudaStager() override { ring_->DetachMetrics(); }  // tensors may outlive the metrics
 

@@ -1,15 +1,18 @@
 #include "client/host_buffer.h"
 
+#include "glog/logging.h"
+
 namespace stoker {
 
-const HostAllocator& PlainAllocator() {
-  static const HostAllocator plain = {[](size_t size) { return new uint8_t[size]; },
-                                      [](uint8_t* data) { delete[] data; }};
+HostAllocator PlainAllocator() {
+  HostAllocator plain;
+  plain.allocate = [](size_t size, int) { return new uint8_t[size]; };
+  plain.release = [](uint8_t* data, int) { delete[] data; };
   return plain;
 }
 
 HostBuffer::HostBuffer(size_t size)
-    : data_(PlainAllocator().allocate(size)), size_(size), capacity_(size), allocator_(&PlainAllocator()) {}
+    : data_(PlainAllocator().allocate(size, -1)), size_(size), capacity_(size), allocator_(PlainAllocator()) {}
 
 HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
   if (this != &other) {
@@ -32,20 +35,20 @@ void HostBuffer::Release() {
   if (auto pool = pool_.lock()) {
     pool->Put(data_, capacity_);
   } else {
-    allocator_->release(data_);
+    allocator_.release(data_, allocator_.device);
   }
   data_ = nullptr;
 }
 
 HostBufferPool::~HostBufferPool() {
   absl::MutexLock lock(&mu_);
-  for (Block& b : free_) allocator_.release(b.data);
+  for (Block& b : free_) allocator_.release(b.data, allocator_.device);
 }
 
 HostBuffer HostBufferPool::Get(size_t size) {
   HostBuffer buffer;
   buffer.size_ = size;
-  buffer.allocator_ = &allocator_;
+  buffer.allocator_ = allocator_;
   buffer.pool_ = weak_from_this();
   {
     absl::MutexLock lock(&mu_);
@@ -57,19 +60,46 @@ HostBuffer HostBufferPool::Get(size_t size) {
         return buffer;
       }
     }
+    if (allocator_.scarce && blocks_ >= max_free_) {
+      // Surplus: plain memory, not pooled, so the scarce kind is never
+      // allocated or released on the hot path.
+      if (!warned_) {
+        LOG(WARNING) << "all " << max_free_ << " pinned host buffers are in use; further batches use pageable "
+                     << "memory (slower copies): raise host_slots";
+        warned_ = true;
+      }
+      buffer.allocator_ = PlainAllocator();
+      buffer.pool_.reset();
+      buffer.data_ = buffer.allocator_.allocate(size, -1);
+      buffer.capacity_ = size;
+      return buffer;
+    }
+    ++blocks_;
   }
-  buffer.data_ = allocator_.allocate(size);
+  buffer.data_ = allocator_.allocate(size, allocator_.device);
   buffer.capacity_ = size;
   return buffer;
 }
 
 void HostBufferPool::Reserve(int count, size_t size) {
-  for (int i = 0; i < count; ++i) Put(allocator_.allocate(size), size);
+  for (int i = 0; i < count; ++i) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (allocator_.scarce && blocks_ >= max_free_) return;
+      ++blocks_;
+    }
+    Put(allocator_.allocate(size, allocator_.device), size);
+  }
 }
 
 int HostBufferPool::FreeCount() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(free_.size());
+}
+
+int HostBufferPool::AllocatorBlocks() const {
+  absl::MutexLock lock(&mu_);
+  return blocks_;
 }
 
 void HostBufferPool::Put(uint8_t* data, size_t capacity) {
@@ -79,8 +109,9 @@ void HostBufferPool::Put(uint8_t* data, size_t capacity) {
       free_.push_back({data, capacity});
       return;
     }
+    --blocks_;
   }
-  allocator_.release(data);
+  allocator_.release(data, allocator_.device);
 }
 
 }  // namespace stoker

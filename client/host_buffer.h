@@ -19,13 +19,19 @@
 
 namespace stoker {
 
-// How a pool gets and returns memory. Both must be thread-safe.
+// How a pool gets and returns memory; a value (pools and buffers keep their
+// own copy, review 1.19). Both functions must be thread-safe.
 struct HostAllocator {
-  uint8_t* (*allocate)(size_t size);
-  void (*release)(uint8_t* data);
+  uint8_t* (*allocate)(size_t size, int device) = nullptr;
+  void (*release)(uint8_t* data, int device) = nullptr;
+  int device = -1;  // passed to both: the GPU that pinned memory is for
+  // Scarce memory (pinned): a pool never holds more than its max_free blocks
+  // of it, and gives out plain memory past that (review 1.10), so that no
+  // allocation or release of it happens on the hot path once the pool is warm.
+  bool scarce = false;
 };
 // new[] / delete[].
-const HostAllocator& PlainAllocator();
+HostAllocator PlainAllocator();
 
 class HostBufferPool;
 
@@ -50,14 +56,16 @@ class HostBuffer {
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
-  const HostAllocator* allocator_ = nullptr;
+  HostAllocator allocator_;
   std::weak_ptr<HostBufferPool> pool_;
 };
 
 class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
  public:
-  // Keeps at most `max_free` freed buffers for reuse.
-  static std::shared_ptr<HostBufferPool> Create(int max_free, const HostAllocator& allocator = PlainAllocator()) {
+  // Keeps at most `max_free` freed buffers for reuse. With a scarce
+  // allocator, at most `max_free` of its blocks exist at once; more buffers
+  // lent out at the same time are plain memory (logged once).
+  static std::shared_ptr<HostBufferPool> Create(int max_free, HostAllocator allocator = PlainAllocator()) {
     return std::shared_ptr<HostBufferPool>(new HostBufferPool(max_free, allocator));
   }
   ~HostBufferPool();
@@ -68,10 +76,12 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
   // pinned slots sized from the batch bytes and the prefetch depth.
   void Reserve(int count, size_t size);
   int FreeCount() const;
+  // Blocks of the pool's allocator that exist now (free or lent out).
+  int AllocatorBlocks() const;
 
  private:
   friend class HostBuffer;
-  HostBufferPool(int max_free, const HostAllocator& allocator) : max_free_(max_free), allocator_(allocator) {}
+  HostBufferPool(int max_free, HostAllocator allocator) : max_free_(max_free), allocator_(allocator) {}
   void Put(uint8_t* data, size_t capacity);
 
   struct Block {
@@ -79,9 +89,11 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
     size_t capacity;
   };
   const int max_free_;
-  const HostAllocator& allocator_;
+  const HostAllocator allocator_;
   mutable absl::Mutex mu_;
   std::vector<Block> free_ ABSL_GUARDED_BY(mu_);
+  int blocks_ ABSL_GUARDED_BY(mu_) = 0;  // of allocator_, free or lent
+  bool warned_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stoker

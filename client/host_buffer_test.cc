@@ -1,5 +1,8 @@
 #include "client/host_buffer.h"
 
+#include <atomic>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -20,6 +23,47 @@ TEST(HostBufferTest, FreedBuffersAreReusedWhenTheyFit) {
   EXPECT_EQ(pool->FreeCount(), 0);
   HostBuffer c = pool->Get(5000);  // nothing fits: a new block
   EXPECT_NE(c.data(), first);
+}
+
+// Stands in for pinned memory (cudaHostAlloc/cudaFreeHost), counting calls.
+std::atomic<int> scarce_allocs{0}, scarce_releases{0}, wrong_device{0};
+HostAllocator ScarceAllocator(int device) {
+  HostAllocator a;
+  a.device = device;
+  a.scarce = true;
+  a.allocate = [](size_t size, int d) {
+    ++scarce_allocs;
+    if (d != 3) ++wrong_device;
+    return new uint8_t[size];
+  };
+  a.release = [](uint8_t* data, int d) {
+    ++scarce_releases;
+    if (d != 3) ++wrong_device;
+    delete[] data;
+  };
+  return a;
+}
+
+// Review 1.10: past host_slots buffers the pool allocated pinned memory on the
+// reader thread and freed it (cudaFreeHost synchronises the device) on
+// whichever thread dropped the batch; the README says the surplus is plain.
+TEST(HostBufferTest, AScarcePoolLendsPlainMemoryPastItsSlotsAndNeverReleasesOnTheHotPath) {
+  scarce_allocs = scarce_releases = wrong_device = 0;
+  auto pool = HostBufferPool::Create(2, ScarceAllocator(3));  // a temporary: the pool keeps a copy
+  for (int round = 0; round < 3; ++round) {
+    std::vector<HostBuffer> held;
+    for (int i = 0; i < 5; ++i) held.push_back(pool->Get(1000));
+    EXPECT_EQ(pool->AllocatorBlocks(), 2);
+  }  // each round returns all five
+  EXPECT_EQ(scarce_allocs.load(), 2) << "only the first round allocates, and only max_free blocks";
+  EXPECT_EQ(scarce_releases.load(), 0) << "no release while the pool lives";
+  EXPECT_EQ(pool->FreeCount(), 2);
+  HostBuffer outliving = pool->Get(10);  // outlives the pool: released with the copy it holds
+  pool.reset();
+  EXPECT_EQ(scarce_releases.load(), 1);
+  outliving = HostBuffer();
+  EXPECT_EQ(scarce_releases.load(), 2);
+  EXPECT_EQ(wrong_device.load(), 0) << "the device ordinal reaches the allocator";
 }
 
 TEST(HostBufferTest, PoolKeepsAtMostMaxFree) {

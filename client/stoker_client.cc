@@ -133,6 +133,11 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   return client;
 }
 
+int PrefetchDepth(const ClientConfig& config, int servers) {
+  const int window = std::max(1, config.window_per_server);
+  return config.prefetch_batches > 0 ? config.prefetch_batches : 2 * window * std::max(1, servers);
+}
+
 int64_t StokerClient::BatchesPerEpoch() const {
   return EpochPlan(config_.session.seed(), 0, dataset_.num_samples(), config_.session.batch_size(),
                    config_.drop_last, config_.rank, config_.world_size)
@@ -149,8 +154,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   EpochRunOptions options;
   SchedulerOptions& s = options.scheduler;
   s.window = std::max(1, config_.window_per_server);
-  const int servers = std::max<int>(1, static_cast<int>(servers_->Addresses().size()));
-  s.prefetch = config_.prefetch_batches > 0 ? config_.prefetch_batches : 2 * s.window * servers;
+  s.prefetch = PrefetchDepth(config_, static_cast<int>(servers_->Addresses().size()));
   s.ordered = config_.ordered;
   s.batch_timeout = config_.batch_timeout;
   s.unavailable_timeout = config_.unavailable_timeout;

@@ -52,6 +52,11 @@ struct ClientConfig {
 
 class EpochRun;
 
+// Batches requested or buffered at once: prefetch_batches, or 2 x
+// window_per_server x `servers` when that is 0. Host buffers (and the pinned
+// pool, DeviceOptions::host_slots) are sized from it, plus 2.
+int PrefetchDepth(const ClientConfig& config, int servers);
+
 class StokerClient {
  public:
   // Opens the session on every server that answers within rpc_timeout (at

@@ -18,10 +18,7 @@ absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderCon
   if (config.device.host_slots <= 0) {
     // As many received batches as the client may hold, plus the one being
     // staged and the one being assembled.
-    const int servers = std::max<int>(1, static_cast<int>(config.client.servers.size()));
-    const int prefetch = config.client.prefetch_batches > 0 ? config.client.prefetch_batches
-                                                            : 2 * config.client.window_per_server * servers;
-    config.device.host_slots = prefetch + 2;
+    config.device.host_slots = PrefetchDepth(config.client, static_cast<int>(config.client.servers.size())) + 2;
   }
   auto stager = DeviceStager::Create(config.device, loader->metrics_.get());
   if (!stager.ok()) return stager.status();
