@@ -273,12 +273,12 @@ void DatasetCatalog::Stop() {
     stopped_.store(true);
     timer_wake_ = true;
     for (auto& [key, entry] : entries_) {
-      for (Entry::Waiter& w : entry->waiters) waiters.emplace_back(key, std::move(w.done));
+      for (Entry::Waiter& w : entry->waiters) waiters.emplace_back(entry->name, std::move(w.done));
       entry->waiters.clear();
     }
   }
-  for (auto& [key, done] : waiters) {
-    done(absl::UnavailableError(absl::StrCat("dataset ", key, " was still being opened when this server shut down")));
+  for (auto& [name, done] : waiters) {
+    done(absl::UnavailableError(absl::StrCat("dataset '", name, "' was still being opened when this server shut down")));
   }
 }
 
