@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/rng.h"
 #include "glog/logging.h"
 #include "common/epoch_plan.h"
@@ -331,13 +332,8 @@ DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
   metrics_->workers->Set(pool_.num_threads());
 }
 
-absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config,
-                                                                   absl::StatusOr<Pipeline> pipeline,
+absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config, Pipeline pipeline,
                                                                    SourceOrError source) {
-  if (!pipeline.ok()) {
-    metrics_->rejected_sessions->Increment();
-    return pipeline.status();
-  }
   if (!source.ok()) {
     if (!IsStillOpening(source.status())) metrics_->rejected_sessions->Increment();
     return source.status();
@@ -350,13 +346,26 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
         "; the session expects ", config.expected_fingerprint(),
         ": this server has another copy or version of the dataset"));
   }
-  return Prepared{*std::move(pipeline), *std::move(source)};
+  return Prepared{std::move(pipeline), *std::move(source)};
+}
+
+void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
+  absl::StatusOr<Pipeline> pipeline = Pipeline::Create(config);
+  if (!pipeline.ok()) {  // refused before any scan starts
+    metrics_->rejected_sessions->Increment();
+    return done(pipeline.status());
+  }
+  auto shared = std::make_shared<Pipeline>(*std::move(pipeline));
+  catalog_.OpenAsync(
+      config.dataset(),
+      [this, config, shared, done = std::move(done)](SourceOrError source) {
+        done(Prepare(config, std::move(*shared), std::move(source)));
+      },
+      patience);
 }
 
 void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done) {
-  auto pipeline = std::make_shared<absl::StatusOr<Pipeline>>(Pipeline::Create(config));
-  auto answer = [this, config, pipeline, done = std::move(done)](SourceOrError source) {
-    absl::StatusOr<Prepared> prepared = Prepare(config, std::move(*pipeline), std::move(source));
+  PrepareAsync(config, patience, [done = std::move(done)](absl::StatusOr<Prepared> prepared) {
     if (!prepared.ok()) return done(prepared.status());
     v1::OpenSessionResponse response;
     response.set_num_samples(prepared->source->size());
@@ -365,31 +374,26 @@ void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Du
     response.set_sample_bytes(prepared->pipeline.sample_bytes());
     response.set_dataset_fingerprint(prepared->source->fingerprint());
     done(std::move(response));
-  };
-  // The pipeline is checked first, so a bad config is refused before any scan starts.
-  if (!pipeline->ok()) return answer(nullptr);
-  catalog_.OpenAsync(config.dataset(), std::move(answer), patience);
-}
-
-DataServiceCore::SessionOrError DataServiceCore::MakeSession(const v1::SessionConfig& config,
-                                                             absl::StatusOr<Prepared> prepared) {
-  if (!prepared.ok()) return prepared.status();
-  return std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline),
-                                        &pool_, metrics_, &failure_log_, config_);
-}
-
-DataServiceCore::SessionOrError DataServiceCore::StartSession(const v1::SessionConfig& config) {
-  absl::StatusOr<Pipeline> pipeline = Pipeline::Create(config);
-  SourceOrError source = pipeline.ok() ? catalog_.Open(config.dataset()) : SourceOrError(nullptr);
-  return MakeSession(config, Prepare(config, std::move(pipeline), std::move(source)));
+  });
 }
 
 void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::function<void(SessionOrError)> done) {
-  auto pipeline = std::make_shared<absl::StatusOr<Pipeline>>(Pipeline::Create(config));
-  if (!pipeline->ok()) return done(MakeSession(config, Prepare(config, std::move(*pipeline), nullptr)));
-  catalog_.OpenAsync(config.dataset(), [this, config, pipeline, done = std::move(done)](SourceOrError source) {
-    done(MakeSession(config, Prepare(config, std::move(*pipeline), std::move(source))));
+  PrepareAsync(config, absl::InfiniteDuration(), [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
+    if (!prepared.ok()) return done(prepared.status());
+    done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
+                                        metrics_, &failure_log_, config_));
   });
+}
+
+DataServiceCore::SessionOrError DataServiceCore::StartSession(const v1::SessionConfig& config) {
+  absl::Notification opened;
+  SessionOrError result = absl::UnknownError("unset");
+  StartSessionAsync(config, [&](SessionOrError session) {
+    result = std::move(session);
+    opened.Notify();
+  });
+  opened.WaitForNotification();
+  return result;
 }
 
 }  // namespace stoker

@@ -156,10 +156,13 @@ class DataServiceCore {
     Pipeline pipeline;
     std::shared_ptr<const SampleSource> source;
   };
+  using PreparedDone = std::function<void(absl::StatusOr<Prepared>)>;
   // Checks the opened (or failed) dataset against the config; counts refusals.
-  absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config, absl::StatusOr<Pipeline> pipeline,
-                                   SourceOrError source);
-  SessionOrError MakeSession(const v1::SessionConfig& config, absl::StatusOr<Prepared> prepared);
+  absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config, Pipeline pipeline, SourceOrError source);
+  // Validates the config's pipeline, opens its dataset (waiting for a scan up
+  // to `patience`) and calls `done` once with Prepare's answer: what the
+  // OpenSession call and a stream's session open share.
+  void PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done);
 
   const CoreConfig config_;
   ServerMetrics* const metrics_;
