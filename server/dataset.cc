@@ -193,66 +193,46 @@ int DatasetCatalog::size() {
   return static_cast<int>(entries_.size());
 }
 
-DatasetCatalog::Lookup DatasetCatalog::Find(const std::string& name, Done done, absl::Time deadline) {
+void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duration patience) {
   std::string key = name;
   if (absl::StartsWith(name, kSyntheticPrefix)) {
     if (!options_.allow_synthetic) {
-      return {absl::PermissionDeniedError(absl::StrCat(
-                  "dataset '", name, "': synthetic datasets are turned off on this server (--allow-synthetic)")),
-              nullptr};
+      return done(absl::PermissionDeniedError(
+          absl::StrCat("dataset '", name, "': synthetic datasets are turned off on this server (--allow-synthetic)")));
     }
   } else {
     auto dir = ResolveDatasetDir(data_root_, name);
-    if (!dir.ok()) return {dir.status(), nullptr};
+    if (!dir.ok()) return done(dir.status());
     key = dir->string();
   }
-  std::shared_ptr<Entry> entry;
+  std::optional<SourceOrError> answer;  // known now: given to `done` once the lock is released
+  std::shared_ptr<Entry> scan;          // a first open: scanned once the lock is released
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
     if (it != entries_.end() && !it->second->opening) {
       it->second->last_used = ++clock_;
-      return {it->second->source, nullptr};
-    }
-    if (stopped_.load()) {
-      return {absl::UnavailableError(absl::StrCat("dataset '", name, "': this server is shutting down")), nullptr};
-    }
-    if (it != entries_.end()) {  // someone is opening it: wait for that scan instead of scanning again
-      entry = it->second;
+      answer = it->second->source;
+    } else if (stopped_.load()) {
+      answer = absl::UnavailableError(absl::StrCat("dataset '", name, "': this server is shutting down"));
     } else {
-      entry = std::make_shared<Entry>();
-      entry->name = name;
-      entry->started = absl::Now();
-      entries_[key] = entry;
-    }
-    if (done) {
+      std::shared_ptr<Entry> entry = it != entries_.end() ? it->second : nullptr;  // someone is opening it
+      if (!entry) {
+        scan = entry = std::make_shared<Entry>();
+        entry->name = name;
+        entry->started = absl::Now();
+        entries_[key] = entry;
+      }
+      const absl::Time deadline =
+          patience == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + patience;
       entry->waiters.push_back({std::move(done), deadline});
       if (deadline != absl::InfiniteFuture()) timer_wake_ = true;
     }
-    if (it != entries_.end()) return {std::nullopt, entry};
   }
+  if (answer) return done(*std::move(answer));
+  if (!scan) return;  // waits for the scan under way
   LOG(INFO) << "opening dataset '" << name << "' (" << key << ")";
-  scans_.Schedule([this, name, key, entry] { Scan(name, key, entry); });
-  return {std::nullopt, entry};
-}
-
-void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duration patience) {
-  auto shared = std::make_shared<Done>(std::move(done));
-  const absl::Time deadline =
-      patience == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + patience;
-  Lookup found = Find(name, [shared](SourceOrError r) { (*shared)(std::move(r)); }, deadline);
-  if (found.answer) (*shared)(*std::move(found.answer));
-}
-
-SourceOrError DatasetCatalog::TryOpen(const std::string& name) {
-  Lookup found = Find(name, nullptr, absl::InfiniteFuture());
-  if (found.answer) return *std::move(found.answer);
-  absl::Duration scanning;
-  {
-    absl::MutexLock lock(&mu_);
-    scanning = absl::Now() - found.opening->started;
-  }
-  return StillOpening(name, scanning);
+  scans_.Schedule([this, name, key, scan] { Scan(name, key, scan); });
 }
 
 SourceOrError DatasetCatalog::Open(const std::string& name) {

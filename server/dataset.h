@@ -103,16 +103,12 @@ class DatasetCatalog {
   // Calls `done` exactly once with the source or the error: at once (on this
   // thread) when the answer is known now, else on a scan thread when the scan
   // ends, or with UNAVAILABLE from Stop. When the scan has not ended within
-  // `patience`, `done` gets (on the catalog's timer thread) the UNAVAILABLE
-  // "still being opened" of TryOpen instead; the scan goes on. Errors as
+  // `patience`, `done` gets (on the catalog's timer thread) UNAVAILABLE for
+  // which IsStillOpening() holds, naming the dataset and how long it has been
+  // scanned, instead; the scan goes on. Errors as
   // ResolveDatasetDir and the sources' Open/Scan; PERMISSION_DENIED for a
   // synthetic name when those are not allowed.
   void OpenAsync(const std::string& name, Done done, absl::Duration patience = absl::InfiniteDuration());
-  // Never waits: the source when it is open; otherwise starts opening it (if
-  // no one has) and returns UNAVAILABLE for which IsStillOpening() holds,
-  // naming the dataset and how long it has been scanned. Other errors as
-  // OpenAsync.
-  SourceOrError TryOpen(const std::string& name);
   // Waits for OpenAsync's answer (tools and tests).
   SourceOrError Open(const std::string& name);
   // Shutting down: every caller still waiting gets UNAVAILABLE, running scans
@@ -136,13 +132,6 @@ class DatasetCatalog {
     };
     std::vector<Waiter> waiters;  // while opening
   };
-  // What is known now about `name`: the answer, or the entry being opened
-  // (started when `start` and no one has).
-  struct Lookup {
-    std::optional<SourceOrError> answer;
-    std::shared_ptr<Entry> opening;
-  };
-  Lookup Find(const std::string& name, Done done, absl::Time deadline);
   // Answers waiters whose patience has run out, until Stop.
   void RunTimer();
   void Scan(std::string name, std::string key, std::shared_ptr<Entry> entry);
@@ -160,7 +149,7 @@ class DatasetCatalog {
   WorkerPool scans_;  // last: its threads stop before the rest is destroyed
 };
 
-// Whether `status` is TryOpen's "the dataset is still being opened".
+// Whether `status` is OpenAsync's "the dataset is still being opened".
 bool IsStillOpening(const absl::Status& status);
 
 // Reads a whole file. NOT_FOUND / DATA_LOSS name the path; a file larger than

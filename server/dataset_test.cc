@@ -116,13 +116,28 @@ struct GatedOpener {
   }
 };
 
-TEST(DatasetTest, TryOpenNeverWaitsForAScanAndTheScanRunsOnce) {
+// OpenAsync with a patience, answered without the scan's end.
+SourceOrError OpenWithPatience(DatasetCatalog& catalog, const std::string& name, absl::Duration patience) {
+  absl::Notification answered;
+  SourceOrError result = absl::UnknownError("unset");
+  catalog.OpenAsync(
+      name,
+      [&](SourceOrError r) {
+        result = std::move(r);
+        answered.Notify();
+      },
+      patience);
+  answered.WaitForNotification();
+  return result;
+}
+
+TEST(DatasetTest, AnOpenWithPatienceNeverWaitsForTheScanAndTheScanRunsOnce) {
   TempDir root;
   GatedOpener gate;
   DatasetCatalog catalog(root.path(), gate.Options());
   const std::string name = "synthetic:16x16:10:2";
   for (int i = 0; i < 3; ++i) {
-    auto first = catalog.TryOpen(name);  // returns while the scan is blocked
+    auto first = OpenWithPatience(catalog, name, absl::ZeroDuration());  // returns while the scan is blocked
     EXPECT_TRUE(IsStillOpening(first.status())) << first.status();
     EXPECT_NE(first.status().message().find("still being opened"), std::string::npos) << first.status();
   }
@@ -137,11 +152,12 @@ TEST(DatasetTest, TryOpenNeverWaitsForAScanAndTheScanRunsOnce) {
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ((*opened)->size(), 10);
   EXPECT_EQ(answered.load(), 1);
-  EXPECT_TRUE(catalog.TryOpen(name).ok());
+  EXPECT_TRUE(OpenWithPatience(catalog, name, absl::ZeroDuration()).ok());
   EXPECT_EQ(gate.calls.load(), 1);
   // Bad names are answered at once, without a scan.
-  EXPECT_EQ(catalog.TryOpen("../x").status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_FALSE(IsStillOpening(catalog.TryOpen("missing").status()));
+  EXPECT_EQ(OpenWithPatience(catalog, "../x", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(IsStillOpening(OpenWithPatience(catalog, "missing", absl::ZeroDuration()).status()));
 }
 
 TEST(DatasetTest, AWaiterOutOfPatienceHearsStillOpeningAndTheScanGoesOn) {
@@ -185,7 +201,7 @@ TEST(DatasetTest, StopAnswersWaitersCancelsTheScanAndRefusesNewOpens) {
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(got.code(), absl::StatusCode::kUnavailable) << got;
   EXPECT_NE(got.message().find("shut down"), std::string::npos) << got;
-  auto later = catalog.TryOpen("synthetic:8x8:10:2");
+  auto later = OpenWithPatience(catalog, "synthetic:8x8:10:2", absl::ZeroDuration());
   EXPECT_EQ(later.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(IsStillOpening(later.status()));
 }  // the destructor joins the cancelled scan
