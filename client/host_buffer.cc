@@ -60,7 +60,7 @@ HostBuffer HostBufferPool::Get(size_t size) {
         return buffer;
       }
     }
-    if (allocator_.scarce && blocks_ >= max_free_) {
+    if (!TakeBlockLocked()) {
       // Surplus: plain memory, not pooled, so the scarce kind is never
       // allocated or released on the hot path.
       if (!warned_) {
@@ -74,7 +74,6 @@ HostBuffer HostBufferPool::Get(size_t size) {
       buffer.capacity_ = size;
       return buffer;
     }
-    ++blocks_;
   }
   buffer.data_ = allocator_.allocate(size, allocator_.device);
   buffer.capacity_ = size;
@@ -85,11 +84,16 @@ void HostBufferPool::Reserve(int count, size_t size) {
   for (int i = 0; i < count; ++i) {
     {
       absl::MutexLock lock(&mu_);
-      if (allocator_.scarce && blocks_ >= max_free_) return;
-      ++blocks_;
+      if (!TakeBlockLocked()) return;
     }
     Put(allocator_.allocate(size, allocator_.device), size);
   }
+}
+
+bool HostBufferPool::TakeBlockLocked() {
+  if (allocator_.scarce && blocks_ >= max_free_) return false;
+  ++blocks_;
+  return true;
 }
 
 int HostBufferPool::FreeCount() const {

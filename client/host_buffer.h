@@ -83,6 +83,9 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
   friend class HostBuffer;
   HostBufferPool(int max_free, HostAllocator allocator) : max_free_(max_free), allocator_(allocator) {}
   void Put(uint8_t* data, size_t capacity);
+  // Counts one more block of allocator_, unless it is scarce and max_free
+  // blocks exist already (then false: the caller uses plain memory).
+  bool TakeBlockLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Block {
     uint8_t* data;
