@@ -62,10 +62,14 @@ int FreePort() {
 
 using Log = std::vector<nlohmann::json>;
 
+// The batches of a --log-batches file; a last line without its newline (a
+// run still writing it) is left out.
 Log ReadLog(const std::filesystem::path& path) {
   Log lines;
   std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  for (std::string line; std::getline(in, line);) {
+    if (!in.eof()) lines.push_back(nlohmann::json::parse(line));
+  }
   return lines;
 }
 
@@ -80,11 +84,7 @@ std::map<std::pair<int, int>, std::string> Hashes(const Log& log) {
 Log WaitForBatches(const std::filesystem::path& path, size_t n, absl::Duration timeout = absl::Seconds(60)) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
-    Log lines;
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) {
-      if (!in.eof()) lines.push_back(nlohmann::json::parse(line));  // a complete line
-    }
+    const Log lines = ReadLog(path);
     if (lines.size() >= n) return lines;
     if (absl::Now() > deadline) {
       ADD_FAILURE() << "only " << lines.size() << " of " << n << " batches in " << path << " after "
@@ -104,6 +104,15 @@ int ServedBy(const Log& log, const std::string& address, int epoch) {
   int n = 0;
   for (const auto& l : log) n += l["server"] == address && l["epoch"] == epoch;
   return n;
+}
+
+// Waits until `address` has served a batch of epoch 0 in the run's log (a
+// failure of WaitForBatches if the run ends or stalls first).
+void WaitUntilServedBy(const std::filesystem::path& path, const std::string& address) {
+  for (size_t n = 1;; ++n) {
+    const Log seen = WaitForBatches(path, n);
+    if (seen.size() < n || ServedBy(seen, address, 0) > 0) return;
+  }
 }
 
 // Every sample exactly once in each epoch of the log.
@@ -169,10 +178,7 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
   auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--log-batches=" + failed_log.string(),
                     "--json=" + summary.string()});
   // Kill once b has served a batch of epoch 0 (and so is in the rotation).
-  for (size_t n = 1;; ++n) {
-    const Log seen = WaitForBatches(failed_log, n);
-    if (seen.size() < n || ServedBy(seen, b.address, 0) > 0) break;
-  }
+  WaitUntilServedBy(failed_log, b.address);
   kill(b.process->pid(), SIGKILL);
   ASSERT_EQ(Finish(*run), 0) << run->output();
   const Log log = ReadLog(failed_log);
@@ -199,10 +205,7 @@ TEST_F(FailoverTest, StoppedServerIsNoticedByKeepaliveWithinSeconds) {
                     "--log-batches=" + log_path.string()});
   // b's batches take 600 ms each, so it always holds some; the run takes
   // several seconds either way (and the test fails if b never fails).
-  for (size_t n = 1;; ++n) {  // stop b once it has served a batch
-    const Log seen = WaitForBatches(log_path, n);
-    if (seen.size() < n || ServedBy(seen, b.address, 0) > 0) break;
-  }
+  WaitUntilServedBy(log_path, b.address);  // stop b once it has served a batch
   kill(b.process->pid(), SIGSTOP);
   const absl::Time stopped = absl::Now();
   const int code = Finish(*run, absl::Seconds(60));
@@ -345,10 +348,7 @@ TEST_F(FailoverTest, DrainingServerFinishesItsBatchesAndTheEpochCompletes) {
   const auto log_path = out_.path() / "drain.jsonl", summary = out_.path() / "drain.json";
   auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=2", "--step-ms=100",
                     "--log-batches=" + log_path.string(), "--json=" + summary.string()});
-  for (size_t n = 1;; ++n) {  // drain b once it has served a batch of epoch 0
-    const Log seen = WaitForBatches(log_path, n);
-    if (seen.size() < n || ServedBy(seen, b.address, 0) > 0) break;
-  }
+  WaitUntilServedBy(log_path, b.address);  // drain b once it has served a batch of epoch 0
   b.process->Signal(SIGTERM);
   auto code = b.process->Wait(absl::Seconds(15));
   ASSERT_TRUE(code.ok());
