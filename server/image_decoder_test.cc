@@ -45,6 +45,26 @@ TEST(ImageDecoderTest, OtherFormatsAreSizedFromTheirHeaders) {
   }
 }
 
+// Found by image_decode_fuzz: OpenCV takes the byte after a PNM number as its
+// terminator, so "3333#233333" is width 3333, height 233333 (the '#' starts no
+// comment). Our header reader took 3333x5, let it past --max-pixels, and
+// OpenCV then allocated 2.3 GB.
+TEST(ImageDecoderTest, PnmHeaderIsReadAsOpenCvReadsIt) {
+  const std::string ppm("P6\n3333#233333\x9b" "3]\n5\0", 20);
+  auto info = ProbeImage(ppm);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->width, 3333);
+  EXPECT_EQ(info->height, 233333);
+  auto refused = DecodeImage(ppm, {}, 8, 4'000'000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(DecodeFailureOf(refused.status()), DecodeFailure::kTooLarge) << refused.status();
+  // An ordinary comment line still is one.
+  auto commented = ProbeImage(std::string("P6\n# made by hand\n7 5\n255\n") + std::string(7 * 5 * 3, '\x10'));
+  ASSERT_TRUE(commented.ok()) << commented.status();
+  EXPECT_EQ(commented->width, 7);
+  EXPECT_EQ(commented->height, 5);
+}
+
 // A BMP whose header claims 60000 x 60000 pixels but holds a few bytes: the
 // limit refuses it before OpenCV allocates anything; without a limit it is
 // corrupt, not a crash.

@@ -16,6 +16,10 @@ uint16_t Read16(const unsigned char* p, bool big) {
 }
 
 // The next decimal in a PNM header, skipping whitespace and '#' comments.
+// The byte after the digits is consumed as their terminator, whatever it is,
+// as OpenCV's reader does: in "3333#2333\n5" the height is 2333, not 5 (the
+// fuzzer found a header we read as 3333x5 that OpenCV decoded as 3333x233333,
+// past --max-pixels).
 std::optional<int64_t> NextNumber(absl::string_view bytes, size_t* pos) {
   while (*pos < bytes.size()) {
     const char c = bytes[*pos];
@@ -35,6 +39,7 @@ std::optional<int64_t> NextNumber(absl::string_view bytes, size_t* pos) {
     ++digits;
   }
   if (digits == 0 || digits == 12) return std::nullopt;
+  if (*pos < bytes.size()) ++*pos;  // the terminator
   return v;
 }
 

@@ -2,6 +2,7 @@
 // --data-root over gRPC (stoker.v1.DataService) and Prometheus metrics over
 // HTTP. SIGTERM or SIGINT: stop accepting, let open streams finish for
 // --shutdown-grace-seconds, then cancel them and exit 0.
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -62,6 +63,12 @@ int main(int argc, char** argv) {
   const int workers = absl::GetFlag(FLAGS_workers);
   config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  if (config.core.max_pixels > 0) {
+    // OpenCV's own guard, read at its first decode: a second line behind the
+    // header checks (image_header.cc), should a header reader and OpenCV ever
+    // disagree about a size again.
+    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(config.core.max_pixels).c_str(), /*overwrite=*/1);
+  }
   config.core.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
