@@ -289,7 +289,16 @@ void DatasetCatalog::Scan(std::string name, std::string key, std::shared_ptr<Ent
       EvictLocked();
     }
   }
-  for (Entry::Waiter& w : waiters) w.done(source);
+  // The last waiter gets this thread's reference, so that none is left here
+  // once the waiters have it: a caller that opens the next dataset at once
+  // must find this one evictable (no reference but the catalog's).
+  for (size_t i = 0; i < waiters.size(); ++i) {
+    if (i + 1 < waiters.size()) {
+      waiters[i].done(source);
+    } else {
+      waiters[i].done(std::move(source));
+    }
+  }
 }
 
 void DatasetCatalog::EvictLocked() {
