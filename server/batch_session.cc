@@ -43,7 +43,7 @@ struct BatchSession::Job {
 
 BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source,
                            Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log,
-                           const CoreConfig& core)
+                           MemoryBudget* budget, const CoreConfig& core)
     : config_(std::move(config)),
       source_(std::move(source)),
       pipeline_(std::move(pipeline)),
@@ -52,7 +52,37 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       failure_log_(failure_log),
       max_pixels_(core.max_pixels),
       sample_delay_(core.sample_delay),
-      read_bytes_per_second_(core.test_read_bytes_per_second) {}
+      read_bytes_per_second_(core.test_read_bytes_per_second),
+      budget_(budget),
+      max_cache_bytes_(core.max_cache_bytes_per_session) {}
+
+BatchSession::~BatchSession() {
+  absl::MutexLock lock(&mu_);
+  if (cache_bytes_ > 0) budget_->Release(cache_bytes_);
+}
+
+template <typename T>
+const T* BatchSession::FindCachedLocked(const std::map<int64_t, T>& cache, int64_t index) const {
+  auto it = cache.find(index % kCacheSlots);
+  if (it != cache.end()) return &it->second;
+  if (!cache_full_ || cache.empty()) return nullptr;
+  return &std::next(cache.begin(), static_cast<std::ptrdiff_t>(index % static_cast<int64_t>(cache.size())))->second;
+}
+
+template <typename T>
+void BatchSession::CacheLocked(std::map<int64_t, T>& cache, int64_t index, T value, int64_t bytes) {
+  if (cache_full_ || cache.count(index % kCacheSlots) > 0) return;
+  if (cache_bytes_ + bytes > max_cache_bytes_ || !budget_->TryAcquire(bytes)) {
+    cache_full_ = true;
+    LOG(WARNING) << "session on dataset '" << config_.dataset() << "': its cache (" << v1::CacheMode_Name(config_.cache_mode())
+                 << ") holds " << cache.size() << " of " << kCacheSlots << " slots in " << cache_bytes_
+                 << " bytes; the next entry (" << bytes << " bytes) would pass --max-cache-bytes-per-session ("
+                 << max_cache_bytes_ << ") or the server's in-flight budget, so later samples reuse the filled slots";
+    return;
+  }
+  cache.emplace(index % kCacheSlots, std::move(value));
+  cache_bytes_ += bytes;
+}
 
 bool FailureLog::FirstTime(const std::string& where) {
   absl::MutexLock lock(&mu_);
@@ -168,8 +198,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   std::shared_ptr<const std::string> cached;
   if (mode == v1::CACHE_RAW) {
     absl::MutexLock lock(&mu_);
-    auto it = raw_cache_.find(index % kCacheSlots);
-    if (it != raw_cache_.end()) cached = it->second;
+    if (const auto* hit = FindCachedLocked(raw_cache_, index)) cached = *hit;
   }
   absl::StatusOr<std::string> bytes = cached ? absl::StatusOr<std::string>(std::string()) : ReadSample(index);
   if (!cached && bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
@@ -179,7 +208,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
     cached = std::make_shared<const std::string>(*std::move(bytes));
     absl::MutexLock lock(&mu_);
-    raw_cache_.emplace(index % kCacheSlots, cached);
+    CacheLocked(raw_cache_, index, cached, static_cast<int64_t>(cached->size()));
   }
   const absl::Time t1 = absl::Now();
   job.read_ns += Nanos(t1 - t0);
@@ -226,12 +255,15 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
   cv::Mat image;
   {
     absl::MutexLock lock(&mu_);
-    auto it = decoded_cache_.find(index % kCacheSlots);
-    if (it != decoded_cache_.end()) image = it->second;
+    if (const cv::Mat* hit = FindCachedLocked(decoded_cache_, index)) image = *hit;
   }
-  if (image.empty()) {
+  if (image.empty()) {  // a miss: read and decode for real, counted as such
+    const absl::Time read_start = absl::Now();
     absl::StatusOr<std::string> bytes = ReadSample(index);
     if (!bytes.ok()) return bytes.status();
+    metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
+    const absl::Time decode_start = absl::Now();
+    job.read_ns += Nanos(decode_start - read_start);
     absl::StatusOr<cv::Mat> decoded;
     try {
       decoded = DecodeImage(*bytes, CropBox{}, 8, max_pixels_);
@@ -239,9 +271,12 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
       return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("decoding failed: ", e.what()));
     }
     if (!decoded.ok()) return decoded.status();
+    const absl::Duration decode = absl::Now() - decode_start;
+    job.decode_ns += Nanos(decode);
+    metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(decode));
     image = *std::move(decoded);
     absl::MutexLock lock(&mu_);
-    decoded_cache_.emplace(index % kCacheSlots, image);
+    CacheLocked(decoded_cache_, index, image, static_cast<int64_t>(image.total() * image.elemSize()));
   }
   const absl::Time t0 = absl::Now();
   Rng rng = Rng::ForSample(config_.seed(), epoch, index);
@@ -351,6 +386,11 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
 
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
   absl::StatusOr<Pipeline> pipeline = Pipeline::Create(config);
+  if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
+    pipeline = absl::FailedPreconditionError(absl::StrCat(
+        "cache_mode ", v1::CacheMode_Name(config.cache_mode()),
+        " is turned off on this server (--allow-cache-modes=false); use CACHE_NONE"));
+  }
   if (!pipeline.ok()) {  // refused before any scan starts
     metrics_->rejected_sessions->Increment();
     return done(pipeline.status());
@@ -381,7 +421,7 @@ void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::fu
   PrepareAsync(config, absl::InfiniteDuration(), [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
     if (!prepared.ok()) return done(prepared.status());
     done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
-                                        metrics_, &failure_log_, config_));
+                                        metrics_, &failure_log_, &budget_, config_));
   });
 }
 

@@ -49,6 +49,13 @@ struct CoreConfig {
   int64_t max_inflight_bytes = 0;
   // Batches in flight per stream.
   int max_outstanding_batches = 64;
+  // Sessions may ask for the diagnostic cache modes (CacheMode in
+  // stoker.proto); false refuses them with FAILED_PRECONDITION.
+  bool allow_cache_modes = true;
+  // Bytes one session's CACHE_RAW / CACHE_DECODED cache may hold; its entries
+  // are also taken from the server's in-flight budget. Once full, samples
+  // reuse the slots already filled.
+  int64_t max_cache_bytes_per_session = int64_t{1} << 30;
 };
 
 class FailureLog;
@@ -57,7 +64,9 @@ class BatchSession final : public StreamSession {
  public:
 
   BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
-               WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, const CoreConfig& core);
+               WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, MemoryBudget* budget,
+               const CoreConfig& core);
+  ~BatchSession() override;
 
   // Checks the request against the session (INVALID_ARGUMENT naming the field
   // and the allowed range) and schedules its samples. On OK, `done` runs
@@ -80,6 +89,15 @@ class BatchSession final : public StreamSession {
   // CACHE_DECODED: the ops on a cached decoded image.
   absl::Status ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
   static constexpr int64_t kCacheSlots = 64;  // load-bearing: see CacheMode in stoker.proto
+  // The cached entry for `index` in `cache`: its own slot, or once the cache
+  // is full, one of the filled slots; null when the sample must be produced.
+  template <typename T>
+  const T* FindCachedLocked(const std::map<int64_t, T>& cache, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps `value` (of `bytes`) in `index`'s slot if the session's cache limit
+  // and the server's budget allow; otherwise marks the cache full.
+  template <typename T>
+  void CacheLocked(std::map<int64_t, T>& cache, int64_t index, T value, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under SKIP: the next decodable sample after `index` in the epoch's order.
   absl::Status Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement);
   std::shared_ptr<const std::vector<int64_t>> EpochPositions(int64_t epoch, std::vector<int64_t>* order);
@@ -96,6 +114,8 @@ class BatchSession final : public StreamSession {
   const int64_t max_pixels_;
   const absl::Duration sample_delay_;
   const int64_t read_bytes_per_second_;
+  MemoryBudget* const budget_;
+  const int64_t max_cache_bytes_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
@@ -105,6 +125,8 @@ class BatchSession final : public StreamSession {
   // CACHE_RAW / CACHE_DECODED: slot -> encoded bytes or decoded image.
   std::map<int64_t, std::shared_ptr<const std::string>> raw_cache_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, cv::Mat> decoded_cache_ ABSL_GUARDED_BY(mu_);
+  int64_t cache_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // taken from budget_
+  bool cache_full_ ABSL_GUARDED_BY(mu_) = false;
   // SKIP: the last epoch's order and each sample's position in it, built on
   // the first failure of that epoch.
   int64_t order_epoch_ ABSL_GUARDED_BY(mu_) = -1;

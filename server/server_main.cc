@@ -33,6 +33,12 @@ ABSL_FLAG(bool, allow_synthetic, true,
 ABSL_FLAG(int64_t, max_inflight_bytes, 0,
           "Bytes of batches in flight (accepted, not yet sent) over all streams; past it requests get "
           "RESOURCE_EXHAUSTED; 0: half the machine's memory");
+ABSL_FLAG(bool, allow_cache_modes, true,
+          "Let sessions ask for the diagnostic cache modes (batch, decoded, raw; used by stoker-diagnose); "
+          "false refuses them with FAILED_PRECONDITION");
+ABSL_FLAG(int64_t, max_cache_bytes_per_session, int64_t{1} << 30,
+          "Bytes one session's decoded/raw diagnostic cache may hold (also counted in --max-inflight-bytes); "
+          "once full, samples reuse the filled slots");
 ABSL_FLAG(int, test_sample_delay_ms, 0, "Test only: extra milliseconds of worker time per sample (a slow server)");
 ABSL_FLAG(int64_t, test_read_bytes_per_second, 0,
           "Test only: throttle each worker's reads to this many bytes per second (slow storage); 0: off");
@@ -70,6 +76,8 @@ int main(int argc, char** argv) {
     setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(config.core.max_pixels).c_str(), /*overwrite=*/1);
   }
   config.core.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  config.core.allow_cache_modes = absl::GetFlag(FLAGS_allow_cache_modes);
+  config.core.max_cache_bytes_per_session = absl::GetFlag(FLAGS_max_cache_bytes_per_session);
   config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
   config.core.catalog.allow_synthetic = absl::GetFlag(FLAGS_allow_synthetic);
