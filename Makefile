@@ -41,7 +41,8 @@ test: build thread-safety sanitizers tsan
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The unit and in-process tests under AddressSanitizer + UndefinedBehavior-
-# Sanitizer (leaks checked), then each libFuzzer target for a short run. One
+# Sanitizer (leaks checked), the mains for a short job (tests/asan_mains.sh),
+# then each libFuzzer target for a short run. One
 # clang build serves both. Debian's gRPC/Abseil/OpenCV are not instrumented:
 # our code is checked, theirs is not.
 SAN_DIR := $(BUILD_DIR)-asan
@@ -53,12 +54,14 @@ sanitizers: deps
 	@cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_CUDA=OFF -DSTOKER_PYTHON=OFF \
 	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_FUZZ=ON >/dev/null
-	@cmake --build $(SAN_DIR) -j $(JOBS) --target $(notdir $(SAN_TESTS)) $(FUZZERS:%=%_fuzz)
+	@cmake --build $(SAN_DIR) -j $(JOBS) --target $(notdir $(SAN_TESTS)) $(FUZZERS:%=%_fuzz) \
+	  stoker-server stoker-bench stoker-diagnose
 	@for t in $(SAN_TESTS); do \
 	  echo "asan+ubsan: $$t"; \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    $(SAN_DIR)/$$t --gtest_brief=1 || exit 1; \
 	done
+	@tests/asan_mains.sh $(SAN_DIR)
 	@tests/fuzz/run.sh $(SAN_DIR) $(FUZZ_SECONDS)
 
 # ThreadSanitizer on the gRPC-free cores, driven by in-process fakes and
