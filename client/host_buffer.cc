@@ -81,10 +81,10 @@ HostBuffer HostBufferPool::Get(size_t size) {
 }
 
 void HostBufferPool::Reserve(int count, size_t size) {
-  for (int i = 0; i < count; ++i) {
+  while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (!TakeBlockLocked()) return;
+      if (blocks_ >= count || !TakeBlockLocked()) return;
     }
     Put(allocator_.allocate(size, allocator_.device), size);
   }

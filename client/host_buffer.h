@@ -72,10 +72,14 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
 
   // A buffer of `size` bytes, reusing a freed one whose capacity fits.
   HostBuffer Get(size_t size);
-  // Allocates `count` free buffers of `size` bytes now, e.g. a ring of
-  // pinned slots sized from the batch bytes and the prefetch depth.
+  // Allocates free buffers of `size` bytes now, on the calling thread, until
+  // the pool has `count` blocks of its allocator (free or lent; a scarce pool
+  // stops at max_free): e.g. a ring of pinned slots sized from the batch bytes
+  // and the prefetch depth. A no-op once the pool has them.
   void Reserve(int count, size_t size);
   int FreeCount() const;
+  // Whether the allocator's memory is scarce (pinned).
+  bool scarce() const { return allocator_.scarce; }
   // Blocks of the pool's allocator that exist now (free or lent out).
   int AllocatorBlocks() const;
 

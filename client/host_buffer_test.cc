@@ -66,6 +66,24 @@ TEST(HostBufferTest, AScarcePoolLendsPlainMemoryPastItsSlotsAndNeverReleasesOnTh
   EXPECT_EQ(wrong_device.load(), 0) << "the device ordinal reaches the allocator";
 }
 
+TEST(HostBufferTest, ReserveFillsThePoolUpToACountAndIsANoOpOnceItHasThem) {
+  scarce_allocs = scarce_releases = wrong_device = 0;
+  auto pool = HostBufferPool::Create(4, ScarceAllocator(3));
+  pool->Reserve(3, 1000);
+  EXPECT_EQ(scarce_allocs.load(), 3);
+  pool->Reserve(3, 1000);  // e.g. the stager's and then each epoch's
+  EXPECT_EQ(scarce_allocs.load(), 3);
+  {
+    HostBuffer lent = pool->Get(1000);
+    pool->Reserve(3, 1000);  // a lent block still counts
+    EXPECT_EQ(scarce_allocs.load(), 3);
+  }
+  pool->Reserve(9, 1000);  // a scarce pool stops at max_free
+  EXPECT_EQ(scarce_allocs.load(), 4);
+  EXPECT_EQ(pool->FreeCount(), 4);
+  EXPECT_EQ(scarce_releases.load(), 0);
+}
+
 TEST(HostBufferTest, PoolKeepsAtMostMaxFree) {
   auto pool = HostBufferPool::Create(1);
   { HostBuffer a = pool->Get(10), b = pool->Get(10); }

@@ -165,6 +165,12 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   // Enough free buffers for everything the epoch may hold at once, plus the
   // batch the caller is using.
   if (!buffers_) buffers_ = config_.buffers ? config_.buffers : HostBufferPool::Create(s.prefetch + 2);
+  // Pinned buffers are allocated here, on the caller's thread, rather than on
+  // the stream reader threads as the first batches arrive (review 1.10: they
+  // are slow to allocate and, on a reader thread, used to land on the wrong
+  // GPU). Plain memory is left to grow with what the epoch really holds.
+  if (buffers_->scarce()) buffers_->Reserve(s.prefetch + 2,
+                    static_cast<size_t>(config_.session.batch_size()) * static_cast<size_t>(dataset_.sample_bytes()));
   options.buffers = buffers_;
   options.meter = meter_.get();
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), std::move(options), metrics_);

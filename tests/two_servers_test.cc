@@ -8,12 +8,14 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/stoker_client.h"
 #include "gtest/gtest.h"
@@ -123,6 +125,55 @@ TEST_F(TwoServersTest, BenchDeliversEverySampleExactlyOncePerEpoch) {
   }
   EXPECT_EQ(servers, (std::set<std::string>{a_.address, b_.address})) << "both servers should get work";
   EXPECT_NE(first_batch[0], first_batch[1]) << "epochs should be reshuffled";
+}
+
+// Stands in for the pinned allocator: records the thread of each allocation.
+absl::Mutex alloc_mu;
+std::vector<std::thread::id>* alloc_threads ABSL_GUARDED_BY(alloc_mu) = nullptr;
+HostAllocator RecordingScarceAllocator() {
+  HostAllocator a;
+  a.scarce = true;
+  a.allocate = [](size_t size, int) {
+    absl::MutexLock lock(&alloc_mu);
+    if (alloc_threads) alloc_threads->push_back(std::this_thread::get_id());
+    return new uint8_t[size];
+  };
+  a.release = [](uint8_t* data, int) { delete[] data; };
+  return a;
+}
+
+// Review 1.10: the stager reserved its pinned ring only when told the batch
+// bytes, which the loader and stoker-bench never were, so the first epoch's
+// pinned blocks were allocated on the stream reader threads as batches came.
+TEST_F(TwoServersTest, PinnedHostBuffersAreAllocatedOnTheCallersThreadBeforeTheFirstBatch) {
+  std::vector<std::thread::id> threads;
+  {
+    absl::MutexLock lock(&alloc_mu);
+    alloc_threads = &threads;
+  }
+  ClientConfig config;
+  config.servers = {a_.address, b_.address};
+  config.session.set_dataset("ds");
+  config.session.set_batch_size(4);
+  config.session.add_pipeline()->mutable_center_crop()->set_size(32);
+  const int slots = PrefetchDepth(config, 2) + 2;
+  config.buffers = HostBufferPool::Create(slots, RecordingScarceAllocator());
+  auto client = StokerClient::Connect(config, nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->StartEpoch(0).ok());
+  int batches = 0;
+  for (;;) {
+    Batch b;
+    bool end = false;
+    ASSERT_TRUE((*client)->Next(&b, &end).ok());
+    if (end) break;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 8);
+  absl::MutexLock lock(&alloc_mu);
+  alloc_threads = nullptr;
+  EXPECT_EQ(static_cast<int>(threads.size()), slots);
+  for (const std::thread::id& t : threads) EXPECT_EQ(t, std::this_thread::get_id()) << "allocated on another thread";
 }
 
 TEST_F(TwoServersTest, BatchContentDoesNotDependOnWhichServerOrWorkerCountMadeIt) {
