@@ -25,7 +25,8 @@ struct SimServer {
   std::string address;
   bool up = true;
   bool member = true;
-  absl::Time down_until, stalled_until, rejoin_at;
+  absl::Time down_until = absl::UnixEpoch(), stalled_until = absl::UnixEpoch(),
+             rejoin_at = absl::UnixEpoch();
 };
 
 struct SimStream {
