@@ -24,19 +24,64 @@ bool IsBatchError(absl::StatusCode code) {
 
 BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics,
                                BottleneckMeter* meter)
-    : plan_(std::move(plan)),
+    : first_epoch_(plan.epoch()),
+      per_epoch_(plan.num_batches()),
       options_(std::move(options)),
       metrics_(metrics),
       meter_(meter),
       jitter_state_(options_.jitter_seed ? options_.jitter_seed : std::random_device{}()) {
-  for (int64_t b = 0; b < plan_.num_batches(); ++b) {
+  plans_.push_back(std::move(plan));
+  for (int64_t b = 0; b < per_epoch_; ++b) {
     if (options_.already_delivered.count(b)) {
       delivered_.insert(b);
+      ++delivered_current_;
     } else {
       pending_.insert(b);
     }
   }
   while (delivered_.count(next_to_deliver_)) ++next_to_deliver_;
+}
+
+absl::Status BatchScheduler::ArmEpoch(EpochPlan plan) {
+  if (plan.epoch() != last_armed_epoch() + 1 || plan.num_batches() != per_epoch_) {
+    return absl::InvalidArgumentError(absl::StrCat("epoch ", plan.epoch(), " of ", plan.num_batches(),
+                                                   " batches cannot follow epoch ", last_armed_epoch(), " of ",
+                                                   per_epoch_));
+  }
+  const int64_t epoch = plan.epoch();
+  plans_.push_back(std::move(plan));
+  for (int64_t b = 0; b < per_epoch_; ++b) pending_.insert(Seq(epoch, b));
+  return absl::OkStatus();
+}
+
+bool BatchScheduler::CanAdvance() const { return error_.ok() && CurrentDelivered() && plans_.size() > 1; }
+
+absl::Status BatchScheduler::AdvanceEpoch() {
+  if (!CanAdvance()) {
+    return absl::FailedPreconditionError(absl::StrCat("epoch ", epoch(), " cannot be left yet (",
+                                                      delivered_current_, " of ", per_epoch_,
+                                                      " batches handed over; next epoch armed: ",
+                                                      plans_.size() > 1 ? "yes" : "no", ")"));
+  }
+  plans_.pop_front();
+  delivered_.erase(delivered_.begin(), delivered_.lower_bound(CurrentBegin()));
+  attempts_.erase(attempts_.begin(), attempts_.lower_bound(CurrentBegin()));
+  delivered_current_ = 0;
+  next_to_deliver_ = std::max(next_to_deliver_, CurrentBegin());
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> BatchScheduler::SampleIndices(int64_t epoch, int64_t batch) const {
+  return PlanOf(epoch).BatchIndices(batch);
+}
+
+std::string BatchScheduler::Describe(int64_t seq) const {
+  return absl::StrCat("batch ", BatchOf(seq), " of epoch ", EpochOf(seq));
+}
+
+int64_t BatchScheduler::ArmedSeq(int64_t epoch, int64_t batch) const {
+  if (epoch < this->epoch() || epoch > last_armed_epoch() || batch < 0 || batch >= per_epoch_) return -1;
+  return Seq(epoch, batch);
 }
 
 uint64_t BatchScheduler::NextJitter() {  // SplitMix64
@@ -86,14 +131,25 @@ void BatchScheduler::OnDraining(StreamId id) {
 }
 
 void BatchScheduler::OnStreamEnded(StreamId id, const absl::Status& status, bool from_server, absl::Time now,
-                                   int64_t failed_batch) {
+                                   int64_t failed_batch, int64_t failed_epoch) {
   Stream& s = streams_.at(id);
   absl::Status why = status;
   if (why.ok() && !s.requested.empty()) {
     why = absl::DataLossError(absl::StrCat("stream closed with ", s.requested.size(), " batches outstanding"));
     from_server = false;
   }
-  Retire(s, why, from_server, now, failed_batch);
+  // The batch the server named: -1 blames every outstanding one, -2 none.
+  int64_t failed_seq = -1;
+  if (failed_batch >= 0) {
+    failed_seq = -2;
+    for (int64_t seq : s.requested) {  // lowest first
+      if (BatchOf(seq) == failed_batch && (failed_epoch < 0 || EpochOf(seq) == failed_epoch)) {
+        failed_seq = seq;
+        break;
+      }
+    }
+  }
+  Retire(s, why, from_server, now, failed_seq);
 }
 
 void BatchScheduler::OnSessionRefused(StreamId id, const absl::Status& status, absl::Time now) {
@@ -107,7 +163,7 @@ void BatchScheduler::OnSessionRefused(StreamId id, const absl::Status& status, a
 }
 
 void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
-                            int64_t failed_batch) {
+                            int64_t failed_seq) {
   if (stream.retired) return;
   stream.retired = true;
   Server& server = servers_[stream.address];
@@ -130,12 +186,12 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
     if (status.ok()) continue;
     Attempts& a = attempts_[b];
     ++a.count;
-    const bool blamed = failed_batch < 0 || failed_batch == b;
+    const bool blamed = failed_seq == -1 || failed_seq == b;
     if (from_server && IsBatchError(status.code()) && blamed) {
       a.refused_by[stream.address] = status;
       if (static_cast<int>(a.refused_by.size()) >= needed) {
         Fail(absl::Status(status.code(),
-                          absl::StrCat("batch ", b, " failed on ", a.refused_by.size(), " servers (",
+                          absl::StrCat(Describe(b), " failed on ", a.refused_by.size(), " servers (",
                                        absl::StrJoin(a.refused_by, ", ",
                                                      [](std::string* out, const auto& kv) { out->append(kv.first); }),
                                        "): ", status.message())));
@@ -143,7 +199,7 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
       }
     }
     if (a.count >= options_.max_attempts) {
-      Fail(absl::Status(status.code(), absl::StrCat("batch ", b, " was requested ", a.count,
+      Fail(absl::Status(status.code(), absl::StrCat(Describe(b), " was requested ", a.count,
                                                     " times without success; last: ", stream.address, ": ",
                                                     status.message())));
     }
@@ -172,7 +228,7 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
 void BatchScheduler::Fail(absl::Status status) {
   if (!error_.ok()) return;
   error_ = std::move(status);
-  LOG(ERROR) << "epoch " << plan_.epoch() << " ends: " << error_;
+  LOG(ERROR) << "epoch " << epoch() << " ends: " << error_;
   for (auto& [id, s] : streams_) MaybeHalfClose(id);
 }
 
@@ -181,8 +237,10 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
   if (!error_.ok()) return out;
   for (auto it = pending_.begin(); it != pending_.end();) {
     const int64_t b = *it;
-    // The batch the caller waits for is always requested, whatever the limit.
-    const bool head = options_.ordered && b == next_to_deliver_;
+    // The batch the caller waits for is always requested, whatever the limit
+    // (which the next epoch's batches may fill): in order, the next one; out
+    // of order, any of the current epoch while none of it is under way.
+    const bool head = options_.ordered ? b == next_to_deliver_ : b < CurrentEnd() && !CurrentUnderWay();
     if (!head && static_cast<int64_t>(assigned_.size() + ready_.size()) >= options_.prefetch) break;
     // The least-loaded live stream with room: fast servers return batches
     // sooner, so they are asked more often. Among equally loaded ones, the one
@@ -216,7 +274,7 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     best->last_assigned = ++assignments_;
     assigned_[b] = best_id;
     requested_at_[b] = now;
-    out.push_back({best_id, b});
+    out.push_back({best_id, EpochOf(b), BatchOf(b)});
     if (metrics_) metrics_->inflight_batches->Increment();
   }
   return out;
@@ -225,11 +283,12 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
 absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) const {
   const Stream& s = streams_.at(id);
   const int64_t b = h.batch_index();
-  if (h.epoch() != plan_.epoch() || s.requested.count(b) == 0) {
+  const int64_t seq = ArmedSeq(h.epoch(), b);
+  if (seq < 0 || s.requested.count(seq) == 0) {
     return absl::DataLossError(absl::StrCat("sent batch ", b, " of epoch ", h.epoch(),
                                             ", which was not requested from it"));
   }
-  const std::vector<int64_t> expected = plan_.BatchIndices(b);
+  const std::vector<int64_t> expected = PlanOf(h.epoch()).BatchIndices(b);
   const int64_t n = static_cast<int64_t>(expected.size());
   if (!std::equal(expected.begin(), expected.end(), h.sample_indices().begin(), h.sample_indices().end())) {
     return absl::DataLossError(absl::StrCat("sent batch ", b, " with other sample indices than requested (",
@@ -254,12 +313,12 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
 
 absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Time now) {
   Stream& s = streams_.at(id);
-  const int64_t b = batch.batch_index;
-  if (batch.epoch != plan_.epoch() || s.requested.count(b) == 0 ||
+  const int64_t b = ArmedSeq(batch.epoch, batch.batch_index);
+  if (b < 0 || s.requested.count(b) == 0 ||
       static_cast<int64_t>(batch.data.size()) !=
-          static_cast<int64_t>(plan_.BatchIndices(b).size()) * options_.sample_bytes) {
-    return absl::DataLossError(absl::StrCat("sent batch ", b, " of epoch ", batch.epoch, " (", batch.data.size(),
-                                            " bytes), which was not requested from it in that size"));
+          static_cast<int64_t>(PlanOf(batch.epoch).BatchIndices(batch.batch_index).size()) * options_.sample_bytes) {
+    return absl::DataLossError(absl::StrCat("sent batch ", batch.batch_index, " of epoch ", batch.epoch, " (",
+                                            batch.data.size(), " bytes), which was not requested from it in that size"));
   }
   s.proven = true;
   s.requested.erase(b);
@@ -294,7 +353,7 @@ std::vector<StreamId> BatchScheduler::Tick(absl::Time now) {
     if (now - at <= options_.batch_timeout) continue;
     const StreamId id = assigned_.at(b);
     Retire(streams_.at(id),
-           absl::DeadlineExceededError(absl::StrCat("batch ", b, " took longer than ",
+           absl::DeadlineExceededError(absl::StrCat(Describe(b), " took longer than ",
                                                     absl::FormatDuration(options_.batch_timeout))),
            /*from_server=*/false, now);
     to_cancel.push_back(id);
@@ -333,27 +392,32 @@ void BatchScheduler::MaybeHalfClose(StreamId id) {
 
 std::vector<StreamId> BatchScheduler::TakeHalfCloses() { return std::exchange(half_close_, {}); }
 
-bool BatchScheduler::Done() const {
-  return static_cast<int64_t>(delivered_.size() + ready_.size()) >= plan_.num_batches();
+bool BatchScheduler::CurrentUnderWay() const {
+  return (!assigned_.empty() && assigned_.begin()->first < CurrentEnd()) ||
+         (!ready_.empty() && ready_.begin()->first < CurrentEnd());
 }
 
+bool BatchScheduler::Done() const { return pending_.empty() && assigned_.empty(); }
+
 bool BatchScheduler::CanTake() const {
-  if (static_cast<int64_t>(delivered_.size()) >= plan_.num_batches() || !error_.ok()) return true;
-  return options_.ordered ? ready_.count(next_to_deliver_) > 0 : !ready_.empty();
+  if (CurrentDelivered() || !error_.ok()) return true;
+  if (options_.ordered) return ready_.count(next_to_deliver_) > 0;
+  return !ready_.empty() && ready_.begin()->first < CurrentEnd();
 }
 
 absl::Status BatchScheduler::Take(Batch* batch, bool* end_of_epoch) {
   *end_of_epoch = false;
-  if (static_cast<int64_t>(delivered_.size()) >= plan_.num_batches()) {
+  if (CurrentDelivered()) {
     *end_of_epoch = true;
     return absl::OkStatus();
   }
   auto it = options_.ordered ? ready_.find(next_to_deliver_) : ready_.begin();
-  if (it == ready_.end()) {
+  if (it == ready_.end() || it->first >= CurrentEnd()) {
     return error_.ok() ? absl::FailedPreconditionError("Take called with no batch ready") : error_;
   }
   *batch = std::move(it->second);
   delivered_.insert(it->first);
+  ++delivered_current_;
   ready_.erase(it);
   while (delivered_.count(next_to_deliver_)) ++next_to_deliver_;
   if (metrics_) metrics_->buffered_batches->Decrement();
@@ -361,8 +425,12 @@ absl::Status BatchScheduler::Take(Batch* batch, bool* end_of_epoch) {
 }
 
 void BatchScheduler::Position(int64_t* next, std::vector<int64_t>* beyond) const {
-  *next = next_to_deliver_;
-  beyond->assign(delivered_.upper_bound(next_to_deliver_), delivered_.end());
+  const int64_t begin = CurrentBegin();
+  *next = std::min(next_to_deliver_, CurrentEnd()) - begin;
+  beyond->clear();
+  for (auto it = delivered_.upper_bound(next_to_deliver_); it != delivered_.end() && *it < CurrentEnd(); ++it) {
+    beyond->push_back(*it - begin);
+  }
 }
 
 void BatchScheduler::ReleaseGauges() {

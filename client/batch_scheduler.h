@@ -1,16 +1,20 @@
-// The client's scheduling of one epoch as a plain core, free of gRPC and of
-// threads: which batches are pending, requested (on which stream), received
-// and delivered; per-server windows; reassignment when a stream ends;
-// timeouts; batches that fail everywhere; draining; servers joining and
-// leaving. Time is passed in (from an injected Clock), so every rule can be
+// The client's scheduling of a run of epochs as a plain core, free of gRPC
+// and of threads: which batches are pending, requested (on which stream),
+// received and delivered; per-server windows; reassignment when a stream
+// ends; timeouts; batches that fail everywhere; draining; servers joining and
+// leaving. Epochs flow into each other: the next epoch can be armed while the
+// current one is handed over, and its first batches are then requested on
+// the same streams as soon as the current epoch's are all out, so that an
+// epoch's first batch is not a cold start. Time is passed in (from an injected Clock), so every rule can be
 // driven deterministically; EpochRun is the transport that feeds it events
 // from real streams.
 //
 // Rules:
 // - Pull: each live stream holds at most `window` requested batches; a new
 //   batch goes to the least-loaded live stream. At most `prefetch` batches are
-//   requested or buffered, except that the batch an ordered caller waits for
-//   is always requested.
+//   requested or buffered (over all armed epochs), except that the batch an
+//   ordered caller waits for is always requested. Batches are requested in
+//   order: the current epoch's, then the next one's.
 // - Exactly once: a batch is requested on one live stream at a time; one
 //   that arrives on a stream it was not requested from is refused (the stream
 //   is then given up); a batch is handed over once.
@@ -22,6 +26,7 @@
 //   PERMISSION_DENIED; FAILED_PRECONDITION) on `poison_servers` distinct
 //   servers (or on every server there is, if fewer) ends the epoch with that
 //   error; so does a batch attempted `max_attempts` times for any reason.
+//   The error ends the run (every armed epoch).
 // - No live server for `unavailable_timeout`: the epoch ends UNAVAILABLE
 //   naming each server and its last error.
 //
@@ -30,6 +35,7 @@
 #define STOKER_CLIENT_BATCH_SCHEDULER_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -71,16 +77,34 @@ using StreamId = int64_t;
 
 struct Assignment {
   StreamId stream;
+  int64_t epoch;
   int64_t batch;
 };
 
 class BatchScheduler {
  public:
-  // `metrics` and `meter` (nullable) must outlive the scheduler; the meter is
-  // fed each received batch's stage times and latency.
+  // Starts with `plan`'s epoch armed and current (options.already_delivered
+  // are its batches not to fetch again). `metrics` and `meter` (nullable) must
+  // outlive the scheduler; the meter is fed each received batch's stage times
+  // and latency.
   BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics, BottleneckMeter* meter = nullptr);
 
-  const EpochPlan& plan() const { return plan_; }
+  // --- epochs ---
+  // Arms the epoch after the last armed one: its batches become pending
+  // (requested after every batch of the epochs before it). INVALID_ARGUMENT
+  // if `plan` is not that epoch or has another number of batches.
+  absl::Status ArmEpoch(EpochPlan plan);
+  // The epoch being handed over, and the last one armed.
+  int64_t epoch() const { return plans_.front().epoch(); }
+  int64_t last_armed_epoch() const { return plans_.back().epoch(); }
+  // The current epoch was handed over completely, without error, and the
+  // next one is armed: AdvanceEpoch may be called.
+  bool CanAdvance() const;
+  // Makes the next armed epoch the current one (FAILED_PRECONDITION unless
+  // CanAdvance).
+  absl::Status AdvanceEpoch();
+  // The sample indices of batch `batch` of armed epoch `epoch`.
+  std::vector<int64_t> SampleIndices(int64_t epoch, int64_t batch) const;
 
   // --- membership and streams ---
   // The servers now in the set. Live streams of servers that left are
@@ -95,9 +119,10 @@ class BatchScheduler {
   // The stream ended. `status`: its final status; `from_server`: the status
   // is the server's own answer (not a cancellation or a check of ours);
   // `failed_batch`: the batch the server named as the cause (-1: none named,
-  // then every batch outstanding on the stream shares the blame).
+  // then every batch outstanding on the stream shares the blame), of
+  // `failed_epoch` (-1: the oldest outstanding batch of that index).
   void OnStreamEnded(StreamId stream, const absl::Status& status, bool from_server, absl::Time now,
-                     int64_t failed_batch = -1);
+                     int64_t failed_batch = -1, int64_t failed_epoch = -1);
 
   // The server refused the session itself (it has another copy of the
   // dataset: FAILED_PRECONDITION naming both fingerprints). The stream's
@@ -109,7 +134,7 @@ class BatchScheduler {
   // Requests to send now.
   std::vector<Assignment> Dispatch(absl::Time now);
   // Checks a batch's header when it starts arriving, before any buffer is
-  // allocated: requested on this stream, this epoch, the plan's sample
+  // allocated: requested on this stream, an armed epoch, the plan's sample
   // indices, one label per sample, the session's shape and byte count.
   // An error means the stream must be given up.
   absl::Status CheckHeader(StreamId stream, const v1::BatchHeader& header) const;
@@ -127,10 +152,11 @@ class BatchScheduler {
   // --- the caller ---
   // True when Take would not wait: a batch, the end, or an error.
   bool CanTake() const;
-  // Hands over the next batch. *end_of_epoch once every batch was handed
-  // over; the epoch's error if it failed.
+  // Hands over the current epoch's next batch. *end_of_epoch once every one
+  // of its batches was handed over; the run's error if it failed.
   absl::Status Take(Batch* batch, bool* end_of_epoch);
-  bool Done() const;  // every batch received or delivered
+  bool Done() const;  // every armed batch received or delivered
+  // The current epoch's delivered batches: all below *next, plus *beyond.
   void Position(int64_t* next, std::vector<int64_t>* beyond) const;
   const absl::Status& error() const { return error_; }
 
@@ -164,13 +190,30 @@ class BatchScheduler {
     std::map<std::string, absl::Status> refused_by;  // server -> its batch error
   };
 
+  // Batches are numbered across the run: seq = (epoch - first epoch) x
+  // batches per epoch + batch. Every set and map below is keyed by seq.
+  int64_t Seq(int64_t epoch, int64_t batch) const { return (epoch - first_epoch_) * per_epoch_ + batch; }
+  int64_t EpochOf(int64_t seq) const { return first_epoch_ + seq / per_epoch_; }
+  int64_t BatchOf(int64_t seq) const { return seq % per_epoch_; }
+  std::string Describe(int64_t seq) const;
+  // The seq of (epoch, batch) if that epoch is armed and the batch in range;
+  // -1 otherwise.
+  int64_t ArmedSeq(int64_t epoch, int64_t batch) const;
+  const EpochPlan& PlanOf(int64_t epoch) const { return plans_[static_cast<size_t>(epoch - plans_.front().epoch())]; }
+  int64_t CurrentBegin() const { return Seq(epoch(), 0); }
+  int64_t CurrentEnd() const { return Seq(epoch() + 1, 0); }
+  bool CurrentDelivered() const { return delivered_current_ >= per_epoch_; }
+  // A batch of the current epoch is requested or ready.
+  bool CurrentUnderWay() const;
   void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
-              int64_t failed_batch = -1);
+              int64_t failed_seq = -1);
   void MaybeHalfClose(StreamId id);
   void Fail(absl::Status status);
   uint64_t NextJitter();
 
-  const EpochPlan plan_;
+  std::deque<EpochPlan> plans_;  // armed epochs, the current one first
+  const int64_t first_epoch_;
+  const int64_t per_epoch_;
   const SchedulerOptions options_;
   ClientMetrics* const metrics_;
   BottleneckMeter* const meter_;
@@ -181,7 +224,8 @@ class BatchScheduler {
   std::map<int64_t, StreamId> assigned_;
   std::map<int64_t, absl::Time> requested_at_;
   std::map<int64_t, Batch> ready_;     // received, not yet handed over
-  std::set<int64_t> delivered_;        // handed over (or before a resume)
+  std::set<int64_t> delivered_;        // handed over (or before a resume), from the current epoch on
+  int64_t delivered_current_ = 0;      // of the current epoch
   std::map<int64_t, Attempts> attempts_;
   std::vector<StreamId> half_close_;
   int64_t next_to_deliver_ = 0;

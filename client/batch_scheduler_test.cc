@@ -24,11 +24,11 @@ SchedulerOptions Options() {
 // 10 samples in batches of 2: 5 batches.
 EpochPlan Plan() { return EpochPlan(/*seed=*/7, /*epoch=*/0, /*num_samples=*/10, /*batch_size=*/2, false, 0, 1); }
 
-v1::BatchHeader Header(const BatchScheduler& s, int64_t b) {
+v1::BatchHeader Header(const BatchScheduler& s, int64_t b, int64_t epoch = 0) {
   v1::BatchHeader h;
-  h.set_epoch(0);
+  h.set_epoch(epoch);
   h.set_batch_index(b);
-  const std::vector<int64_t> indices = s.plan().BatchIndices(b);
+  const std::vector<int64_t> indices = s.SampleIndices(epoch, b);
   for (int64_t i : indices) {
     h.add_sample_indices(i);
     h.add_labels(static_cast<int32_t>(i % 3));
@@ -39,11 +39,11 @@ v1::BatchHeader Header(const BatchScheduler& s, int64_t b) {
   return h;
 }
 
-Batch BatchFor(const BatchScheduler& s, int64_t b) {
+Batch BatchFor(const BatchScheduler& s, int64_t b, int64_t epoch = 0) {
   Batch batch;
-  batch.epoch = 0;
+  batch.epoch = epoch;
   batch.batch_index = b;
-  batch.sample_indices = s.plan().BatchIndices(b);
+  batch.sample_indices = s.SampleIndices(epoch, b);
   batch.data = HostBuffer(batch.sample_indices.size() * kSampleBytes);
   return batch;
 }
@@ -68,7 +68,7 @@ TEST(BatchSchedulerTest, BatchRefusedByThreeServersEndsTheEpochWithItsError) {
   }
   ASSERT_FALSE(s.error().ok());
   EXPECT_EQ(s.error().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(s.error().message().find("batch 0 failed on 3 servers"), std::string::npos) << s.error() << " "
+  EXPECT_NE(s.error().message().find("batch 0 of epoch 0 failed on 3 servers"), std::string::npos) << s.error() << " "
                                                                                          << s.reassigned();
   EXPECT_NE(s.error().message().find("x.jpg"), std::string::npos);
   Batch batch;
@@ -211,6 +211,100 @@ TEST(BatchSchedulerTest, ServerThatLeavesTheSetIsDrained) {
   s.Dispatch(kT0);
   EXPECT_TRUE(s.OnMembership({"b:1"}, kT0).empty());
   for (const Assignment& a : s.Dispatch(kT0)) EXPECT_NE(a.stream, 0);  // a:1 (stream 0) gets nothing new
+}
+
+EpochPlan PlanOfEpoch(int64_t epoch) { return EpochPlan(7, epoch, 10, 2, false, 0, 1); }
+
+// Issue 12: the next epoch's first batches are requested on the same stream
+// while the current epoch drains, so its first batch is not a cold start.
+TEST(BatchSchedulerTest, TheNextEpochIsRequestedOnTheSameStreamWhileTheCurrentOneDrains) {
+  SchedulerOptions o = Options();
+  o.window = 3;
+  o.prefetch = 4;
+  BatchScheduler s(Plan(), o, nullptr);
+  ASSERT_TRUE(s.ArmEpoch(PlanOfEpoch(1)).ok());
+  EXPECT_FALSE(s.ArmEpoch(PlanOfEpoch(3)).ok()) << "epochs are armed in order";
+  for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  std::vector<std::pair<int64_t, int64_t>> requested;  // (epoch, batch) in request order
+  int64_t epoch0 = 0;
+  for (int round = 0; round < 20 && epoch0 < 5; ++round) {
+    for (const Assignment& a : s.Dispatch(kT0)) {
+      EXPECT_EQ(a.stream, 0) << "one stream for both epochs";
+      requested.emplace_back(a.epoch, a.batch);
+      ASSERT_TRUE(s.CheckHeader(a.stream, Header(s, a.batch, a.epoch)).ok());
+      ASSERT_TRUE(s.OnBatchReceived(a.stream, BatchFor(s, a.batch, a.epoch), kT0).ok());
+    }
+    Batch batch;
+    bool end = false;
+    while (s.CanTake() && epoch0 < 5) {
+      ASSERT_TRUE(s.Take(&batch, &end).ok());
+      ASSERT_FALSE(end);
+      EXPECT_EQ(batch.epoch, 0);
+      EXPECT_EQ(batch.batch_index, epoch0++);
+    }
+  }
+  ASSERT_EQ(epoch0, 5);
+  // Epoch 0's five batches first, then epoch 1's, before epoch 0 ended.
+  ASSERT_GE(requested.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(requested[i], std::make_pair(int64_t{0}, static_cast<int64_t>(i)));
+  EXPECT_EQ(requested[5], std::make_pair(int64_t{1}, int64_t{0}));
+  Batch batch;
+  bool end = false;
+  ASSERT_TRUE(s.Take(&batch, &end).ok());
+  EXPECT_TRUE(end) << "an epoch's batches only, even with the next one's ready";
+  EXPECT_FALSE(s.Done());
+  ASSERT_TRUE(s.CanAdvance());
+  ASSERT_TRUE(s.AdvanceEpoch().ok());
+  EXPECT_EQ(s.epoch(), 1);
+  ASSERT_TRUE(s.CanTake()) << "epoch 1's first batch is there already";
+  ASSERT_TRUE(s.Take(&batch, &end).ok());
+  EXPECT_EQ(batch.epoch, 1);
+  EXPECT_EQ(batch.batch_index, 0);
+  int64_t next = -1;
+  std::vector<int64_t> beyond;
+  s.Position(&next, &beyond);
+  EXPECT_EQ(next, 1) << "positions count within the current epoch";
+  EXPECT_TRUE(beyond.empty());
+  // Epoch 0 is gone: a late copy of one of its batches is refused.
+  EXPECT_FALSE(s.CheckHeader(0, Header(s, 1, 1)).ok()) << "not requested";
+  EXPECT_FALSE(s.AdvanceEpoch().ok()) << "epoch 1 is not handed over yet";
+}
+
+// Out of order, the next epoch's ready batches may fill the prefetch limit
+// while a batch of the current epoch goes back to pending (its stream
+// failed): that batch is requested anyway, or the epoch would never end.
+TEST(BatchSchedulerTest, UnorderedCurrentBatchIsRequestedWhenTheNextEpochFillsThePrefetch) {
+  SchedulerOptions o = Options();
+  o.ordered = false;
+  o.window = 4;
+  o.prefetch = 4;
+  BatchScheduler s(Plan(), o, nullptr);
+  ASSERT_TRUE(s.ArmEpoch(PlanOfEpoch(1)).ok());
+  absl::Time now = kT0;
+  for (const std::string& a : s.OnMembership({"a:1", "b:1"}, now)) s.OnStreamOpened(a, now);
+  Batch batch;
+  bool end = false;
+  // Deliver epoch 0's batches 0..3; batch 4 goes to one stream, which then fails
+  // after the next epoch's batches filled everything else.
+  int64_t lost_stream = -1;
+  for (int round = 0; round < 10; ++round) {
+    for (const Assignment& a : s.Dispatch(now)) {
+      if (a.epoch == 0 && a.batch == 4) {
+        lost_stream = a.stream;
+        continue;
+      }
+      ASSERT_TRUE(s.OnBatchReceived(a.stream, BatchFor(s, a.batch, a.epoch), now).ok());
+    }
+    while (s.CanTake()) {
+      ASSERT_TRUE(s.Take(&batch, &end).ok());
+      ASSERT_FALSE(end);
+    }
+  }
+  ASSERT_GE(lost_stream, 0);
+  s.OnStreamEnded(lost_stream, absl::UnavailableError("connection reset"), false, now);
+  bool requested_again = false;
+  for (const Assignment& a : s.Dispatch(now)) requested_again |= a.epoch == 0 && a.batch == 4;
+  EXPECT_TRUE(requested_again);
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   c.session.set_cache_mode(cache == "batch" ? v1::CACHE_BATCH : v1::CACHE_NONE);
   c.window_per_server = absl::GetFlag(FLAGS_window);
   c.prefetch_batches = absl::GetFlag(FLAGS_prefetch);
+  c.epochs = absl::GetFlag(FLAGS_epochs);
   c.drop_last = absl::GetFlag(FLAGS_drop_last);
   c.rank = absl::GetFlag(FLAGS_rank);
   c.world_size = absl::GetFlag(FLAGS_world_size);

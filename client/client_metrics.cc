@@ -40,6 +40,12 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                           .Help("Batches requested from servers and not yet received.")
                           .Register(registry)
                           .Add({});
+  streams_opened = &prometheus::BuildCounter()
+                        .Name("stoker_client_streams_opened_total")
+                        .Help("Batch streams opened to data servers (one per server, kept across epochs; more "
+                              "after failures or restarts).")
+                        .Register(registry)
+                        .Add({});
   reassigned_batches = &prometheus::BuildCounter()
                             .Name("stoker_client_reassigned_batches_total")
                             .Help("Batches requested again from another server after theirs failed.")

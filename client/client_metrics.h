@@ -24,6 +24,7 @@ struct ClientMetrics {
   prometheus::Gauge* buffered_batches;             // stoker_client_buffered_batches
   prometheus::Gauge* inflight_batches;             // stoker_client_inflight_batches
   prometheus::Counter* reassigned_batches;         // stoker_client_reassigned_batches_total
+  prometheus::Counter* streams_opened;             // stoker_client_streams_opened_total
   prometheus::Histogram* h2d_seconds;              // stoker_client_h2d_seconds
   // Sums over received batches of their header's times (see bottleneck.h):
   prometheus::Counter* batch_server_seconds;       // stoker_client_batch_server_seconds_total

@@ -144,14 +144,19 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
     // Our own checks first; then the server's answer, unless we cancelled.
     const bool ours = !failure_.ok() || cancelled_by_us_;
     // The server names the batch whose failure ended the stream (stream_state.h).
-    int64_t failed_batch = -1;
     const auto& trailers = context_.GetServerTrailingMetadata();
-    if (auto it = trailers.find(kFailedBatchTrailer); it != trailers.end()) {
-      if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &failed_batch)) failed_batch = -1;
-    }
+    auto number = [&trailers](const char* key) -> int64_t {
+      int64_t value = -1;
+      auto it = trailers.find(key);
+      if (it == trailers.end() || !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &value)) {
+        return -1;
+      }
+      return value;
+    };
+    const int64_t failed_batch = number(kFailedBatchTrailer), failed_epoch = number(kFailedEpochTrailer);
     const bool refused = !ours && trailers.find(kSessionRefusedTrailer) != trailers.end();
     run_->OnStreamDone(id_, failure_.ok() ? FromGrpc(status) : failure_, /*from_server=*/!ours && !status.ok(),
-                       failed_batch, refused);
+                       failed_batch, failed_epoch, refused);
     done_.Notify();
   }
 
@@ -229,6 +234,7 @@ void EpochRun::OpenStreams() {
     v1::StreamRequest config;
     *config.mutable_config() = session_;
     const StreamId id = scheduler_.OnStreamOpened(a, clock_->Now());
+    if (metrics_) metrics_->streams_opened->Increment();
     auto stream = std::make_unique<Stream>(this, id, a, Serialize(config));
     opened.push_back(stream.get());
     streams_.emplace(id, std::move(stream));
@@ -275,9 +281,9 @@ void EpochRun::Send(std::vector<Assignment> assignments, std::vector<StreamId> h
     for (const Assignment& a : assignments) {
       v1::StreamRequest r;
       v1::BatchRequest* req = r.mutable_batch();
-      req->set_epoch(scheduler_.plan().epoch());
+      req->set_epoch(a.epoch);
       req->set_batch_index(a.batch);
-      for (int64_t i : scheduler_.plan().BatchIndices(a.batch)) req->add_sample_indices(i);
+      for (int64_t i : scheduler_.SampleIndices(a.epoch, a.batch)) req->add_sample_indices(i);
       writes.emplace_back(streams_.at(a.stream).get(), Serialize(r));
     }
     for (StreamId id : half_closes) closes.push_back(streams_.at(id).get());
@@ -318,7 +324,7 @@ void EpochRun::OnDraining(StreamId id) {
 }
 
 void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch,
-                            bool session_refused) {
+                            int64_t failed_epoch, bool session_refused) {
   if (stop_.HasBeenNotified()) return;  // our own cancellation at the end
   std::vector<Assignment> assignments;
   std::vector<StreamId> half_closes;
@@ -327,7 +333,7 @@ void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_s
     if (session_refused) {
       scheduler_.OnSessionRefused(id, status, clock_->Now());
     } else {
-      scheduler_.OnStreamEnded(id, status, from_server, clock_->Now(), failed_batch);
+      scheduler_.OnStreamEnded(id, status, from_server, clock_->Now(), failed_batch, failed_epoch);
     }
     assignments = scheduler_.Dispatch(clock_->Now());
     half_closes = scheduler_.TakeHalfCloses();
@@ -352,6 +358,39 @@ absl::Status EpochRun::Next(Batch* batch, bool* end_of_epoch) {
   if (metrics_) metrics_->wait_seconds->Observe(absl::ToDoubleSeconds(waited));
   if (options_.meter) options_.meter->OnWait(waited);
   return absl::OkStatus();
+}
+
+absl::Status EpochRun::Arm(EpochPlan plan) {
+  std::vector<Assignment> assignments;
+  std::vector<StreamId> half_closes;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = scheduler_.ArmEpoch(std::move(plan)); !s.ok()) return s;
+    assignments = scheduler_.Dispatch(clock_->Now());
+    half_closes = scheduler_.TakeHalfCloses();
+  }
+  Send(std::move(assignments), std::move(half_closes));
+  return absl::OkStatus();
+}
+
+absl::Status EpochRun::Advance() {
+  absl::MutexLock lock(&mu_);
+  return scheduler_.AdvanceEpoch();
+}
+
+bool EpochRun::CanAdvance() const {
+  absl::MutexLock lock(&mu_);
+  return scheduler_.CanAdvance();
+}
+
+int64_t EpochRun::epoch() const {
+  absl::MutexLock lock(&mu_);
+  return scheduler_.epoch();
+}
+
+int64_t EpochRun::last_armed_epoch() const {
+  absl::MutexLock lock(&mu_);
+  return scheduler_.last_armed_epoch();
 }
 
 void EpochRun::Position(int64_t* next, std::vector<int64_t>* beyond) const {

@@ -1,7 +1,8 @@
-// One epoch in flight: the transport around a BatchScheduler (see
+// A run of epochs in flight: the transport around a BatchScheduler (see
 // batch_scheduler.h for the rules: pull scheduling, exactly-once, retries,
-// batches that fail everywhere, timeouts). EpochRun owns one gRPC stream per
-// live server, driven by gRPC's callback API (public API only: a generic
+// batches that fail everywhere, timeouts, the next epoch armed while the
+// current one drains). EpochRun owns one gRPC stream per live server, kept
+// across the epochs of the run, driven by gRPC's callback API (public API only: a generic
 // stub, so that chunks arrive as raw bytes and the payload is copied once),
 // and a supervisor thread that ticks the scheduler. Every scheduler call is
 // made under mu_; gRPC operations are started with mu_ released.
@@ -49,10 +50,19 @@ class EpochRun {
            ClientMetrics* metrics);
   ~EpochRun();
 
-  // See StokerClient::Next.
+  // See StokerClient::Next (the current epoch's batches).
   absl::Status Next(Batch* batch, bool* end_of_epoch);
-  // The delivered batches: all below *next, plus *beyond.
+  // The current epoch's delivered batches: all below *next, plus *beyond.
   void Position(int64_t* next, std::vector<int64_t>* beyond) const;
+  // Arms the epoch after the last armed one (see BatchScheduler::ArmEpoch):
+  // its batches are requested on the same streams once the epochs before it
+  // have all theirs requested.
+  absl::Status Arm(EpochPlan plan);
+  // Moves to the next armed epoch once the current one is handed over.
+  bool CanAdvance() const;
+  absl::Status Advance();
+  int64_t epoch() const;
+  int64_t last_armed_epoch() const;
 
  private:
   class Stream;
@@ -67,7 +77,7 @@ class EpochRun {
   absl::Status OnBatch(StreamId id, Batch batch);
   void OnDraining(StreamId id);
   void OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch,
-                    bool session_refused);
+                    int64_t failed_epoch, bool session_refused);
 
   const v1::SessionConfig session_;
   ServerSet* const servers_;

@@ -31,17 +31,17 @@ struct SimServer {
 
 struct SimStream {
   int server = 0;
-  std::vector<int64_t> requested;  // in the order requested
+  std::vector<std::pair<int64_t, int64_t>> requested;  // (epoch, batch), in the order requested
   bool half_closed = false;
   bool cancelling = false;  // given up by the client; the cancel has not landed yet
   bool ended = false;
 };
 
 struct Outcome {
-  bool finished = false;
+  bool finished = false;  // every epoch handed over
   absl::Status error;
-  std::vector<int64_t> delivered;
-  int64_t num_batches = 0;
+  std::vector<std::vector<int64_t>> delivered;  // per epoch, in hand-over order
+  int64_t num_batches = 0;                      // per epoch
   int64_t reassigned = 0;
   int steps = 0;
 };
@@ -52,7 +52,13 @@ class Simulation {
     const int servers = 1 + Uniform(4);
     for (int i = 0; i < servers; ++i) servers_.push_back({absl::StrCat("s", i, ":1")});
     const int64_t samples = 5 + Uniform(120), batch = 1 + Uniform(8);
-    plan_ = std::make_unique<EpochPlan>(seed, 0, samples, batch, Uniform(2) == 0, 0, 1);
+    const bool drop_last = Uniform(2) == 0;
+    epochs_ = 1 + Uniform(3);
+    for (int e = 0; e < epochs_; ++e) plans_.emplace_back(seed, e, samples, batch, drop_last, 0, 1);
+    // As the client does: the next epoch armed when one starts, so that its
+    // batches are requested while the current one drains; or (the other
+    // half) only at the boundary.
+    arm_early_ = Uniform(2) == 0;
     SchedulerOptions o;
     o.window = 1 + Uniform(3);
     o.prefetch = 1 + Uniform(8);
@@ -62,18 +68,24 @@ class Simulation {
     o.sample_bytes = kSampleBytes;
     o.sample_shape = {4};
     o.jitter_seed = seed + 1;
-    poison_ = (seed % 5 == 0 && plan_->num_batches() > 0) ? Uniform(static_cast<int>(plan_->num_batches())) : -1;
+    const int64_t per_epoch = plans_[0].num_batches();
+    poison_ = (seed % 5 == 0 && per_epoch > 0) ? Uniform(static_cast<int>(per_epoch)) : -1;
+    poison_epoch_ = Uniform(epochs_);
     o.max_attempts = 1000;  // kills are random here; the attempt cap has its own test
     ordered_ = o.ordered;
-    scheduler_ = std::make_unique<BatchScheduler>(*plan_, o, nullptr);
+    scheduler_ = std::make_unique<BatchScheduler>(plans_[0], o, nullptr);
+    if (arm_early_ && epochs_ > 1) EXPECT_TRUE(scheduler_->ArmEpoch(plans_[1]).ok());
   }
 
   int64_t poison() const { return poison_; }
+  int poison_epoch() const { return poison_epoch_; }
+  int epochs() const { return epochs_; }
   bool ordered() const { return ordered_; }
 
   Outcome Run(int max_steps) {
     Outcome out;
-    out.num_batches = plan_->num_batches();
+    out.num_batches = plans_[0].num_batches();
+    out.delivered.resize(static_cast<size_t>(epochs_));
     for (out.steps = 0; out.steps < max_steps; ++out.steps) {
       Membership();
       Dispatch();
@@ -100,10 +112,23 @@ class Simulation {
           break;
         }
         if (end) {
-          out.finished = true;
+          if (current_ + 1 >= epochs_) {
+            out.finished = true;
+            break;
+          }
+          if (absl::Status s = NextEpoch(); !s.ok()) {
+            if (s.code() == absl::StatusCode::kInternal) ADD_FAILURE() << s;
+            out.error = s;
+            break;
+          }
+          continue;
+        }
+        if (batch.epoch != current_) {
+          ADD_FAILURE() << "batch " << batch.batch_index << " of epoch " << batch.epoch << " handed over in epoch "
+                        << current_;
           break;
         }
-        out.delivered.push_back(batch.batch_index);
+        out.delivered[static_cast<size_t>(current_)].push_back(batch.batch_index);
       } else {
         Advance(absl::Milliseconds(1 + Uniform(400)));
       }
@@ -114,6 +139,22 @@ class Simulation {
 
  private:
   int Uniform(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
+
+  // The caller starts the next epoch (StokerClient::StartEpoch).
+  absl::Status NextEpoch() {
+    if (scheduler_->last_armed_epoch() == current_) {
+      if (absl::Status s = scheduler_->ArmEpoch(plans_[static_cast<size_t>(current_ + 1)]); !s.ok()) return s;
+    }
+    // A run that failed while the next epoch was under way: the caller hears
+    // the error when it starts that epoch (the client starts afresh, and the
+    // same batch fails again).
+    if (!scheduler_->error().ok()) return scheduler_->error();
+    if (!scheduler_->CanAdvance()) return absl::InternalError("cannot advance after the end of an epoch");
+    if (absl::Status s = scheduler_->AdvanceEpoch(); !s.ok()) return s;
+    ++current_;
+    if (arm_early_ && current_ + 1 < epochs_) return scheduler_->ArmEpoch(plans_[static_cast<size_t>(current_ + 1)]);
+    return absl::OkStatus();
+  }
 
   void Membership() {
     std::vector<std::string> members;
@@ -136,7 +177,7 @@ class Simulation {
       SimStream& s = streams_.at(a.stream);
       ASSERT_FALSE(s.ended || s.cancelling) << "work for a stream that is gone";
       ASSERT_FALSE(s.half_closed) << "work for a half-closed stream";
-      s.requested.push_back(a.batch);
+      s.requested.emplace_back(a.epoch, a.batch);
     }
     for (StreamId id : scheduler_->TakeHalfCloses()) streams_.at(id).half_closed = true;
   }
@@ -160,17 +201,19 @@ class Simulation {
     return ids;
   }
 
-  void End(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch = -1) {
+  void End(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch = -1,
+           int64_t failed_epoch = -1) {
     SimStream& s = streams_.at(id);
     if (s.ended) return;
     s.ended = true;
-    scheduler_->OnStreamEnded(id, status, from_server, now_, failed_batch);
+    scheduler_->OnStreamEnded(id, status, from_server, now_, failed_batch, failed_epoch);
   }
 
-  v1::BatchHeader HeaderFor(int64_t b) {
+  v1::BatchHeader HeaderFor(int64_t epoch, int64_t b) {
     v1::BatchHeader h;
+    h.set_epoch(epoch);
     h.set_batch_index(b);
-    const std::vector<int64_t> indices = plan_->BatchIndices(b);
+    const std::vector<int64_t> indices = plans_[static_cast<size_t>(epoch)].BatchIndices(b);
     for (int64_t i : indices) {
       h.add_sample_indices(i);
       h.add_labels(0);
@@ -192,26 +235,29 @@ class Simulation {
       return;
     }
     if (Uniform(50) == 0) {  // a duplicate or unrequested answer: must be refused
-      const int64_t b = Uniform(static_cast<int>(plan_->num_batches()));
-      if (std::find(s.requested.begin(), s.requested.end(), b) == s.requested.end()) {
-        const absl::Status refused = scheduler_->CheckHeader(id, HeaderFor(b));
-        ASSERT_FALSE(refused.ok()) << "unrequested batch " << b << " accepted";
+      const int64_t e = Uniform(epochs_), b = Uniform(static_cast<int>(plans_[0].num_batches()));
+      if (std::find(s.requested.begin(), s.requested.end(), std::make_pair(e, b)) == s.requested.end()) {
+        const absl::Status refused = scheduler_->CheckHeader(id, HeaderFor(e, b));
+        ASSERT_FALSE(refused.ok()) << "unrequested batch " << b << " of epoch " << e << " accepted";
         End(id, refused, /*from_server=*/false);
         return;
       }
     }
     const size_t pick = Uniform(4) == 0 ? Uniform(static_cast<int>(s.requested.size())) : 0;
-    const int64_t b = s.requested[pick];
-    if (b == poison_) {
-      // The server names the batch (as its trailing metadata does), except sometimes.
-      End(id, absl::DataLossError(absl::StrCat("sample of batch ", b, ": corrupt")), /*from_server=*/true,
-          Uniform(4) == 0 ? -1 : b);
+    const auto [e, b] = s.requested[pick];
+    if (b == poison_ && e == poison_epoch_) {
+      // The server names the batch and its epoch (as its trailing metadata
+      // does); sometimes only the batch (an older server), sometimes neither.
+      const bool named = Uniform(4) != 0, with_epoch = Uniform(3) != 0;
+      End(id, absl::DataLossError(absl::StrCat("sample of batch ", b, " of epoch ", e, ": corrupt")),
+          /*from_server=*/true, named ? b : -1, named && with_epoch ? e : -1);
       return;
     }
-    ASSERT_TRUE(scheduler_->CheckHeader(id, HeaderFor(b)).ok()) << "requested batch " << b << " refused";
+    ASSERT_TRUE(scheduler_->CheckHeader(id, HeaderFor(e, b)).ok()) << "requested batch " << b << " refused";
     Batch batch;
+    batch.epoch = e;
     batch.batch_index = b;
-    batch.sample_indices = plan_->BatchIndices(b);
+    batch.sample_indices = plans_[static_cast<size_t>(e)].BatchIndices(b);
     batch.data = HostBuffer(batch.sample_indices.size() * kSampleBytes);
     ASSERT_TRUE(scheduler_->OnBatchReceived(id, std::move(batch), now_).ok());
     s.requested.erase(s.requested.begin() + static_cast<long>(pick));
@@ -222,7 +268,8 @@ class Simulation {
   void LateAnswer() {
     for (auto& [id, s] : streams_) {
       if (!s.cancelling || s.ended || s.requested.empty()) continue;
-      ASSERT_FALSE(scheduler_->CheckHeader(id, HeaderFor(s.requested[0])).ok()) << "late copy accepted";
+      ASSERT_FALSE(scheduler_->CheckHeader(id, HeaderFor(s.requested[0].first, s.requested[0].second)).ok())
+          << "late copy accepted";
       return;
     }
   }
@@ -275,28 +322,40 @@ class Simulation {
 
   std::mt19937_64 rng_;
   std::vector<SimServer> servers_;
-  std::unique_ptr<EpochPlan> plan_;
+  std::vector<EpochPlan> plans_;  // one per epoch of the run
   std::unique_ptr<BatchScheduler> scheduler_;
   std::map<StreamId, SimStream> streams_;
   absl::Time now_ = absl::UnixEpoch() + absl::Hours(1);
   int64_t poison_ = -1;
+  int poison_epoch_ = 0;
+  int epochs_ = 1;
+  int64_t current_ = 0;  // the epoch being handed over
+  bool arm_early_ = true;
   bool ordered_ = true;
 };
 
 TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
   FLAGS_minloglevel = 3;  // tens of thousands of expected failover warnings
   constexpr int kSeeds = 10000;
-  int finished = 0, poisoned = 0, reassigned_runs = 0;
+  int finished = 0, poisoned = 0, reassigned_runs = 0, multi_epoch_runs = 0;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     Simulation sim(seed);
     const Outcome out = sim.Run(/*max_steps=*/200000);
     if (::testing::Test::HasFatalFailure()) FAIL() << "seed " << seed;
     ASSERT_TRUE(out.finished || !out.error.ok()) << "seed " << seed << ": no end after " << out.steps << " steps";
-    std::set<int64_t> seen;
-    for (int64_t b : out.delivered) ASSERT_TRUE(seen.insert(b).second) << "seed " << seed << ": batch " << b << " twice";
-    if (sim.ordered()) {
-      for (size_t i = 0; i < out.delivered.size(); ++i) {
-        ASSERT_EQ(out.delivered[i], static_cast<int64_t>(i)) << "seed " << seed << ": out of order";
+    for (int e = 0; e < sim.epochs(); ++e) {
+      const std::vector<int64_t>& delivered = out.delivered[static_cast<size_t>(e)];
+      std::set<int64_t> seen;
+      for (int64_t b : delivered) {
+        ASSERT_TRUE(seen.insert(b).second) << "seed " << seed << ": batch " << b << " of epoch " << e << " twice";
+      }
+      if (sim.ordered()) {
+        for (size_t i = 0; i < delivered.size(); ++i) {
+          ASSERT_EQ(delivered[i], static_cast<int64_t>(i)) << "seed " << seed << ": out of order in epoch " << e;
+        }
+      }
+      if (sim.poison() < 0) {
+        ASSERT_EQ(static_cast<int64_t>(seen.size()), out.num_batches) << "seed " << seed << ", epoch " << e;
       }
     }
     if (sim.poison() >= 0) {
@@ -304,18 +363,21 @@ TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
       ASSERT_EQ(out.error.code(), absl::StatusCode::kDataLoss) << "seed " << seed << ": " << out.error;
       // The server's own message names the bad batch (when the server did not
       // name it in its trailers, the batches sent with it share the blame).
-      ASSERT_NE(out.error.message().find(absl::StrCat("sample of batch ", sim.poison(), ":")), std::string::npos)
+      ASSERT_NE(out.error.message().find(absl::StrCat("sample of batch ", sim.poison(), " of epoch ",
+                                                      sim.poison_epoch(), ":")),
+                std::string::npos)
           << "seed " << seed << ": " << out.error;
       ++poisoned;
     } else {
       ASSERT_TRUE(out.finished) << "seed " << seed << ": " << out.error;
-      ASSERT_EQ(static_cast<int64_t>(seen.size()), out.num_batches) << "seed " << seed;
       ++finished;
     }
+    multi_epoch_runs += sim.epochs() > 1;
     reassigned_runs += out.reassigned > 0;
   }
   // The schedules really exercised failover.
   EXPECT_GT(reassigned_runs, kSeeds / 4);
+  EXPECT_GT(multi_epoch_runs, kSeeds / 2);
   RecordProperty("finished", finished);
   RecordProperty("poisoned", poisoned);
   RecordProperty("with_reassignment", reassigned_runs);

@@ -138,19 +138,34 @@ int PrefetchDepth(const ClientConfig& config, int servers) {
   return config.prefetch_batches > 0 ? config.prefetch_batches : 2 * window * std::max(1, servers);
 }
 
-int64_t StokerClient::BatchesPerEpoch() const {
-  return EpochPlan(config_.session.seed(), 0, dataset_.num_samples(), config_.session.batch_size(),
-                   config_.drop_last, config_.rank, config_.world_size)
-      .num_batches();
-}
+int64_t StokerClient::BatchesPerEpoch() const { return PlanFor(0).num_batches(); }
 
 absl::Status StokerClient::StartEpoch(int64_t epoch) { return StartEpochSkipping(epoch, {}); }
 
+EpochPlan StokerClient::PlanFor(int64_t epoch) const {
+  return EpochPlan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
+                   config_.drop_last, config_.rank, config_.world_size);
+}
+
+absl::Status StokerClient::ArmFollowing(int64_t epoch) {
+  const int64_t next = epoch + 1;
+  if (config_.epochs > 0 && next >= config_.epochs) return absl::OkStatus();  // the job's last epoch
+  if (epoch_->last_armed_epoch() >= next) return absl::OkStatus();
+  return epoch_->Arm(PlanFor(next));
+}
+
 absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> delivered) {
   if (epoch < 0) return absl::InvalidArgumentError(absl::StrCat("epoch = ", epoch, "; must be >= 0"));
-  epoch_.reset();
-  EpochPlan plan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
-                 config_.drop_last, config_.rank, config_.world_size);
+  // The epoch after the one just handed over: its first batches were
+  // requested on the same streams while that one drained.
+  if (epoch_ && delivered.empty() && epoch_->epoch() + 1 == epoch && epoch_->last_armed_epoch() >= epoch &&
+      epoch_->CanAdvance()) {
+    if (absl::Status s = epoch_->Advance(); !s.ok()) return s;
+    epoch_number_ = epoch;
+    return ArmFollowing(epoch);
+  }
+  epoch_.reset();  // anything else (a resume, a jump, an epoch left half-read) starts afresh
+  EpochPlan plan = PlanFor(epoch);
   EpochRunOptions options;
   SchedulerOptions& s = options.scheduler;
   s.window = std::max(1, config_.window_per_server);
@@ -175,7 +190,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   options.meter = meter_.get();
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), std::move(options), metrics_);
   epoch_number_ = epoch;
-  return absl::OkStatus();
+  return ArmFollowing(epoch);
 }
 
 absl::Status StokerClient::Resume(const v1::ClientPosition& p) {

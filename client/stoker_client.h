@@ -18,6 +18,7 @@
 #include "client/batch.h"
 #include "client/bottleneck.h"
 #include "client/client_metrics.h"
+#include "common/epoch_plan.h"
 #include "client/server_set.h"
 #include "proto/stoker/v1/stoker.grpc.pb.h"
 
@@ -33,6 +34,12 @@ struct ClientConfig {
   int rank = 0;                      // this process's share of the epoch...
   int world_size = 1;                // ...as PyTorch's DistributedSampler
   bool ordered = true;               // false: hand batches over as they complete
+  // Epochs the job runs (0: not known). While an epoch drains, the next
+  // one's first batches are requested on the same streams, so that it does
+  // not start cold; not after the last of `epochs` (when known, nothing is
+  // fetched that the job will not use; when not, at most the prefetch depth
+  // of an epoch that never starts).
+  int64_t epochs = 0;
   int window_per_server = 2;         // batches requested from one server at a time
   // Most batches requested or buffered at once (bounds client memory at about
   // prefetch_batches x batch bytes); 0 means 2 x window_per_server x servers.
@@ -71,7 +78,9 @@ class StokerClient {
   const v1::OpenSessionResponse& dataset() const { return dataset_; }
   int64_t BatchesPerEpoch() const;
 
-  // Starts streaming epoch `epoch` (any running epoch is abandoned).
+  // Starts streaming epoch `epoch`. Called for the epoch after one that was
+  // handed over completely, it continues on the same streams with the batches
+  // already requested for it; otherwise any running epoch is abandoned.
   absl::Status StartEpoch(int64_t epoch);
   // Continues an epoch from a saved position: exactly the batches it had not
   // delivered, with the same content. FAILED_PRECONDITION if the position was
@@ -92,6 +101,10 @@ class StokerClient {
   std::string PipelineDescription() const;
   StokerClient(ClientConfig config, ClientMetrics* metrics);
   absl::Status StartEpochSkipping(int64_t epoch, std::set<int64_t> delivered);
+  EpochPlan PlanFor(int64_t epoch) const;
+  // Arms the epoch after `epoch` in the running EpochRun, unless it is past
+  // config_.epochs or armed already.
+  absl::Status ArmFollowing(int64_t epoch);
 
   ClientConfig config_;  // set in Connect (expected_fingerprint), then constant
   ClientMetrics* const metrics_;

@@ -9,6 +9,9 @@ namespace stoker {
 // The index of the batch whose failure ended the stream; the client blames
 // that batch and not the others it had outstanding.
 inline constexpr char kFailedBatchTrailer[] = "stoker-failed-batch";
+// ...and its epoch (a stream carries the batches of more than one epoch when
+// the next epoch starts while the current one drains).
+inline constexpr char kFailedEpochTrailer[] = "stoker-failed-epoch";
 // Present when the session itself was refused (its config, or another copy
 // of the dataset): the client blames no batch and gives the server no work.
 inline constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";

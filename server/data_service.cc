@@ -108,7 +108,10 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
       StartWrite(&write_buffer_);
     }
     if (action.finish) {
-      if (action.failed_batch >= 0) context_->AddTrailingMetadata(kFailedBatchTrailer, std::to_string(action.failed_batch));
+      if (action.failed_batch >= 0) {
+        context_->AddTrailingMetadata(kFailedBatchTrailer, std::to_string(action.failed_batch));
+        context_->AddTrailingMetadata(kFailedEpochTrailer, std::to_string(action.failed_epoch));
+      }
       if (action.session_refused) context_->AddTrailingMetadata(kSessionRefusedTrailer, "1");
       Finish(ToGrpcStatus(*action.finish));
     }

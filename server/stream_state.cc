@@ -127,6 +127,7 @@ StreamAction StreamState::OnBatch(FinishedBatch batch, int64_t bytes) {
     LOG(WARNING) << "batch " << batch.header.batch_index() << " failed: " << batch.status;
     Fail(batch.status);
     failed_batch_ = batch.header.batch_index();
+    failed_epoch_ = batch.header.epoch();
   }
   if (broken_ || !batch.status.ok()) {
     metrics_->inflight_batches->Decrement();
@@ -227,6 +228,7 @@ StreamAction StreamState::Decide() {
   finished_ = true;
   next.finish = broken_ && error_.ok() ? absl::CancelledError("stream cancelled") : error_;
   next.failed_batch = failed_batch_;
+  next.failed_epoch = failed_epoch_;
   next.session_refused = session_refused_;
   return next;
 }

@@ -55,6 +55,7 @@ struct StreamAction {
   std::optional<v1::SessionConfig> open;      // open a session; report with OnSession
   std::optional<absl::Status> finish;         // end the call with this status
   int64_t failed_batch = -1;                  // with finish: the batch that failed, if one did
+  int64_t failed_epoch = -1;                  // ...and its epoch
   bool session_refused = false;               // with finish: the config was refused
 };
 
@@ -117,6 +118,7 @@ class StreamState {
   int cache_mode_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   int64_t failed_batch_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t failed_epoch_ ABSL_GUARDED_BY(mu_) = -1;
   bool session_refused_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "client/client_metrics.h"
 #include "client/stoker_client.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -174,6 +175,53 @@ TEST_F(TwoServersTest, PinnedHostBuffersAreAllocatedOnTheCallersThreadBeforeTheF
   alloc_threads = nullptr;
   EXPECT_EQ(static_cast<int>(threads.size()), slots);
   for (const std::thread::id& t : threads) EXPECT_EQ(t, std::this_thread::get_id()) << "allocated on another thread";
+}
+
+// Issue 12: epochs flow into each other on the same streams; the next
+// epoch's first batches arrive while the current one is still handed over.
+TEST_F(TwoServersTest, EpochsContinueOnTheSameStreamsAndTheNextEpochArrivesEarly) {
+  prometheus::Registry registry;
+  ClientMetrics metrics(registry);
+  ClientConfig config;
+  config.servers = {a_.address, b_.address};
+  config.session.set_dataset("ds");
+  config.session.set_batch_size(4);
+  config.session.add_pipeline()->mutable_center_crop()->set_size(32);
+  config.epochs = 3;
+  auto client = StokerClient::Connect(config, &metrics);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int64_t per_epoch = (*client)->BatchesPerEpoch();
+  ASSERT_EQ(per_epoch, 8);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    ASSERT_TRUE((*client)->StartEpoch(epoch).ok());
+    std::multiset<int64_t> samples;
+    for (int64_t b = 0;; ++b) {
+      Batch batch;
+      bool end = false;
+      ASSERT_TRUE((*client)->Next(&batch, &end).ok());
+      if (end) {
+        EXPECT_EQ(b, per_epoch);
+        break;
+      }
+      EXPECT_EQ(batch.epoch, epoch);
+      EXPECT_EQ(batch.batch_index, b);
+      samples.insert(batch.sample_indices.begin(), batch.sample_indices.end());
+    }
+    EXPECT_EQ(samples.size(), static_cast<size_t>(kSamples));
+    EXPECT_EQ(std::set<int64_t>(samples.begin(), samples.end()).size(), static_cast<size_t>(kSamples));
+    if (epoch < 2) {
+      // Before the next StartEpoch: batches of the next epoch arrive anyway.
+      const absl::Time give_up = absl::Now() + absl::Seconds(20);
+      while (metrics.batches->Value() <= static_cast<double>((epoch + 1) * per_epoch) && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      EXPECT_GT(metrics.batches->Value(), static_cast<double>((epoch + 1) * per_epoch))
+          << "epoch " << epoch + 1 << " was not requested while epoch " << epoch << " drained";
+    }
+  }
+  EXPECT_EQ(metrics.streams_opened->Value(), 2) << "one stream per server for all three epochs";
+  // Nothing past the last epoch (config.epochs) was fetched.
+  EXPECT_EQ(metrics.batches->Value(), static_cast<double>(3 * per_epoch));
 }
 
 TEST_F(TwoServersTest, BatchContentDoesNotDependOnWhichServerOrWorkerCountMadeIt) {

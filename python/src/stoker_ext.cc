@@ -83,6 +83,7 @@ struct Options {
   bool ordered = true;
   int window = 2;
   int prefetch = 0;
+  int64_t epochs = 0;
   double connect_timeout_s = 10;
   double open_timeout_s = 1800;
   double batch_timeout_s = 120;
@@ -144,6 +145,7 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.ordered = o.ordered;
   cc.window_per_server = o.window;
   cc.prefetch_batches = o.prefetch;
+  cc.epochs = o.epochs;
   cc.rpc_timeout = absl::Seconds(o.connect_timeout_s);
   cc.open_timeout = absl::Seconds(o.open_timeout_s);
   cc.batch_timeout = absl::Seconds(o.batch_timeout_s);
@@ -298,6 +300,7 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("ordered", &Options::ordered)
       .def_rw("window", &Options::window)
       .def_rw("prefetch", &Options::prefetch)
+      .def_rw("epochs", &Options::epochs)
       .def_rw("connect_timeout_s", &Options::connect_timeout_s)
       .def_rw("open_timeout_s", &Options::open_timeout_s)
       .def_rw("batch_timeout_s", &Options::batch_timeout_s)

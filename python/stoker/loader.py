@@ -69,6 +69,9 @@ class Loader:
       ordered: False hands batches over as they complete.
       window: batches requested from one server at a time (2).
       prefetch: most batches requested or buffered; 0: 2 x window x servers.
+      epochs: how many epochs the job runs, if known. While an epoch drains,
+        the next one's first batches are requested (so epoch boundaries do
+        not stall); knowing the count avoids fetching past the last epoch.
       connect_timeout (10), open_timeout (1800: waiting
         for servers still scanning the dataset), batch_timeout (120), unavailable_timeout (30),
         resolve_interval (5): as ClientConfig.
@@ -86,7 +89,8 @@ class Loader:
 
     def __init__(self, servers, dataset, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
                  device="auto", dtype="float32", layout="nchw", normalize="imagenet", framework="torch",
-                 rank=None, world_size=None, ordered=True, window=2, prefetch=0, connect_timeout=10.0, open_timeout=1800.0,
+                 rank=None, world_size=None, ordered=True, window=2, prefetch=0, epochs=None, connect_timeout=10.0,
+                 open_timeout=1800.0,
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
                  metrics_host="0.0.0.0", tune_malloc=True, _test_h2d_delay_ms=0):
@@ -108,6 +112,7 @@ class Loader:
         o.rank, o.world_size = int(rank), int(world_size)
         o.ordered = bool(ordered)
         o.window, o.prefetch = int(window), int(prefetch)
+        o.epochs = int(epochs or 0)
         o.connect_timeout_s = float(connect_timeout)
         o.open_timeout_s = float(open_timeout)
         o.batch_timeout_s = float(batch_timeout)
