@@ -59,17 +59,17 @@ absl::StatusOr<std::string> Subprocess::WaitForLine(const std::string& needle, a
       consumed_ = eol + 1;
       if (line.find(needle) != std::string::npos) return line;
     }
+    // Every line it printed is read and none matched: it never will.
+    if (exited_) return absl::NotFoundError(absl::StrCat("process exited before printing '", needle, "'"));
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no line with '", needle, "' after ", absl::FormatDuration(timeout)));
     }
     int status = 0;
-    if (!exited_ && waitpid(pid_, &status, WNOHANG) == pid_) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
       exited_ = true;  // reaped here: keep the code for Wait (review 1.19)
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      ReadAvailable(absl::ZeroDuration());
-      if (output_.find('\n', consumed_) == std::string::npos) {
-        return absl::NotFoundError(absl::StrCat("process exited before printing '", needle, "'"));
-      }
+      ReadAvailable(absl::ZeroDuration());  // the rest of its output; scanned before the loop ends
+      continue;
     }
     ReadAvailable(absl::Milliseconds(50));
   }
