@@ -100,6 +100,8 @@ thread-safety: deps
 bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)
 	@tests/bench/slow_server_share.sh $(BUILD_DIR)
+	@tests/bench/epoch_flow.sh $(BUILD_DIR)
+	@$(BUILD_DIR)/tests/stoker-convert-bench
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-tsa $(BUILD_DIR)-asan

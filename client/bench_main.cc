@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/batch_timeline.h"
 #include "client/device_stager.h"
 #include "client/run_stats.h"
 #include "client/stoker_client.h"
@@ -60,6 +61,13 @@ ABSL_FLAG(int, prefetch, 0, "Most batches requested or buffered at once; 0 means
 ABSL_FLAG(int, warmup_batches, 0, "Leave the first N delivered batches out of the summary (start-up, caches)");
 ABSL_FLAG(bool, drop_last, false, "Leave out each epoch's last partial batch");
 ABSL_FLAG(std::string, log_batches, "", "Write one JSON line per delivered batch to this file");
+ABSL_FLAG(std::string, batch_times, "",
+          "Write every batch's times (ms: inter-batch, wait, receive, h2d, server stages) to this file: JSON if "
+          "it ends in .json, else CSV (tests/bench/plot_timeline.py draws it)");
+ABSL_FLAG(bool, overlap_epochs, true,
+          "Request the next epoch's first batches while the current one drains, on the same streams; false "
+          "starts every epoch cold (for comparison)");
+ABSL_FLAG(int, slowest, 5, "Print this many slowest batches (by inter-batch time) with their stage times");
 ABSL_FLAG(std::string, json, "", "Write the summary as JSON to this file");
 ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
 ABSL_FLAG(double, linger_seconds, 0, "Keep serving metrics this many seconds after the run");
@@ -110,6 +118,7 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   c.window_per_server = absl::GetFlag(FLAGS_window);
   c.prefetch_batches = absl::GetFlag(FLAGS_prefetch);
   c.epochs = absl::GetFlag(FLAGS_epochs);
+  c.overlap_epochs = absl::GetFlag(FLAGS_overlap_epochs);
   c.drop_last = absl::GetFlag(FLAGS_drop_last);
   c.rank = absl::GetFlag(FLAGS_rank);
   c.world_size = absl::GetFlag(FLAGS_world_size);
@@ -132,7 +141,10 @@ void PrintSummary(const ClientConfig& c, const RunSummary& s) {
   std::printf("  %-22s %12.1f\n", "MB/s", s.megabytes_per_second);
   std::printf("  %-22s %12.1f\n", "starved %", s.starved_percent);
   std::printf("  %-22s %12.2f\n", "inter-batch p50 ms", s.inter_batch_p50_ms);
+  std::printf("  %-22s %12.2f\n", "inter-batch p90 ms", s.inter_batch_p90_ms);
   std::printf("  %-22s %12.2f\n", "inter-batch p99 ms", s.inter_batch_p99_ms);
+  std::printf("  %-22s %12.2f\n", "inter-batch max ms", s.inter_batch_max_ms);
+  std::printf("  %-22s %12.2f\n", "inter-batch p99/p50", s.inter_batch_p50_ms > 0 ? s.inter_batch_p99_ms / s.inter_batch_p50_ms : 0.0);
   std::printf("  %-22s %12.2f\n", "receive p50 ms", s.receive_latency_p50_ms);
   for (const auto& [server, n] : s.batches_per_server) {
     std::printf("  %-22s %12lld\n", ("batches from " + server).c_str(), static_cast<long long>(n));
@@ -149,7 +161,9 @@ nlohmann::json SummaryJson(const RunSummary& s) {
           {"megabytes_per_second", s.megabytes_per_second},
           {"starved_percent", s.starved_percent},
           {"inter_batch_p50_ms", s.inter_batch_p50_ms},
+          {"inter_batch_p90_ms", s.inter_batch_p90_ms},
           {"inter_batch_p99_ms", s.inter_batch_p99_ms},
+          {"inter_batch_max_ms", s.inter_batch_max_ms},
           {"receive_latency_p50_ms", s.receive_latency_p50_ms},
           {"batches_per_server", s.batches_per_server}};
 }
@@ -206,6 +220,8 @@ int Run() {
     std::fprintf(stderr, "stoker-bench: %s\n", client.status().ToString().c_str());
     return 1;
   }
+  // Without a device, staging is the conversion on the host (issue 12).
+  if (stager) (*client)->meter().SetStaging(std::string(stager->path()) == "cpu" ? "host_convert" : "h2d");
   std::printf("dataset %s: %lld samples, %d classes, %lld batches/epoch, pipeline: %s\n",
               config->session.dataset().c_str(), static_cast<long long>((*client)->dataset().num_samples()),
               (*client)->dataset().class_names_size(), static_cast<long long>((*client)->BatchesPerEpoch()),
@@ -224,6 +240,7 @@ int Run() {
   RunStats total;
   const absl::Time run_start = absl::Now();
   total.Start(run_start);
+  BatchTimeline timeline(run_start);
   int64_t delivered = 0;
   const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
   const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_batches);
@@ -274,6 +291,7 @@ int Run() {
       const int64_t images = static_cast<int64_t>(batch.sample_indices.size());
       stats.AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
                      batch.server);
+      BatchTiming& timing = timeline.Add(t1, t1 - t0, batch);
       if (++delivered <= warmup) {
         total.Start(t1);  // the summary starts after the warm-up batches
       } else {
@@ -297,6 +315,7 @@ int Run() {
           return 1;
         }
         (*client)->meter().OnH2d(absl::Now() - s0);
+        timing.h2d_ms = absl::ToDoubleMilliseconds(absl::Now() - s0);
       }
       absl::SleepFor(step);  // the simulated training step
     }
@@ -308,6 +327,18 @@ int Run() {
   }
   const RunSummary summary = total.Finish(absl::Now());
   PrintSummary(*config, summary);
+  if (absl::GetFlag(FLAGS_slowest) > 0) {
+    std::printf("  slowest batches (inter-batch time; stage times in ms):\n");
+    for (const BatchTiming& t : timeline.Slowest(static_cast<size_t>(absl::GetFlag(FLAGS_slowest)))) {
+      std::printf("    %s\n", BatchTimeline::Describe(t).c_str());
+    }
+  }
+  if (!absl::GetFlag(FLAGS_batch_times).empty()) {
+    if (absl::Status s = timeline.Write(absl::GetFlag(FLAGS_batch_times)); !s.ok()) {
+      std::fprintf(stderr, "stoker-bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   if (stager) {
     int64_t bytes = 0;
     double seconds = 0;

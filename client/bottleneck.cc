@@ -8,9 +8,9 @@ namespace stoker {
 
 std::string Verdict::Explain() const {
   return absl::StrFormat(
-      "starved %.1f%%, h2d %.1f%% of %.1f s; per batch (%d): transfer %.1f ms vs server %.1f ms, "
+      "starved %.1f%%, %s %.1f%% of %.1f s; per batch (%d): transfer %.1f ms vs server %.1f ms, "
       "read %.1f ms vs decode+augment %.1f ms of worker time",
-      100 * starved_ratio, 100 * h2d_ratio, wall_seconds, batches, 1e3 * transfer_seconds, 1e3 * server_seconds,
+      100 * starved_ratio, staging, 100 * h2d_ratio, wall_seconds, batches, 1e3 * transfer_seconds, 1e3 * server_seconds,
       1e3 * read_seconds, 1e3 * compute_seconds);
 }
 
@@ -62,8 +62,20 @@ void BottleneckMeter::OnBatch(const v1::StageTimes& t, absl::Duration receive_la
   Record(e);
 }
 
-Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds) {
+void BottleneckMeter::SetStaging(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  staging_ = name;
+}
+
+const std::vector<std::string>& BottleneckMeter::Stages() {
+  static const auto* stages =
+      new std::vector<std::string>{"none", "server_cpu", "storage", "network", "h2d", "host_convert"};
+  return *stages;
+}
+
+Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds, const std::string& staging) {
   Verdict v;
+  v.staging = staging;
   v.wall_seconds = std::max(1e-9, wall_seconds);
   v.starved_ratio = std::min(1.0, t.wait / v.wall_seconds);
   v.h2d_ratio = std::min(1.0, t.h2d / v.wall_seconds);
@@ -78,7 +90,7 @@ Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds) {
   if (v.starved_ratio + v.h2d_ratio < kInputBoundRatio) {
     v.stage = "none";
   } else if (v.h2d_ratio >= v.starved_ratio) {
-    v.stage = "h2d";
+    v.stage = staging;
   } else if (v.transfer_seconds > v.server_seconds) {
     v.stage = "network";
   } else if (v.read_seconds > v.compute_seconds) {
@@ -97,10 +109,10 @@ Verdict BottleneckMeter::Evaluate() {
     while (!recent_.empty() && now - recent_.front().at > window_) recent_.pop_front();
     Totals t;
     for (const Event& e : recent_) t.Add(e);
-    v = Judge(t, absl::ToDoubleSeconds(now - std::max(start_, now - window_)));
+    v = Judge(t, absl::ToDoubleSeconds(now - std::max(start_, now - window_)), staging_);
   }
   if (metrics_) {
-    for (const char* stage : {"none", "server_cpu", "storage", "network", "h2d"}) {
+    for (const std::string& stage : Stages()) {
       metrics_->Bottleneck(stage).Set(v.stage == stage ? 1 : 0);
     }
     metrics_->starved_ratio->Set(v.starved_ratio);
@@ -110,7 +122,7 @@ Verdict BottleneckMeter::Evaluate() {
 
 Verdict BottleneckMeter::EvaluateAll() const {
   absl::MutexLock lock(&mu_);
-  return Judge(all_, absl::ToDoubleSeconds(absl::Now() - start_));
+  return Judge(all_, absl::ToDoubleSeconds(absl::Now() - start_), staging_);
 }
 
 }  // namespace stoker

@@ -6,7 +6,10 @@
 //   input-bound = (wait + h2d) / wall; below 5% -> "none" (input keeps up;
 //     TensorBoard's input-pipeline analyzer calls >= 5% moderately and >= 20%
 //     highly input-bound);
-//   h2d >= wait -> "h2d" (the copy to the device is the longer stall);
+//   h2d >= wait -> "h2d" (the copy to the device is the longer stall; on
+//     the CPU fallback, with no device, "host_convert": the uint8-to-float
+//     conversion on the training host, which a faster network or more
+//     servers would not help);
 //   else, per received batch, transfer = receive latency - server time: when
 //     the mean transfer exceeds the mean server time -> "network" (batches
 //     wait for the stream and the wire, not for workers);
@@ -20,6 +23,7 @@
 
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -34,7 +38,8 @@ namespace stoker {
 inline constexpr double kInputBoundRatio = 0.05;
 
 struct Verdict {
-  std::string stage = "none";  // none, server_cpu, storage, network, h2d
+  std::string stage = "none";  // none, server_cpu, storage, network, h2d or host_convert
+  std::string staging = "h2d";  // what the staging time is: h2d, or host_convert on the CPU fallback
   double wall_seconds = 0;
   double starved_ratio = 0;    // waiting in Next() / wall
   double h2d_ratio = 0;        // staging to the device / wall
@@ -50,6 +55,12 @@ class BottleneckMeter {
  public:
   // `metrics` (nullable) receives the exported signals and the verdict gauge.
   explicit BottleneckMeter(ClientMetrics* metrics, absl::Duration window = absl::Seconds(10));
+
+  // What staging is on this client: "h2d" (a device; the default) or
+  // "host_convert" (the CPU fallback converts on the host).
+  void SetStaging(const std::string& name);
+  // The verdict stages, for gauges and dashboards.
+  static const std::vector<std::string>& Stages();
 
   void OnWait(absl::Duration waited);
   void OnH2d(absl::Duration staged);
@@ -72,7 +83,7 @@ class BottleneckMeter {
     int64_t batches = 0;
     void Add(const Event& e);
   };
-  static Verdict Judge(const Totals& t, double wall_seconds);
+  static Verdict Judge(const Totals& t, double wall_seconds, const std::string& staging);
   void Record(const Event& e);
 
   ClientMetrics* const metrics_;
@@ -81,6 +92,7 @@ class BottleneckMeter {
   mutable absl::Mutex mu_;
   std::deque<Event> recent_ ABSL_GUARDED_BY(mu_);  // within the window
   Totals all_ ABSL_GUARDED_BY(mu_);                // since the start
+  std::string staging_ ABSL_GUARDED_BY(mu_) = "h2d";
 };
 
 }  // namespace stoker

@@ -29,7 +29,9 @@ RunSummary RunStats::Finish(absl::Time end) const {
     s.starved_percent = 100.0 * absl::ToDoubleSeconds(waited_) / s.seconds;
   }
   s.inter_batch_p50_ms = Percentile(inter_batch_ms_, 0.50);
+  s.inter_batch_p90_ms = Percentile(inter_batch_ms_, 0.90);
   s.inter_batch_p99_ms = Percentile(inter_batch_ms_, 0.99);
+  s.inter_batch_max_ms = Percentile(inter_batch_ms_, 1.0);
   s.receive_latency_p50_ms = Percentile(receive_ms_, 0.50);
   s.batches_per_server = per_server_;
   return s;

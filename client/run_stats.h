@@ -21,7 +21,9 @@ struct RunSummary {
   double megabytes_per_second = 0;  // 1 MB = 1e6 bytes
   double starved_percent = 0;       // share of wall time spent waiting for data
   double inter_batch_p50_ms = 0;
+  double inter_batch_p90_ms = 0;
   double inter_batch_p99_ms = 0;
+  double inter_batch_max_ms = 0;
   double receive_latency_p50_ms = 0;
   std::map<std::string, int64_t> batches_per_server;
 };

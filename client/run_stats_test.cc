@@ -21,7 +21,9 @@ TEST(RunStatsTest, ThroughputStarvationAndInterBatchTimes) {
   EXPECT_DOUBLE_EQ(s.megabytes_per_second, 3000 / 1e6 / 5);
   EXPECT_DOUBLE_EQ(s.starved_percent, 40);
   EXPECT_DOUBLE_EQ(s.inter_batch_p50_ms, 1000);
+  EXPECT_DOUBLE_EQ(s.inter_batch_p90_ms, 2000);
   EXPECT_DOUBLE_EQ(s.inter_batch_p99_ms, 2000);
+  EXPECT_DOUBLE_EQ(s.inter_batch_max_ms, 2000);
   EXPECT_DOUBLE_EQ(s.receive_latency_p50_ms, 7);
   EXPECT_EQ(s.batches_per_server.at("a"), 2);
   EXPECT_EQ(s.batches_per_server.at("b"), 1);

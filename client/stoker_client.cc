@@ -149,6 +149,7 @@ EpochPlan StokerClient::PlanFor(int64_t epoch) const {
 
 absl::Status StokerClient::ArmFollowing(int64_t epoch) {
   const int64_t next = epoch + 1;
+  if (!config_.overlap_epochs) return absl::OkStatus();
   if (config_.epochs > 0 && next >= config_.epochs) return absl::OkStatus();  // the job's last epoch
   if (epoch_->last_armed_epoch() >= next) return absl::OkStatus();
   return epoch_->Arm(PlanFor(next));

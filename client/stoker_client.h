@@ -40,6 +40,9 @@ struct ClientConfig {
   // fetched that the job will not use; when not, at most the prefetch depth
   // of an epoch that never starts).
   int64_t epochs = 0;
+  // false: every epoch opens its own streams and starts cold (the behaviour
+  // before epochs flowed into each other; kept for comparison).
+  bool overlap_epochs = true;
   int window_per_server = 2;         // batches requested from one server at a time
   // Most batches requested or buffered at once (bounds client memory at about
   // prefetch_batches x batch bytes); 0 means 2 x window_per_server x servers.

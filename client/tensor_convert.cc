@@ -98,24 +98,77 @@ float HalfToFloat(uint16_t h) {
   return f;
 }
 
-void ConvertOnCpu(const uint8_t* in, const ConvertSpec& s, void* out) {
+namespace {
+
+// Every output element is a function of its channel and one uint8 value, so
+// each channel's 256 possible outputs are computed once (with the same
+// float32 arithmetic and rounding as the CUDA kernel) and the conversion is a
+// table look-up per element: no per-element type switch and no per-element
+// float-to-16-bit rounding.
+template <typename T>
+struct Lut {
+  T value[3][256];
+};
+
+template <typename T, typename Convert>
+void Fill(const ConvertSpec& s, Convert convert, Lut<T>* lut) {
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) {
+      lut->value[c][v] = convert((static_cast<float>(v) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c]);
+    }
+  }
+}
+
+template <typename T>
+void Apply(const uint8_t* in, const ConvertSpec& s, const Lut<T>& lut, T* out) {
   const int64_t plane = s.h * s.w;
   for (int64_t n = 0; n < s.n; ++n) {
-    for (int64_t p = 0; p < plane; ++p) {
-      for (int c = 0; c < 3; ++c) {
-        const int64_t o = s.layout == TensorLayout::kNCHW ? (n * 3 + c) * plane + p : (n * plane + p) * 3 + c;
-        if (s.type == TensorType::kUInt8) {
-          static_cast<uint8_t*>(out)[o] = in[(n * plane + p) * 3 + c];
-          continue;
-        }
-        const float v = (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
-        switch (s.type) {
-          case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
-          case TensorType::kFloat16: static_cast<uint16_t*>(out)[o] = FloatToHalf(v); break;
-          case TensorType::kBFloat16: static_cast<uint16_t*>(out)[o] = FloatToBFloat16(v); break;
-          case TensorType::kUInt8: break;
-        }
+    const uint8_t* src = in + n * plane * 3;
+    if (s.layout == TensorLayout::kNHWC) {
+      T* dst = out + n * plane * 3;
+      for (int64_t p = 0; p < plane; ++p) {
+        dst[3 * p] = lut.value[0][src[3 * p]];
+        dst[3 * p + 1] = lut.value[1][src[3 * p + 1]];
+        dst[3 * p + 2] = lut.value[2][src[3 * p + 2]];
       }
+    } else {
+      for (int c = 0; c < 3; ++c) {
+        T* dst = out + (n * 3 + c) * plane;
+        const T* table = lut.value[c];
+        for (int64_t p = 0; p < plane; ++p) dst[p] = table[src[3 * p + c]];
+      }
+    }
+  }
+}
+
+template <typename T, typename Convert>
+void ConvertWith(const uint8_t* in, const ConvertSpec& s, Convert convert, void* out) {
+  Lut<T> lut;
+  Fill(s, convert, &lut);
+  Apply(in, s, lut, static_cast<T*>(out));
+}
+
+}  // namespace
+
+void ConvertOnCpu(const uint8_t* in, const ConvertSpec& s, void* out) {
+  switch (s.type) {  // once per batch
+    case TensorType::kFloat32:
+      return ConvertWith<float>(in, s, [](float v) { return v; }, out);
+    case TensorType::kFloat16:
+      return ConvertWith<uint16_t>(in, s, FloatToHalf, out);
+    case TensorType::kBFloat16:
+      return ConvertWith<uint16_t>(in, s, FloatToBFloat16, out);
+    case TensorType::kUInt8: {
+      const int64_t plane = s.h * s.w;
+      if (s.layout == TensorLayout::kNHWC) {
+        std::memcpy(out, in, static_cast<size_t>(s.n * plane * 3));
+        return;
+      }
+      Lut<uint8_t> identity;
+      for (int c = 0; c < 3; ++c) {
+        for (int v = 0; v < 256; ++v) identity.value[c][v] = static_cast<uint8_t>(v);
+      }
+      return Apply(in, s, identity, static_cast<uint8_t*>(out));
     }
   }
 }

@@ -27,6 +27,8 @@ absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderCon
   auto client = StokerClient::Connect(config.client, loader->metrics_.get());
   if (!client.ok()) return client.status();
   loader->client_ = *std::move(client);
+  // Without a device, staging is the conversion on the host (issue 12).
+  loader->client_->meter().SetStaging(std::string(loader->stager_->path()) == "cpu" ? "host_convert" : "h2d");
   return loader;
 }
 

@@ -43,7 +43,7 @@ echo "   server-b on 127.0.0.1:$port_b (metrics :$(grep "metrics on" $demo/serve
 
 echo "== stoker-bench: $epochs epochs, RandomResizedCrop(224) + flip, batch 64, ${step_ms} ms simulated step"
 "$build/client/stoker-bench" --servers "127.0.0.1:$port_a,127.0.0.1:$port_b" --dataset demo \
-  --batch-size 64 --epochs "$epochs" --step-ms "$step_ms" --metrics-port -1 \
+  --batch-size 64 --epochs "$epochs" --step-ms "$step_ms" --metrics-port -1 --warmup-batches 2 \
   --log-batches "$demo/batches.jsonl" | tee "$demo/bench.out"
 
 echo "== shutting down (SIGTERM)"

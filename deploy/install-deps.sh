@@ -19,6 +19,8 @@ PACKAGES=(
   # from PyPI into build/pyenv); torch, torchvision, NumPy, pytest, xxhash to
   # test it with Debian's interpreter
   python3-dev python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-xxhash
+  # the per-batch timeline plot (tests/bench/plot_timeline.py)
+  python3-matplotlib
 )
 
 missing=()

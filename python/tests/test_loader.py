@@ -217,7 +217,7 @@ def test_stats_and_metrics_endpoint(two_servers):
     s = l.stats()
     assert s["batches"] == n == len(l) and s["images"] == 64
     assert s["images_per_second"] > 0 and 0 <= s["starved_percent"] <= 100
-    assert s["bottleneck"] in ("none", "server_cpu", "storage", "network", "h2d")
+    assert s["bottleneck"] in ("none", "server_cpu", "storage", "network", "h2d", "host_convert")
     assert s["device_path"] == "cpu" and s["python_overhead_us_per_batch"] > 0
     text = urllib.request.urlopen(f"http://127.0.0.1:{l.metrics_port}/metrics", timeout=10).read().decode()
     batches = [line for line in text.splitlines() if line.startswith("stoker_client_batches_total")]
