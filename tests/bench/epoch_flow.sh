@@ -11,9 +11,10 @@
 #     interleaved runs, medians (goal >= 0.95).
 # Two stoker-server processes on 127.0.0.1, one worker each, a synthetic
 # dataset of 256x256 JPEGs through RandomResizedCrop(224) + flip, batches of
-# 32 (about 40 ms per batch from the two servers together on the 2-core
-# machine; the step of 60 ms keeps starved under 5%). Prints the figures and
-# writes them as JSON; FLOW_* variables change the sizes.
+# 32 (flat out the two servers give about 150 batches/s on the 2-core
+# machine, but a cold epoch start still costs one batch's latency; the step of
+# 60 ms keeps starved under 5%). Prints the figures and writes them as JSON;
+# FLOW_* variables change the sizes.
 # Usage: tests/bench/epoch_flow.sh [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 build=${1:-build}
@@ -26,26 +27,11 @@ side=${FLOW_IMAGE_SIDE:-256}
 epochs=5
 mkdir -p "$out"
 work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-start_server() {  # name -> prints host:port
-  local log="$work/server_$1.log"
-  "$build/server/stoker-server" --host 127.0.0.1 --port 0 --metrics-port -1 --workers 1 \
-    --data-root "$work" >"$log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do
-    if grep -q "listening on" "$log"; then
-      sed -n 's/.*listening on \(.*\)$/\1/p' "$log" | head -1
-      return
-    fi
-    sleep 0.1
-  done
-  echo "stoker-server did not start: $(cat "$log")" >&2
-  exit 1
-}
-servers="$(start_server a),$(start_server b)"
+source "$(dirname "$0")/bench_servers.sh"
+start_server a --workers 1
+a=$server_address
+start_server b --workers 1
+servers="$a,$server_address"
 short="synthetic:${side}x${side}:$((batch * per_epoch)):4"
 long="synthetic:${side}x${side}:$((batch * per_epoch * epochs)):4"
 

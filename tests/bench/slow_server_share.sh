@@ -13,27 +13,11 @@ out_json=${2:-$build/slow_server_share.json}
 repeats=${SHARE_REPEATS:-3}
 samples=${SHARE_SAMPLES:-600}
 work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-start_server() {  # delay_ms -> prints host:port
-  local log="$work/server_$1.log"
-  "$build/server/stoker-server" --host 127.0.0.1 --port 0 --metrics-port -1 --workers 1 \
-    --data-root "$work" --test-sample-delay-ms "$1" >"$log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do
-    if grep -q "listening on" "$log"; then
-      sed -n 's/.*listening on \(.*\)$/\1/p' "$log" | head -1
-      return
-    fi
-    sleep 0.1
-  done
-  echo "stoker-server did not start: $(cat "$log")" >&2
-  exit 1
-}
-fast=$(start_server 4)
-slow=$(start_server 12)
+source "$(dirname "$0")/bench_servers.sh"
+start_server fast --workers 1 --test-sample-delay-ms 4
+fast=$server_address
+start_server slow --workers 1 --test-sample-delay-ms 12
+slow=$server_address
 
 rate() {  # servers -> images/s
   "$build/client/stoker-bench" --servers "$1" --dataset "synthetic:64x64:$samples:4" --batch-size 2 \
