@@ -385,7 +385,11 @@ std::vector<StreamId> BatchScheduler::Tick(absl::Time now) {
 void BatchScheduler::MaybeHalfClose(StreamId id) {
   Stream& s = streams_.at(id);
   if (s.half_closed || s.retired || !s.requested.empty()) return;
-  if (!s.draining && !Done() && error_.ok()) return;
+  // Streams end with the run: when its last epoch is received (when known;
+  // otherwise they stay open for an epoch that may still be armed, until the
+  // run is dropped), on an error, or when their server drains.
+  const bool run_received = Done() && options_.final_epoch >= 0 && last_armed_epoch() >= options_.final_epoch;
+  if (!s.draining && !run_received && error_.ok()) return;
   s.half_closed = true;
   half_close_.push_back(id);
 }

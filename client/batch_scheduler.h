@@ -70,6 +70,10 @@ struct SchedulerOptions {
   int64_t sample_bytes = 0;
   std::vector<int64_t> sample_shape;
   std::set<int64_t> already_delivered;  // resume: batches not to fetch again
+  // The run's last epoch, if known: once its batches are all received, the
+  // streams are half-closed. -1: not known; streams stay open (idle) while
+  // another epoch may be armed, until the run is dropped.
+  int64_t final_epoch = -1;
   uint64_t jitter_seed = 0;             // 0: random
 };
 

@@ -18,6 +18,7 @@ SchedulerOptions Options() {
   o.sample_bytes = kSampleBytes;
   o.sample_shape = {4};
   o.jitter_seed = 1;
+  o.final_epoch = 0;  // single-epoch runs: streams half-close when it is received
   return o;
 }
 

@@ -68,13 +68,17 @@ class Simulation {
     o.sample_bytes = kSampleBytes;
     o.sample_shape = {4};
     o.jitter_seed = seed + 1;
+    // The run's end known (streams half-close after it) or not (they stay open).
+    o.final_epoch = Uniform(2) == 0 ? epochs_ - 1 : -1;
     const int64_t per_epoch = plans_[0].num_batches();
     poison_ = (seed % 5 == 0 && per_epoch > 0) ? Uniform(static_cast<int>(per_epoch)) : -1;
     poison_epoch_ = Uniform(epochs_);
     o.max_attempts = 1000;  // kills are random here; the attempt cap has its own test
     ordered_ = o.ordered;
     scheduler_ = std::make_unique<BatchScheduler>(plans_[0], o, nullptr);
-    if (arm_early_ && epochs_ > 1) EXPECT_TRUE(scheduler_->ArmEpoch(plans_[1]).ok());
+    if (arm_early_ && epochs_ > 1) {
+      EXPECT_TRUE(scheduler_->ArmEpoch(plans_[1]).ok());
+    }
   }
 
   int64_t poison() const { return poison_; }

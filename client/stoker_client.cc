@@ -177,6 +177,11 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   s.sample_bytes = dataset_.sample_bytes();
   s.sample_shape.assign(dataset_.sample_shape().begin(), dataset_.sample_shape().end());
   s.already_delivered = std::move(delivered);
+  if (!config_.overlap_epochs) {
+    s.final_epoch = epoch;  // never armed past this one
+  } else if (config_.epochs > 0) {
+    s.final_epoch = config_.epochs - 1;
+  }
   options.stream_timeout = config_.stream_timeout;
   // Enough free buffers for everything the epoch may hold at once, plus the
   // batch the caller is using.
