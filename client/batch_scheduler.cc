@@ -34,7 +34,6 @@ BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientM
   for (int64_t b = 0; b < per_epoch_; ++b) {
     if (options_.already_delivered.count(b)) {
       delivered_.insert(b);
-      ++delivered_current_;
     } else {
       pending_.insert(b);
     }
@@ -59,14 +58,13 @@ bool BatchScheduler::CanAdvance() const { return error_.ok() && CurrentDelivered
 absl::Status BatchScheduler::AdvanceEpoch() {
   if (!CanAdvance()) {
     return absl::FailedPreconditionError(absl::StrCat("epoch ", epoch(), " cannot be left yet (",
-                                                      delivered_current_, " of ", per_epoch_,
+                                                      delivered_.size(), " of ", per_epoch_,
                                                       " batches handed over; next epoch armed: ",
                                                       plans_.size() > 1 ? "yes" : "no", ")"));
   }
   plans_.pop_front();
   delivered_.erase(delivered_.begin(), delivered_.lower_bound(CurrentBegin()));
   attempts_.erase(attempts_.begin(), attempts_.lower_bound(CurrentBegin()));
-  delivered_current_ = 0;
   next_to_deliver_ = std::max(next_to_deliver_, CurrentBegin());
   return absl::OkStatus();
 }
@@ -421,7 +419,6 @@ absl::Status BatchScheduler::Take(Batch* batch, bool* end_of_epoch) {
   }
   *batch = std::move(it->second);
   delivered_.insert(it->first);
-  ++delivered_current_;
   ready_.erase(it);
   while (delivered_.count(next_to_deliver_)) ++next_to_deliver_;
   if (metrics_) metrics_->buffered_batches->Decrement();

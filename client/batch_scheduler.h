@@ -5,9 +5,9 @@
 // leaving. Epochs flow into each other: the next epoch can be armed while the
 // current one is handed over, and its first batches are then requested on
 // the same streams as soon as the current epoch's are all out, so that an
-// epoch's first batch is not a cold start. Time is passed in (from an injected Clock), so every rule can be
-// driven deterministically; EpochRun is the transport that feeds it events
-// from real streams.
+// epoch's first batch is not a cold start. Time is passed in (from an
+// injected Clock), so every rule can be driven deterministically; EpochRun is
+// the transport that feeds it events from real streams.
 //
 // Rules:
 // - Pull: each live stream holds at most `window` requested batches; a new
@@ -206,7 +206,7 @@ class BatchScheduler {
   const EpochPlan& PlanOf(int64_t epoch) const { return plans_[static_cast<size_t>(epoch - plans_.front().epoch())]; }
   int64_t CurrentBegin() const { return Seq(epoch(), 0); }
   int64_t CurrentEnd() const { return Seq(epoch() + 1, 0); }
-  bool CurrentDelivered() const { return delivered_current_ >= per_epoch_; }
+  bool CurrentDelivered() const { return static_cast<int64_t>(delivered_.size()) >= per_epoch_; }
   // A batch of the current epoch is requested or ready.
   bool CurrentUnderWay() const;
   void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
@@ -228,8 +228,9 @@ class BatchScheduler {
   std::map<int64_t, StreamId> assigned_;
   std::map<int64_t, absl::Time> requested_at_;
   std::map<int64_t, Batch> ready_;     // received, not yet handed over
-  std::set<int64_t> delivered_;        // handed over (or before a resume), from the current epoch on
-  int64_t delivered_current_ = 0;      // of the current epoch
+  // Handed over (or before a resume): the current epoch's only, since later
+  // epochs' batches are handed over after AdvanceEpoch, which drops these.
+  std::set<int64_t> delivered_;
   std::map<int64_t, Attempts> attempts_;
   std::vector<StreamId> half_close_;
   int64_t next_to_deliver_ = 0;
