@@ -221,7 +221,7 @@ int Run() {
     return 1;
   }
   // Without a device, staging is the conversion on the host (issue 12).
-  if (stager) (*client)->meter().SetStaging(std::string(stager->path()) == "cpu" ? "host_convert" : "h2d");
+  if (stager) (*client)->meter().SetDevicePath(stager->path());
   std::printf("dataset %s: %lld samples, %d classes, %lld batches/epoch, pipeline: %s\n",
               config->session.dataset().c_str(), static_cast<long long>((*client)->dataset().num_samples()),
               (*client)->dataset().class_names_size(), static_cast<long long>((*client)->BatchesPerEpoch()),

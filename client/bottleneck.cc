@@ -62,9 +62,9 @@ void BottleneckMeter::OnBatch(const v1::StageTimes& t, absl::Duration receive_la
   Record(e);
 }
 
-void BottleneckMeter::SetStaging(const std::string& name) {
+void BottleneckMeter::SetDevicePath(const std::string& path) {
   absl::MutexLock lock(&mu_);
-  staging_ = name;
+  staging_ = path == "cpu" ? "host_convert" : "h2d";
 }
 
 const std::vector<std::string>& BottleneckMeter::Stages() {

@@ -56,9 +56,10 @@ class BottleneckMeter {
   // `metrics` (nullable) receives the exported signals and the verdict gauge.
   explicit BottleneckMeter(ClientMetrics* metrics, absl::Duration window = absl::Seconds(10));
 
-  // What staging is on this client: "h2d" (a device; the default) or
-  // "host_convert" (the CPU fallback converts on the host).
-  void SetStaging(const std::string& name);
+  // The stager's path (DeviceStager::path()): "cpu" makes staging
+  // "host_convert" (the CPU fallback converts on the host); anything else
+  // "h2d" (the default).
+  void SetDevicePath(const std::string& path);
   // The verdict stages, for gauges and dashboards.
   static const std::vector<std::string>& Stages();
 

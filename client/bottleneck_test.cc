@@ -14,9 +14,9 @@ v1::StageTimes Times(double server, double read, double compute) {
 }
 
 // Feeds a meter with waits and batches, then judges everything since start.
-Verdict Judge(double wait_ms, double h2d_ms, double latency_ms, v1::StageTimes t, const char* staging = nullptr) {
+Verdict Judge(double wait_ms, double h2d_ms, double latency_ms, v1::StageTimes t, const char* device_path = nullptr) {
   BottleneckMeter m(nullptr);
-  if (staging) m.SetStaging(staging);
+  if (device_path) m.SetDevicePath(device_path);
   for (int i = 0; i < 20; ++i) {
     m.OnWait(absl::Milliseconds(wait_ms));
     m.OnH2d(absl::Milliseconds(h2d_ms));
@@ -39,11 +39,12 @@ TEST(BottleneckTest, RuleNamesEachStage) {
 // conversion on the training host; the verdict says so instead of blaming a
 // PCIe copy that does not exist.
 TEST(BottleneckTest, OnTheCpuFallbackStagingIsNamedHostConvert) {
-  const Verdict v = Judge(1, 10, 100, Times(0.09, 0.001, 0.02), "host_convert");
+  const Verdict v = Judge(1, 10, 100, Times(0.09, 0.001, 0.02), "cpu");
   EXPECT_EQ(v.stage, "host_convert");
   EXPECT_NE(v.Explain().find("host_convert"), std::string::npos) << v.Explain();
   EXPECT_EQ(v.Explain().find("h2d"), std::string::npos) << v.Explain();
-  EXPECT_EQ(Judge(10, 0, 100, Times(0.01, 0.001, 0.02), "host_convert").stage, "network");
+  EXPECT_EQ(Judge(10, 0, 100, Times(0.01, 0.001, 0.02), "cpu").stage, "network");
+  EXPECT_EQ(Judge(1, 10, 100, Times(0.09, 0.001, 0.02), "cuda").stage, "h2d");
 }
 
 TEST(BottleneckTest, ExplainCarriesTheFigures) {

@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderCon
   if (!client.ok()) return client.status();
   loader->client_ = *std::move(client);
   // Without a device, staging is the conversion on the host (issue 12).
-  loader->client_->meter().SetStaging(std::string(loader->stager_->path()) == "cpu" ? "host_convert" : "h2d");
+  loader->client_->meter().SetDevicePath(loader->stager_->path());
   return loader;
 }
 
