@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "common/await.h"
 #include "common/rng.h"
 #include "glog/logging.h"
 #include "common/epoch_plan.h"
@@ -426,14 +426,8 @@ void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::fu
 }
 
 DataServiceCore::SessionOrError DataServiceCore::StartSession(const v1::SessionConfig& config) {
-  absl::Notification opened;
-  SessionOrError result = absl::UnknownError("unset");
-  StartSessionAsync(config, [&](SessionOrError session) {
-    result = std::move(session);
-    opened.Notify();
-  });
-  opened.WaitForNotification();
-  return result;
+  return Await<SessionOrError>(
+      [&](std::function<void(SessionOrError)> done) { StartSessionAsync(config, std::move(done)); });
 }
 
 }  // namespace stoker

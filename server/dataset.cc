@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/cord.h"
-#include "absl/synchronization/notification.h"
+#include "common/await.h"
 #include "server/image_decoder.h"
 #include "server/synthetic_source.h"
 #include "server/tar_shards.h"
@@ -236,14 +236,7 @@ void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duratio
 }
 
 SourceOrError DatasetCatalog::Open(const std::string& name) {
-  absl::Notification done;
-  SourceOrError result = absl::UnknownError("unset");
-  OpenAsync(name, [&](SourceOrError r) {
-    result = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
+  return Await<SourceOrError>([&](Done done) { OpenAsync(name, std::move(done)); });
 }
 
 void DatasetCatalog::Stop() {
