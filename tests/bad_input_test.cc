@@ -13,6 +13,7 @@
 #include "common/stream_trailers.h"
 #include "gtest/gtest.h"
 #include "server/stoker_server.h"
+#include "tests/testdata/drain_epoch.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/temp_dir.h"
 
@@ -512,15 +513,9 @@ TEST_F(BadInputTest, SlowFirstOpenBlocksNoGrpcThreadAndTheClientWaitsForIt) {
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ(slow.scans(), 1);
   ASSERT_TRUE((*client)->StartEpoch(0).ok());
-  int batches = 0;
-  for (;;) {
-    Batch b;
-    bool end = false;
-    ASSERT_TRUE((*client)->Next(&b, &end).ok());
-    if (end) break;
-    ++batches;
-  }
-  EXPECT_EQ(batches, (*client)->BatchesPerEpoch());
+  const absl::StatusOr<int64_t> batches = testing::DrainEpoch(**client);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  EXPECT_EQ(*batches, (*client)->BatchesPerEpoch());
 }
 
 // A stream whose session waits for a scan does not hold up shutdown: the

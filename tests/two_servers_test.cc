@@ -21,6 +21,7 @@
 #include "client/stoker_client.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testdata/drain_epoch.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/tar_writer.h"
@@ -162,15 +163,9 @@ TEST_F(TwoServersTest, PinnedHostBuffersAreAllocatedOnTheCallersThreadBeforeTheF
   auto client = StokerClient::Connect(config, nullptr);
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->StartEpoch(0).ok());
-  int batches = 0;
-  for (;;) {
-    Batch b;
-    bool end = false;
-    ASSERT_TRUE((*client)->Next(&b, &end).ok());
-    if (end) break;
-    ++batches;
-  }
-  EXPECT_EQ(batches, 8);
+  const absl::StatusOr<int64_t> batches = testing::DrainEpoch(**client);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  EXPECT_EQ(*batches, 8);
   absl::MutexLock lock(&alloc_mu);
   alloc_threads = nullptr;
   EXPECT_EQ(static_cast<int>(threads.size()), slots);
