@@ -314,8 +314,9 @@ int Run() {
           std::fprintf(stderr, "stoker-bench: staging: %s\n", tensor.status().ToString().c_str());
           return 1;
         }
-        (*client)->meter().OnH2d(absl::Now() - s0);
-        timing.h2d_ms = absl::ToDoubleMilliseconds(absl::Now() - s0);
+        const absl::Duration staged = absl::Now() - s0;
+        (*client)->meter().OnH2d(staged);
+        timing.h2d_ms = absl::ToDoubleMilliseconds(staged);
       }
       absl::SleepFor(step);  // the simulated training step
     }
