@@ -93,15 +93,18 @@ std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::str
   std::vector<std::string> to_open;
   for (auto& [address, server] : servers_) server.member = false;
   for (const std::string& a : addresses) servers_[a].member = true;
+  const size_t lanes = static_cast<size_t>(std::max(1, options_.streams_per_server));
   for (auto& [address, server] : servers_) {
-    if (server.live >= 0 && !server.member) {
-      Stream& s = streams_.at(server.live);
-      if (!s.draining) LOG(INFO) << "server " << address << " left the set: it finishes what it has";
-      s.draining = true;  // left the set (DNS): finish what it has
-      MaybeHalfClose(server.live);
+    if (!server.member) {
+      for (StreamId id : server.live) {
+        Stream& s = streams_.at(id);
+        if (!s.draining) LOG(INFO) << "server " << address << " left the set: it finishes what it has";
+        s.draining = true;  // left the set (DNS): finish what it has
+        MaybeHalfClose(id);
+      }
     }
-    if (server.member && server.live < 0 && now >= server.retry_at && error_.ok() && !Done()) {
-      to_open.push_back(address);
+    if (server.member && server.live.size() < lanes && now >= server.retry_at && error_.ok() && !Done()) {
+      to_open.insert(to_open.end(), lanes - server.live.size(), address);
     }
   }
   return to_open;
@@ -112,13 +115,31 @@ void BatchScheduler::OnConnectFailed(const std::string& address, const std::stri
   if (server.last_error.empty()) server.last_error = why;
 }
 
+int BatchScheduler::FreeLane(const std::string& address) const {
+  auto it = servers_.find(address);
+  if (it == servers_.end()) return 0;
+  std::set<int> used;
+  for (StreamId id : it->second.live) used.insert(streams_.at(id).lane);
+  int lane = 0;
+  while (used.count(lane)) ++lane;
+  return lane;
+}
+
 StreamId BatchScheduler::OnStreamOpened(const std::string& address, absl::Time now) {
   const StreamId id = next_stream_++;
+  const int lane = FreeLane(address);
   Stream& s = streams_[id];
   s.address = address;
+  s.lane = lane;
   s.opened = now;
-  servers_[address].live = id;
+  servers_[address].live.push_back(id);
   return id;
+}
+
+int64_t BatchScheduler::Outstanding(const Server& server) const {
+  int64_t n = 0;
+  for (StreamId id : server.live) n += static_cast<int64_t>(streams_.at(id).requested.size());
+  return n;
 }
 
 void BatchScheduler::OnDraining(StreamId id) {
@@ -165,7 +186,9 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
   if (stream.retired) return;
   stream.retired = true;
   Server& server = servers_[stream.address];
-  if (server.live >= 0 && &streams_.at(server.live) == &stream) server.live = -1;
+  server.live.erase(std::remove_if(server.live.begin(), server.live.end(),
+                                   [&](StreamId id) { return &streams_.at(id) == &stream; }),
+                    server.live.end());
   const size_t lost = stream.requested.size();
   // Refusals by this many distinct servers end the epoch: poison_servers, or
   // every server in the set if there are fewer.
@@ -240,26 +263,33 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     // of order, any of the current epoch while none of it is under way.
     const bool head = options_.ordered ? b == next_to_deliver_ : b < CurrentEnd() && !CurrentUnderWay();
     if (!head && static_cast<int64_t>(assigned_.size() + ready_.size()) >= options_.prefetch) break;
-    // The least-loaded live stream with room: fast servers return batches
+    // The least-loaded live server with room: fast servers return batches
     // sooner, so they are asked more often. Among equally loaded ones, the one
     // asked least recently, so that when the consumer (not the servers) sets
-    // the pace every server, also one that just joined, keeps getting work. A
-    // batch a server refused goes to another server.
+    // the pace every server, also one that just joined, keeps getting work.
+    // Within the server, its least-loaded stream, the one asked least
+    // recently among equals (so that its lanes take turns). A batch a server
+    // refused goes to another server.
     const auto refused = attempts_.find(b);
     Stream* best = nullptr;
     StreamId best_id = -1;
+    int64_t best_load = 0;
     bool room = false;
     for (auto& [address, server] : servers_) {
-      if (server.live < 0) continue;
-      Stream& s = streams_.at(server.live);
-      if (s.retired || s.draining || s.half_closed) continue;
-      if (static_cast<int>(s.requested.size()) >= options_.window) continue;
-      room = true;
-      if (refused != attempts_.end() && refused->second.refused_by.count(address)) continue;
-      if (!best || s.requested.size() < best->requested.size() ||
-          (s.requested.size() == best->requested.size() && s.last_assigned < best->last_assigned)) {
-        best = &s;
-        best_id = server.live;
+      const int64_t load = Outstanding(server);
+      if (load >= options_.window) continue;
+      for (StreamId id : server.live) {
+        Stream& s = streams_.at(id);
+        if (s.retired || s.draining || s.half_closed) continue;
+        room = true;
+        if (refused != attempts_.end() && refused->second.refused_by.count(address)) continue;
+        if (!best || load < best_load ||
+            (load == best_load && std::make_pair(s.requested.size(), s.last_assigned) <
+                                       std::make_pair(best->requested.size(), best->last_assigned))) {
+          best = &s;
+          best_id = id;
+          best_load = load;
+        }
       }
     }
     if (!room) break;
@@ -359,10 +389,11 @@ std::vector<StreamId> BatchScheduler::Tick(absl::Time now) {
   }
   int live = 0;
   for (auto& [address, server] : servers_) {
-    if (server.live < 0) continue;
-    Stream& s = streams_.at(server.live);
-    if (!s.proven && now - s.opened >= options_.proven_after) s.proven = true;
-    live += !s.draining && s.proven;
+    for (StreamId id : server.live) {
+      Stream& s = streams_.at(id);
+      if (!s.proven && now - s.opened >= options_.proven_after) s.proven = true;
+      live += !s.draining && s.proven;
+    }
   }
   if (Done() || live > 0) {
     no_server_since_ = absl::InfiniteFuture();

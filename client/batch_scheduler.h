@@ -10,8 +10,10 @@
 // the transport that feeds it events from real streams.
 //
 // Rules:
-// - Pull: each live stream holds at most `window` requested batches; a new
-//   batch goes to the least-loaded live stream. At most `prefetch` batches are
+// - Pull: each live server holds at most `window` requested batches, spread
+//   over its `streams_per_server` streams (each on its own TCP connection, so
+//   that the server's sending is not bound to one core); a new batch goes to
+//   the least-loaded live server, on its least-loaded stream. At most `prefetch` batches are
 //   requested or buffered (over all armed epochs), except that the batch an
 //   ordered caller waits for is always requested. Batches are requested in
 //   order: the current epoch's, then the next one's.
@@ -53,7 +55,8 @@ class BottleneckMeter;
 struct ClientMetrics;
 
 struct SchedulerOptions {
-  int window = 2;
+  int window = 2;              // batches requested from one server at a time
+  int streams_per_server = 1;  // streams (lanes) opened to each server
   int prefetch = 4;
   bool ordered = true;  // false: hand batches over as they complete
   absl::Duration batch_timeout = absl::Seconds(120);
@@ -113,11 +116,17 @@ class BatchScheduler {
   // --- membership and streams ---
   // The servers now in the set. Live streams of servers that left are
   // drained (no new work; they finish what they have). Returns the servers
-  // that should get a new stream now.
+  // that should get a new stream now, each once per stream it lacks.
   std::vector<std::string> OnMembership(const std::vector<std::string>& addresses, absl::Time now);
   // A server could not be reached (for the unavailable error's message).
   void OnConnectFailed(const std::string& address, const std::string& why);
+  // The lane (0 .. streams_per_server - 1) the next stream opened to
+  // `address` takes: the lowest one without a live stream. Each lane is its
+  // own connection (ServerSet::Channel).
+  int FreeLane(const std::string& address) const;
+  // A stream to `address` was opened, on FreeLane(address).
   StreamId OnStreamOpened(const std::string& address, absl::Time now);
+  int lane(StreamId stream) const { return streams_.at(stream).lane; }
   // The server said it is shutting down: no new work on this stream.
   void OnDraining(StreamId stream);
   // The stream ended. `status`: its final status; `from_server`: the status
@@ -174,6 +183,7 @@ class BatchScheduler {
  private:
   struct Stream {
     std::string address;
+    int lane = 0;
     std::set<int64_t> requested;  // requested here, not yet received
     bool retired = false;
     bool draining = false;
@@ -183,7 +193,7 @@ class BatchScheduler {
     int64_t last_assigned = 0;  // Dispatch's counter when it last got a batch (0: never)
   };
   struct Server {
-    StreamId live = -1;
+    std::vector<StreamId> live;  // at most streams_per_server, one per lane
     int failures = 0;  // in a row
     absl::Time retry_at = absl::InfinitePast();
     std::string last_error;
@@ -209,6 +219,8 @@ class BatchScheduler {
   bool CurrentDelivered() const { return static_cast<int64_t>(delivered_.size()) >= per_epoch_; }
   // A batch of the current epoch is requested or ready.
   bool CurrentUnderWay() const;
+  // Batches requested from a server, over its live streams.
+  int64_t Outstanding(const Server& server) const;
   void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
               int64_t failed_seq = -1);
   void MaybeHalfClose(StreamId id);

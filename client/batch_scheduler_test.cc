@@ -106,6 +106,74 @@ TEST(BatchSchedulerTest, AServerThatJoinsWhileTheConsumerSetsThePaceGetsWork) {
   EXPECT_EQ(served.size(), 3u) << "after the join both servers are used";
 }
 
+// Several streams (lanes) per server: each lane is opened once, on its own
+// lane number; together they hold at most the server's window, and batches
+// take turns between them.
+TEST(BatchSchedulerTest, AServersStreamsShareItsWindowAndTakeTurns) {
+  SchedulerOptions o = Options();
+  o.streams_per_server = 2;
+  o.window = 2;
+  BatchScheduler s(EpochPlan(7, 0, 20, 2, false, 0, 1), o, nullptr);  // 10 batches
+  const std::vector<std::string> to_open = s.OnMembership({"a:1"}, kT0);
+  ASSERT_EQ(to_open, (std::vector<std::string>{"a:1", "a:1"}));
+  std::vector<int> lanes;
+  for (const std::string& a : to_open) {
+    const int lane = s.FreeLane(a);
+    const StreamId id = s.OnStreamOpened(a, kT0);
+    EXPECT_EQ(s.lane(id), lane);
+    lanes.push_back(lane);
+  }
+  EXPECT_EQ(lanes, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(s.OnMembership({"a:1"}, kT0).empty()) << "both lanes are open";
+  std::map<StreamId, int> per_stream;
+  absl::Time now = kT0;
+  for (int round = 0; round < 5; ++round) {
+    std::vector<Assignment> as = s.Dispatch(now);
+    ASSERT_EQ(as.size(), 2u) << "the server's window of 2, not 2 per stream";
+    EXPECT_NE(as[0].stream, as[1].stream) << "one batch on each lane";
+    for (const Assignment& a : as) {
+      ++per_stream[a.stream];
+      ASSERT_TRUE(s.CheckHeader(a.stream, Header(s, a.batch)).ok());
+      ASSERT_TRUE(s.OnBatchReceived(a.stream, BatchFor(s, a.batch), now).ok());
+    }
+    for (int i = 0; i < 2; ++i) {
+      Batch batch;
+      bool end = false;
+      ASSERT_TRUE(s.Take(&batch, &end).ok());
+    }
+    now += absl::Milliseconds(10);
+  }
+  ASSERT_EQ(per_stream.size(), 2u);
+  EXPECT_EQ(per_stream.begin()->second, 5);
+  EXPECT_EQ(per_stream.rbegin()->second, 5);
+}
+
+// One lane failing retires that stream only: its batches go to the other
+// lane, and the freed lane is opened again after the backoff.
+TEST(BatchSchedulerTest, ALaneThatFailsGivesItsBatchesToTheOtherAndIsReopened) {
+  SchedulerOptions o = Options();
+  o.streams_per_server = 2;
+  o.window = 4;
+  BatchScheduler s(EpochPlan(7, 0, 20, 2, false, 0, 1), o, nullptr);
+  std::vector<StreamId> ids;
+  for (const std::string& a : s.OnMembership({"a:1"}, kT0)) ids.push_back(s.OnStreamOpened(a, kT0));
+  ASSERT_EQ(ids.size(), 2u);
+  std::vector<Assignment> as = s.Dispatch(kT0);
+  ASSERT_EQ(as.size(), 4u);
+  s.OnStreamEnded(ids[0], absl::UnavailableError("connection reset"), false, kT0);
+  EXPECT_EQ(s.reassigned(), 2);
+  std::vector<Assignment> again = s.Dispatch(kT0);
+  ASSERT_EQ(again.size(), 2u) << "the live lane takes them, up to the server's window";
+  for (const Assignment& a : again) EXPECT_EQ(a.stream, ids[1]);
+  EXPECT_TRUE(s.OnMembership({"a:1"}, kT0).empty()) << "not before the backoff";
+  const std::vector<std::string> reopen = s.OnMembership({"a:1"}, kT0 + absl::Seconds(5));
+  ASSERT_EQ(reopen, (std::vector<std::string>{"a:1"}));
+  EXPECT_EQ(s.FreeLane("a:1"), 0) << "the failed stream's lane";
+  const StreamId fresh = s.OnStreamOpened("a:1", kT0 + absl::Seconds(5));
+  EXPECT_EQ(s.lane(fresh), 0);
+  EXPECT_EQ(s.lane(ids[1]), 1);
+}
+
 TEST(BatchSchedulerTest, WithOneServerTheFirstRefusalEndsTheEpoch) {
   BatchScheduler s(Plan(), Options(), nullptr);
   for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);

@@ -57,6 +57,8 @@ ABSL_FLAG(std::string, cache_mode, "none",
           "none, or batch: servers re-send their first batch (measures the transport alone)");
 ABSL_FLAG(uint64_t, seed, 0, "Session seed: fixes sample order and augmentation");
 ABSL_FLAG(int, window, 2, "Batches requested from one server at a time");
+ABSL_FLAG(int, streams_per_server, 2,
+          "Streams to each server, each on its own TCP connection, sharing its --window (see docs/transport.md)");
 ABSL_FLAG(int, prefetch, 0, "Most batches requested or buffered at once; 0 means window x servers");
 ABSL_FLAG(int, warmup_batches, 0, "Leave the first N delivered batches out of the summary (start-up, caches)");
 ABSL_FLAG(bool, drop_last, false, "Leave out each epoch's last partial batch");
@@ -116,6 +118,8 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   if (cache != "none" && cache != "batch") return absl::InvalidArgumentError("--cache-mode must be none or batch");
   c.session.set_cache_mode(cache == "batch" ? v1::CACHE_BATCH : v1::CACHE_NONE);
   c.window_per_server = absl::GetFlag(FLAGS_window);
+  c.streams_per_server = absl::GetFlag(FLAGS_streams_per_server);
+  if (c.streams_per_server < 1) return absl::InvalidArgumentError("--streams-per-server must be at least 1");
   c.prefetch_batches = absl::GetFlag(FLAGS_prefetch);
   c.epochs = absl::GetFlag(FLAGS_epochs);
   c.overlap_epochs = absl::GetFlag(FLAGS_overlap_epochs);

@@ -43,13 +43,14 @@ absl::Status FromGrpc(const grpc::Status& s) {
 // destroys it after OnDone.
 class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  Stream(EpochRun* run, StreamId id, const std::string& address, grpc::ByteBuffer config)
+  Stream(EpochRun* run, StreamId id, const std::string& address, std::shared_ptr<grpc::Channel> channel,
+         grpc::ByteBuffer config)
       : run_(run),
         id_(id),
         address_(address),
         assembler_(address, run->options_.buffers,
                    [run, id](const v1::BatchHeader& h) { return run->CheckHeader(id, h); }),
-        stub_(run->servers_->Channel(address)) {
+        stub_(std::move(channel)) {
     context_.set_deadline(absl::ToChronoTime(absl::Now() + run->options_.stream_timeout));
     queue_.push_back(std::move(config));
   }
@@ -226,16 +227,33 @@ void EpochRun::OpenStreams() {
   // Open a stream only over a connected channel; asking for the state makes
   // the channel (re)connect in the background, with its own short backoff.
   std::vector<Stream*> opened;
+  // A server has one candidate per stream it lacks, each on its own lane.
   for (const std::string& a : candidates) {
-    const grpc_connectivity_state state = servers_->Channel(a)->GetState(/*try_to_connect=*/true);
+    int lane;
+    {
+      absl::MutexLock lock(&mu_);
+      lane = scheduler_.FreeLane(a);
+    }
+    std::shared_ptr<grpc::Channel> channel = servers_->Channel(a, lane);
+    const grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+    // A further lane of a server whose first connection is up opens while its
+    // own connection is still being made (the call waits for it), so that
+    // all lanes start with the epoch rather than a supervisor tick later.
+    const bool reachable =
+        state == GRPC_CHANNEL_READY ||
+        (lane > 0 && state != GRPC_CHANNEL_TRANSIENT_FAILURE && state != GRPC_CHANNEL_SHUTDOWN &&
+         servers_->Channel(a, 0)->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY);
     absl::MutexLock lock(&mu_);
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) scheduler_.OnConnectFailed(a, "cannot connect");
-    if (state != GRPC_CHANNEL_READY || stop_.HasBeenNotified()) continue;
+    if (!reachable || stop_.HasBeenNotified()) continue;
     v1::StreamRequest config;
     *config.mutable_config() = session_;
     const StreamId id = scheduler_.OnStreamOpened(a, clock_->Now());
     if (metrics_) metrics_->streams_opened->Increment();
-    auto stream = std::make_unique<Stream>(this, id, a, Serialize(config));
+    // The lane is the one checked above unless a stream of a lower one ended
+    // meanwhile.
+    if (scheduler_.lane(id) != lane) channel = servers_->Channel(a, scheduler_.lane(id));
+    auto stream = std::make_unique<Stream>(this, id, a, std::move(channel), Serialize(config));
     opened.push_back(stream.get());
     streams_.emplace(id, std::move(stream));
   }

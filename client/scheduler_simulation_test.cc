@@ -61,6 +61,7 @@ class Simulation {
     arm_early_ = Uniform(2) == 0;
     SchedulerOptions o;
     o.window = 1 + Uniform(3);
+    o.streams_per_server = 1 + Uniform(3);  // lanes: each its own stream to the same server
     o.prefetch = 1 + Uniform(8);
     o.ordered = Uniform(4) != 0;
     o.batch_timeout = absl::Seconds(2);

@@ -20,6 +20,7 @@ constexpr char kDnsScheme[] = "dns:///";
 constexpr int kMaxChunkMessageBytes = 64 << 20;
 constexpr int kHttp2MaxFrameBytes = (1 << 24) - 1;  // the largest HTTP/2 allows
 constexpr int kStreamLookaheadBytes = 16 << 20;
+constexpr char kLaneArg[] = "stoker.lane";
 
 }  // namespace
 
@@ -107,9 +108,9 @@ std::vector<std::string> ServerSet::Addresses() const {
   return addresses_;
 }
 
-std::shared_ptr<grpc::Channel> ServerSet::Channel(const std::string& address) {
+std::shared_ptr<grpc::Channel> ServerSet::Channel(const std::string& address, int lane) {
   absl::MutexLock lock(&mu_);
-  auto it = channels_.find(address);
+  auto it = channels_.find({address, lane});
   if (it != channels_.end()) return it->second;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxChunkMessageBytes);
@@ -127,8 +128,11 @@ std::shared_ptr<grpc::Channel> ServerSet::Channel(const std::string& address) {
   // Batches are tens of MB: large HTTP/2 frames, several MB in flight.
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kHttp2MaxFrameBytes);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamLookaheadBytes);
+  // Channels with the same target and arguments share one connection; the
+  // lane number makes each lane's arguments, so its connection, its own.
+  if (lane > 0) args.SetInt(kLaneArg, lane);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  channels_.emplace(address, channel);
+  channels_.emplace(std::make_pair(address, lane), channel);
   return channel;
 }
 

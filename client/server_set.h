@@ -33,8 +33,11 @@ class ServerSet {
 
   // The current addresses (host:port), sorted.
   std::vector<std::string> Addresses() const;
-  // The channel for an address (created on first use, then kept).
-  std::shared_ptr<grpc::Channel> Channel(const std::string& address);
+  // The channel for an address (created on first use, then kept). Each lane
+  // is a channel of its own, with its own TCP connection: a server sends one
+  // connection's data on one thread at a time, so a client that opens
+  // several streams to one server opens them on different lanes.
+  std::shared_ptr<grpc::Channel> Channel(const std::string& address, int lane = 0);
   // What the set was made from, for messages.
   const std::string& description() const { return description_; }
 
@@ -50,7 +53,7 @@ class ServerSet {
 
   mutable absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int>, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 // Resolves host to "ip:port" entries ([ip]:port for IPv6) with getaddrinfo.

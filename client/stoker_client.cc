@@ -170,6 +170,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   EpochRunOptions options;
   SchedulerOptions& s = options.scheduler;
   s.window = std::max(1, config_.window_per_server);
+  s.streams_per_server = std::max(1, config_.streams_per_server);
   s.prefetch = PrefetchDepth(config_, static_cast<int>(servers_->Addresses().size()));
   s.ordered = config_.ordered;
   s.batch_timeout = config_.batch_timeout;

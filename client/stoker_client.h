@@ -44,6 +44,10 @@ struct ClientConfig {
   // before epochs flowed into each other; kept for comparison).
   bool overlap_epochs = true;
   int window_per_server = 2;         // batches requested from one server at a time
+  // Streams to each server, each on its own TCP connection, sharing the
+  // server's window: a server sends one connection's bytes on one thread at
+  // a time, so two let it use a second core (see docs/transport.md).
+  int streams_per_server = 2;
   // Most batches requested or buffered at once (bounds client memory at about
   // prefetch_batches x batch bytes); 0 means 2 x window_per_server x servers.
   int prefetch_batches = 0;

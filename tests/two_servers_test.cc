@@ -7,12 +7,14 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <set>
 #include <thread>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -217,9 +219,75 @@ TEST_F(TwoServersTest, EpochsContinueOnTheSameStreamsAndTheNextEpochArrivesEarly
           << "epoch " << epoch + 1 << " was not requested while epoch " << epoch << " drained";
     }
   }
-  EXPECT_EQ(metrics.streams_opened->Value(), 2) << "one stream per server for all three epochs";
+  EXPECT_EQ(metrics.streams_opened->Value(), 2 * config.streams_per_server)
+      << "the same streams (streams_per_server to each server) for all three epochs";
   // Nothing past the last epoch (config.epochs) was fetched.
   EXPECT_EQ(metrics.batches->Value(), static_cast<double>(3 * per_epoch));
+}
+
+// This process's established TCP connections to 127.0.0.1:port, from
+// /proc/net/tcp and tcp6 (gRPC's sockets are IPv6 ones that reach IPv4 as
+// ::ffff:127.0.0.1), counting sockets whose inode is one of our descriptors.
+int ConnectionsTo(int port) {
+  std::set<std::string> ours;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && absl::StartsWith(target, "socket:[")) ours.insert(target.substr(8, target.size() - 9));
+  }
+  const std::string v4 = absl::StrFormat("0100007F:%04X", port);
+  const std::string v6 = "0000000000000000FFFF0000" + v4;
+  int count = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state == "01" && (remote == v4 || remote == v6) && ours.count(inode)) ++count;
+    }
+  }
+  return count;
+}
+
+// A server sends one connection's bytes on one thread at a time, so the
+// streams to one server go over connections of their own (ServerSet lanes).
+TEST_F(TwoServersTest, EachStreamToAServerHasItsOwnConnection) {
+  auto port_of = [](const RunningServer& server) {
+    return std::stoi(server.address.substr(server.address.rfind(':') + 1));
+  };
+  for (int lanes : {1, 2, 3}) {
+    // The previous client's connections are closed by now, or soon.
+    for (const absl::Time give_up = absl::Now() + absl::Seconds(10);
+         (ConnectionsTo(port_of(a_)) > 0 || ConnectionsTo(port_of(b_)) > 0) && absl::Now() < give_up;) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ClientConfig config;
+    config.servers = {a_.address, b_.address};
+    config.session.set_dataset("ds");
+    config.session.set_batch_size(4);
+    config.session.add_pipeline()->mutable_center_crop()->set_size(32);
+    config.streams_per_server = lanes;
+    config.epochs = 1;
+    prometheus::Registry registry;
+    ClientMetrics metrics(registry);
+    auto client = StokerClient::Connect(config, &metrics);
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->StartEpoch(0).ok());
+    std::map<std::string, int> per_server;
+    Batch batch;
+    for (bool end = false;;) {
+      ASSERT_TRUE((*client)->Next(&batch, &end).ok());
+      if (end) break;
+      ++per_server[batch.server];
+    }
+    EXPECT_EQ(per_server.size(), 2u);
+    for (const RunningServer* server : {&a_, &b_}) {
+      EXPECT_EQ(ConnectionsTo(port_of(*server)), lanes) << server->address << " with " << lanes << " streams per server";
+    }
+  }
 }
 
 TEST_F(TwoServersTest, BatchContentDoesNotDependOnWhichServerOrWorkerCountMadeIt) {

@@ -82,6 +82,7 @@ struct Options {
   int world_size = 1;
   bool ordered = true;
   int window = 2;
+  int streams_per_server = 2;
   int prefetch = 0;
   int64_t epochs = 0;
   double connect_timeout_s = 10;
@@ -144,6 +145,10 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   }
   cc.ordered = o.ordered;
   cc.window_per_server = o.window;
+  if (o.streams_per_server < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("streams_per_server ", o.streams_per_server, "; expected >= 1"));
+  }
+  cc.streams_per_server = o.streams_per_server;
   cc.prefetch_batches = o.prefetch;
   cc.epochs = o.epochs;
   cc.rpc_timeout = absl::Seconds(o.connect_timeout_s);
@@ -299,6 +304,7 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("world_size", &Options::world_size)
       .def_rw("ordered", &Options::ordered)
       .def_rw("window", &Options::window)
+      .def_rw("streams_per_server", &Options::streams_per_server)
       .def_rw("prefetch", &Options::prefetch)
       .def_rw("epochs", &Options::epochs)
       .def_rw("connect_timeout_s", &Options::connect_timeout_s)

@@ -68,6 +68,8 @@ class Loader:
         else RANK / WORLD_SIZE, else 0 / 1.
       ordered: False hands batches over as they complete.
       window: batches requested from one server at a time (2).
+      streams_per_server: streams (each its own TCP connection) to each
+        server, sharing its window (2; see docs/transport.md).
       prefetch: most batches requested or buffered; 0: 2 x window x servers.
       epochs: how many epochs the job runs, if known. While an epoch drains,
         the next one's first batches are requested (so epoch boundaries do
@@ -89,7 +91,7 @@ class Loader:
 
     def __init__(self, servers, dataset, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
                  device="auto", dtype="float32", layout="nchw", normalize="imagenet", framework="torch",
-                 rank=None, world_size=None, ordered=True, window=2, prefetch=0, epochs=None, connect_timeout=10.0,
+                 rank=None, world_size=None, ordered=True, window=2, streams_per_server=2, prefetch=0, epochs=None, connect_timeout=10.0,
                  open_timeout=1800.0,
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
@@ -112,6 +114,7 @@ class Loader:
         o.rank, o.world_size = int(rank), int(world_size)
         o.ordered = bool(ordered)
         o.window, o.prefetch = int(window), int(prefetch)
+        o.streams_per_server = int(streams_per_server)
         o.epochs = int(epochs or 0)
         o.connect_timeout_s = float(connect_timeout)
         o.open_timeout_s = float(open_timeout)

@@ -233,10 +233,12 @@ def metric(text, name):
     return values[0]
 
 
-def test_epochs_continue_on_the_same_streams(two_servers):
-    """Issue 12: the loader's epochs flow into each other on one stream per
-    server, and with epochs= nothing past the last epoch is fetched."""
-    l = loader(two_servers, metrics_port=0, epochs=3)
+@pytest.mark.parametrize("streams_per_server", [1, 2])
+def test_epochs_continue_on_the_same_streams(two_servers, streams_per_server):
+    """Issue 12: the loader's epochs flow into each other on the same streams
+    (streams_per_server to each server), and with epochs= nothing past the
+    last epoch is fetched."""
+    l = loader(two_servers, metrics_port=0, epochs=3, streams_per_server=streams_per_server)
     for epoch in range(3):
         l.set_epoch(epoch)
         indices = []
@@ -245,8 +247,13 @@ def test_epochs_continue_on_the_same_streams(two_servers):
             indices += l.last_batch["sample_indices"]
         assert sorted(indices) == list(range(64))
     text = urllib.request.urlopen(f"http://127.0.0.1:{l.metrics_port}/metrics", timeout=10).read().decode()
-    assert metric(text, "stoker_client_streams_opened_total") == 2
+    assert metric(text, "stoker_client_streams_opened_total") == 2 * streams_per_server
     assert metric(text, "stoker_client_batches_total") == 3 * len(l)
+
+
+def test_streams_per_server_below_one_is_a_clear_error(two_servers):
+    with pytest.raises(stoker.InvalidArgument, match="streams_per_server 0"):
+        loader(two_servers, streams_per_server=0)
 
 
 def test_a_cuda_device_without_a_gpu_is_a_clear_error():
