@@ -41,7 +41,7 @@ struct CoreConfig {
   // (0: no limit), to make storage slow.
   int64_t test_read_bytes_per_second = 0;
   // Size of one streamed chunk (the last one of a batch may be smaller).
-  int64_t chunk_bytes = int64_t{1} << 20;
+  int64_t chunk_bytes = int64_t{4} << 20;
   // File-size limit, dataset cache bound, synthetic datasets on or off.
   CatalogOptions catalog;
   // Bytes of batches in flight (accepted and not yet written) over all

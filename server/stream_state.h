@@ -62,7 +62,7 @@ struct StreamAction {
 struct StreamLimits {
   // Batches accepted and not yet fully written, per stream.
   int max_outstanding_batches = 64;
-  int64_t chunk_bytes = int64_t{1} << 20;
+  int64_t chunk_bytes = int64_t{4} << 20;
 };
 
 class StreamState {
