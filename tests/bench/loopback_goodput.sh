@@ -4,14 +4,20 @@
 # server decodes one batch, then re-sends its bytes, so the figure is the
 # transport (serialization, gRPC/HTTP2, TCP, client reassembly), not decoding.
 # Prints the rates (medians of GOODPUT_REPEATS interleaved runs of each) and
-# the ratio (goal: >= 0.8), and writes them as JSON.
+# the ratio (goal: >= 0.9), and writes them as JSON. Stoker runs as a client
+# does by default (two streams to the server, each its own connection) and,
+# for comparison, with one stream (--streams-per-server 1); see
+# docs/transport.md for where the difference comes from. A third raw-TCP
+# figure, for information: stoker-raw-tcp-bench moves batch-sized buffers
+# (38.5 MB, from and into memory rather than the cache, as a data server and
+# a client must); the goal is against iperf3.
 # Rates are bytes of image data per second (1 GB = 1e9 bytes).
 # Usage: tests/bench/loopback_goodput.sh [BUILD_DIR] [OUT_JSON]
 set -euo pipefail
 build=${1:-build}
 out_json=${2:-$build/loopback_goodput.json}
 seconds=${GOODPUT_SECONDS:-3}
-repeats=${GOODPUT_REPEATS:-3}  # interleaved runs of each contender; medians are compared
+repeats=${GOODPUT_REPEATS:-5}  # interleaved runs of each contender; medians are compared
 command -v iperf3 >/dev/null || { echo "iperf3 missing: run deploy/install-deps.sh"; exit 1; }
 work=$(mktemp -d)
 pids=()
@@ -52,39 +58,51 @@ PY
 pids+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
 sport=$(grep "listening on" "$work/server.out" | grep -o '[0-9]*$')
-stoker_rate() {
+stoker_rate() {  # extra stoker-bench args -> bytes/s
   "$build/client/stoker-bench" --servers "127.0.0.1:$sport" --dataset ds --batch-size 256 \
     --pipeline 'center_crop(224)' --cache-mode batch --epochs 1 --warmup-batches 10 --device none \
-    --metrics-port -1 --json "$work/stoker.json" >"$work/bench.out"
+    --metrics-port -1 --json "$work/stoker.json" "$@" >"$work/bench.out"
   /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["megabytes_per_second"]*1e6)' "$work/stoker.json"
 }
 
 # The machine's speed drifts; interleave the contenders and compare medians.
-tcp_default_runs=() tcp_1m_runs=() stoker_runs=()
+tcp_default_runs=() tcp_1m_runs=() tcp_batch_runs=() stoker_runs=() stoker_one_runs=()
 for r in $(seq "$repeats"); do
   tcp_default_runs+=("$(iperf_rate)")
   tcp_1m_runs+=("$(iperf_rate -l 1M)")
+  tcp_batch_runs+=("$("$build/tests/stoker-raw-tcp-bench" --seconds "$seconds" | awk '{print $2}')")
   stoker_runs+=("$(stoker_rate)")
+  stoker_one_runs+=("$(stoker_rate --streams-per-server 1)")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 tcp_default_bps=$(median "${tcp_default_runs[@]}")
 tcp_1m_bps=$(median "${tcp_1m_runs[@]}")
 stoker_bps=$(median "${stoker_runs[@]}")
-echo "runs (bytes/s): iperf3 128K ${tcp_default_runs[*]}; iperf3 1M ${tcp_1m_runs[*]}; stoker ${stoker_runs[*]}"
+stoker_one_bps=$(median "${stoker_one_runs[@]}")
+tcp_batch_bps=$(median "${tcp_batch_runs[@]}")
+echo "runs (bytes/s): iperf3 128K ${tcp_default_runs[*]}; iperf3 1M ${tcp_1m_runs[*]};" \
+  "raw TCP, batch buffers ${tcp_batch_runs[*]}; stoker ${stoker_runs[*]}; stoker, one stream ${stoker_one_runs[*]}"
 
-/usr/bin/python3 - "$tcp_default_bps" "$tcp_1m_bps" "$stoker_bps" "$out_json" <<'PY'
+/usr/bin/python3 - "$tcp_default_bps" "$tcp_1m_bps" "$stoker_bps" "$stoker_one_bps" "$tcp_batch_bps" "$out_json" <<'PY'
 import json, sys
-tcp_default, tcp_1m, stoker, out = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+tcp_default, tcp_1m, stoker, stoker_one, tcp_batch = (float(v) for v in sys.argv[1:6])
+out = sys.argv[6]
 tcp = max(tcp_default, tcp_1m)
-ratio = stoker / tcp
+ratio, ratio_one = stoker / tcp, stoker_one / tcp
 result = {"iperf3_128k_writes_bytes_per_second": tcp_default, "iperf3_1m_writes_bytes_per_second": tcp_1m,
           "baseline_bytes_per_second": tcp, "stoker_goodput_bytes_per_second": stoker,
-          "ratio": ratio, "goal": 0.8, "meets_goal": ratio >= 0.8}
+          "stoker_one_stream_goodput_bytes_per_second": stoker_one,
+          "raw_tcp_batch_buffers_bytes_per_second": tcp_batch, "ratio_to_raw_tcp_batch_buffers": stoker / tcp_batch,
+          "ratio": ratio, "ratio_one_stream": ratio_one, "goal": 0.9, "meets_goal": ratio >= 0.9}
 json.dump(result, open(out, "w"), indent=2)
-print(f"medians of the interleaved runs:")
-print(f"raw TCP, iperf3 128 KiB writes  {tcp_default / 1e9:7.3f} GB/s")
-print(f"raw TCP, iperf3 1 MiB writes    {tcp_1m / 1e9:7.3f} GB/s")
-print(f"Stoker batches (cache mode)     {stoker / 1e9:7.3f} GB/s")
-print(f"ratio to the faster TCP run     {ratio:7.3f}  (goal >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})")
+print("medians of the interleaved runs:")
+print(f"raw TCP, iperf3 128 KiB writes     {tcp_default / 1e9:7.3f} GB/s")
+print(f"raw TCP, iperf3 1 MiB writes       {tcp_1m / 1e9:7.3f} GB/s")
+print(f"raw TCP, batch-sized buffers       {tcp_batch / 1e9:7.3f} GB/s")
+print(f"Stoker batches (cache mode)        {stoker / 1e9:7.3f} GB/s")
+print(f"Stoker batches, one stream         {stoker_one / 1e9:7.3f} GB/s")
+print(f"ratio to the faster TCP run        {ratio:7.3f}  (goal >= 0.9: {'met' if ratio >= 0.9 else 'NOT met'})")
+print(f"ratio with one stream per server   {ratio_one:7.3f}")
+print(f"ratio to raw TCP, batch buffers    {stoker / tcp_batch:7.3f}  (for information)")
 print(f"written to {out}")
 PY
