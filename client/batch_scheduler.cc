@@ -227,19 +227,33 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
   }
   stream.requested.clear();
   if (status.ok()) {
-    server.failures = 0;
-    server.retry_at = now;
+    // An orderly end does not cut short a backoff that another stream of
+    // the server started.
+    if (now >= server.retry_at) {
+      server.failures = 0;
+      server.retry_at = now;
+    }
+    return;
+  }
+  server.last_error = std::string(status.message());
+  if (metrics_) metrics_->ServerFailures(stream.address).Increment();
+  // Refusals that a retry will not change wait the longest.
+  const bool refusal = IsBatchError(status.code()) && from_server;
+  if (now < server.retry_at && !refusal) {
+    // Another stream of this server failed moments ago (a server that dies
+    // ends all its lanes): one event, one backoff.
+    if (lost > 0) {
+      LOG(WARNING) << "server " << stream.address << " failed (" << status << "); " << lost
+                   << " batches go to other servers";
+    }
     return;
   }
   ++server.failures;
-  server.last_error = std::string(status.message());
   absl::Duration backoff = options_.reconnect_min * (1 << std::min(server.failures - 1, 16));
-  // Refusals that a retry will not change wait the longest.
-  if (IsBatchError(status.code()) && from_server) backoff = options_.reconnect_max;
+  if (refusal) backoff = options_.reconnect_max;
   const double jitter = 0.5 + 0.5 * static_cast<double>(NextJitter() >> 11) / static_cast<double>(1ULL << 53);
   backoff = std::min(backoff, options_.reconnect_max) * jitter;
-  server.retry_at = now + backoff;
-  if (metrics_) metrics_->ServerFailures(stream.address).Increment();
+  server.retry_at = std::max(server.retry_at, now + backoff);
   if (server.failures == 1 || lost > 0) {
     LOG(WARNING) << "server " << stream.address << " failed (" << status << "); " << lost
                  << " batches go to other servers; retrying in " << absl::FormatDuration(backoff);
@@ -276,6 +290,9 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     int64_t best_load = 0;
     bool room = false;
     for (auto& [address, server] : servers_) {
+      // A server backing off after a failure gets no new work, also not on
+      // its other lanes: a failed lane's batches go to other servers.
+      if (now < server.retry_at) continue;
       const int64_t load = Outstanding(server);
       if (load >= options_.window) continue;
       for (StreamId id : server.live) {

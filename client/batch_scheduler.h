@@ -22,7 +22,9 @@
 //   is then given up); a batch is handed over once.
 // - A stream that ends, fails, or holds a batch past `batch_timeout` is
 //   retired: its batches go back to pending and its server is retried with
-//   exponential backoff and jitter.
+//   exponential backoff and jitter. While it backs off, the server's other
+//   streams finish what they have but get nothing new; streams of one server
+//   failing together count as one failure.
 // - A batch that the server refuses for what it is (DATA_LOSS, e.g. a bad
 //   sample under the FAIL policy; INVALID_ARGUMENT; NOT_FOUND;
 //   PERMISSION_DENIED; FAILED_PRECONDITION) on `poison_servers` distinct

@@ -52,18 +52,16 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
                    [run, id](const v1::BatchHeader& h) { return run->CheckHeader(id, h); }),
         stub_(std::move(channel)) {
     context_.set_deadline(absl::ToChronoTime(absl::Now() + run->options_.stream_timeout));
-    queue_.push_back(std::move(config));
+    // The config is the first write, in flight from the start: a request the
+    // scheduler sends before Start() queues behind it instead of racing it.
+    current_ = std::move(config);
+    absl::MutexLock lock(&mu_);
+    in_flight_ = true;
   }
 
   void Start() {
     stub_.PrepareBidiStreamingCall(&context_, kBatchStreamMethod, grpc::StubOptions(), this);
     AddHold();
-    {
-      absl::MutexLock lock(&mu_);
-      current_ = std::move(queue_.front());
-      queue_.pop_front();
-      in_flight_ = true;
-    }
     StartWrite(&current_);
     StartRead(&read_buffer_);
     StartCall();
@@ -246,13 +244,13 @@ void EpochRun::OpenStreams() {
     absl::MutexLock lock(&mu_);
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) scheduler_.OnConnectFailed(a, "cannot connect");
     if (!reachable || stop_.HasBeenNotified()) continue;
+    // A stream of a lower lane that ended meanwhile frees that lane, whose
+    // channel was not checked: the next tick opens it.
+    if (scheduler_.FreeLane(a) != lane) continue;
     v1::StreamRequest config;
     *config.mutable_config() = session_;
     const StreamId id = scheduler_.OnStreamOpened(a, clock_->Now());
     if (metrics_) metrics_->streams_opened->Increment();
-    // The lane is the one checked above unless a stream of a lower one ended
-    // meanwhile.
-    if (scheduler_.lane(id) != lane) channel = servers_->Channel(a, scheduler_.lane(id));
     auto stream = std::make_unique<Stream>(this, id, a, std::move(channel), Serialize(config));
     opened.push_back(stream.get());
     streams_.emplace(id, std::move(stream));

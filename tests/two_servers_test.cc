@@ -264,6 +264,7 @@ TEST_F(TwoServersTest, EachStreamToAServerHasItsOwnConnection) {
          (ConnectionsTo(port_of(a_)) > 0 || ConnectionsTo(port_of(b_)) > 0) && absl::Now() < give_up;) {
       absl::SleepFor(absl::Milliseconds(20));
     }
+    ASSERT_EQ(ConnectionsTo(port_of(a_)) + ConnectionsTo(port_of(b_)), 0) << "the previous client's connections stay";
     ClientConfig config;
     config.servers = {a_.address, b_.address};
     config.session.set_dataset("ds");
