@@ -72,6 +72,17 @@ class TwoServersTest : public ::testing::Test {
     b_ = StartServer(root_->path(), 1);
   }
 
+  // A client of both servers: batches of 4 samples center-cropped to 32
+  // (8 batches an epoch).
+  ClientConfig SmallConfig() const {
+    ClientConfig config;
+    config.servers = {a_.address, b_.address};
+    config.session.set_dataset("ds");
+    config.session.set_batch_size(4);
+    config.session.add_pipeline()->mutable_center_crop()->set_size(32);
+    return config;
+  }
+
   // Runs stoker-bench to completion; returns its exit code and stdout.
   int RunBench(const std::vector<std::string>& extra, std::string* out) {
     std::vector<std::string> argv = {STOKER_BENCH_BIN, "--dataset=ds", "--metrics-port=-1"};
@@ -155,11 +166,7 @@ TEST_F(TwoServersTest, PinnedHostBuffersAreAllocatedOnTheCallersThreadBeforeTheF
     absl::MutexLock lock(&alloc_mu);
     alloc_threads = &threads;
   }
-  ClientConfig config;
-  config.servers = {a_.address, b_.address};
-  config.session.set_dataset("ds");
-  config.session.set_batch_size(4);
-  config.session.add_pipeline()->mutable_center_crop()->set_size(32);
+  ClientConfig config = SmallConfig();
   const int slots = PrefetchDepth(config, 2) + 2;
   config.buffers = HostBufferPool::Create(slots, RecordingScarceAllocator());
   auto client = StokerClient::Connect(config, nullptr);
@@ -179,11 +186,7 @@ TEST_F(TwoServersTest, PinnedHostBuffersAreAllocatedOnTheCallersThreadBeforeTheF
 TEST_F(TwoServersTest, EpochsContinueOnTheSameStreamsAndTheNextEpochArrivesEarly) {
   prometheus::Registry registry;
   ClientMetrics metrics(registry);
-  ClientConfig config;
-  config.servers = {a_.address, b_.address};
-  config.session.set_dataset("ds");
-  config.session.set_batch_size(4);
-  config.session.add_pipeline()->mutable_center_crop()->set_size(32);
+  ClientConfig config = SmallConfig();
   config.epochs = 3;
   auto client = StokerClient::Connect(config, &metrics);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -265,11 +268,7 @@ TEST_F(TwoServersTest, EachStreamToAServerHasItsOwnConnection) {
       absl::SleepFor(absl::Milliseconds(20));
     }
     ASSERT_EQ(ConnectionsTo(port_of(a_)) + ConnectionsTo(port_of(b_)), 0) << "the previous client's connections stay";
-    ClientConfig config;
-    config.servers = {a_.address, b_.address};
-    config.session.set_dataset("ds");
-    config.session.set_batch_size(4);
-    config.session.add_pipeline()->mutable_center_crop()->set_size(32);
+    ClientConfig config = SmallConfig();
     config.streams_per_server = lanes;
     config.epochs = 1;
     prometheus::Registry registry;
