@@ -13,8 +13,12 @@ PACKAGES=(
   libturbojpeg0-dev libjpeg62-turbo-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # metrics, logging, hashing, JSON
   prometheus-cpp-dev libgoogle-glog-dev libxxhash-dev nlohmann-json3-dev
+  # materialised datasets: tar shards, per-sample zstd / lz4 compression
+  libarchive-dev libzstd-dev liblz4-dev
   # tests and benchmarks: GoogleTest, promtool/prometheus, iperf3, curl
   libgtest-dev libgmock-dev prometheus iperf3 curl
+  # other tools read materialised shards in tests: xxhsum, zstd, lz4, tar
+  xxhash zstd lz4 tar
   # the Python package: headers and venv to build it (its build tools come
   # from PyPI into build/pyenv); torch, torchvision, NumPy, pytest, xxhash to
   # test it with Debian's interpreter

@@ -10,7 +10,9 @@
 #include "common/rng.h"
 #include "glog/logging.h"
 #include "common/epoch_plan.h"
+#include "common/pipeline_text.h"
 #include "server/image_decoder.h"
+#include "server/stored_sample.h"
 
 namespace stoker {
 namespace {
@@ -54,7 +56,8 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       sample_delay_(core.sample_delay),
       read_bytes_per_second_(core.test_read_bytes_per_second),
       budget_(budget),
-      max_cache_bytes_(core.max_cache_bytes_per_session) {}
+      max_cache_bytes_(core.max_cache_bytes_per_session),
+      first_op_(source_->stored() != nullptr ? source_->stored()->prefix.size() : 0) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -223,7 +226,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     Rng rng = Rng::ForSample(config_.seed(), epoch, index);
     SampleTimes times;
     try {
-      status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times);
+      status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times);
     } catch (const std::exception& e) {  // OpenCV throws; never let it reach the worker thread
       status = DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
     }
@@ -241,6 +244,58 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
                  << "' failed: " << status.message();
   }
   return status;
+}
+
+int64_t BatchSession::MaxStoredBytes() const {
+  // A stored sample never needs more than its raw pixels plus headers.
+  return max_pixels_ > 0 ? max_pixels_ * 4 + (int64_t{1} << 20) : int64_t{1} << 31;
+}
+
+absl::StatusOr<std::string> BatchSession::Unpack(absl::string_view bytes) const {
+  absl::StatusOr<std::string> plain = Decompress(bytes, source_->stored()->format.compression, MaxStoredBytes());
+  if (!plain.ok()) return DecodeError(DecodeFailure::kCorrupt, plain.status().message());
+  return plain;
+}
+
+absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const {
+  const StoredForm* stored = source_->stored();
+  if (stored == nullptr) return pipeline_.Produce(bytes, rng, max_pixels_, dst, times);
+  // A materialised sample: undo the compression (decode time), then as a
+  // fresh image from the first op after the stored prefix.
+  const absl::Time t0 = absl::Now();
+  if (stored->format.compression != StoredCompression::kNone) {
+    absl::StatusOr<std::string> plain = Unpack(bytes);
+    if (!plain.ok()) return plain.status();
+    bytes = *std::move(plain);
+  }
+  if (stored->format.encoding != StoredEncoding::kRaw) {
+    absl::Status status = pipeline_.Produce(bytes, rng, max_pixels_, dst, times, first_op_);
+    times->decode = absl::Now() - t0 - times->augment;  // decompression counts as decoding
+    return status;
+  }
+  absl::StatusOr<cv::Mat> image = ParseNpyImage(bytes, max_pixels_);  // points into `bytes`
+  if (!image.ok()) return DecodeError(DecodeFailure::kCorrupt, image.status().message());
+  const absl::Time t1 = absl::Now();
+  absl::StatusOr<cv::Mat> applied = pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_);
+  absl::Status status = applied.ok() ? pipeline_.Store(*applied, dst) : applied.status();
+  times->decode = t1 - t0;
+  times->augment = absl::Now() - t1;
+  return status;
+}
+
+absl::StatusOr<cv::Mat> BatchSession::DecodeWhole(const std::string& bytes) const {
+  const StoredForm* stored = source_->stored();
+  if (stored == nullptr) return DecodeImage(bytes, CropBox{}, 8, max_pixels_);
+  std::string plain = bytes;
+  if (stored->format.compression != StoredCompression::kNone) {
+    absl::StatusOr<std::string> unpacked = Unpack(bytes);
+    if (!unpacked.ok()) return unpacked.status();
+    plain = *std::move(unpacked);
+  }
+  if (stored->format.encoding != StoredEncoding::kRaw) return DecodeImage(plain, CropBox{}, 8, max_pixels_);
+  absl::StatusOr<cv::Mat> image = ParseNpyImage(plain, max_pixels_);
+  if (!image.ok()) return DecodeError(DecodeFailure::kCorrupt, image.status().message());
+  return image->clone();  // owns its pixels: `plain` goes
 }
 
 absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
@@ -266,7 +321,7 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
     job.read_ns += Nanos(decode_start - read_start);
     absl::StatusOr<cv::Mat> decoded;
     try {
-      decoded = DecodeImage(*bytes, CropBox{}, 8, max_pixels_);
+      decoded = DecodeWhole(*bytes);
     } catch (const std::exception& e) {
       return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("decoding failed: ", e.what()));
     }
@@ -281,7 +336,7 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
   const absl::Time t0 = absl::Now();
   Rng rng = Rng::ForSample(config_.seed(), epoch, index);
   try {
-    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, 0, max_pixels_);
+    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, first_op_, max_pixels_);
     if (!applied.ok()) return applied.status();
     if (absl::Status stored = pipeline_.Store(*applied, dst); !stored.ok()) return stored;
   } catch (const std::exception& e) {
@@ -367,6 +422,22 @@ DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
   metrics_->workers->Set(pool_.num_threads());
 }
 
+absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& source, const Pipeline& pipeline) {
+  const StoredForm* stored = source.stored();
+  if (stored == nullptr) return absl::OkStatus();
+  const std::vector<v1::Op>& ops = pipeline.ops();
+  bool fits = ops.size() >= stored->prefix.size();
+  for (size_t i = 0; fits && i < stored->prefix.size(); ++i) {
+    fits = ops[i].SerializeAsString() == stored->prefix[i].SerializeAsString();
+  }
+  if (fits) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "dataset '", dataset, "' is materialised: its samples are stored after '", PipelineToText(stored->prefix),
+      "', but the session's pipeline '", PipelineToText(ops),
+      "' does not begin with those ops; begin the pipeline with them (the rest runs online), or read the source "
+      "dataset"));
+}
+
 absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config, Pipeline pipeline,
                                                                    SourceOrError source) {
   if (!source.ok()) {
@@ -380,6 +451,10 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
         "dataset '", config.dataset(), "' on this server has fingerprint ", fingerprint,
         "; the session expects ", config.expected_fingerprint(),
         ": this server has another copy or version of the dataset"));
+  }
+  if (absl::Status fits = CheckStoredPrefix(config.dataset(), **source, pipeline); !fits.ok()) {
+    metrics_->rejected_sessions->Increment();
+    return fits;
   }
   return Prepared{std::move(pipeline), *std::move(source)};
 }

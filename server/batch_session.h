@@ -86,6 +86,14 @@ class BatchSession final : public StreamSession {
   absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
   // The source's Read, with any exception turned into an error.
   absl::StatusOr<std::string> ReadSample(int64_t index) const;
+  // Runs the pipeline on a sample's bytes as the source stores them (an
+  // encoded image, or a materialised dataset's stored prefix output).
+  absl::Status ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const;
+  // The whole image the ops from first_op_ start from (CACHE_DECODED).
+  absl::StatusOr<cv::Mat> DecodeWhole(const std::string& bytes) const;
+  // A materialised sample's compression undone; errors are corrupt samples.
+  absl::StatusOr<std::string> Unpack(absl::string_view bytes) const;
+  int64_t MaxStoredBytes() const;
   // CACHE_DECODED: the ops on a cached decoded image.
   absl::Status ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
   static constexpr int64_t kCacheSlots = 64;  // load-bearing: see CacheMode in stoker.proto
@@ -116,6 +124,8 @@ class BatchSession final : public StreamSession {
   const int64_t read_bytes_per_second_;
   MemoryBudget* const budget_;
   const int64_t max_cache_bytes_;
+  // The first op to run: after a materialised dataset's stored prefix.
+  const size_t first_op_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
@@ -144,6 +154,10 @@ class FailureLog {
   absl::Mutex mu_;
   std::set<std::string> seen_ ABSL_GUARDED_BY(mu_);
 };
+
+// OK unless `source` is a materialised dataset whose stored prefix is not
+// where `pipeline` begins: FAILED_PRECONDITION naming both.
+absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& source, const Pipeline& pipeline);
 
 class DataServiceCore {
  public:

@@ -12,6 +12,7 @@
 #include "absl/strings/cord.h"
 #include "common/await.h"
 #include "server/image_decoder.h"
+#include "server/materialized_source.h"
 #include "server/synthetic_source.h"
 #include "server/tar_shards.h"
 
@@ -315,6 +316,11 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
   const fs::path dir(key);
+  if (HasManifest(dir)) {  // a materialised dataset: its manifest says which shards
+    auto s = MaterializedSource::Open(dir, options_.max_file_bytes, &stopped_);
+    if (!s.ok()) return s.status();
+    return std::shared_ptr<const SampleSource>(*std::move(s));
+  }
   if (HasTarShards(dir)) {
     auto s = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_);
     if (!s.ok()) return s.status();

@@ -88,7 +88,8 @@ struct CatalogOptions {
 
 // Opens each dataset once, on the catalog's own scan threads, and hands the
 // shared source to every session. A name "synthetic:..." is a
-// SyntheticSource; a directory holding *.tar files is a TarShardSource; any
+// SyntheticSource; a directory with a manifest.json is a materialised
+// dataset (MaterializedSource); one holding *.tar files is a TarShardSource; any
 // other directory an ImageFolder tree. Concurrent first opens of one dataset
 // scan it once. Thread-safe.
 class DatasetCatalog {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/pipeline_text.h"
 #include "server/image_decoder.h"
 #include "server/transforms.h"
 #include <opencv2/imgproc.hpp>
@@ -146,6 +147,26 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
   return p;
 }
 
+absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops) {
+  Pipeline p;
+  bool fixed = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    v1::Op op = ops[i];
+    const std::string where = absl::StrCat("prefix[", i, "]");
+    if (op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
+                                                     " is random: random ops stay online (after the prefix)"));
+    }
+    if (op.has_normalize()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " normalize cannot be stored: stored pixels are uint8, so normalize stays online"));
+    }
+    if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_); !s.ok()) return s;
+    p.ops_.push_back(std::move(op));
+  }
+  return p;
+}
+
 int DctScaleFor(int crop, int out) {
   // libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8 only; the
   // other M/8 use slow C code that costs more than the pixels they save
@@ -186,7 +207,17 @@ absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, in
 }  // namespace
 
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
-                               SampleTimes* times) const {
+                               SampleTimes* times, size_t first_op) const {
+  absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times);
+  if (!image.ok()) return image.status();
+  const absl::Time t0 = absl::Now();
+  absl::Status stored = Store(*image, dst);
+  times->augment += absl::Now() - t0;
+  return stored;
+}
+
+absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels,
+                                                 size_t first_op, SampleTimes* times) const {
   const absl::Time t0 = absl::Now();
   absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
   if (!info.ok()) return info.status();
@@ -194,21 +225,22 @@ absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_
   // DCT domain when it is at least twice the size it is resized to.
   CropBox region;
   int scale = 8;  // eighths: full size
-  size_t next_op = 0;
-  const v1::Op& first = ops_.front();
+  size_t next_op = first_op;
+  static const v1::Op kNoOp;
+  const v1::Op& first = first_op < ops_.size() ? ops_[first_op] : kNoOp;
   if (first.has_random_resized_crop()) {
     const auto& o = first.random_resized_crop();
     region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(),
                                   o.ratio_max(), rng);
     scale = DctScaleFor(std::min(region.height, region.width), o.size());
-    next_op = 1;
+    next_op = first_op + 1;
   } else if (first.has_center_crop() && info->height >= first.center_crop().size() &&
              info->width >= first.center_crop().size()) {
     region = CenterCropBox(info->height, info->width, first.center_crop().size());
-    next_op = 1;
+    next_op = first_op + 1;
   } else if (first.has_resize()) {
     scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side());
-    next_op = 1;
+    next_op = first_op + 1;
   }
   absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
   if (!decoded.ok()) return decoded.status();
@@ -228,11 +260,9 @@ absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_
     }
   }
   absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels);
-  if (!applied.ok()) return applied.status();
-  if (absl::Status stored = Store(*applied, dst); !stored.ok()) return stored;
   times->decode = t1 - t0;
   times->augment = absl::Now() - t1;
-  return absl::OkStatus();
+  return applied;
 }
 
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels) const {

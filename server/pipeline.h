@@ -36,6 +36,14 @@ class Pipeline {
   // names the field (e.g. "pipeline[1].random_resized_crop.scale") and the
   // allowed range.
   static absl::StatusOr<Pipeline> Create(const v1::SessionConfig& config);
+  // The deterministic prefix a materialiser runs offline: ops that draw no
+  // random numbers (resize, center_crop), any output size. INVALID_ARGUMENT
+  // names a random op ("random ops stay online") or normalize (stored pixels
+  // are uint8; it stays online). Only DecodeAndApply may be used on it.
+  static absl::StatusOr<Pipeline> CreatePrefix(const std::vector<v1::Op>& ops);
+
+  // The ops with defaults filled in.
+  const std::vector<v1::Op>& ops() const { return ops_; }
 
   int out_height() const { return out_height_; }
   int out_width() const { return out_width_; }
@@ -45,11 +53,17 @@ class Pipeline {
   // One sample's shape in the session's layout, e.g. {H, W, 3} for NHWC.
   std::vector<int64_t> SampleShape() const;
 
-  // Decodes `encoded` (pixel limit `max_pixels`, 0: none), runs the ops and
-  // writes the sample to dst (sample_bytes() bytes). Decode errors carry a
-  // DecodeFailure (see image_decoder.h).
-  absl::Status Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
-                       SampleTimes* times) const;
+  // Decodes `encoded` (pixel limit `max_pixels`, 0: none), runs the ops
+  // from `first_op` on (the earlier ones were applied before the image was
+  // stored: a materialised dataset) and writes the sample to dst
+  // (sample_bytes() bytes). Decode errors carry a DecodeFailure (see
+  // image_decoder.h).
+  absl::Status Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst, SampleTimes* times,
+                       size_t first_op = 0) const;
+  // Produce without Store: the RGB image after ops [first_op, end), decoding
+  // fused with op first_op as Produce does.
+  absl::StatusOr<cv::Mat> DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels, size_t first_op,
+                                         SampleTimes* times) const;
 
   // Runs ops [first_op, end) on an RGB image. The result of the whole list is
   // out_height x out_width x 3 (before normalize, which Store applies). A

@@ -312,5 +312,56 @@ TEST(PipelineTest, StoreWritesNhwcAndNchw) {
   EXPECT_EQ(nchw->SampleShape(), (std::vector<int64_t>{3, 2, 2}));
 }
 
+TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {
+  struct Case {
+    std::string text, fragment;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"resize(256), random_resized_crop(224)", "prefix[1] random_resized_crop(224"},
+           {"random_horizontal_flip(0.5)", "prefix[0] random_horizontal_flip"},
+           {"center_crop(224), color_jitter(0.4)", "prefix[1] color_jitter"},
+           {"resize(256), normalize()", "prefix[1] normalize cannot be stored"},
+           {"resize(0)", "prefix[0].resize.shorter_side = 0"}}) {
+    absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(c.text);
+    ASSERT_TRUE(ops.ok()) << c.text << ": " << ops.status();
+    absl::StatusOr<Pipeline> p = Pipeline::CreatePrefix(*ops);
+    ASSERT_FALSE(p.ok()) << c.text;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(c.fragment), std::string::npos) << p.status();
+  }
+  absl::StatusOr<Pipeline> ok = Pipeline::CreatePrefix(*ParsePipelineText("resize(256), center_crop(224)"));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->ops().size(), 2u);
+  EXPECT_TRUE(Pipeline::CreatePrefix(*ParsePipelineText("resize(256)")).ok());  // output size need not be fixed
+}
+
+// What a materialised dataset relies on: the prefix run offline, then the
+// rest run online from its output, gives the bytes the whole pipeline gives.
+TEST(PipelineTest, APrefixThenTheRestEqualsTheWholePipeline) {
+  const std::string jpeg = testing::EncodeJpeg(testing::SyntheticImage(300, 420, 5), 90);
+  const std::string text = "resize(128), center_crop(112), random_horizontal_flip(0.5)";
+  absl::StatusOr<Pipeline> whole = Pipeline::Create(Config(text));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const std::vector<v1::Op> all = *ParsePipelineText(text);
+  for (size_t k = 1; k <= 2; ++k) {
+    absl::StatusOr<Pipeline> prefix = Pipeline::CreatePrefix({all.begin(), all.begin() + k});
+    ASSERT_TRUE(prefix.ok());
+    for (uint64_t seed = 0; seed < 4; ++seed) {  // flips and not
+      std::vector<uint8_t> online(whole->sample_bytes()), split(whole->sample_bytes());
+      Rng r1 = Rng::ForSample(seed, 0, 3);
+      SampleTimes t;
+      ASSERT_TRUE(whole->Produce(jpeg, r1, 0, online.data(), &t).ok());
+      Rng r0(seed);
+      absl::StatusOr<cv::Mat> stored = prefix->DecodeAndApply(jpeg, r0, 0, 0, &t);
+      ASSERT_TRUE(stored.ok()) << stored.status();
+      Rng r2 = Rng::ForSample(seed, 0, 3);
+      absl::StatusOr<cv::Mat> rest = whole->Apply(stored->clone(), r2, k);
+      ASSERT_TRUE(rest.ok());
+      ASSERT_TRUE(whole->Store(*rest, split.data()).ok());
+      EXPECT_EQ(online, split) << "prefix of " << k << " ops, seed " << seed;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stoker

@@ -10,8 +10,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "proto/stoker/v1/stoker.pb.h"
+#include "server/stored_sample.h"
 
 namespace stoker {
+
+// A materialised dataset's samples: the ops applied before they were stored
+// (a session's pipeline must begin with them) and how they are stored.
+struct StoredForm {
+  std::vector<v1::Op> prefix;
+  StoredFormat format;
+};
 
 class SampleSource {
  public:
@@ -29,6 +38,9 @@ class SampleSource {
   // Identifies the content as indexed ("xxh3:" + 16 hex digits); see
   // OpenSessionResponse.dataset_fingerprint.
   virtual const std::string& fingerprint() const = 0;
+  // Null for sources of encoded images (Read gives a file's bytes); for a
+  // materialised dataset, what Read's bytes are.
+  virtual const StoredForm* stored() const { return nullptr; }
 };
 
 // Builds a fingerprint from the parts of an index, in order. Thread-compatible.

@@ -102,9 +102,10 @@ std::pair<std::string, std::string> SplitKey(const std::string& name) {
   return {name.substr(0, dot), absl::AsciiStrToLower(name.substr(dot + 1))};
 }
 
-bool IsImageField(const std::string& field) {
+// `wanted` empty: any of the image extensions; else exactly that field.
+bool IsImageField(const std::string& field, const std::string& wanted) {
   static const auto* kImage = new std::set<std::string>{"jpg", "jpeg", "png", "webp"};
-  return kImage->count(field) > 0;
+  return wanted.empty() ? kImage->count(field) > 0 : field == wanted;
 }
 
 struct ShardIndex {
@@ -115,7 +116,7 @@ struct ShardIndex {
 
 bool ValidLabel(int64_t label) { return label >= 0 && label < TarShardSource::kMaxClasses; }
 
-absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd) {
+absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::string& image_field) {
   absl::StatusOr<TarScan> scan = ScanTar(shard);
   if (!scan.ok()) return scan.status();
   ShardIndex index;
@@ -132,7 +133,7 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd) {
       index.samples.push_back(std::move(s));
     }
     TarShardSource::Sample& s = index.samples[it->second];
-    if (IsImageField(field) && s.offset < 0) {
+    if (IsImageField(field, image_field) && s.offset < 0) {
       s.offset = m.offset;
       s.size = m.size;
     } else if (field == "cls" && m.size < 64) {
@@ -154,14 +155,17 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd) {
   return index;
 }
 
-std::string IndexHeader(const struct stat& st) {
-  return absl::StrCat(kIndexMagic, " ", st.st_size, " ", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+// The field is part of the header: an index built for another field is rebuilt.
+std::string IndexHeader(const struct stat& st, const std::string& image_field) {
+  std::string header = absl::StrCat(kIndexMagic, " ", st.st_size, " ", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+  if (!image_field.empty()) absl::StrAppend(&header, " field=", image_field);
+  return header;
 }
 
-bool LoadSidecar(const fs::path& shard, const struct stat& st, ShardIndex* index) {
+bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field, ShardIndex* index) {
   std::ifstream in(shard.string() + kIndexSuffix);
   std::string line;
-  if (!in || !std::getline(in, line) || line != IndexHeader(st)) return false;
+  if (!in || !std::getline(in, line) || line != IndexHeader(st, image_field)) return false;
   if (!std::getline(in, line) || line.rfind("damage\t", 0) != 0) return false;
   index->damage = line.substr(7);
   while (std::getline(in, line)) {
@@ -184,7 +188,8 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, ShardIndex* index
   return true;
 }
 
-void SaveSidecar(const fs::path& shard, const struct stat& st, const ShardIndex& index) {
+void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field,
+                 const ShardIndex& index) {
   const std::string path = shard.string() + kIndexSuffix;
   // A unique temporary name: servers sharing the directory (NFS) may write
   // the same sidecar at once; each rename is atomic and the contents agree.
@@ -195,7 +200,7 @@ void SaveSidecar(const fs::path& shard, const struct stat& st, const ShardIndex&
   bool ok;
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << IndexHeader(st) << "\ndamage\t" << index.damage << "\n";
+    out << IndexHeader(st, image_field) << "\ndamage\t" << index.damage << "\n";
     for (const auto& s : index.samples) out << s.key << '\t' << s.offset << '\t' << s.size << '\t' << s.label << '\n';
     out.flush();
     ok = static_cast<bool>(out);
@@ -296,10 +301,16 @@ bool HasTarShards(const fs::path& dir) { return !ListShards(dir).empty(); }
 
 absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const fs::path& dir,
                                                                           int64_t max_file_bytes,
-                                                                          const std::atomic<bool>* cancelled) {
+                                                                          const std::atomic<bool>* cancelled,
+                                                                          const ShardSelection* selection) {
   std::shared_ptr<TarShardSource> source(new TarShardSource());
   source->max_file_bytes_ = max_file_bytes;
-  source->shard_paths_ = ListShards(dir);
+  const std::string image_field = selection != nullptr ? selection->image_field : "";
+  if (selection != nullptr) {
+    for (const std::string& name : selection->shards) source->shard_paths_.push_back(dir / name);
+  } else {
+    source->shard_paths_ = ListShards(dir);
+  }
   int32_t max_label = -1;
   for (size_t i = 0; i < source->shard_paths_.size(); ++i) {
     const fs::path& shard = source->shard_paths_[i];
@@ -312,12 +323,12 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
     struct stat st;
     fstat(fd, &st);
     ShardIndex index;
-    if (!LoadSidecar(shard, st, &index)) {
+    if (!LoadSidecar(shard, st, image_field, &index)) {
       index = ShardIndex();
-      absl::StatusOr<ShardIndex> built = BuildIndex(shard, fd);
+      absl::StatusOr<ShardIndex> built = BuildIndex(shard, fd, image_field);
       if (!built.ok()) return built.status();
       index = *std::move(built);
-      SaveSidecar(shard, st, index);
+      SaveSidecar(shard, st, image_field, index);
     }
     if (index.bad_labels > 0) {
       LOG(WARNING) << "shard " << shard.filename().string() << ": " << index.bad_labels

@@ -44,6 +44,13 @@ absl::StatusOr<TarScan> ScanTar(const std::filesystem::path& path);
 // True when `dir` holds at least one regular file named *.tar.
 bool HasTarShards(const std::filesystem::path& dir);
 
+// Which shards of a directory make the source, and which member is the
+// sample (a materialised dataset's manifest says both).
+struct ShardSelection {
+  std::vector<std::string> shards;  // file names in the directory, in order
+  std::string image_field;          // e.g. "npy.zst"; empty: jpg, jpeg, png, webp
+};
+
 class TarShardSource final : public SampleSource {
  public:
   // Labels are 0..kMaxClasses-1; a sample whose .cls is outside is left out
@@ -53,9 +60,11 @@ class TarShardSource final : public SampleSource {
   // Opens every *.tar in `dir`. NOT_FOUND when no shard has a sample. Reads
   // of members larger than `max_file_bytes` (0: no limit) fail as too_large.
   // CANCELLED between shards once `*cancelled` (when given) turns true.
+  // `selection` (when given) names the shards and the sample's field.
   static absl::StatusOr<std::shared_ptr<const TarShardSource>> Open(const std::filesystem::path& dir,
                                                                     int64_t max_file_bytes = 0,
-                                                                    const std::atomic<bool>* cancelled = nullptr);
+                                                                    const std::atomic<bool>* cancelled = nullptr,
+                                                                    const ShardSelection* selection = nullptr);
   ~TarShardSource() override;
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }

@@ -1,0 +1,140 @@
+#include "server/manifest.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/pipeline_text.h"
+#include "nlohmann/json.hpp"
+#include "server/dataset.h"
+#include "server/pipeline.h"
+#include "xxhash.h"
+
+namespace stoker {
+namespace {
+
+using nlohmann::json;
+
+// Throws json::exception (caught in ParseManifest) when the field is absent or of another type.
+template <typename T>
+T Get(const json& j, const char* key) {
+  if (!j.contains(key)) throw std::invalid_argument(absl::StrCat("has no \"", key, "\""));
+  return j.at(key).get<T>();
+}
+
+absl::StatusOr<Manifest> FromJson(const json& j) {
+  Manifest m;
+  const int version = Get<int>(j, "format_version");
+  if (version > kManifestVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("manifest format_version ", version,
+                                                      " is newer than this server reads (", kManifestVersion, ")"));
+  }
+  const json& source = j.at("source");
+  m.source_dataset = Get<std::string>(source, "dataset");
+  m.source_fingerprint = Get<std::string>(source, "fingerprint");
+  m.source_samples = Get<int64_t>(source, "samples");
+  absl::StatusOr<std::vector<v1::Op>> prefix = ParsePipelineText(Get<std::string>(j, "prefix"));
+  if (!prefix.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", prefix.status().message()));
+  absl::StatusOr<Pipeline> checked = Pipeline::CreatePrefix(*prefix);
+  if (!checked.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", checked.status().message()));
+  m.prefix = checked->ops();
+  absl::StatusOr<StoredFormat> format =
+      ParseStoredFormat(Get<std::string>(j, "format"), Get<std::string>(j, "compression"));
+  if (!format.ok()) return absl::DataLossError(absl::StrCat("manifest: ", format.status().message()));
+  m.format = *format;
+  if (Get<std::string>(j, "field") != m.format.Field()) {
+    return absl::DataLossError(absl::StrCat("manifest \"field\" is \"", Get<std::string>(j, "field"), "\"; format ",
+                                            m.format.Name(), " stores \"", m.format.Field(), "\""));
+  }
+  m.samples = Get<int64_t>(j, "samples");
+  m.class_names = Get<std::vector<std::string>>(j, "class_names");
+  m.created = j.value("created", "");
+  int64_t total = 0;
+  for (const json& s : j.at("shards")) {
+    Manifest::Shard shard{Get<std::string>(s, "name"), Get<int64_t>(s, "samples"), Get<int64_t>(s, "bytes"),
+                          Get<std::string>(s, "checksum")};
+    if (shard.name.empty() || shard.name.find('/') != std::string::npos || shard.name[0] == '.') {
+      return absl::DataLossError(absl::StrCat("manifest shard name \"", shard.name, "\" is not a plain file name"));
+    }
+    if (shard.samples < 0 || shard.bytes < 0) {
+      return absl::DataLossError(absl::StrCat("manifest shard ", shard.name, " has negative counts"));
+    }
+    total += shard.samples;
+    m.shards.push_back(std::move(shard));
+  }
+  if (total != m.samples) {
+    return absl::DataLossError(absl::StrCat("manifest says ", m.samples, " samples; its shards hold ", total));
+  }
+  for (const json& f : j.at("failed")) {
+    m.failed.push_back({Get<int64_t>(f, "index"), Get<std::string>(f, "path"), Get<std::string>(f, "reason")});
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string Manifest::ToJson() const {
+  json j;
+  j["format_version"] = kManifestVersion;
+  j["kind"] = "stoker-materialized-dataset";
+  j["source"] = {{"dataset", source_dataset}, {"fingerprint", source_fingerprint}, {"samples", source_samples}};
+  j["prefix"] = PipelineToText(prefix);
+  j["format"] = format.EncodingText();
+  j["compression"] = format.CompressionText();
+  j["field"] = format.Field();
+  j["samples"] = samples;
+  j["class_names"] = class_names;
+  json shard_list = json::array();
+  for (const Shard& s : shards) {
+    shard_list.push_back({{"name", s.name}, {"samples", s.samples}, {"bytes", s.bytes}, {"checksum", s.checksum}});
+  }
+  j["shards"] = std::move(shard_list);
+  json failed_list = json::array();
+  for (const Failed& f : failed) failed_list.push_back({{"index", f.index}, {"path", f.path}, {"reason", f.reason}});
+  j["failed"] = std::move(failed_list);
+  j["created"] = created;
+  // Invalid UTF-8 in a path or reason is replaced, never a throw.
+  return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+absl::StatusOr<Manifest> ParseManifest(const std::string& text) {
+  try {
+    return FromJson(json::parse(text));
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("manifest is not valid: ", e.what()));
+  }
+}
+
+absl::StatusOr<Manifest> ReadManifest(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / kManifestFileName;
+  absl::StatusOr<std::string> text = ReadFileBytes(path, int64_t{1} << 30);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<Manifest> m = ParseManifest(*text);
+  if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat(path.string(), ": ", m.status().message()));
+  return m;
+}
+
+absl::StatusOr<std::string> FileChecksum(const std::filesystem::path& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), XXH3_freeState);
+  XXH3_128bits_reset(state.get());
+  std::string buf(size_t{1} << 20, '\0');
+  for (;;) {
+    const ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      close(fd);
+      return absl::DataLossError(absl::StrCat("read error in ", path.string()));
+    }
+    if (n == 0) break;
+    XXH3_128bits_update(state.get(), buf.data(), static_cast<size_t>(n));
+  }
+  close(fd);
+  const XXH128_hash_t h = XXH3_128bits_digest(state.get());
+  return absl::StrFormat("xxh128:%016x%016x", h.high64, h.low64);
+}
+
+}  // namespace stoker
