@@ -36,7 +36,9 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   m.source_dataset = Get<std::string>(source, "dataset");
   m.source_fingerprint = Get<std::string>(source, "fingerprint");
   m.source_samples = Get<int64_t>(source, "samples");
-  absl::StatusOr<std::vector<v1::Op>> prefix = ParsePipelineText(Get<std::string>(j, "prefix"));
+  const std::string prefix_text = Get<std::string>(j, "prefix");
+  absl::StatusOr<std::vector<v1::Op>> prefix =
+      prefix_text.empty() ? std::vector<v1::Op>{} : ParsePipelineText(prefix_text);  // empty: decoded pixels
   if (!prefix.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", prefix.status().message()));
   absl::StatusOr<Pipeline> checked = Pipeline::CreatePrefix(*prefix);
   if (!checked.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", checked.status().message()));

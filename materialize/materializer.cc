@@ -1,0 +1,481 @@
+#include "materialize/materializer.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/pipeline_text.h"
+#include "common/rng.h"
+#include "glog/logging.h"
+#include "materialize/shard_writer.h"
+#include "nlohmann/json.hpp"
+#include "server/dataset.h"
+#include "server/pipeline.h"
+
+namespace stoker {
+namespace fs = std::filesystem;
+namespace {
+
+using nlohmann::json;
+
+constexpr char kJobFile[] = "job.json";        // the settings of the run being built
+constexpr char kProgressDir[] = "progress";    // one record per finished shard
+constexpr int kEstimateSamples = 8;            // made to size shards before the run
+
+// What OUT.partial/job.json records; a resumed run must have the same.
+struct Job {
+  std::string source_fingerprint, prefix, format;
+  int64_t samples = 0, shard_samples = 0;
+
+  json ToJson() const {
+    return {{"source_fingerprint", source_fingerprint}, {"prefix", prefix}, {"format", format},
+            {"samples", samples}, {"shard_samples", shard_samples}};
+  }
+  // The first setting that differs from `other`, or "".
+  std::string Differs(const Job& other) const {
+    if (source_fingerprint != other.source_fingerprint) {
+      return absl::StrCat("the source dataset's fingerprint (", other.source_fingerprint, " then, ",
+                          source_fingerprint, " now)");
+    }
+    if (prefix != other.prefix) return absl::StrCat("--prefix ('", other.prefix, "' then, '", prefix, "' now)");
+    if (format != other.format) return absl::StrCat("the format (", other.format, " then, ", format, " now)");
+    if (samples != other.samples) return absl::StrCat("the sample count (", other.samples, " then, ", samples, " now)");
+    return "";
+  }
+};
+
+absl::Status FsyncPath(const fs::path& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path.string(), " to sync it"));
+  const int rc = fsync(fd);
+  close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat("fsync of ", path.string(), " failed"));
+  return absl::OkStatus();
+}
+
+// Writes `path` whole or not at all: a temporary file, synced, then renamed.
+absl::Status WriteFileDurably(const fs::path& path, const std::string& content) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out << content;
+    out.flush();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp.string()));
+  }
+  if (absl::Status s = FsyncPath(tmp); !s.ok()) return s;
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp.string(), ": ", ec.message()));
+  return FsyncPath(path.parent_path());
+}
+
+absl::StatusOr<json> ReadJson(const fs::path& path) {
+  absl::StatusOr<std::string> text = ReadFileBytes(path, int64_t{1} << 30);
+  if (!text.ok()) return text.status();
+  try {
+    return json::parse(*text);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(path.string(), ": ", e.what()));
+  }
+}
+
+// A finished shard, as recorded in progress/.
+struct ShardRecord {
+  Manifest::Shard shard;
+  int64_t begin = 0, end = 0;  // source indices [begin, end)
+  std::vector<Manifest::Failed> failed;
+
+  json ToJson() const {
+    json failures = json::array();
+    for (const auto& f : failed) failures.push_back({{"index", f.index}, {"path", f.path}, {"reason", f.reason}});
+    return {{"name", shard.name}, {"samples", shard.samples}, {"bytes", shard.bytes}, {"checksum", shard.checksum},
+            {"begin", begin}, {"end", end}, {"failed", failures}};
+  }
+  static std::optional<ShardRecord> FromJson(const json& j) {
+    try {
+      ShardRecord r;
+      r.shard = {j.at("name").get<std::string>(), j.at("samples").get<int64_t>(), j.at("bytes").get<int64_t>(),
+                 j.at("checksum").get<std::string>()};
+      r.begin = j.at("begin").get<int64_t>();
+      r.end = j.at("end").get<int64_t>();
+      for (const json& f : j.at("failed")) {
+        r.failed.push_back({f.at("index").get<int64_t>(), f.at("path").get<std::string>(),
+                            f.at("reason").get<std::string>()});
+      }
+      return r;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+};
+
+class Run {
+ public:
+  Run(const MaterializeConfig& config, std::shared_ptr<const SampleSource> source, Pipeline prefix)
+      : config_(config), source_(std::move(source)), prefix_(std::move(prefix)),
+        out_(fs::absolute(config.out).lexically_normal()) {
+    if (out_.filename().empty()) out_ = out_.parent_path();  // "dir/" -> "dir"
+    work_ = out_.string() + ".partial";
+  }
+
+  absl::StatusOr<MaterializeReport> Go(const ProgressFn& progress);
+
+ private:
+  Job ThisJob(int64_t shard_samples) const;
+  absl::Status PrepareWorkDir();
+  // A run cut short after writing its manifest: that manifest, if it is this run's.
+  std::optional<Manifest> FinishedManifest() const;
+  absl::StatusOr<int64_t> EstimateShardSamples();
+  std::optional<ShardRecord> LoadRecord(int64_t shard) const;
+  absl::StatusOr<std::string> MakeSample(int64_t index) const;
+  absl::Status MakeShard(int64_t shard);
+  void Work();
+  bool Cancelled() const { return config_.cancel != nullptr && config_.cancel->load(); }
+  void Report(const ProgressFn& progress, bool final);
+  absl::StatusOr<Manifest> WriteManifest();
+  absl::Status Place(const Manifest& manifest);
+
+  const MaterializeConfig config_;
+  const std::shared_ptr<const SampleSource> source_;
+  const Pipeline prefix_;
+  fs::path out_, work_;
+  int64_t shard_samples_ = 0, shards_ = 0;
+  std::vector<int64_t> pending_;  // shards to make, in order
+  std::vector<ShardRecord> records_;  // by shard, filled as they finish
+  int64_t resumed_ = 0;
+  absl::Time start_;
+  int64_t done_at_start_ = 0;
+
+  std::atomic<size_t> next_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> done_{0}, failed_{0}, stored_bytes_{0};
+  absl::Mutex mu_;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+Job Run::ThisJob(int64_t shard_samples) const {
+  return {source_->fingerprint(), PipelineToText(prefix_.ops()), config_.format.Name(), source_->size(),
+          shard_samples};
+}
+
+absl::StatusOr<std::string> Run::MakeSample(int64_t index) const {
+  if (config_.test_sample_delay > absl::ZeroDuration()) absl::SleepFor(config_.test_sample_delay);
+  try {
+    absl::StatusOr<std::string> bytes = source_->Read(index);
+    if (!bytes.ok()) return bytes.status();
+    Rng rng(0);  // the prefix draws nothing
+    SampleTimes times;
+    absl::StatusOr<cv::Mat> image = prefix_.DecodeAndApply(*bytes, rng, config_.max_pixels, 0, &times);
+    if (!image.ok()) return image.status();
+    return EncodeStoredSample(*image, config_.format);
+  } catch (const std::exception& e) {  // OpenCV throws; a sample's failure, not the run's
+    return absl::InternalError(absl::StrCat("processing failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<int64_t> Run::EstimateShardSamples() {
+  if (config_.shard_samples > 0) return std::min(config_.shard_samples, source_->size());
+  const int64_t n = source_->size();
+  int64_t made = 0, bytes = 0;
+  for (int64_t i = 0; i < std::min<int64_t>(n, kEstimateSamples); ++i) {
+    absl::StatusOr<std::string> sample = MakeSample(i);
+    if (!sample.ok()) continue;
+    ++made;
+    bytes += static_cast<int64_t>(sample->size()) + 2048;  // two tar headers and padding
+  }
+  int64_t per_shard = made > 0 ? std::max<int64_t>(1, config_.shard_bytes / std::max<int64_t>(1, bytes / made)) : 1000;
+  const int64_t spread = (n + 4 * config_.workers - 1) / (4 * config_.workers);  // four shards per worker
+  per_shard = std::clamp<int64_t>(std::min(per_shard, spread), 1, n);
+  return per_shard;
+}
+
+absl::Status Run::PrepareWorkDir() {
+  std::error_code ec;
+  const fs::path job_path = work_ / kJobFile;
+  std::optional<Job> old;
+  if (fs::exists(job_path, ec)) {
+    absl::StatusOr<json> j = ReadJson(job_path);
+    if (j.ok()) {
+      try {
+        old = Job{j->at("source_fingerprint").get<std::string>(), j->at("prefix").get<std::string>(),
+                  j->at("format").get<std::string>(), j->at("samples").get<int64_t>(),
+                  j->at("shard_samples").get<int64_t>()};
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  if (old) {
+    if (std::string diff = ThisJob(old->shard_samples).Differs(*old); !diff.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          work_.string(), " holds an interrupted run with other settings: ", diff,
+          ". Rerun with the same settings to finish it, or delete ", work_.string(), " to start again"));
+    }
+    shard_samples_ = old->shard_samples;
+    LOG(INFO) << "resuming the interrupted run in " << work_.string();
+  } else {
+    fs::remove_all(work_, ec);  // no settings recorded: nothing in it can be trusted
+    fs::create_directories(work_ / kProgressDir, ec);
+    if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", work_.string(), ": ", ec.message()));
+    absl::StatusOr<int64_t> per_shard = EstimateShardSamples();
+    if (!per_shard.ok()) return per_shard.status();
+    shard_samples_ = *per_shard;
+    if (absl::Status s = WriteFileDurably(job_path, ThisJob(shard_samples_).ToJson().dump(1) + "\n"); !s.ok()) {
+      return s;
+    }
+  }
+  fs::create_directories(work_ / kProgressDir, ec);
+  for (fs::directory_iterator it(work_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".tmp") fs::remove(it->path(), ec);  // a shard cut short
+  }
+  return absl::OkStatus();
+}
+
+std::optional<Manifest> Run::FinishedManifest() const {
+  std::error_code ec;
+  if (!fs::exists(work_ / kManifestFileName, ec)) return std::nullopt;
+  absl::StatusOr<Manifest> m = ReadManifest(work_);
+  if (!m.ok() || m->source_fingerprint != source_->fingerprint() || m->source_samples != source_->size() ||
+      PipelineToText(m->prefix) != PipelineToText(prefix_.ops()) || m->format.Name() != config_.format.Name()) {
+    return std::nullopt;
+  }
+  return *std::move(m);
+}
+
+std::optional<ShardRecord> Run::LoadRecord(int64_t shard) const {
+  const fs::path path = work_ / kProgressDir / (ShardName(shard) + ".json");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  absl::StatusOr<json> j = ReadJson(path);
+  if (!j.ok()) return std::nullopt;
+  std::optional<ShardRecord> r = ShardRecord::FromJson(*j);
+  const int64_t begin = shard * shard_samples_;
+  if (!r || r->shard.name != ShardName(shard) || r->begin != begin ||
+      r->end != std::min(source_->size(), begin + shard_samples_)) {
+    return std::nullopt;
+  }
+  const std::uintmax_t size = fs::file_size(work_ / r->shard.name, ec);
+  if (ec || static_cast<int64_t>(size) != r->shard.bytes) return std::nullopt;  // recorded, then lost
+  return r;
+}
+
+absl::Status Run::MakeShard(int64_t shard) {
+  ShardRecord r;
+  r.shard.name = ShardName(shard);
+  r.begin = shard * shard_samples_;
+  r.end = std::min(source_->size(), r.begin + shard_samples_);
+  const fs::path tmp = work_ / (r.shard.name + ".tmp");
+  ShardWriter writer;
+  if (absl::Status s = writer.Open(tmp); !s.ok()) return s;
+  const std::string field = config_.format.Field();
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    if (stop_.load() || Cancelled()) return absl::CancelledError("stopped");
+    absl::StatusOr<std::string> sample = MakeSample(i);
+    if (!sample.ok()) {
+      r.failed.push_back({i, source_->Describe(i), std::string(sample.status().message())});
+      failed_.fetch_add(1);
+      done_.fetch_add(1);
+      continue;
+    }
+    const std::string key = absl::StrFormat("%09d", i);
+    if (absl::Status s = writer.Add(absl::StrCat(key, ".", field), *sample); !s.ok()) return s;
+    if (absl::Status s = writer.Add(absl::StrCat(key, ".cls"), std::to_string(source_->label(i))); !s.ok()) return s;
+    ++r.shard.samples;
+    stored_bytes_.fetch_add(static_cast<int64_t>(sample->size()));
+    done_.fetch_add(1);
+  }
+  if (absl::Status s = writer.Finish(); !s.ok()) return s;
+  const fs::path path = work_ / r.shard.name;
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp.string(), ": ", ec.message()));
+  r.shard.bytes = static_cast<int64_t>(fs::file_size(path, ec));
+  absl::StatusOr<std::string> checksum = FileChecksum(path);
+  if (!checksum.ok()) return checksum.status();
+  r.shard.checksum = *checksum;
+  const fs::path record = work_ / kProgressDir / (r.shard.name + ".json");
+  if (absl::Status s = WriteFileDurably(record, r.ToJson().dump() + "\n"); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  records_[shard] = std::move(r);
+  return absl::OkStatus();
+}
+
+void Run::Work() {
+  for (size_t i = next_.fetch_add(1); i < pending_.size() && !stop_.load(); i = next_.fetch_add(1)) {
+    absl::Status s = MakeShard(pending_[i]);
+    if (!s.ok() && !absl::IsCancelled(s)) {
+      stop_.store(true);
+      absl::MutexLock lock(&mu_);
+      if (error_.ok()) error_ = s;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  --running_;
+}
+
+void Run::Report(const ProgressFn& progress, bool final) {
+  if (!progress) return;
+  MaterializeProgress p;
+  p.total = source_->size();
+  p.done = done_.load();
+  p.failed = failed_.load();
+  p.stored_bytes = stored_bytes_.load();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  p.samples_per_second = seconds > 0 ? static_cast<double>(p.done - done_at_start_) / seconds : 0;
+  if (final) {
+    p.eta = absl::ZeroDuration();
+  } else if (p.samples_per_second > 0) {
+    p.eta = absl::Seconds(static_cast<double>(p.total - p.done) / p.samples_per_second);
+  }
+  progress(p);
+}
+
+absl::StatusOr<Manifest> Run::WriteManifest() {
+  Manifest m;
+  m.source_dataset = config_.dataset;
+  m.source_fingerprint = source_->fingerprint();
+  m.source_samples = source_->size();
+  m.prefix = prefix_.ops();
+  m.format = config_.format;
+  m.class_names = source_->class_names();
+  m.created = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  for (const ShardRecord& r : records_) {
+    m.shards.push_back(r.shard);
+    m.samples += r.shard.samples;
+    m.failed.insert(m.failed.end(), r.failed.begin(), r.failed.end());
+  }
+  if (absl::Status s = WriteFileDurably(work_ / kManifestFileName, m.ToJson()); !s.ok()) return s;
+  return m;
+}
+
+absl::Status Run::Place(const Manifest& manifest) {
+  std::error_code ec;
+  fs::remove_all(work_ / kProgressDir, ec);
+  fs::remove(work_ / kJobFile, ec);
+  if (!fs::exists(out_, ec)) {
+    fs::rename(work_, out_, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot rename ", work_.string(), " to ", out_.string(), ": ",
+                                                    ec.message()));
+  } else {
+    // Swap the finished output for the old one in one step, then drop the old.
+    if (renameat2(AT_FDCWD, work_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0) {
+      return absl::InternalError(absl::StrCat("cannot swap ", work_.string(), " for ", out_.string(), ": ",
+                                              std::generic_category().message(errno)));
+    }
+    fs::remove_all(work_, ec);
+  }
+  (void)manifest;
+  return FsyncPath(out_.parent_path());
+}
+
+absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
+  const absl::Time began = absl::Now();
+  std::error_code ec;
+  if (fs::exists(out_, ec) && !config_.overwrite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        out_.string(), " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
+        "complete)"));
+  }
+  if (std::optional<Manifest> finished = FinishedManifest()) {  // only the placing was left
+    if (absl::Status s = Place(*finished); !s.ok()) return s;
+    MaterializeReport report;
+    report.manifest = *std::move(finished);
+    report.out = out_;
+    report.shards_resumed = static_cast<int64_t>(report.manifest.shards.size());
+    for (const auto& s : report.manifest.shards) report.stored_bytes += s.bytes;
+    report.took = absl::Now() - began;
+    return report;
+  }
+  if (absl::Status s = PrepareWorkDir(); !s.ok()) return s;
+  shards_ = (source_->size() + shard_samples_ - 1) / shard_samples_;
+  records_.resize(static_cast<size_t>(shards_));
+  for (int64_t k = 0; k < shards_; ++k) {
+    if (std::optional<ShardRecord> r = LoadRecord(k)) {
+      done_.fetch_add(r->end - r->begin);
+      failed_.fetch_add(static_cast<int64_t>(r->failed.size()));
+      stored_bytes_.fetch_add(r->shard.bytes);
+      records_[k] = *std::move(r);
+      ++resumed_;
+    } else {
+      pending_.push_back(k);
+    }
+  }
+  LOG(INFO) << "materialising '" << config_.dataset << "' (" << source_->size() << " samples) with prefix '"
+            << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << out_.string() << ": "
+            << shards_ << " shards of " << shard_samples_ << " samples, " << resumed_ << " already made, "
+            << config_.workers << " workers";
+  start_ = absl::Now();
+  done_at_start_ = done_.load();
+  const int workers = static_cast<int>(std::min<size_t>(config_.workers, std::max<size_t>(1, pending_.size())));
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = workers;
+  }
+  for (int w = 0; w < workers; ++w) threads.emplace_back([this] { Work(); });
+  mu_.Lock();
+  while (running_ > 0) {
+    mu_.AwaitWithTimeout(absl::Condition(+[](int* n) { return *n == 0; }, &running_), config_.progress_every);
+    if (running_ == 0) break;  // the final report follows
+    mu_.Unlock();
+    Report(progress, false);
+    mu_.Lock();
+  }
+  absl::Status error = error_;
+  mu_.Unlock();
+  for (std::thread& t : threads) t.join();
+  if (!error.ok()) return error;
+  if (Cancelled()) {
+    int64_t made = 0;
+    for (int64_t k = 0; k < shards_; ++k) made += LoadRecord(k).has_value() ? 1 : 0;
+    return absl::CancelledError(absl::StrCat("interrupted with ", made, " of ", shards_, " shards made (kept in ",
+                                             work_.string(), "); rerun the same command to finish"));
+  }
+  Report(progress, true);
+  absl::StatusOr<Manifest> manifest = WriteManifest();
+  if (!manifest.ok()) return manifest.status();
+  if (absl::Status s = Place(*manifest); !s.ok()) return s;
+  MaterializeReport report;
+  report.manifest = *std::move(manifest);
+  report.out = out_;
+  report.shards_resumed = resumed_;
+  report.shards_made = static_cast<int64_t>(pending_.size());
+  for (const auto& s : report.manifest.shards) report.stored_bytes += s.bytes;
+  report.took = absl::Now() - began;
+  return report;
+}
+
+}  // namespace
+
+std::string ShardName(int64_t shard) { return absl::StrFormat("shard-%06d.tar", shard); }
+
+absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, const ProgressFn& progress) {
+  if (config.out.empty()) return absl::InvalidArgumentError("--out is empty; name the output directory");
+  if (config.workers < 1) return absl::InvalidArgumentError(absl::StrCat("--local-workers = ", config.workers, "; need >= 1"));
+  absl::StatusOr<Pipeline> prefix = Pipeline::CreatePrefix(config.prefix);
+  if (!prefix.ok()) return absl::InvalidArgumentError(absl::StrCat("--prefix: ", prefix.status().message()));
+  CatalogOptions options;
+  options.max_file_bytes = config.max_file_bytes;
+  options.scan_threads = 1;
+  DatasetCatalog catalog(config.data_root, options);
+  SourceOrError source = catalog.Open(config.dataset);
+  if (!source.ok()) return source.status();
+  if ((*source)->stored() != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset '", config.dataset,
+                                                   "' is already materialised; materialise its source instead"));
+  }
+  Run run(config, *std::move(source), *std::move(prefix));
+  return run.Go(progress);
+}
+
+}  // namespace stoker

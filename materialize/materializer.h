@@ -1,0 +1,88 @@
+// Materialises a dataset: runs a pipeline's deterministic prefix (decode,
+// resize, center_crop) once over every sample, on local worker threads, and
+// stores the result as WebDataset-style tar shards plus a manifest
+// (server/manifest.h) that a data server serves from (MaterializedSource).
+//
+// Crash safety: the output is built in OUT.partial; each shard is written to
+// a temporary file, made durable, renamed, and then recorded
+// (OUT.partial/progress/shard-NNNNNN.json). A rerun with the same settings
+// keeps the recorded shards and makes the rest, so an interrupted run ends
+// with exactly one copy of every sample; shards are byte-identical whoever
+// made them. OUT itself appears (or is swapped for the old one, with
+// --overwrite) only when complete: it is never half-overwritten.
+// Materialize() is thread-safe for distinct outputs.
+#ifndef STOKER_MATERIALIZE_MATERIALIZER_H_
+#define STOKER_MATERIALIZE_MATERIALIZER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/stoker/v1/stoker.pb.h"
+#include "server/manifest.h"
+#include "server/stored_sample.h"
+
+namespace stoker {
+
+struct MaterializeConfig {
+  std::filesystem::path data_root = ".";
+  std::string dataset;           // under data_root, or "synthetic:..."
+  std::vector<v1::Op> prefix;    // deterministic ops only; empty: decoded pixels
+  StoredFormat format;
+  std::filesystem::path out;
+  int workers = 1;
+  // Samples per shard; 0: enough for about shard_bytes per shard (estimated
+  // from the first samples), but at least four shards per worker when the
+  // dataset allows, so that every worker has work.
+  int64_t shard_samples = 0;
+  int64_t shard_bytes = int64_t{256} << 20;
+  bool overwrite = false;  // replace an existing OUT (once the new one is complete)
+  int64_t max_pixels = 100'000'000;
+  int64_t max_file_bytes = int64_t{256} << 20;
+  absl::Duration progress_every = absl::Seconds(1);
+  absl::Duration test_sample_delay = absl::ZeroDuration();  // test-only: slows each sample
+  // When set and it turns true, the run stops after the samples under way
+  // (CANCELLED); the shards made so far are kept for a rerun.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct MaterializeProgress {
+  int64_t done = 0;   // samples stored or failed, this run and resumed
+  int64_t total = 0;
+  int64_t failed = 0;
+  int64_t stored_bytes = 0;
+  double samples_per_second = 0;  // this run's
+  absl::Duration eta = absl::InfiniteDuration();
+};
+
+struct MaterializeReport {
+  Manifest manifest;
+  std::filesystem::path out;
+  int64_t shards_resumed = 0;  // recorded by an earlier, interrupted run
+  int64_t shards_made = 0;
+  int64_t stored_bytes = 0;    // all shards
+  absl::Duration took;
+};
+
+using ProgressFn = std::function<void(const MaterializeProgress&)>;
+
+// Runs to completion (or the first error that is not one sample's: a sample
+// that cannot be read or decoded is listed in the manifest's "failed" and
+// the run goes on). `progress` (may be empty) is called on the calling
+// thread every config.progress_every and once at the end.
+// INVALID_ARGUMENT: a random op in the prefix (named), a materialised source;
+// FAILED_PRECONDITION: OUT exists without --overwrite, or OUT.partial holds an
+// interrupted run with other settings (named).
+absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, const ProgressFn& progress = {});
+
+// "shard-000012.tar": load-bearing, the shard names sort in sample order.
+std::string ShardName(int64_t shard);
+
+}  // namespace stoker
+
+#endif  // STOKER_MATERIALIZE_MATERIALIZER_H_
