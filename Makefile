@@ -95,12 +95,13 @@ fuzz: sanitizers
 thread-safety: deps
 	@cmake -S . -B $(BUILD_DIR)-tsa -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
 	  -DSTOKER_WERROR_THREAD_SAFETY=ON -DSTOKER_CUDA=OFF >/dev/null
-	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server_grpc stoker_client
+	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server_grpc stoker_client stoker_materialize
 
 bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)
 	@tests/bench/slow_server_share.sh $(BUILD_DIR)
 	@tests/bench/epoch_flow.sh $(BUILD_DIR)
+	@tests/bench/materialize_bench.sh $(BUILD_DIR)
 	@$(BUILD_DIR)/tests/stoker-convert-bench
 
 clean:

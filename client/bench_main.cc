@@ -150,6 +150,7 @@ void PrintSummary(const ClientConfig& c, const RunSummary& s) {
   std::printf("  %-22s %12.2f\n", "inter-batch max ms", s.inter_batch_max_ms);
   std::printf("  %-22s %12.2f\n", "inter-batch p99/p50", s.inter_batch_p50_ms > 0 ? s.inter_batch_p99_ms / s.inter_batch_p50_ms : 0.0);
   std::printf("  %-22s %12.2f\n", "receive p50 ms", s.receive_latency_p50_ms);
+  std::printf("  %-22s %12.1f\n", "images/worker-second", s.server_images_per_worker_second);
   for (const auto& [server, n] : s.batches_per_server) {
     std::printf("  %-22s %12lld\n", ("batches from " + server).c_str(), static_cast<long long>(n));
   }
@@ -169,6 +170,8 @@ nlohmann::json SummaryJson(const RunSummary& s) {
           {"inter_batch_p99_ms", s.inter_batch_p99_ms},
           {"inter_batch_max_ms", s.inter_batch_max_ms},
           {"receive_latency_p50_ms", s.receive_latency_p50_ms},
+          {"server_worker_seconds", s.server_worker_seconds},
+          {"server_images_per_worker_second", s.server_images_per_worker_second},
           {"batches_per_server", s.batches_per_server}};
 }
 
@@ -301,6 +304,8 @@ int Run() {
       } else {
         total.AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
                        batch.server);
+        const v1::StageTimes& st = batch.stage_times;
+        total.AddServerWork(st.read_seconds() + st.decode_seconds() + st.augment_seconds() + st.assemble_seconds());
       }
       if (log.is_open()) {
         nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},

@@ -33,6 +33,8 @@ RunSummary RunStats::Finish(absl::Time end) const {
   s.inter_batch_p99_ms = Percentile(inter_batch_ms_, 0.99);
   s.inter_batch_max_ms = Percentile(inter_batch_ms_, 1.0);
   s.receive_latency_p50_ms = Percentile(receive_ms_, 0.50);
+  s.server_worker_seconds = worker_seconds_;
+  if (worker_seconds_ > 0) s.server_images_per_worker_second = static_cast<double>(images_) / worker_seconds_;
   s.batches_per_server = per_server_;
   return s;
 }

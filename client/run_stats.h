@@ -25,6 +25,11 @@ struct RunSummary {
   double inter_batch_p99_ms = 0;
   double inter_batch_max_ms = 0;
   double receive_latency_p50_ms = 0;
+  // The servers' worker time for these batches (read + decode + augment +
+  // assemble, summed over samples) and the images per second of it: what one
+  // server worker core makes, whatever the transport and the client cost.
+  double server_worker_seconds = 0;
+  double server_images_per_worker_second = 0;
   std::map<std::string, int64_t> batches_per_server;
 };
 
@@ -35,12 +40,15 @@ class RunStats {
   // One delivered batch: how long Next() waited, when it returned.
   void AddBatch(absl::Time delivered, absl::Duration waited, int64_t images, int64_t bytes,
                 absl::Duration receive_latency, const std::string& server);
+  // The servers' worker seconds for the last batch added.
+  void AddServerWork(double worker_seconds) { worker_seconds_ += worker_seconds; }
   // Closes the run at `end` (after the last training step).
   RunSummary Finish(absl::Time end) const;
 
  private:
   absl::Time start_, last_delivery_;
   absl::Duration waited_;
+  double worker_seconds_ = 0;
   int64_t batches_ = 0, images_ = 0, bytes_ = 0;
   std::vector<double> inter_batch_ms_, receive_ms_;
   std::map<std::string, int64_t> per_server_;

@@ -29,6 +29,20 @@ TEST(RunStatsTest, ThroughputStarvationAndInterBatchTimes) {
   EXPECT_EQ(s.batches_per_server.at("b"), 1);
 }
 
+TEST(RunStatsTest, ServerWorkerTimeGivesImagesPerWorkerSecond) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  RunStats stats;
+  stats.Start(t0);
+  EXPECT_DOUBLE_EQ(stats.Finish(t0 + absl::Seconds(1)).server_images_per_worker_second, 0);  // no work yet
+  stats.AddBatch(t0 + absl::Seconds(1), absl::ZeroDuration(), 10, 1000, absl::Milliseconds(5), "a");
+  stats.AddServerWork(0.5);
+  stats.AddBatch(t0 + absl::Seconds(2), absl::ZeroDuration(), 30, 1000, absl::Milliseconds(5), "a");
+  stats.AddServerWork(1.5);
+  const RunSummary s = stats.Finish(t0 + absl::Seconds(2));
+  EXPECT_DOUBLE_EQ(s.server_worker_seconds, 2.0);
+  EXPECT_DOUBLE_EQ(s.server_images_per_worker_second, 20.0);  // 40 images in 2 worker-seconds
+}
+
 TEST(RunStatsTest, PercentileByNearestRank) {
   EXPECT_EQ(Percentile({}, 0.5), 0);
   EXPECT_EQ(Percentile({3, 1, 2}, 0.5), 2);
