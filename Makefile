@@ -47,8 +47,8 @@ test: build thread-safety sanitizers tsan
 # our code is checked, theirs is not.
 SAN_DIR := $(BUILD_DIR)-asan
 SAN_TESTS := common/common_test server/server_test server/server_grpc_test client/client_core_test \
-  client/client_test tests/bad_input_test
-FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request
+  client/client_test tests/bad_input_test materialize/materialize_test
+FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample
 FUZZ_SECONDS ?= 15
 sanitizers: deps
 	@cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
