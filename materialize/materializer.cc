@@ -1,6 +1,7 @@
 #include "materialize/materializer.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -128,6 +129,10 @@ class Run {
     work_ = out_.string() + ".partial";
   }
 
+  ~Run() {
+    if (lock_fd_ >= 0) close(lock_fd_);
+  }
+
   absl::StatusOr<MaterializeReport> Go(const ProgressFn& progress);
 
  private:
@@ -143,7 +148,12 @@ class Run {
   bool Cancelled() const { return config_.cancel != nullptr && config_.cancel->load(); }
   void Report(const ProgressFn& progress, bool final);
   absl::StatusOr<Manifest> WriteManifest();
-  absl::Status Place(const Manifest& manifest);
+  // Moves (or, with --overwrite, swaps) the finished OUT.partial to OUT.
+  absl::Status Place();
+  // OUT.partial.lock, held for the whole run: two runs never share OUT.partial.
+  absl::Status Lock();
+  void Unlock();
+  int lock_fd_ = -1;
 
   const MaterializeConfig config_;
   const std::shared_ptr<const SampleSource> source_;
@@ -206,13 +216,15 @@ absl::Status Run::PrepareWorkDir() {
   std::optional<Job> old;
   if (fs::exists(job_path, ec)) {
     absl::StatusOr<json> j = ReadJson(job_path);
-    if (j.ok()) {
-      try {
-        old = Job{j->at("source_fingerprint").get<std::string>(), j->at("prefix").get<std::string>(),
-                  j->at("format").get<std::string>(), j->at("samples").get<int64_t>(),
-                  j->at("shard_samples").get<int64_t>()};
-      } catch (const std::exception&) {
-      }
+    try {
+      if (!j.ok()) throw std::runtime_error(std::string(j.status().message()));
+      old = Job{j->at("source_fingerprint").get<std::string>(), j->at("prefix").get<std::string>(),
+                j->at("format").get<std::string>(), j->at("samples").get<int64_t>(),
+                j->at("shard_samples").get<int64_t>()};
+    } catch (const std::exception& e) {  // never wipe finished shards on a settings file we cannot read
+      return absl::FailedPreconditionError(absl::StrCat("cannot read the interrupted run's settings in ",
+                                                        job_path.string(), " (", e.what(), "); delete ",
+                                                        work_.string(), " to start again"));
     }
   }
   if (old) {
@@ -244,10 +256,15 @@ absl::Status Run::PrepareWorkDir() {
 std::optional<Manifest> Run::FinishedManifest() const {
   std::error_code ec;
   if (!fs::exists(work_ / kManifestFileName, ec)) return std::nullopt;
+  if (!fs::exists(work_ / kJobFile, ec)) return std::nullopt;  // not this tool's run in progress
   absl::StatusOr<Manifest> m = ReadManifest(work_);
   if (!m.ok() || m->source_fingerprint != source_->fingerprint() || m->source_samples != source_->size() ||
       PipelineToText(m->prefix) != PipelineToText(prefix_.ops()) || m->format.Name() != config_.format.Name()) {
     return std::nullopt;
+  }
+  for (const Manifest::Shard& shard : m->shards) {
+    const std::uintmax_t size = fs::file_size(work_ / shard.name, ec);
+    if (ec || static_cast<int64_t>(size) != shard.bytes) return std::nullopt;
   }
   return *std::move(m);
 }
@@ -304,7 +321,9 @@ absl::Status Run::MakeShard(int64_t shard) {
   if (!checksum.ok()) return checksum.status();
   r.shard.checksum = *checksum;
   const fs::path record = work_ / kProgressDir / (r.shard.name + ".json");
-  if (absl::Status s = WriteFileDurably(record, r.ToJson().dump() + "\n"); !s.ok()) return s;
+  // A path that is not UTF-8 is written with replacement characters, never a throw.
+  const std::string text = r.ToJson().dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  if (absl::Status s = WriteFileDurably(record, text); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   records_[shard] = std::move(r);
   return absl::OkStatus();
@@ -312,7 +331,12 @@ absl::Status Run::MakeShard(int64_t shard) {
 
 void Run::Work() {
   for (size_t i = next_.fetch_add(1); i < pending_.size() && !stop_.load(); i = next_.fetch_add(1)) {
-    absl::Status s = MakeShard(pending_[i]);
+    absl::Status s;
+    try {
+      s = MakeShard(pending_[i]);
+    } catch (const std::exception& e) {  // e.g. bad_alloc: the run's error, never std::terminate
+      s = absl::InternalError(absl::StrCat("making ", ShardName(pending_[i]), ": ", e.what()));
+    }
     if (!s.ok() && !absl::IsCancelled(s)) {
       stop_.store(true);
       absl::MutexLock lock(&mu_);
@@ -358,36 +382,63 @@ absl::StatusOr<Manifest> Run::WriteManifest() {
   return m;
 }
 
-absl::Status Run::Place(const Manifest& manifest) {
+absl::Status Run::Place() {
   std::error_code ec;
-  fs::remove_all(work_ / kProgressDir, ec);
-  fs::remove(work_ / kJobFile, ec);
+  fs::remove_all(work_ / kProgressDir, ec);  // the manifest has it all; job.json stays until placed
   if (!fs::exists(out_, ec)) {
     fs::rename(work_, out_, ec);
     if (ec) return absl::InternalError(absl::StrCat("cannot rename ", work_.string(), " to ", out_.string(), ": ",
                                                     ec.message()));
   } else {
-    // Swap the finished output for the old one in one step, then drop the old.
+    // Swap the finished output for the old one in one step; the old one is
+    // moved out of OUT.partial's name at once (a rerun must never take it for
+    // a finished run), then deleted.
     if (renameat2(AT_FDCWD, work_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0) {
       return absl::InternalError(absl::StrCat("cannot swap ", work_.string(), " for ", out_.string(), ": ",
                                               std::generic_category().message(errno)));
     }
-    fs::remove_all(work_, ec);
+    const fs::path trash = absl::StrCat(out_.string(), ".old.", getpid());
+    fs::rename(work_, trash, ec);
+    fs::remove_all(ec ? work_ : trash, ec);
   }
-  (void)manifest;
+  fs::remove(out_ / kJobFile, ec);
   return FsyncPath(out_.parent_path());
+}
+
+absl::Status Run::Lock() {
+  const fs::path path = work_.string() + ".lock";
+  lock_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", path.string(), ": ", std::generic_category().message(errno)));
+  }
+  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("another stoker-materialize is writing ", out_.string(), " (",
+                                                      path.string(), " is locked); wait for it to end"));
+  }
+  return absl::OkStatus();
+}
+
+void Run::Unlock() {
+  std::error_code ec;
+  fs::remove(work_.string() + ".lock", ec);  // while still held: a waiting run then makes its own
+  close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   const absl::Time began = absl::Now();
   std::error_code ec;
+  fs::create_directories(out_.parent_path(), ec);
+  if (absl::Status s = Lock(); !s.ok()) return s;
   if (fs::exists(out_, ec) && !config_.overwrite) {
     return absl::FailedPreconditionError(absl::StrCat(
         out_.string(), " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
         "complete)"));
   }
   if (std::optional<Manifest> finished = FinishedManifest()) {  // only the placing was left
-    if (absl::Status s = Place(*finished); !s.ok()) return s;
+    if (absl::Status s = Place(); !s.ok()) return s;
+    Unlock();
     MaterializeReport report;
     report.manifest = *std::move(finished);
     report.out = out_;
@@ -442,9 +493,19 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
                                              work_.string(), "); rerun the same command to finish"));
   }
   Report(progress, true);
+  int64_t stored = 0;
+  for (const ShardRecord& r : records_) stored += r.shard.samples;
+  if (stored == 0) {
+    fs::remove_all(work_, ec);
+    const Manifest::Failed& first = records_.front().failed.front();
+    return absl::DataLossError(absl::StrCat("no sample of '", config_.dataset, "' could be made (", done_.load(),
+                                            " failed; the first, ", first.path, ": ", first.reason,
+                                            "); nothing was written"));
+  }
   absl::StatusOr<Manifest> manifest = WriteManifest();
   if (!manifest.ok()) return manifest.status();
-  if (absl::Status s = Place(*manifest); !s.ok()) return s;
+  if (absl::Status s = Place(); !s.ok()) return s;
+  Unlock();
   MaterializeReport report;
   report.manifest = *std::move(manifest);
   report.out = out_;

@@ -6,6 +6,7 @@
 #include "materialize/materializer.h"
 
 #include <signal.h>
+#include <sys/file.h>
 
 #include <fstream>
 #include <map>
@@ -19,6 +20,7 @@
 #include "server/tar_shards.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
+#include "tests/testdata/tar_writer.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -168,7 +170,9 @@ TEST_F(MaterializeTest, ServedBatchesAreByteIdenticalToOnlineOnesForExactFormats
   };
   const std::vector<Case> cases = {
       {"resize(48), center_crop(40)", "resize(48), center_crop(40), random_horizontal_flip(0.5)"},
-      {"resize(48)", "resize(48), random_resized_crop(32), random_horizontal_flip(0.5), color_jitter(0.4, 0.4)"},
+      // Crops of the stored 96-pixel images reach twice their output: online
+      // they are resized from the pixels, never shrunk while decoding.
+      {"resize(96)", "resize(96), random_resized_crop(32), random_horizontal_flip(0.5), color_jitter(0.4, 0.4)"},
       {"", "center_crop(40), random_horizontal_flip(0.5)"},  // decoded pixels
   };
   int n = 0;
@@ -400,6 +404,52 @@ TEST_F(MaterializeTest, SigkillMidRunThenRerunGivesExactlyOneCopyOfEachSample) {
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     EXPECT_EQ(ReadAll(root_.path() / "list.txt"), "000000000.npy.zst\n000000000.cls\n000000001.npy.zst\n000000001.cls\n");
   }
+}
+
+TEST_F(MaterializeTest, ConcurrentRunsAllFailedSamplesAndForeignManifestsAreHandled) {
+  // A run already writing OUT holds OUT.partial.lock: a second one is refused.
+  const fs::path lock = root_.path() / "busy.partial.lock";
+  const int fd = open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  absl::StatusOr<MaterializeReport> busy = Materialize(Config("clean", "resize(48)", "raw", "none", "busy"));
+  EXPECT_TRUE(absl::IsFailedPrecondition(busy.status())) << busy.status();
+  EXPECT_NE(busy.status().message().find("another stoker-materialize is writing"), std::string::npos)
+      << busy.status();
+  close(fd);
+  EXPECT_TRUE(Materialize(Config("clean", "resize(48)", "raw", "none", "busy")).ok());
+  EXPECT_FALSE(fs::exists(lock));
+
+  // Nothing decodable: an error, and no output.
+  root_.Write("bad/a/1.jpg", "nope");
+  root_.Write("bad/b/2.jpg", "still not");
+  absl::StatusOr<MaterializeReport> none = Materialize(Config("bad", "resize(48)", "raw", "none", "bad_out"));
+  EXPECT_TRUE(absl::IsDataLoss(none.status())) << none.status();
+  EXPECT_NE(none.status().message().find("no sample of 'bad' could be made (2 failed"), std::string::npos)
+      << none.status();
+  EXPECT_FALSE(fs::exists(root_.path() / "bad_out"));
+  EXPECT_FALSE(fs::exists(root_.path() / "bad_out.partial"));
+
+  // Another tool's manifest.json beside plain tar shards is not ours: the
+  // shards are served as before.
+  const std::string jpeg = testing::EncodeJpeg(testing::SyntheticImage(64, 64, 1), 90);
+  root_.Write("webdataset/train-000000.tar",
+              testing::TarArchive({{"a.jpg", jpeg}, {"a.cls", "0"}, {"b.jpg", jpeg}, {"b.cls", "1"}}));
+  root_.Write("webdataset/manifest.json", R"({"name": "my shards", "files": 1})");
+  Served served = Batch(Session("webdataset", "center_crop(32)", 2), {0, 1});
+  EXPECT_TRUE(served.status.ok()) << served.status;
+}
+
+TEST_F(MaterializeTest, TheFingerprintCoversHowTheSamplesWereMade) {
+  // Same shapes, so the same member sizes; another interpolation, so other pixels.
+  ASSERT_TRUE(Materialize(Config("clean", "resize(48)", "raw", "none", "linear")).ok());
+  ASSERT_TRUE(Materialize(Config("clean", "resize(48, interpolation=nearest)", "raw", "none", "nearest")).ok());
+  DatasetCatalog catalog(root_.path());
+  const std::string a = (*catalog.Open("linear"))->fingerprint(), b = (*catalog.Open("nearest"))->fingerprint();
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.substr(0, 5), "xxh3:");
+  EXPECT_EQ(ReadManifest(root_.path() / "linear")->shards[0].bytes,
+            ReadManifest(root_.path() / "nearest")->shards[0].bytes);
 }
 
 }  // namespace

@@ -226,7 +226,11 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     Rng rng = Rng::ForSample(config_.seed(), epoch, index);
     SampleTimes times;
     try {
-      status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times);
+      if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
+        status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times);
+      } else {
+        status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times);
+      }
     } catch (const std::exception& e) {  // OpenCV throws; never let it reach the worker thread
       status = DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
     }
@@ -247,34 +251,56 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
 }
 
 int64_t BatchSession::MaxStoredBytes() const {
-  // A stored sample never needs more than its raw pixels plus headers.
-  return max_pixels_ > 0 ? max_pixels_ * 4 + (int64_t{1} << 20) : int64_t{1} << 31;
+  // A stored sample never needs much more than its raw pixels plus headers.
+  return max_pixels_ > 0 ? max_pixels_ * 3 + (int64_t{1} << 20) : int64_t{1} << 31;
 }
+
+namespace {
+
+// A stored sample's error as a decode failure (the metrics' reason label):
+// over the pixel limit is too_large, anything else corrupt.
+absl::Status StoredSampleError(const absl::Status& status) {
+  if (!absl::IsDataLoss(status) && !absl::IsResourceExhausted(status)) return status;  // already a decode error
+  return DecodeError(absl::IsResourceExhausted(status) ? DecodeFailure::kTooLarge : DecodeFailure::kCorrupt,
+                     status.message());
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> BatchSession::Unpack(absl::string_view bytes) const {
   absl::StatusOr<std::string> plain = Decompress(bytes, source_->stored()->format.compression, MaxStoredBytes());
-  if (!plain.ok()) return DecodeError(DecodeFailure::kCorrupt, plain.status().message());
+  if (!plain.ok()) return StoredSampleError(plain.status());
   return plain;
 }
 
 absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const {
   const StoredForm* stored = source_->stored();
-  if (stored == nullptr) return pipeline_.Produce(bytes, rng, max_pixels_, dst, times);
-  // A materialised sample: undo the compression (decode time), then as a
-  // fresh image from the first op after the stored prefix.
+  // A materialised sample: undo the compression (decode time), then run the
+  // ops after the stored prefix.
   const absl::Time t0 = absl::Now();
   if (stored->format.compression != StoredCompression::kNone) {
     absl::StatusOr<std::string> plain = Unpack(bytes);
-    if (!plain.ok()) return plain.status();
+    if (!plain.ok()) {
+      times->decode = absl::Now() - t0;
+      return plain.status();
+    }
     bytes = *std::move(plain);
   }
-  if (stored->format.encoding != StoredEncoding::kRaw) {
+  if (stored->format.encoding == StoredEncoding::kJpeg) {
+    // Lossy anyway: the first op is fused with decoding (a region, DCT scaling) for speed.
     absl::Status status = pipeline_.Produce(bytes, rng, max_pixels_, dst, times, first_op_);
     times->decode = absl::Now() - t0 - times->augment;  // decompression counts as decoding
     return status;
   }
-  absl::StatusOr<cv::Mat> image = ParseNpyImage(bytes, max_pixels_);  // points into `bytes`
-  if (!image.ok()) return DecodeError(DecodeFailure::kCorrupt, image.status().message());
+  // Raw and PNG: the whole stored image, then the ops exactly as online
+  // (fusing a resize with decoding would resample differently).
+  absl::StatusOr<cv::Mat> image = stored->format.encoding == StoredEncoding::kRaw
+                                      ? ParseNpyImage(bytes, max_pixels_)  // points into `bytes`
+                                      : DecodeImage(bytes, CropBox{}, 8, max_pixels_);
+  if (!image.ok()) {
+    times->decode = absl::Now() - t0;
+    return StoredSampleError(image.status());
+  }
   const absl::Time t1 = absl::Now();
   absl::StatusOr<cv::Mat> applied = pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_);
   absl::Status status = applied.ok() ? pipeline_.Store(*applied, dst) : applied.status();
@@ -294,7 +320,7 @@ absl::StatusOr<cv::Mat> BatchSession::DecodeWhole(const std::string& bytes) cons
   }
   if (stored->format.encoding != StoredEncoding::kRaw) return DecodeImage(plain, CropBox{}, 8, max_pixels_);
   absl::StatusOr<cv::Mat> image = ParseNpyImage(plain, max_pixels_);
-  if (!image.ok()) return DecodeError(DecodeFailure::kCorrupt, image.status().message());
+  if (!image.ok()) return StoredSampleError(image.status());
   return image->clone();  // owns its pixels: `plain` goes
 }
 

@@ -53,6 +53,9 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   }
   m.samples = Get<int64_t>(j, "samples");
   m.class_names = Get<std::vector<std::string>>(j, "class_names");
+  if (m.class_names.size() > 1'000'000) {
+    return absl::DataLossError(absl::StrCat("manifest names ", m.class_names.size(), " classes; at most 1000000"));
+  }
   m.created = j.value("created", "");
   int64_t total = 0;
   for (const json& s : j.at("shards")) {
@@ -61,8 +64,10 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
     if (shard.name.empty() || shard.name.find('/') != std::string::npos || shard.name[0] == '.') {
       return absl::DataLossError(absl::StrCat("manifest shard name \"", shard.name, "\" is not a plain file name"));
     }
-    if (shard.samples < 0 || shard.bytes < 0) {
-      return absl::DataLossError(absl::StrCat("manifest shard ", shard.name, " has negative counts"));
+    constexpr int64_t kMaxCount = int64_t{1} << 48;  // far past any shard; keeps the sum from overflowing
+    if (shard.samples < 0 || shard.bytes < 0 || shard.samples > kMaxCount || shard.bytes > kMaxCount) {
+      return absl::DataLossError(absl::StrCat("manifest shard ", shard.name, " has counts out of range (",
+                                              shard.samples, " samples, ", shard.bytes, " bytes)"));
     }
     total += shard.samples;
     m.shards.push_back(std::move(shard));
@@ -81,7 +86,7 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
 std::string Manifest::ToJson() const {
   json j;
   j["format_version"] = kManifestVersion;
-  j["kind"] = "stoker-materialized-dataset";
+  j["kind"] = kManifestKind;
   j["source"] = {{"dataset", source_dataset}, {"fingerprint", source_fingerprint}, {"samples", source_samples}};
   j["prefix"] = PipelineToText(prefix);
   j["format"] = format.EncodingText();

@@ -22,6 +22,7 @@ namespace stoker {
 // it understands.
 inline constexpr char kManifestFileName[] = "manifest.json";
 inline constexpr int kManifestVersion = 1;
+inline constexpr char kManifestKind[] = "stoker-materialized-dataset";
 
 struct Manifest {
   struct Shard {

@@ -5,13 +5,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/pipeline_text.h"
+#include "nlohmann/json.hpp"
+#include "server/dataset.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
 
 bool HasManifest(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / kManifestFileName, ec);
+  if (!fs::is_regular_file(dir / kManifestFileName, ec)) return false;
+  // Another tool's manifest.json (valid JSON of another kind) beside plain
+  // tar shards is not ours; one that does not parse is ours, damaged, and
+  // Open names the damage.
+  absl::StatusOr<std::string> text = ReadFileBytes(dir / kManifestFileName, int64_t{1} << 30);
+  if (!text.ok()) return true;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return true;
+  return j.is_object() && j.value("kind", "") == kManifestKind;
 }
 
 absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Open(
@@ -59,6 +70,14 @@ absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Op
     }
   }
   std::shared_ptr<MaterializedSource> source(new MaterializedSource());
+  // The content as indexed and as made: a copy made from other source pixels,
+  // or with another prefix or format, has another fingerprint even where the
+  // shards' member sizes agree.
+  FingerprintBuilder fingerprint;
+  fingerprint.Add((*shards)->fingerprint()).Add(manifest->source_fingerprint).Add(PipelineToText(manifest->prefix));
+  fingerprint.Add(manifest->format.Name());
+  for (const Manifest::Shard& shard : manifest->shards) fingerprint.Add(shard.checksum);
+  source->fingerprint_ = fingerprint.Finish();
   source->stored_ = {manifest->prefix, manifest->format};
   source->manifest_ = *std::move(manifest);
   source->shards_ = *std::move(shards);

@@ -16,7 +16,8 @@
 
 namespace stoker {
 
-// True when `dir` holds a manifest.json.
+// True when `dir` holds a manifest.json that is a materialised dataset's
+// (or does not parse: then Open reports it).
 bool HasManifest(const std::filesystem::path& dir);
 
 class MaterializedSource final : public SampleSource {
@@ -34,7 +35,7 @@ class MaterializedSource final : public SampleSource {
   int32_t label(int64_t index) const override { return shards_->label(index); }
   std::string Describe(int64_t index) const override { return shards_->Describe(index); }
   absl::StatusOr<std::string> Read(int64_t index) const override { return shards_->Read(index); }
-  const std::string& fingerprint() const override { return shards_->fingerprint(); }
+  const std::string& fingerprint() const override { return fingerprint_; }
   const StoredForm* stored() const override { return &stored_; }
 
   const Manifest& manifest() const { return manifest_; }
@@ -45,6 +46,7 @@ class MaterializedSource final : public SampleSource {
   Manifest manifest_;
   StoredForm stored_;
   std::shared_ptr<const TarShardSource> shards_;
+  std::string fingerprint_;
 };
 
 }  // namespace stoker

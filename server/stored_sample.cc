@@ -199,7 +199,7 @@ absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixel
     return absl::DataLossError(absl::StrCat(".npy shape (", shape_text, ") is not (height, width, 3)"));
   }
   if (max_pixels > 0 && shape[0] * shape[1] > max_pixels) {
-    return absl::DataLossError(absl::StrCat(".npy image ", shape[1], "x", shape[0], " exceeds --max-pixels ",
+    return absl::ResourceExhaustedError(absl::StrCat(".npy image ", shape[1], "x", shape[0], " exceeds --max-pixels ",
                                             max_pixels));
   }
   const size_t data_at = dict_at + dict_len;

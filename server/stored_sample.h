@@ -51,7 +51,8 @@ absl::StatusOr<std::string> Decompress(absl::string_view bytes, StoredCompressio
 std::string NpyHeader(int height, int width);
 // The RGB image in an uncompressed .npy (uint8, C order, (H, W, 3)). The
 // image points into `bytes`, which must outlive it. DATA_LOSS for anything
-// else (naming what was found), or a size over `max_pixels` (0: no limit).
+// else (naming what was found); RESOURCE_EXHAUSTED for a size over
+// `max_pixels` (0: no limit).
 absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixels);
 
 }  // namespace stoker
