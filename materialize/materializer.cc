@@ -21,6 +21,7 @@
 #include "materialize/shard_writer.h"
 #include "nlohmann/json.hpp"
 #include "server/dataset.h"
+#include "server/json_fields.h"
 #include "server/pipeline.h"
 
 namespace stoker {
@@ -105,13 +106,13 @@ struct ShardRecord {
   static std::optional<ShardRecord> FromJson(const json& j) {
     try {
       ShardRecord r;
-      r.shard = {j.at("name").get<std::string>(), j.at("samples").get<int64_t>(), j.at("bytes").get<int64_t>(),
-                 j.at("checksum").get<std::string>()};
-      r.begin = j.at("begin").get<int64_t>();
-      r.end = j.at("end").get<int64_t>();
-      for (const json& f : j.at("failed")) {
-        r.failed.push_back({f.at("index").get<int64_t>(), f.at("path").get<std::string>(),
-                            f.at("reason").get<std::string>()});
+      using json_fields::Int;
+      using json_fields::String;
+      r.shard = {String(j, "name"), Int(j, "samples"), Int(j, "bytes"), String(j, "checksum")};
+      r.begin = Int(j, "begin");
+      r.end = Int(j, "end");
+      for (const json& f : json_fields::Array(j, "failed")) {
+        r.failed.push_back({Int(f, "index"), String(f, "path"), String(f, "reason")});
       }
       return r;
     } catch (const std::exception&) {
@@ -218,9 +219,11 @@ absl::Status Run::PrepareWorkDir() {
     absl::StatusOr<json> j = ReadJson(job_path);
     try {
       if (!j.ok()) throw std::runtime_error(std::string(j.status().message()));
-      old = Job{j->at("source_fingerprint").get<std::string>(), j->at("prefix").get<std::string>(),
-                j->at("format").get<std::string>(), j->at("samples").get<int64_t>(),
-                j->at("shard_samples").get<int64_t>()};
+      using json_fields::Int;
+      using json_fields::String;
+      old = Job{String(*j, "source_fingerprint"), String(*j, "prefix"), String(*j, "format"), Int(*j, "samples"),
+                Int(*j, "shard_samples")};
+      if (old->shard_samples < 1) throw std::invalid_argument("\"shard_samples\" is not positive");
     } catch (const std::exception& e) {  // never wipe finished shards on a settings file we cannot read
       return absl::FailedPreconditionError(absl::StrCat("cannot read the interrupted run's settings in ",
                                                         job_path.string(), " (", e.what(), "); delete ",

@@ -11,32 +11,30 @@
 #include "nlohmann/json.hpp"
 #include "server/dataset.h"
 #include "server/pipeline.h"
+#include "server/json_fields.h"
 #include "xxhash.h"
 
 namespace stoker {
 namespace {
 
 using nlohmann::json;
-
-// Throws json::exception (caught in ParseManifest) when the field is absent or of another type.
-template <typename T>
-T Get(const json& j, const char* key) {
-  if (!j.contains(key)) throw std::invalid_argument(absl::StrCat("has no \"", key, "\""));
-  return j.at(key).get<T>();
-}
+using json_fields::Array;
+using json_fields::Int;
+using json_fields::String;
+using json_fields::Strings;
 
 absl::StatusOr<Manifest> FromJson(const json& j) {
   Manifest m;
-  const int version = Get<int>(j, "format_version");
+  const int64_t version = Int(j, "format_version");
   if (version > kManifestVersion) {
     return absl::FailedPreconditionError(absl::StrCat("manifest format_version ", version,
                                                       " is newer than this server reads (", kManifestVersion, ")"));
   }
-  const json& source = j.at("source");
-  m.source_dataset = Get<std::string>(source, "dataset");
-  m.source_fingerprint = Get<std::string>(source, "fingerprint");
-  m.source_samples = Get<int64_t>(source, "samples");
-  const std::string prefix_text = Get<std::string>(j, "prefix");
+  const json& source = json_fields::Field(j, "source");
+  m.source_dataset = String(source, "dataset");
+  m.source_fingerprint = String(source, "fingerprint");
+  m.source_samples = Int(source, "samples");
+  const std::string prefix_text = String(j, "prefix");
   absl::StatusOr<std::vector<v1::Op>> prefix =
       prefix_text.empty() ? std::vector<v1::Op>{} : ParsePipelineText(prefix_text);  // empty: decoded pixels
   if (!prefix.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", prefix.status().message()));
@@ -44,23 +42,23 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   if (!checked.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", checked.status().message()));
   m.prefix = checked->ops();
   absl::StatusOr<StoredFormat> format =
-      ParseStoredFormat(Get<std::string>(j, "format"), Get<std::string>(j, "compression"));
+      ParseStoredFormat(String(j, "format"), String(j, "compression"));
   if (!format.ok()) return absl::DataLossError(absl::StrCat("manifest: ", format.status().message()));
   m.format = *format;
-  if (Get<std::string>(j, "field") != m.format.Field()) {
-    return absl::DataLossError(absl::StrCat("manifest \"field\" is \"", Get<std::string>(j, "field"), "\"; format ",
+  if (String(j, "field") != m.format.Field()) {
+    return absl::DataLossError(absl::StrCat("manifest \"field\" is \"", String(j, "field"), "\"; format ",
                                             m.format.Name(), " stores \"", m.format.Field(), "\""));
   }
-  m.samples = Get<int64_t>(j, "samples");
-  m.class_names = Get<std::vector<std::string>>(j, "class_names");
+  m.samples = Int(j, "samples");
+  m.class_names = Strings(j, "class_names");
   if (m.class_names.size() > 1'000'000) {
     return absl::DataLossError(absl::StrCat("manifest names ", m.class_names.size(), " classes; at most 1000000"));
   }
-  m.created = j.value("created", "");
+  m.created = j.contains("created") && j["created"].is_string() ? j["created"].get<std::string>() : "";
   int64_t total = 0;
-  for (const json& s : j.at("shards")) {
-    Manifest::Shard shard{Get<std::string>(s, "name"), Get<int64_t>(s, "samples"), Get<int64_t>(s, "bytes"),
-                          Get<std::string>(s, "checksum")};
+  for (const json& s : Array(j, "shards")) {
+    Manifest::Shard shard{String(s, "name"), Int(s, "samples"), Int(s, "bytes"),
+                          String(s, "checksum")};
     if (shard.name.empty() || shard.name.find('/') != std::string::npos || shard.name[0] == '.') {
       return absl::DataLossError(absl::StrCat("manifest shard name \"", shard.name, "\" is not a plain file name"));
     }
@@ -75,8 +73,8 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   if (total != m.samples) {
     return absl::DataLossError(absl::StrCat("manifest says ", m.samples, " samples; its shards hold ", total));
   }
-  for (const json& f : j.at("failed")) {
-    m.failed.push_back({Get<int64_t>(f, "index"), Get<std::string>(f, "path"), Get<std::string>(f, "reason")});
+  for (const json& f : Array(j, "failed")) {
+    m.failed.push_back({Int(f, "index"), String(f, "path"), String(f, "reason")});
   }
   return m;
 }
