@@ -145,7 +145,13 @@ class Run {
   std::optional<ShardRecord> LoadRecord(int64_t shard) const;
   absl::StatusOr<std::string> MakeSample(int64_t index) const;
   absl::Status MakeShard(int64_t shard);
+  // Reads the records of shards an earlier run made; the rest are pending.
+  void LoadRecords();
+  // Makes the pending shards on the worker threads, reporting progress.
+  absl::Status RunWorkers(const ProgressFn& progress);
   void Work();
+  // Places the output and sums the run up.
+  absl::StatusOr<MaterializeReport> Finish(Manifest manifest, int64_t made, absl::Time began);
   bool Cancelled() const { return config_.cancel != nullptr && config_.cancel->load(); }
   void Report(const ProgressFn& progress, bool final);
   absl::StatusOr<Manifest> WriteManifest();
@@ -311,7 +317,6 @@ absl::Status Run::MakeShard(int64_t shard) {
     if (absl::Status s = writer.Add(absl::StrCat(key, ".", field), *sample); !s.ok()) return s;
     if (absl::Status s = writer.Add(absl::StrCat(key, ".cls"), std::to_string(source_->label(i))); !s.ok()) return s;
     ++r.shard.samples;
-    stored_bytes_.fetch_add(static_cast<int64_t>(sample->size()));
     done_.fetch_add(1);
   }
   if (absl::Status s = writer.Finish(); !s.ok()) return s;
@@ -320,6 +325,7 @@ absl::Status Run::MakeShard(int64_t shard) {
   fs::rename(tmp, path, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp.string(), ": ", ec.message()));
   r.shard.bytes = static_cast<int64_t>(fs::file_size(path, ec));
+  stored_bytes_.fetch_add(r.shard.bytes);
   absl::StatusOr<std::string> checksum = FileChecksum(path);
   if (!checksum.ok()) return checksum.status();
   r.shard.checksum = *checksum;
@@ -429,28 +435,7 @@ void Run::Unlock() {
   lock_fd_ = -1;
 }
 
-absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
-  const absl::Time began = absl::Now();
-  std::error_code ec;
-  fs::create_directories(out_.parent_path(), ec);
-  if (absl::Status s = Lock(); !s.ok()) return s;
-  if (fs::exists(out_, ec) && !config_.overwrite) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        out_.string(), " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
-        "complete)"));
-  }
-  if (std::optional<Manifest> finished = FinishedManifest()) {  // only the placing was left
-    if (absl::Status s = Place(); !s.ok()) return s;
-    Unlock();
-    MaterializeReport report;
-    report.manifest = *std::move(finished);
-    report.out = out_;
-    report.shards_resumed = static_cast<int64_t>(report.manifest.shards.size());
-    for (const auto& s : report.manifest.shards) report.stored_bytes += s.bytes;
-    report.took = absl::Now() - began;
-    return report;
-  }
-  if (absl::Status s = PrepareWorkDir(); !s.ok()) return s;
+void Run::LoadRecords() {
   shards_ = (source_->size() + shard_samples_ - 1) / shard_samples_;
   records_.resize(static_cast<size_t>(shards_));
   for (int64_t k = 0; k < shards_; ++k) {
@@ -464,10 +449,9 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
       pending_.push_back(k);
     }
   }
-  LOG(INFO) << "materialising '" << config_.dataset << "' (" << source_->size() << " samples) with prefix '"
-            << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << out_.string() << ": "
-            << shards_ << " shards of " << shard_samples_ << " samples, " << resumed_ << " already made, "
-            << config_.workers << " workers";
+}
+
+absl::Status Run::RunWorkers(const ProgressFn& progress) {
   start_ = absl::Now();
   done_at_start_ = done_.load();
   const int workers = static_cast<int>(std::min<size_t>(config_.workers, std::max<size_t>(1, pending_.size())));
@@ -490,12 +474,48 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   for (std::thread& t : threads) t.join();
   if (!error.ok()) return error;
   if (Cancelled()) {
-    int64_t made = 0;
-    for (int64_t k = 0; k < shards_; ++k) made += LoadRecord(k).has_value() ? 1 : 0;
+    const int64_t made = std::count_if(records_.begin(), records_.end(),
+                                       [](const ShardRecord& r) { return !r.shard.name.empty(); });
     return absl::CancelledError(absl::StrCat("interrupted with ", made, " of ", shards_, " shards made (kept in ",
                                              work_.string(), "); rerun the same command to finish"));
   }
   Report(progress, true);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MaterializeReport> Run::Finish(Manifest manifest, int64_t made, absl::Time began) {
+  if (absl::Status s = Place(); !s.ok()) return s;
+  Unlock();
+  MaterializeReport report;
+  report.manifest = std::move(manifest);
+  report.out = out_;
+  report.shards_made = made;
+  report.shards_resumed = static_cast<int64_t>(report.manifest.shards.size()) - made;
+  for (const auto& s : report.manifest.shards) report.stored_bytes += s.bytes;
+  report.took = absl::Now() - began;
+  return report;
+}
+
+absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
+  const absl::Time began = absl::Now();
+  std::error_code ec;
+  fs::create_directories(out_.parent_path(), ec);
+  if (absl::Status s = Lock(); !s.ok()) return s;
+  if (fs::exists(out_, ec) && !config_.overwrite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        out_.string(), " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
+        "complete)"));
+  }
+  if (std::optional<Manifest> finished = FinishedManifest()) {  // only the placing was left
+    return Finish(*std::move(finished), 0, began);
+  }
+  if (absl::Status s = PrepareWorkDir(); !s.ok()) return s;
+  LoadRecords();
+  LOG(INFO) << "materialising '" << config_.dataset << "' (" << source_->size() << " samples) with prefix '"
+            << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << out_.string() << ": "
+            << shards_ << " shards of " << shard_samples_ << " samples, " << resumed_ << " already made, "
+            << config_.workers << " workers";
+  if (absl::Status s = RunWorkers(progress); !s.ok()) return s;
   int64_t stored = 0;
   for (const ShardRecord& r : records_) stored += r.shard.samples;
   if (stored == 0) {
@@ -507,16 +527,7 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   }
   absl::StatusOr<Manifest> manifest = WriteManifest();
   if (!manifest.ok()) return manifest.status();
-  if (absl::Status s = Place(); !s.ok()) return s;
-  Unlock();
-  MaterializeReport report;
-  report.manifest = *std::move(manifest);
-  report.out = out_;
-  report.shards_resumed = resumed_;
-  report.shards_made = static_cast<int64_t>(pending_.size());
-  for (const auto& s : report.manifest.shards) report.stored_bytes += s.bytes;
-  report.took = absl::Now() - began;
-  return report;
+  return Finish(*std::move(manifest), static_cast<int64_t>(pending_.size()), began);
 }
 
 }  // namespace

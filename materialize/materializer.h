@@ -55,7 +55,7 @@ struct MaterializeProgress {
   int64_t done = 0;   // samples stored or failed, this run and resumed
   int64_t total = 0;
   int64_t failed = 0;
-  int64_t stored_bytes = 0;
+  int64_t stored_bytes = 0;  // of the shards finished, resumed ones included
   double samples_per_second = 0;  // this run's
   absl::Duration eta = absl::InfiniteDuration();
 };

@@ -190,6 +190,12 @@ TEST_F(MaterializeTest, ServedBatchesAreByteIdenticalToOnlineOnesForExactFormats
         EXPECT_EQ(online.labels, stored.labels);
         EXPECT_TRUE(online.data == stored.data) << "'" << c.prefix << "' stored as " << format << "+" << compression
                                                 << ", epoch " << epoch << ": the bytes differ";
+        v1::SessionConfig decoded_cache = Session(out, c.pipeline, 18);  // the diagnostic cache's path too
+        decoded_cache.set_cache_mode(v1::CACHE_DECODED);
+        Served cached = Batch(decoded_cache, all, epoch);
+        ASSERT_TRUE(cached.status.ok()) << cached.status;
+        EXPECT_TRUE(online.data == cached.data) << "'" << c.prefix << "' stored as " << format << "+" << compression
+                                                << " through CACHE_DECODED: the bytes differ";
       }
     }
   }

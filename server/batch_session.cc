@@ -294,12 +294,10 @@ absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t
   }
   // Raw and PNG: the whole stored image, then the ops exactly as online
   // (fusing a resize with decoding would resample differently).
-  absl::StatusOr<cv::Mat> image = stored->format.encoding == StoredEncoding::kRaw
-                                      ? ParseNpyImage(bytes, max_pixels_)  // points into `bytes`
-                                      : DecodeImage(bytes, CropBox{}, 8, max_pixels_);
+  absl::StatusOr<cv::Mat> image = StoredImage(bytes);
   if (!image.ok()) {
     times->decode = absl::Now() - t0;
-    return StoredSampleError(image.status());
+    return image.status();
   }
   const absl::Time t1 = absl::Now();
   absl::StatusOr<cv::Mat> applied = pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_);
@@ -309,18 +307,25 @@ absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t
   return status;
 }
 
+absl::StatusOr<cv::Mat> BatchSession::StoredImage(const std::string& plain) const {
+  if (source_->stored()->format.encoding != StoredEncoding::kRaw) return DecodeImage(plain, CropBox{}, 8, max_pixels_);
+  absl::StatusOr<cv::Mat> image = ParseNpyImage(plain, max_pixels_);
+  if (!image.ok()) return StoredSampleError(image.status());
+  return image;
+}
+
 absl::StatusOr<cv::Mat> BatchSession::DecodeWhole(const std::string& bytes) const {
   const StoredForm* stored = source_->stored();
   if (stored == nullptr) return DecodeImage(bytes, CropBox{}, 8, max_pixels_);
-  std::string plain = bytes;
-  if (stored->format.compression != StoredCompression::kNone) {
-    absl::StatusOr<std::string> unpacked = Unpack(bytes);
-    if (!unpacked.ok()) return unpacked.status();
-    plain = *std::move(unpacked);
+  if (stored->format.compression == StoredCompression::kNone) {
+    absl::StatusOr<cv::Mat> image = StoredImage(bytes);
+    if (!image.ok()) return image.status();
+    return image->clone();  // owns its pixels, not the caller's bytes
   }
-  if (stored->format.encoding != StoredEncoding::kRaw) return DecodeImage(plain, CropBox{}, 8, max_pixels_);
-  absl::StatusOr<cv::Mat> image = ParseNpyImage(plain, max_pixels_);
-  if (!image.ok()) return StoredSampleError(image.status());
+  absl::StatusOr<std::string> plain = Unpack(bytes);
+  if (!plain.ok()) return plain.status();
+  absl::StatusOr<cv::Mat> image = StoredImage(*plain);
+  if (!image.ok()) return image.status();
   return image->clone();  // owns its pixels: `plain` goes
 }
 

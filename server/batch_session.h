@@ -91,6 +91,9 @@ class BatchSession final : public StreamSession {
   absl::Status ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const;
   // The whole image the ops from first_op_ start from (CACHE_DECODED).
   absl::StatusOr<cv::Mat> DecodeWhole(const std::string& bytes) const;
+  // A materialised sample's uncompressed bytes as an RGB image: a raw one
+  // points into `plain`, which must outlive it; errors are decode failures.
+  absl::StatusOr<cv::Mat> StoredImage(const std::string& plain) const;
   // A materialised sample's compression undone; errors are corrupt samples.
   absl::StatusOr<std::string> Unpack(absl::string_view bytes) const;
   int64_t MaxStoredBytes() const;
