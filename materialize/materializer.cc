@@ -18,6 +18,7 @@
 #include "common/pipeline_text.h"
 #include "common/rng.h"
 #include "glog/logging.h"
+#include "materialize/sample_subset.h"
 #include "materialize/shard_writer.h"
 #include "nlohmann/json.hpp"
 #include "server/dataset.h"
@@ -549,7 +550,7 @@ absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, c
     return absl::InvalidArgumentError(absl::StrCat("dataset '", config.dataset,
                                                    "' is already materialised; materialise its source instead"));
   }
-  Run run(config, *std::move(source), *std::move(prefix));
+  Run run(config, EvenSample(*std::move(source), config.sample), *std::move(prefix));
   return run.Go(progress);
 }
 

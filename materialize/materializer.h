@@ -36,6 +36,10 @@ struct MaterializeConfig {
   StoredFormat format;
   std::filesystem::path out;
   int workers = 1;
+  // 0: every sample. Otherwise an evenly spaced sample of this many of the
+  // source's samples (stoker-profile measures strategies on one); the
+  // output is then a dataset of that many.
+  int64_t sample = 0;
   // Samples per shard; 0: enough for about shard_bytes per shard (estimated
   // from the first samples), but at least four shards per worker when the
   // dataset allows, so that every worker has work.
