@@ -4,9 +4,15 @@
 # removed at exit).
 #   start_server NAME [FLAG...]   starts one server with --data-root $work and
 #                                 the flags; sets $server_address (host:port)
+#   stop_servers                  stops the servers started so far
 bench_pids=()
-bench_cleanup() {
+stop_servers() {
   for p in "${bench_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${bench_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  bench_pids=()
+}
+bench_cleanup() {
+  stop_servers
   wait 2>/dev/null || true
   rm -rf "$work"
 }

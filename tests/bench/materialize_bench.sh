@@ -9,15 +9,22 @@
 # delivered to the client (on a 2-core machine the client and the transport
 # share the other core, which caps this figure for the cheap strategies).
 # Rounds are interleaved; the median of each strategy's rounds counts.
-# Goals: resize(256) raw pixels >= 5x the source; resize(256) JPEG q90 >= 1.5x.
+# Then stoker-profile profiles the same pipeline on a sample of the set
+# (BENCH_PROFILE_SAMPLE) with every format and compression, and the run
+# checks it against what was measured here in full.
+# Goals: resize(256) raw pixels >= 5x the source; resize(256) JPEG q90 >= 1.5x;
+# the profiler's throughput-only pick is the strategy measured fastest here,
+# and its storage figures are within 5 % of du's.
 # Usage: tests/bench/materialize_bench.sh [BUILD_DIR] [OUT_JSON]
-#   BENCH_IMAGES (default 1000), BENCH_ROUNDS (default 3)
+#   BENCH_IMAGES (default 1000), BENCH_ROUNDS (default 3), BENCH_PROFILE_SAMPLE (default 250)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
 out_json=${2:-$build/materialize_bench.json}
 images=${BENCH_IMAGES:-1000}
 rounds=${BENCH_ROUNDS:-3}
+profile_sample=${BENCH_PROFILE_SAMPLE:-250}
+pipeline='resize(256), random_resized_crop(224), random_horizontal_flip(0.5)'
 photos=.bench/photos-$images
 
 deploy/install-deps.sh
@@ -61,9 +68,17 @@ for r in $(seq "$rounds"); do
   done
 done
 
-/usr/bin/python3 - "$out_json" "$images" "$rounds" "$work/offline.txt" "$work/online.txt" <<'PY'
+stop_servers
+echo "== stoker-profile: '$pipeline' on $profile_sample of the $images photos" >&2
+"$build/materialize/stoker-profile" --data-root "$data_root" --dataset "photos-$images" --pipeline "$pipeline" \
+  --sample "$profile_sample" --formats raw,jpeg:90,png --compressions none,lz4,zstd --batch-size 64 \
+  --rounds "$rounds" --work-dir "$work/profile" --progress none --json "$work/profile.json" \
+  --html "${out_json%.json}_profile.html" | tee "$work/profile.txt" >&2
+
+/usr/bin/python3 - "$out_json" "$images" "$rounds" "$work/offline.txt" "$work/online.txt" "$work/profile.json" <<'PY'
 import json, statistics, sys
 out, images, rounds, offline_path, online_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+profile = json.load(open(sys.argv[6]))
 offline = {}
 for line in open(offline_path):
     name, size, seconds = line.split()
@@ -87,8 +102,25 @@ for name in ["source", "raw", "raw+lz4", "raw+zstd", "jpeg90", "png"]:
                  "delivered_rounds": online[name], "delivered_ratio_vs_source": delivered / base_delivered})
 by = {r["strategy"]: r for r in rows}
 raw, jpeg = by["resize(256) raw"]["ratio_vs_source"], by["resize(256) jpeg90"]["ratio_vs_source"]
+# The profiler's names for the strategies measured here.
+profile_name = {"source": "source", "resize(256) raw": "resize(256) raw", "resize(256) raw+lz4": "resize(256) raw+lz4",
+                "resize(256) raw+zstd": "resize(256) raw+zstd", "resize(256) jpeg90": "resize(256) jpeg:90",
+                "resize(256) png": "resize(256) png"}
+profiled = {s["name"]: s for s in profile["strategies"]}
+fastest = max(rows, key=lambda r: r["images_per_worker_second"])["strategy"]
+pick_ok = profile["recommended"] == profile_name[fastest]
+storage = []
+for r in rows:
+    p = profiled[profile_name[r["strategy"]]]
+    storage.append((r["strategy"], p["storage_bytes"], r["bytes"], p["storage_bytes"] / r["bytes"] - 1))
+storage_ok = all(abs(e) <= 0.05 for _, _, _, e in storage)
 result = {"images": images, "rounds": rounds, "strategies": rows,
-          "goal_raw_5x": raw >= 5, "goal_jpeg90_1_5x": jpeg >= 1.5}
+          "goal_raw_5x": raw >= 5, "goal_jpeg90_1_5x": jpeg >= 1.5,
+          "profile": {"sample": profile["sample"], "recommended": profile["recommended"], "fastest_measured": fastest,
+                      "goal_pick_is_fastest": pick_ok,
+                      "storage_vs_du": [{"strategy": n, "profiled_bytes": p, "du_bytes": d, "error": e}
+                                        for n, p, d, e in storage],
+                      "goal_storage_within_5_percent": storage_ok}}
 json.dump(result, open(out, "w"), indent=2)
 print(f"\n{images} photos; online: one server worker thread, RandomResizedCrop(224) + flip, batch 64, "
       f"median of {rounds} interleaved rounds")
@@ -102,5 +134,11 @@ for r in rows:
           f"{r['delivered_images_per_second']:11.1f} {r['delivered_ratio_vs_source']:8.2f}x")
 print(f"  goal: resize(256) raw >= 5x source: {raw:.2f}x ({'met' if raw >= 5 else 'NOT met'})")
 print(f"  goal: resize(256) jpeg90 >= 1.5x source: {jpeg:.2f}x ({'met' if jpeg >= 1.5 else 'NOT met'})")
+print(f"\nstoker-profile on {profile['sample']} of the {images} photos (table above):")
+print(f"  throughput-only pick: {profile['recommended']}; fastest measured here: {fastest} "
+      f"({'met' if pick_ok else 'NOT met'})")
+for n, p, d, e in storage:
+    print(f"  storage {n:24s} profiled {p / 2**20:9.2f} MiB  du {d / 2**20:9.2f} MiB  {100 * e:+6.2f} %")
+print(f"  goal: profiled storage within 5 % of du: {'met' if storage_ok else 'NOT met'}")
 print(f"written to {out}")
 PY
