@@ -196,7 +196,7 @@ absl::StatusOr<std::string> Run::MakeSample(int64_t index) const {
     SampleTimes times;
     absl::StatusOr<cv::Mat> image = prefix_.DecodeAndApply(*bytes, rng, config_.max_pixels, 0, &times);
     if (!image.ok()) return image.status();
-    return EncodeStoredSample(*image, config_.format);
+    return EncodeStoredSample(prefix_.normalizes() ? prefix_.Normalized(*image) : *image, config_.format);
   } catch (const std::exception& e) {  // OpenCV throws; a sample's failure, not the run's
     return absl::InternalError(absl::StrCat("processing failed: ", e.what()));
   }
@@ -540,6 +540,11 @@ absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, c
   if (config.workers < 1) return absl::InvalidArgumentError(absl::StrCat("--local-workers = ", config.workers, "; need >= 1"));
   absl::StatusOr<Pipeline> prefix = Pipeline::CreatePrefix(config.prefix);
   if (!prefix.ok()) return absl::InvalidArgumentError(absl::StrCat("--prefix: ", prefix.status().message()));
+  if (prefix->normalizes() && config.format.encoding != StoredEncoding::kRaw) {
+    return absl::InvalidArgumentError(absl::StrCat("--prefix ends in normalize, so samples are float32 pixels, "
+                                                   "which are stored raw only; --format is ",
+                                                   config.format.EncodingText()));
+  }
   CatalogOptions options;
   options.max_file_bytes = config.max_file_bytes;
   options.scan_threads = 1;

@@ -317,6 +317,41 @@ TEST_F(MaterializeTest, BadSettingsAndAnExistingOutputAreRefused) {
 
   absl::StatusOr<MaterializeReport> of_materialised = Materialize(Config("x", "", "raw", "none", "y"));
   EXPECT_TRUE(absl::IsInvalidArgument(of_materialised.status())) << of_materialised.status();
+
+  absl::StatusOr<MaterializeReport> float_jpeg =
+      Materialize(Config("clean", "resize(48), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)", "jpeg:90", "none", "z"));
+  EXPECT_TRUE(absl::IsInvalidArgument(float_jpeg.status())) << float_jpeg.status();
+  EXPECT_NE(float_jpeg.status().message().find("stored raw only"), std::string::npos) << float_jpeg.status();
+}
+
+TEST_F(MaterializeTest, AFloatPrefixEndingInNormalizeIsServedByteIdentically) {
+  const std::vector<int64_t> all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+  const std::string pipeline = "resize(48), center_crop(40), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)";
+  for (const char* compression : {"none", "lz4"}) {
+    const std::string out = absl::StrCat("f_", compression);
+    absl::StatusOr<MaterializeReport> r = Materialize(Config("clean", pipeline, "raw", compression, out));
+    ASSERT_TRUE(r.ok()) << r.status();
+    // float32 (40, 40, 3) arrays: numpy.load reads them as they are served.
+    if (std::string(compression) == "none") {
+      EXPECT_GT(r->stored_bytes, 18 * 40 * 40 * 3 * 4);
+    }
+    for (v1::Layout layout : {v1::NHWC, v1::NCHW}) {
+      v1::SessionConfig online_config = Session("clean", pipeline, 18), stored_config = Session(out, pipeline, 18);
+      for (v1::SessionConfig* c : {&online_config, &stored_config}) {
+        c->set_dtype(v1::FLOAT32);
+        c->set_layout(layout);
+      }
+      Served online = Batch(online_config, all), stored = Batch(stored_config, all);
+      ASSERT_TRUE(online.status.ok()) << online.status;
+      ASSERT_TRUE(stored.status.ok()) << stored.status;
+      EXPECT_EQ(stored.data.size(), 18u * 40 * 40 * 3 * 4);
+      EXPECT_TRUE(online.data == stored.data) << compression << ", layout " << layout << ": the bytes differ";
+    }
+    // The stored floats hold the normalisation: a pipeline without it does not fit.
+    v1::SessionConfig plain = Session(out, "resize(48), center_crop(40)", 18);
+    Served refused = Batch(plain, all);
+    EXPECT_TRUE(absl::IsFailedPrecondition(refused.status)) << refused.status;
+  }
 }
 
 TEST_F(MaterializeTest, AnInterruptedRunResumesToTheSameShards) {

@@ -96,12 +96,14 @@ std::string HumanBytes(double bytes) {
 std::string ProfileTable(const ProfileResult& r, const Weights& w, size_t recommended) {
   const double base = SourceRate(r);
   std::string out = Heading(r, w) + "\n";
-  absl::StrAppendFormat(&out, "  %-32s %10s %11s %12s %15s %9s %11s %6s %6s\n", "strategy", "offline s", "storage",
+  int width = 8;
+  for (const Strategy& s : r.strategies) width = std::max(width, static_cast<int>(s.name.size()));
+  absl::StrAppendFormat(&out, "  %-*s %10s %11s %12s %15s %9s %11s %6s %6s\n", width, "strategy", "offline s", "storage",
                         "read B/smpl", "images/worker-s", "vs source", "wire B/smpl", "pareto", "score");
   for (size_t i = 0; i < r.strategies.size(); ++i) {
     const Strategy& s = r.strategies[i];
-    absl::StrAppendFormat(&out, "%s %-32s %10.1f %11s %12.0f %15.1f %9s %11.0f %6s %6.3f\n",
-                          i == recommended ? ">" : " ", s.name, s.offline_seconds, HumanBytes(s.storage_bytes),
+    absl::StrAppendFormat(&out, "%s %-*s %10.1f %11s %12.0f %15.1f %9s %11.0f %6s %6.3f\n",
+                          i == recommended ? ">" : " ", width, s.name, s.offline_seconds, HumanBytes(s.storage_bytes),
                           s.stored_bytes_per_sample, s.images_per_worker_second, Ratio(s.images_per_worker_second, base),
                           s.wire_bytes_per_sample, s.pareto ? "*" : "", s.score);
   }

@@ -50,6 +50,7 @@ absl::StatusOr<OnlineFigures> MeasureOnline(const ProfileConfig& config, const s
   c.session.set_dataset(trial.dataset);
   c.session.set_batch_size(config.batch_size);
   for (const v1::Op& op : config.pipeline) *c.session.add_pipeline() = op;
+  if (config.pipeline.back().has_normalize()) c.session.set_dtype(v1::FLOAT32);  // normalize needs floats
   c.world_size = trial.world_size;
   c.epochs = 1;
   c.open_timeout = absl::Minutes(5);
@@ -112,6 +113,7 @@ absl::Status CheckConfig(const ProfileConfig& config) {
   v1::SessionConfig session;
   session.set_batch_size(config.batch_size);
   for (const v1::Op& op : config.pipeline) *session.add_pipeline() = op;
+  if (config.pipeline.back().has_normalize()) session.set_dtype(v1::FLOAT32);
   if (absl::StatusOr<Pipeline> p = Pipeline::Create(session); !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", p.status().message()));
   }

@@ -55,6 +55,7 @@ std::string WeightsText(const Weights& w) { return absl::StrCat(w.preprocessing,
 size_t DeterministicPrefixLength(const std::vector<v1::Op>& pipeline) {
   size_t n = 0;
   while (n < pipeline.size() && (pipeline[n].has_resize() || pipeline[n].has_center_crop())) ++n;
+  if (n < pipeline.size() && pipeline[n].has_normalize()) ++n;  // the last op: stored as float32 pixels
   return n;
 }
 
@@ -68,7 +69,9 @@ std::vector<Strategy> EnumerateStrategies(const std::vector<v1::Op>& pipeline,
   for (size_t split = 0; split <= prefix; ++split) {
     std::vector<v1::Op> ops(pipeline.begin(), pipeline.begin() + static_cast<std::ptrdiff_t>(split));
     const std::string where = split == 0 ? "decoded" : PipelineToText(ops);
+    const bool floats = split > 0 && ops.back().has_normalize();
     for (const StoredFormat& format : formats) {
+      if (floats && format.encoding != StoredEncoding::kRaw) continue;  // float32 pixels are stored raw only
       Strategy s;
       s.name = absl::StrCat(where, " ", format.Name());
       s.materialised = true;

@@ -48,12 +48,14 @@ struct Weights {
 absl::StatusOr<Weights> ParseWeights(absl::string_view text);
 std::string WeightsText(const Weights& w);
 
-// How many leading ops of `pipeline` are deterministic (resize, center_crop)
-// and so may run offline; the first random op or normalize ends the prefix.
+// How many leading ops of `pipeline` are deterministic (resize, center_crop,
+// and a normalize after them, which is the last op) and so may run offline;
+// the first random op ends the prefix.
 size_t DeterministicPrefixLength(const std::vector<v1::Op>& pipeline);
 
 // The source, then for every split point (decoded pixels, after the first
-// deterministic op, after the second...) every format in `formats`.
+// deterministic op, after the second...) every format in `formats` (after a
+// normalize, only the raw ones: float32 pixels are stored raw).
 std::vector<Strategy> EnumerateStrategies(const std::vector<v1::Op>& pipeline,
                                           const std::vector<StoredFormat>& formats);
 

@@ -51,7 +51,8 @@ TEST(WeightsTest, ParsesThreeNonNegativeNumbers) {
 TEST(StrategyTest, SplitPointsAreTheDeterministicPrefixesWithEveryFormat) {
   EXPECT_EQ(DeterministicPrefixLength(Ops("resize(64), center_crop(56), random_horizontal_flip(0.5)")), 2u);
   EXPECT_EQ(DeterministicPrefixLength(Ops("random_resized_crop(224), resize(64)")), 0u);
-  EXPECT_EQ(DeterministicPrefixLength(Ops("resize(64), normalize(), center_crop(56)")), 1u);
+  EXPECT_EQ(DeterministicPrefixLength(Ops("resize(64), center_crop(56), normalize()")), 3u);
+  EXPECT_EQ(DeterministicPrefixLength(Ops("resize(64), random_horizontal_flip(0.5), normalize()")), 1u);
 
   absl::StatusOr<StoredFormat> raw = ParseStoredFormat("raw", "none"), jpeg = ParseStoredFormat("jpeg:90", "lz4");
   ASSERT_TRUE(raw.ok() && jpeg.ok());
@@ -67,6 +68,11 @@ TEST(StrategyTest, SplitPointsAreTheDeterministicPrefixesWithEveryFormat) {
   EXPECT_TRUE(s[1].prefix.empty());
   EXPECT_EQ(s[6].prefix.size(), 2u);
   EXPECT_EQ(s[6].format.Name(), "jpeg:90+lz4");
+
+  // A validation pipeline is deterministic throughout; after normalize only raw storage is tried.
+  const std::vector<Strategy> v = EnumerateStrategies(Ops("resize(64), center_crop(56), normalize()"), {*raw, *jpeg});
+  ASSERT_EQ(v.size(), 1u + 3 * 2 + 1);
+  EXPECT_EQ(v.back().name, "resize(64), center_crop(56), normalize() raw");
 }
 
 TEST(StrategyTest, ParetoFrontHoldsWhatNothingBeatsOnEveryCost) {

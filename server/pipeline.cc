@@ -157,14 +157,31 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops) 
       return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
                                                      " is random: random ops stay online (after the prefix)"));
     }
-    if (op.has_normalize()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, " normalize cannot be stored: stored pixels are uint8, so normalize stays online"));
-    }
     if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_); !s.ok()) return s;
+    if (op.has_normalize()) {
+      if (i + 1 != ops.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, " normalize must be the last op of the prefix"));
+      }
+      p.normalize_ = true;
+      p.dtype_ = v1::FLOAT32;
+      for (int c = 0; c < 3; ++c) {
+        p.mean_[c] = op.normalize().mean(c);
+        p.std_[c] = op.normalize().std(c);
+      }
+    }
     p.ops_.push_back(std::move(op));
   }
   return p;
+}
+
+cv::Mat Pipeline::Normalized(const cv::Mat& rgb) const {
+  cv::Mat f;
+  rgb.convertTo(f, CV_32FC3, 1.0 / 255);
+  if (normalize_) {
+    cv::subtract(f, cv::Scalar(mean_[0], mean_[1], mean_[2]), f);
+    cv::divide(f, cv::Scalar(std_[0], std_[1], std_[2]), f);
+  }
+  return f;
 }
 
 int DctScaleFor(int crop, int out) {
@@ -302,7 +319,10 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
 
 absl::Status Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
   const int h = out_height_, w = out_width_;
-  if (image.rows != h || image.cols != w || image.type() != CV_8UC3) {
+  // A float image was normalised offline (a sample stored by a prefix that
+  // ends in normalize): only the layout and dtype are left to do.
+  const bool normalised = image.type() == CV_32FC3 && normalize_;
+  if (image.rows != h || image.cols != w || (image.type() != CV_8UC3 && !normalised)) {
     return DecodeError(DecodeFailure::kCorrupt,
                        absl::StrCat("the pipeline produced ", image.cols, "x", image.rows, " pixels of type ",
                                     image.type(), "; expected ", w, "x", h, " 8-bit RGB"));
@@ -321,13 +341,7 @@ absl::Status Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
     }
     return absl::OkStatus();
   }
-  // Float output: value / 255, then (v - mean) / std when normalizing.
-  cv::Mat f;
-  image.convertTo(f, CV_32FC3, 1.0 / 255);
-  if (normalize_) {
-    cv::subtract(f, cv::Scalar(mean_[0], mean_[1], mean_[2]), f);
-    cv::divide(f, cv::Scalar(std_[0], std_[1], std_[2]), f);
-  }
+  const cv::Mat f = normalised ? image : Normalized(image);
   const int depth = dtype_ == v1::FLOAT16 ? CV_16F : CV_32F;
   const size_t element = dtype_ == v1::FLOAT16 ? 2 : 4;
   if (layout_ == v1::NHWC) {

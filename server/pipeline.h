@@ -37,9 +37,10 @@ class Pipeline {
   // allowed range.
   static absl::StatusOr<Pipeline> Create(const v1::SessionConfig& config);
   // The deterministic prefix a materialiser runs offline: ops that draw no
-  // random numbers (resize, center_crop), any output size. INVALID_ARGUMENT
-  // names a random op ("random ops stay online") or normalize (stored pixels
-  // are uint8; it stays online). Only DecodeAndApply may be used on it.
+  // random numbers (resize, center_crop, and normalize as the last op: then
+  // dtype() is FLOAT32 and the stored pixels are Normalized floats), any
+  // output size. INVALID_ARGUMENT names a random op ("random ops stay
+  // online"). Only DecodeAndApply and Normalized may be used on it.
   static absl::StatusOr<Pipeline> CreatePrefix(const std::vector<v1::Op>& ops);
 
   // The ops with defaults filled in.
@@ -73,8 +74,14 @@ class Pipeline {
   absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0) const;
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
-  // and dtype, normalizing if the last op is normalize.
+  // and dtype, normalizing if the last op is normalize. The image is 8-bit,
+  // or, when the last op is normalize, may be float already Normalized (a
+  // sample stored that way), which is then only laid out.
   absl::Status Store(const cv::Mat& image, uint8_t* dst) const;
+  // 8-bit RGB as float: value / 255, then (v - mean) / std if the last op is
+  // normalize; exactly what Store writes for FLOAT32.
+  cv::Mat Normalized(const cv::Mat& rgb) const;
+  bool normalizes() const { return normalize_; }
 
  private:
   std::vector<v1::Op> ops_;  // with defaults filled in

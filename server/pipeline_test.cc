@@ -320,7 +320,7 @@ TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {
            {"resize(256), random_resized_crop(224)", "prefix[1] random_resized_crop(224"},
            {"random_horizontal_flip(0.5)", "prefix[0] random_horizontal_flip"},
            {"center_crop(224), color_jitter(0.4)", "prefix[1] color_jitter"},
-           {"resize(256), normalize()", "prefix[1] normalize cannot be stored"},
+           {"resize(256), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225), center_crop(224)", "prefix[1] normalize must be the last op of the prefix"},
            {"resize(0)", "prefix[0].resize.shorter_side = 0"}}) {
     absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(c.text);
     ASSERT_TRUE(ops.ok()) << c.text << ": " << ops.status();
@@ -333,6 +333,10 @@ TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->ops().size(), 2u);
   EXPECT_TRUE(Pipeline::CreatePrefix(*ParsePipelineText("resize(256)")).ok());  // output size need not be fixed
+  absl::StatusOr<Pipeline> floats = Pipeline::CreatePrefix(*ParsePipelineText("resize(256), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)"));
+  ASSERT_TRUE(floats.ok()) << floats.status();  // stored as float32 pixels
+  EXPECT_TRUE(floats->normalizes());
+  EXPECT_EQ(floats->dtype(), v1::FLOAT32);
 }
 
 // What a materialised dataset relies on: the prefix run offline, then the

@@ -146,9 +146,9 @@ absl::StatusOr<StoredFormat> ParseStoredFormat(absl::string_view encoding, absl:
   return f;
 }
 
-std::string NpyHeader(int height, int width) {
-  std::string dict = absl::StrCat("{'descr': '|u1', 'fortran_order': False, 'shape': (", height, ", ", width,
-                                  ", 3), }");
+std::string NpyHeader(int height, int width, bool float32) {
+  std::string dict = absl::StrCat("{'descr': '", float32 ? "<f4" : "|u1", "', 'fortran_order': False, 'shape': (",
+                                  height, ", ", width, ", 3), }");
   // magic (6) + version (2) + length (2) + dict + padding + '\n' = k x 64.
   const size_t unpadded = kNpyMagicLen + 4 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
@@ -177,8 +177,10 @@ absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixel
   }
   if (dict_len > bytes.size() - dict_at) return absl::DataLossError(".npy header is longer than the member");
   const absl::string_view dict = bytes.substr(dict_at, dict_len);
-  if (!absl::StrContains(dict, "'descr': '|u1'") && !absl::StrContains(dict, "'descr': '<u1'")) {
-    return absl::DataLossError(absl::StrCat(".npy array is not uint8: ", absl::StripAsciiWhitespace(dict)));
+  const bool float32 = absl::StrContains(dict, "'descr': '<f4'");
+  if (!float32 && !absl::StrContains(dict, "'descr': '|u1'") && !absl::StrContains(dict, "'descr': '<u1'")) {
+    return absl::DataLossError(
+        absl::StrCat(".npy array is neither uint8 nor little-endian float32: ", absl::StripAsciiWhitespace(dict)));
   }
   if (!absl::StrContains(dict, "'fortran_order': False")) {
     return absl::DataLossError(".npy array is in Fortran order; expected C order");
@@ -203,25 +205,31 @@ absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixel
                                             max_pixels));
   }
   const size_t data_at = dict_at + dict_len;
-  const int64_t need = shape[0] * shape[1] * 3;
+  const int64_t need = shape[0] * shape[1] * 3 * (float32 ? 4 : 1);
   if (static_cast<int64_t>(bytes.size() - data_at) != need) {
     return absl::DataLossError(absl::StrCat(".npy array (", shape[0], ", ", shape[1], ", 3) needs ", need,
                                             " bytes of data; the member has ", bytes.size() - data_at));
   }
-  return cv::Mat(static_cast<int>(shape[0]), static_cast<int>(shape[1]), CV_8UC3,
+  return cv::Mat(static_cast<int>(shape[0]), static_cast<int>(shape[1]), float32 ? CV_32FC3 : CV_8UC3,
                  const_cast<char*>(bytes.data() + data_at));
 }
 
 absl::StatusOr<std::string> EncodeStoredSample(const cv::Mat& rgb, const StoredFormat& format) {
-  if (rgb.type() != CV_8UC3 || rgb.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("stored samples are 8-bit RGB; got OpenCV type ", rgb.type()));
+  const bool float32 = rgb.type() == CV_32FC3;
+  if ((rgb.type() != CV_8UC3 && !float32) || rgb.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stored samples are 8-bit or float32 RGB; got OpenCV type ", rgb.type()));
+  }
+  if (float32 && format.encoding != StoredEncoding::kRaw) {
+    return absl::InvalidArgumentError(absl::StrCat("float pixels (a prefix ending in normalize) are stored raw only, "
+                                                   "not as ", format.EncodingText()));
   }
   std::string plain;
   if (format.encoding == StoredEncoding::kRaw) {
-    plain = NpyHeader(rgb.rows, rgb.cols);
-    const size_t row = size_t(rgb.cols) * 3;
+    plain = NpyHeader(rgb.rows, rgb.cols, float32);
+    const size_t row = size_t(rgb.cols) * 3 * rgb.elemSize1();
     plain.reserve(plain.size() + row * rgb.rows);
-    for (int y = 0; y < rgb.rows; ++y) plain.append(reinterpret_cast<const char*>(rgb.ptr<uint8_t>(y)), row);
+    for (int y = 0; y < rgb.rows; ++y) plain.append(reinterpret_cast<const char*>(rgb.ptr(y)), row);
   } else {
     cv::Mat bgr;
     cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);  // OpenCV's codecs take BGR

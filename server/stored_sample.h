@@ -38,18 +38,21 @@ struct StoredFormat {
 // | lz4). INVALID_ARGUMENT names the value and what is accepted.
 absl::StatusOr<StoredFormat> ParseStoredFormat(absl::string_view encoding, absl::string_view compression);
 
-// Encodes an 8-bit RGB image (prefix output) as stored: .npy (H, W, 3) uint8,
-// or JPEG / PNG, then compressed.
+// Encodes an RGB image (prefix output) as stored: .npy (H, W, 3) uint8, or
+// JPEG / PNG, then compressed. A float32 image (a prefix ending in normalize)
+// is stored as a float32 .npy only; INVALID_ARGUMENT for JPEG or PNG.
 absl::StatusOr<std::string> EncodeStoredSample(const cv::Mat& rgb, const StoredFormat& format);
 
 // Undoes the compression. DATA_LOSS names what is wrong with a damaged frame;
 // a frame that would expand past `max_bytes` is refused before allocating.
 absl::StatusOr<std::string> Decompress(absl::string_view bytes, StoredCompression compression, int64_t max_bytes);
 
-// A NumPy version-1.0 header for a C-order uint8 (height, width, 3) array;
-// its size is a multiple of 64 so that the pixels are aligned.
-std::string NpyHeader(int height, int width);
-// The RGB image in an uncompressed .npy (uint8, C order, (H, W, 3)). The
+// A NumPy version-1.0 header for a C-order uint8 (or little-endian float32)
+// (height, width, 3) array; its size is a multiple of 64 so that the pixels
+// are aligned.
+std::string NpyHeader(int height, int width, bool float32 = false);
+// The RGB image in an uncompressed .npy (uint8 or float32, C order,
+// (H, W, 3)): CV_8UC3 or CV_32FC3. The
 // image points into `bytes`, which must outlive it. DATA_LOSS for anything
 // else (naming what was found); RESOURCE_EXHAUSTED for a size over
 // `max_pixels` (0: no limit).

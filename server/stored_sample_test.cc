@@ -82,6 +82,27 @@ TEST(StoredSampleTest, RawAndPngRoundTripExactlyUnderEveryCompression) {
   }
 }
 
+TEST(StoredSampleTest, FloatPixelsRoundTripRawOnly) {
+  cv::Mat rgb;
+  SyntheticImage(19, 23, 3).convertTo(rgb, CV_32FC3, 1.0 / 255, -0.5);
+  for (const char* compression : {"none", "zstd"}) {
+    const StoredFormat f = *ParseStoredFormat("raw", compression);
+    absl::StatusOr<std::string> stored = EncodeStoredSample(rgb, f);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    absl::StatusOr<std::string> plain = Decompress(*stored, f.compression, 1 << 20);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_NE(plain->find("'descr': '<f4'"), std::string::npos);
+    EXPECT_EQ(plain->size(), 128u + 19 * 23 * 3 * 4);
+    absl::StatusOr<cv::Mat> back = ParseNpyImage(*plain, 0);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_EQ(back->type(), CV_32FC3);
+    EXPECT_EQ(cv::norm(*back, rgb, cv::NORM_INF), 0) << compression;
+  }
+  absl::StatusOr<std::string> jpeg = EncodeStoredSample(rgb, *ParseStoredFormat("jpeg:90", "none"));
+  EXPECT_TRUE(absl::IsInvalidArgument(jpeg.status())) << jpeg.status();
+  EXPECT_NE(jpeg.status().message().find("stored raw only"), std::string::npos) << jpeg.status();
+}
+
 TEST(StoredSampleTest, JpegIsCloseAndKeepsChannelOrder) {
   cv::Mat rgb(64, 64, CV_8UC3, cv::Scalar(200, 40, 10));  // strongly red in RGB
   const StoredFormat f = *ParseStoredFormat("jpeg:95", "none");
@@ -121,21 +142,26 @@ TEST(StoredSampleTest, DamagedFramesAndArraysAreDataLossNamingTheProblem) {
   }
   // A flipped byte inside a frame: an error or different bytes, never a crash.
   absl::StatusOr<std::string> maybe = Decompress(flipped, StoredCompression::kZstd, 1 << 20);
-  if (maybe.ok()) EXPECT_NE(*maybe, npy);
+  if (maybe.ok()) {
+    EXPECT_NE(*maybe, npy);
+  }
 
   struct NpyCase {
     std::string name, bytes;
     int64_t max_pixels;
     std::string fragment;
   };
-  std::string float_npy = npy;
+  std::string float_npy = npy;  // float32 needs four times the data
   float_npy.replace(float_npy.find("|u1"), 3, "<f4");
+  std::string big_endian = npy;
+  big_endian.replace(big_endian.find("|u1"), 3, ">f4");
   std::string two_d = npy;
   two_d.replace(two_d.find("(20, 30, 3)"), 11, "(20, 90)   ");
   for (const NpyCase& c : std::vector<NpyCase>{
            {"no magic", "P6 20 30 255", 0, "NumPy magic"},
            {"short data", npy.substr(0, npy.size() - 1), 0, "needs 1800 bytes"},
-           {"float", float_npy, 0, "not uint8"},
+           {"float", float_npy, 0, "needs 7200 bytes"},
+           {"big-endian float", big_endian, 0, "neither uint8 nor little-endian float32"},
            {"2-D", two_d, 0, "not (height, width, 3)"},
            {"over the pixel limit", npy, 500, "--max-pixels"}}) {
     absl::StatusOr<cv::Mat> parsed = ParseNpyImage(c.bytes, c.max_pixels);
