@@ -183,7 +183,10 @@ void DatasetCatalog::RunTimer() {
     }
     if (expired.empty()) continue;
     mu_.Unlock();
-    for (auto& [done, status] : expired) done(status);
+    // Moved, not copied: the caller gets the only reference to the status
+    // (absl's reference count is not visible to ThreadSanitizer, which took
+    // this thread's later release of a shared copy for a race).
+    for (auto& [done, status] : expired) done(std::move(status));
     mu_.Lock();
   }
   mu_.Unlock();
