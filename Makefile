@@ -47,7 +47,8 @@ test: build thread-safety sanitizers tsan
 # our code is checked, theirs is not.
 SAN_DIR := $(BUILD_DIR)-asan
 SAN_TESTS := common/common_test server/server_test server/server_grpc_test client/client_core_test \
-  client/client_test tests/bad_input_test materialize/materialize_test materialize/profile_test
+  client/client_test tests/bad_input_test materialize/materialize_test materialize/profile_test \
+  materialize/remote_maker_test
 FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample
 FUZZ_SECONDS ?= 15
 sanitizers: deps
@@ -95,7 +96,7 @@ fuzz: sanitizers
 thread-safety: deps
 	@cmake -S . -B $(BUILD_DIR)-tsa -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
 	  -DSTOKER_WERROR_THREAD_SAFETY=ON -DSTOKER_CUDA=OFF >/dev/null
-	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server_grpc stoker_client stoker_materialize stoker_profiler
+	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server_grpc stoker_client stoker_materialize stoker_profiler stoker_remote_maker
 
 bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)

@@ -25,6 +25,9 @@ struct Batch {
   std::string server;          // host:port that produced it
   v1::StageTimes stage_times;  // server-side times (see stoker.proto)
   std::vector<v1::FailedSample> failed_samples;
+  // A materialising session's samples (SessionConfig.store): each one's bytes
+  // in `data`, in order (0: left out, see failed_samples). Empty otherwise.
+  std::vector<int64_t> sample_sizes;
   absl::Duration receive_latency;  // request sent to last byte received
 };
 

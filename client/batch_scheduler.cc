@@ -343,6 +343,18 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
     return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.labels_size(), " labels for ", n,
                                             " samples"));
   }
+  if (options_.variable_samples) {
+    int64_t sum = 0;
+    for (int64_t size : h.sample_sizes()) {
+      if (size < 0) return absl::DataLossError(absl::StrCat("sent batch ", b, " with a sample of ", size, " bytes"));
+      sum += size;
+    }
+    if (h.sample_sizes_size() != n || sum != h.total_bytes()) {
+      return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.sample_sizes_size(), " sample sizes adding up to ",
+                                              sum, " bytes for ", n, " samples in ", h.total_bytes(), " bytes"));
+    }
+    return absl::OkStatus();
+  }
   std::vector<int64_t> shape{n};
   shape.insert(shape.end(), options_.sample_shape.begin(), options_.sample_shape.end());
   if (!options_.sample_shape.empty() && !std::equal(shape.begin(), shape.end(), h.shape().begin(), h.shape().end())) {
@@ -359,9 +371,11 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
 absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Time now) {
   Stream& s = streams_.at(id);
   const int64_t b = ArmedSeq(batch.epoch, batch.batch_index);
-  if (b < 0 || s.requested.count(b) == 0 ||
-      static_cast<int64_t>(batch.data.size()) !=
-          static_cast<int64_t>(PlanOf(batch.epoch).BatchIndices(batch.batch_index).size()) * options_.sample_bytes) {
+  const int64_t n = b < 0 ? 0 : static_cast<int64_t>(PlanOf(batch.epoch).BatchIndices(batch.batch_index).size());
+  const bool size_ok = options_.variable_samples
+                           ? static_cast<int64_t>(batch.sample_sizes.size()) == n
+                           : static_cast<int64_t>(batch.data.size()) == n * options_.sample_bytes;
+  if (b < 0 || s.requested.count(b) == 0 || !size_ok) {
     return absl::DataLossError(absl::StrCat("sent batch ", batch.batch_index, " of epoch ", batch.epoch, " (",
                                             batch.data.size(), " bytes), which was not requested from it in that size"));
   }

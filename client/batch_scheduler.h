@@ -74,6 +74,9 @@ struct SchedulerOptions {
   // What every batch must look like (from OpenSession).
   int64_t sample_bytes = 0;
   std::vector<int64_t> sample_shape;
+  // A materialising session (SessionConfig.store): samples differ in size;
+  // each header's sample_sizes must add up to its total_bytes instead.
+  bool variable_samples = false;
   std::set<int64_t> already_delivered;  // resume: batches not to fetch again
   // The run's last epoch, if known: once its batches are all received, the
   // streams are half-closed. -1: not known; streams stay open (idle) while

@@ -41,6 +41,7 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   b.dtype = h.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : h.dtype();
   b.stage_times = h.stage_times();
   b.failed_samples.assign(h.failed_samples().begin(), h.failed_samples().end());
+  b.sample_sizes.assign(h.sample_sizes().begin(), h.sample_sizes().end());
   b.server = server_;
   const size_t size = static_cast<size_t>(h.total_bytes());
   b.data = pool_ ? pool_->Get(size) : HostBuffer(size);

@@ -144,7 +144,7 @@ absl::Status StokerClient::StartEpoch(int64_t epoch) { return StartEpochSkipping
 
 EpochPlan StokerClient::PlanFor(int64_t epoch) const {
   return EpochPlan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
-                   config_.drop_last, config_.rank, config_.world_size);
+                   config_.drop_last, config_.rank, config_.world_size, !config_.session.sequential());
 }
 
 absl::Status StokerClient::ArmFollowing(int64_t epoch) {
@@ -177,6 +177,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   s.unavailable_timeout = config_.unavailable_timeout;
   s.sample_bytes = dataset_.sample_bytes();
   s.sample_shape.assign(dataset_.sample_shape().begin(), dataset_.sample_shape().end());
+  s.variable_samples = config_.session.has_store();
   s.already_delivered = std::move(delivered);
   if (!config_.overlap_epochs) {
     s.final_epoch = epoch;  // never armed past this one
@@ -191,7 +192,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   // the stream reader threads as the first batches arrive (review 1.10: they
   // are slow to allocate and, on a reader thread, used to land on the wrong
   // GPU). Plain memory is left to grow with what the epoch really holds.
-  if (buffers_->scarce()) buffers_->Reserve(s.prefetch + 2,
+  if (buffers_->scarce() && !s.variable_samples) buffers_->Reserve(s.prefetch + 2,
                     static_cast<size_t>(config_.session.batch_size()) * static_cast<size_t>(dataset_.sample_bytes()));
   options.buffers = buffers_;
   options.meter = meter_.get();
@@ -203,11 +204,14 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
 absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
   const auto& s = config_.session;
   if (p.dataset() != s.dataset() || p.seed() != s.seed() || p.batch_size() != s.batch_size() ||
-      p.rank() != config_.rank || p.world_size() != config_.world_size || p.drop_last() != config_.drop_last) {
+      p.rank() != config_.rank || p.world_size() != config_.world_size || p.drop_last() != config_.drop_last ||
+      p.sequential() != s.sequential()) {
+    auto order = [](bool sequential) { return sequential ? "index order" : "shuffled"; };
     return absl::FailedPreconditionError(absl::StrCat(
         "saved position is for dataset '", p.dataset(), "', seed ", p.seed(), ", batch size ", p.batch_size(),
-        ", rank ", p.rank(), "/", p.world_size(), "; this client has '", s.dataset(), "', seed ", s.seed(),
-        ", batch size ", s.batch_size(), ", rank ", config_.rank, "/", config_.world_size));
+        ", rank ", p.rank(), "/", p.world_size(), ", ", order(p.sequential()), "; this client has '", s.dataset(),
+        "', seed ", s.seed(), ", batch size ", s.batch_size(), ", rank ", config_.rank, "/", config_.world_size, ", ",
+        order(s.sequential())));
   }
   if (!p.dataset_fingerprint().empty() && p.dataset_fingerprint() != dataset_.dataset_fingerprint()) {
     return absl::FailedPreconditionError(absl::StrCat("saved position is for dataset fingerprint ",
@@ -233,6 +237,7 @@ v1::ClientPosition StokerClient::Position() const {
   p.set_rank(config_.rank);
   p.set_world_size(config_.world_size);
   p.set_drop_last(config_.drop_last);
+  p.set_sequential(config_.session.sequential());
   p.set_epoch(epoch_number_);
   p.set_dataset_fingerprint(dataset_.dataset_fingerprint());
   p.set_pipeline(PipelineDescription());

@@ -9,13 +9,13 @@
 namespace stoker {
 
 EpochPlan::EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size,
-                     bool drop_last, int rank, int world_size)
+                     bool drop_last, int rank, int world_size, bool shuffle)
     : epoch_(epoch), batch_size_(std::max<int64_t>(1, batch_size)), drop_last_(drop_last) {
   order_.resize(static_cast<size_t>(std::max<int64_t>(0, num_samples)));
   std::iota(order_.begin(), order_.end(), int64_t{0});
   Rng rng = Rng::ForEpoch(seed, epoch);
   // Fisher-Yates with our own platform-independent generator.
-  for (int64_t i = static_cast<int64_t>(order_.size()) - 1; i > 0; --i) {
+  for (int64_t i = static_cast<int64_t>(order_.size()) - 1; shuffle && i > 0; --i) {
     std::swap(order_[i], order_[rng.UniformInt(0, i)]);
   }
   if (world_size > 1) {

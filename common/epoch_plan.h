@@ -19,8 +19,10 @@ class EpochPlan {
   // by repeating its start up to a multiple of w; with drop_last it is cut to
   // one; rank r takes positions r, r + w, r + 2w, ... Batches are made from
   // that share (the last one shorter, or dropped with drop_last).
+  //
+  // shuffle = false: index order, the same every epoch (the rest as above).
   EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size,
-            bool drop_last, int rank = 0, int world_size = 1);
+            bool drop_last, int rank = 0, int world_size = 1, bool shuffle = true);
 
   int64_t epoch() const { return epoch_; }
   int64_t num_batches() const;

@@ -25,6 +25,15 @@ TEST(EpochPlanTest, DeterministicPerSeedAndEpoch) {
   EXPECT_NE(EpochPlan(1, 2, 100, 8, false).order(), EpochPlan(9, 2, 100, 8, false).order());
 }
 
+TEST(EpochPlanTest, SequentialIsIndexOrderEveryEpochAndSplitsByRank) {
+  std::vector<int64_t> expected(10);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(EpochPlan(1, 0, 10, 4, false, 0, 1, /*shuffle=*/false).order(), expected);
+  EXPECT_EQ(EpochPlan(7, 3, 10, 4, false, 0, 1, /*shuffle=*/false).order(), expected);
+  EXPECT_EQ(EpochPlan(1, 0, 10, 4, false, 0, 1, /*shuffle=*/false).BatchIndices(2), (std::vector<int64_t>{8, 9}));
+  EXPECT_EQ(EpochPlan(1, 0, 10, 4, false, 1, 3, /*shuffle=*/false).order(), (std::vector<int64_t>{1, 4, 7, 0}));
+}
+
 struct BatchCase {
   int64_t samples, batch;
   bool drop_last;

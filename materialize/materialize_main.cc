@@ -11,11 +11,13 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/flag_names.h"
 #include "common/pipeline_text.h"
 #include "common/progress_bar.h"
 #include "glog/logging.h"
 #include "materialize/materializer.h"
+#include "materialize/remote_maker.h"
 
 ABSL_FLAG(std::string, data_root, ".", "Directory holding the source dataset");
 ABSL_FLAG(std::string, dataset, "", "Source dataset, relative to --data-root (ImageFolder tree or tar shards)");
@@ -25,7 +27,11 @@ ABSL_FLAG(std::string, prefix, "resize(256)",
 ABSL_FLAG(std::string, format, "raw", "How samples are stored: raw (uint8 .npy arrays), jpeg:QUALITY (1..100) or png");
 ABSL_FLAG(std::string, compression, "none", "Per-sample compression: none, zstd[:LEVEL] or lz4[:LEVEL]");
 ABSL_FLAG(std::string, out, "", "Output directory (must not exist unless --overwrite); built in OUT.partial first");
-ABSL_FLAG(int, local_workers, 0, "Worker threads that make samples; 0 means one per CPU core");
+ABSL_FLAG(int, local_workers, 0, "Worker threads that make samples; 0 means one per CPU core (not with --servers)");
+ABSL_FLAG(std::string, servers, "",
+          "Data servers that make the samples instead of local workers: host:port entries, comma-separated, or "
+          "one dns:///name:port. They must serve --dataset under their own --data-root; --data-root is then unused");
+ABSL_FLAG(int64_t, batch_size, 16, "With --servers: samples per request (lowered to divide the shard size on resume)");
 ABSL_FLAG(int64_t, shard_samples, 0, "Samples per shard; 0 sizes shards to about --shard-mib each");
 ABSL_FLAG(int64_t, shard_mib, 256, "Target shard size in MiB when --shard-samples is 0 (large sequential reads)");
 ABSL_FLAG(bool, overwrite, false, "Replace an existing --out, once the new output is complete");
@@ -63,6 +69,7 @@ int main(int argc, char** argv) {
       "result as WebDataset tar shards plus manifest.json, which stoker-server serves as a dataset.\n"
       "Usage: stoker-materialize --data-root ROOT --dataset SRC --prefix 'resize(256)'\n"
       "         --format raw|jpeg:QUALITY|png --compression none|zstd|lz4 --out DIR [--local-workers N]\n"
+      "   or: stoker-materialize --servers HOST:PORT,... --dataset SRC ... --out DIR  (the servers make the samples)\n"
       "An interrupted run (Ctrl-C, a crash, SIGKILL) resumes when the same command is run again.");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -101,6 +108,14 @@ int main(int argc, char** argv) {
   config.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.test_sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
   config.cancel = &g_cancel;
+  const std::vector<std::string> servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
+  if (!servers.empty()) {
+    stoker::RemoteOptions remote;
+    remote.servers = servers;
+    config.remote = stoker::RemoteOnServers(remote);
+    config.batch_size = absl::GetFlag(FLAGS_batch_size);
+    if (workers > 0) LOG(WARNING) << "--local-workers is not used with --servers: the servers make the samples";
+  }
   bool bar = false;
   const stoker::ProgressFn progress = MakeProgress(mode, &bar);
   config.progress_every = bar ? absl::Milliseconds(250) : absl::Seconds(10);

@@ -24,6 +24,7 @@
 #include "server/dataset.h"
 #include "server/json_fields.h"
 #include "server/pipeline.h"
+#include "server/store_output.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -124,9 +125,14 @@ struct ShardRecord {
 
 class Run {
  public:
-  Run(const MaterializeConfig& config, std::shared_ptr<const SampleSource> source, Pipeline prefix)
-      : config_(config), source_(std::move(source)), prefix_(std::move(prefix)),
-        out_(fs::absolute(config.out).lexically_normal()) {
+  // Exactly one of `source` (local workers) and `remote` is set.
+  Run(const MaterializeConfig& config, std::shared_ptr<const SampleSource> source,
+      std::unique_ptr<RemoteMaker> remote, Pipeline prefix)
+      : config_(config), source_(std::move(source)), remote_(std::move(remote)), prefix_(std::move(prefix)),
+        out_(fs::absolute(config.out).lexically_normal()),
+        fingerprint_(source_ ? source_->fingerprint() : remote_->fingerprint()),
+        size_(source_ ? source_->size() : remote_->size()),
+        class_names_(source_ ? source_->class_names() : remote_->class_names()) {
     if (out_.filename().empty()) out_ = out_.parent_path();  // "dir/" -> "dir"
     work_ = out_.string() + ".partial";
   }
@@ -145,7 +151,22 @@ class Run {
   absl::StatusOr<int64_t> EstimateShardSamples();
   std::optional<ShardRecord> LoadRecord(int64_t shard) const;
   absl::StatusOr<std::string> MakeSample(int64_t index) const;
+  // A shard being written: opened, each of its samples added in order, closed.
+  struct Building {
+    ShardRecord record;
+    fs::path tmp;
+    ShardWriter writer;
+  };
+  absl::Status OpenShard(int64_t shard, Building* b);
+  absl::Status AddToShard(Building& b, int64_t index, int32_t label, const absl::StatusOr<std::string>& sample,
+                          const std::string& path);
+  absl::Status CloseShard(int64_t shard, Building& b);
   absl::Status MakeShard(int64_t shard);
+  // Remote: samples per request, dividing shard_samples_ unless one shard holds all.
+  int64_t RemoteBatchSize() const;
+  // Makes the pending shards on the servers, writing each as its samples arrive.
+  absl::Status RunRemote(const ProgressFn& progress);
+  absl::Status CancelledError() const;
   // Reads the records of shards an earlier run made; the rest are pending.
   void LoadRecords();
   // Makes the pending shards on the worker threads, reporting progress.
@@ -165,8 +186,12 @@ class Run {
 
   const MaterializeConfig config_;
   const std::shared_ptr<const SampleSource> source_;
+  const std::unique_ptr<RemoteMaker> remote_;
   const Pipeline prefix_;
   fs::path out_, work_;
+  const std::string fingerprint_;
+  const int64_t size_;
+  const std::vector<std::string> class_names_;
   int64_t shard_samples_ = 0, shards_ = 0;
   std::vector<int64_t> pending_;  // shards to make, in order
   std::vector<ShardRecord> records_;  // by shard, filled as they finish
@@ -183,36 +208,46 @@ class Run {
 };
 
 Job Run::ThisJob(int64_t shard_samples) const {
-  return {source_->fingerprint(), PipelineToText(prefix_.ops()), config_.format.Name(), source_->size(),
+  return {fingerprint_, PipelineToText(prefix_.ops()), config_.format.Name(), size_,
           shard_samples};
 }
 
 absl::StatusOr<std::string> Run::MakeSample(int64_t index) const {
   if (config_.test_sample_delay > absl::ZeroDuration()) absl::SleepFor(config_.test_sample_delay);
+  absl::StatusOr<std::string> bytes;
   try {
-    absl::StatusOr<std::string> bytes = source_->Read(index);
-    if (!bytes.ok()) return bytes.status();
-    Rng rng(0);  // the prefix draws nothing
-    SampleTimes times;
-    absl::StatusOr<cv::Mat> image = prefix_.DecodeAndApply(*bytes, rng, config_.max_pixels, 0, &times);
-    if (!image.ok()) return image.status();
-    return EncodeStoredSample(prefix_.normalizes() ? prefix_.Normalized(*image) : *image, config_.format);
-  } catch (const std::exception& e) {  // OpenCV throws; a sample's failure, not the run's
-    return absl::InternalError(absl::StrCat("processing failed: ", e.what()));
+    bytes = source_->Read(index);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: this sample's failure
+    return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
   }
+  if (!bytes.ok()) return bytes.status();
+  SampleTimes times;
+  return MakeStoredSample(prefix_, config_.format, *bytes, config_.max_pixels, &times);
 }
 
 absl::StatusOr<int64_t> Run::EstimateShardSamples() {
-  if (config_.shard_samples > 0) return std::min(config_.shard_samples, source_->size());
-  const int64_t n = source_->size();
+  if (config_.shard_samples > 0) return std::min(config_.shard_samples, size_);
+  const int64_t n = size_;
   int64_t made = 0, bytes = 0;
-  for (int64_t i = 0; i < std::min<int64_t>(n, kEstimateSamples); ++i) {
-    absl::StatusOr<std::string> sample = MakeSample(i);
-    if (!sample.ok()) continue;
+  auto count = [&](const absl::StatusOr<std::string>& sample) {
+    if (!sample.ok()) return;
     ++made;
     bytes += static_cast<int64_t>(sample->size()) + 2048;  // two tar headers and padding
+  };
+  const int64_t batch = std::clamp<int64_t>(config_.batch_size, 1, n);
+  if (remote_) {  // the first batch, made by the servers
+    absl::Status s = remote_->Make(batch, {0}, [&](MadeSample m) {
+      count(m.stored);
+      return absl::OkStatus();
+    }, config_.cancel);
+    if (!s.ok()) return s;
+  } else {
+    for (int64_t i = 0; i < std::min<int64_t>(n, kEstimateSamples); ++i) count(MakeSample(i));
   }
   int64_t per_shard = made > 0 ? std::max<int64_t>(1, config_.shard_bytes / std::max<int64_t>(1, bytes / made)) : 1000;
+  if (remote_) {  // whole batches: one shard is written as its batches arrive, in order
+    return std::min(n, (per_shard + batch - 1) / batch * batch);
+  }
   const int64_t spread = (n + 4 * config_.workers - 1) / (4 * config_.workers);  // four shards per worker
   per_shard = std::clamp<int64_t>(std::min(per_shard, spread), 1, n);
   return per_shard;
@@ -268,7 +303,7 @@ std::optional<Manifest> Run::FinishedManifest() const {
   if (!fs::exists(work_ / kManifestFileName, ec)) return std::nullopt;
   if (!fs::exists(work_ / kJobFile, ec)) return std::nullopt;  // not this tool's run in progress
   absl::StatusOr<Manifest> m = ReadManifest(work_);
-  if (!m.ok() || m->source_fingerprint != source_->fingerprint() || m->source_samples != source_->size() ||
+  if (!m.ok() || m->source_fingerprint != fingerprint_ || m->source_samples != size_ ||
       PipelineToText(m->prefix) != PipelineToText(prefix_.ops()) || m->format.Name() != config_.format.Name()) {
     return std::nullopt;
   }
@@ -288,7 +323,7 @@ std::optional<ShardRecord> Run::LoadRecord(int64_t shard) const {
   std::optional<ShardRecord> r = ShardRecord::FromJson(*j);
   const int64_t begin = shard * shard_samples_;
   if (!r || r->shard.name != ShardName(shard) || r->begin != begin ||
-      r->end != std::min(source_->size(), begin + shard_samples_)) {
+      r->end != std::min(size_, begin + shard_samples_)) {
     return std::nullopt;
   }
   const std::uintmax_t size = fs::file_size(work_ / r->shard.name, ec);
@@ -296,35 +331,38 @@ std::optional<ShardRecord> Run::LoadRecord(int64_t shard) const {
   return r;
 }
 
-absl::Status Run::MakeShard(int64_t shard) {
-  ShardRecord r;
+absl::Status Run::OpenShard(int64_t shard, Building* b) {
+  ShardRecord& r = b->record;
   r.shard.name = ShardName(shard);
   r.begin = shard * shard_samples_;
-  r.end = std::min(source_->size(), r.begin + shard_samples_);
-  const fs::path tmp = work_ / (r.shard.name + ".tmp");
-  ShardWriter writer;
-  if (absl::Status s = writer.Open(tmp); !s.ok()) return s;
-  const std::string field = config_.format.Field();
-  for (int64_t i = r.begin; i < r.end; ++i) {
-    if (stop_.load() || Cancelled()) return absl::CancelledError("stopped");
-    absl::StatusOr<std::string> sample = MakeSample(i);
-    if (!sample.ok()) {
-      r.failed.push_back({i, source_->Describe(i), std::string(sample.status().message())});
-      failed_.fetch_add(1);
-      done_.fetch_add(1);
-      continue;
-    }
-    const std::string key = absl::StrFormat("%09d", i);
-    if (absl::Status s = writer.Add(absl::StrCat(key, ".", field), *sample); !s.ok()) return s;
-    if (absl::Status s = writer.Add(absl::StrCat(key, ".cls"), std::to_string(source_->label(i))); !s.ok()) return s;
-    ++r.shard.samples;
-    done_.fetch_add(1);
+  r.end = std::min(size_, r.begin + shard_samples_);
+  b->tmp = work_ / (r.shard.name + ".tmp");
+  return b->writer.Open(b->tmp);
+}
+
+absl::Status Run::AddToShard(Building& b, int64_t index, int32_t label, const absl::StatusOr<std::string>& sample,
+                             const std::string& path) {
+  ShardRecord& r = b.record;
+  done_.fetch_add(1);
+  if (!sample.ok()) {
+    r.failed.push_back({index, path, std::string(sample.status().message())});
+    failed_.fetch_add(1);
+    return absl::OkStatus();
   }
-  if (absl::Status s = writer.Finish(); !s.ok()) return s;
+  const std::string key = absl::StrFormat("%09d", index);
+  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", config_.format.Field()), *sample); !s.ok()) return s;
+  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".cls"), std::to_string(label)); !s.ok()) return s;
+  ++r.shard.samples;
+  return absl::OkStatus();
+}
+
+absl::Status Run::CloseShard(int64_t shard, Building& b) {
+  ShardRecord& r = b.record;
+  if (absl::Status s = b.writer.Finish(); !s.ok()) return s;
   const fs::path path = work_ / r.shard.name;
   std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp.string(), ": ", ec.message()));
+  fs::rename(b.tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", b.tmp.string(), ": ", ec.message()));
   r.shard.bytes = static_cast<int64_t>(fs::file_size(path, ec));
   stored_bytes_.fetch_add(r.shard.bytes);
   absl::StatusOr<std::string> checksum = FileChecksum(path);
@@ -337,6 +375,76 @@ absl::Status Run::MakeShard(int64_t shard) {
   absl::MutexLock lock(&mu_);
   records_[shard] = std::move(r);
   return absl::OkStatus();
+}
+
+absl::Status Run::MakeShard(int64_t shard) {
+  Building b;
+  if (absl::Status s = OpenShard(shard, &b); !s.ok()) return s;
+  for (int64_t i = b.record.begin; i < b.record.end; ++i) {
+    if (stop_.load() || Cancelled()) return absl::CancelledError("stopped");
+    absl::StatusOr<std::string> sample = MakeSample(i);
+    const std::string path = sample.ok() ? std::string() : source_->Describe(i);
+    if (absl::Status s = AddToShard(b, i, source_->label(i), sample, path); !s.ok()) return s;
+  }
+  return CloseShard(shard, b);
+}
+
+int64_t Run::RemoteBatchSize() const {
+  int64_t batch = std::clamp<int64_t>(config_.batch_size, 1, shard_samples_);
+  if (shard_samples_ >= size_) return batch;  // one shard: any batch size
+  while (shard_samples_ % batch != 0) --batch;
+  return batch;
+}
+
+absl::Status Run::RunRemote(const ProgressFn& progress) {
+  start_ = absl::Now();
+  done_at_start_ = done_.load();
+  const int64_t batch = RemoteBatchSize();
+  std::vector<int64_t> batches;
+  for (int64_t k : pending_) {
+    const int64_t begin = k * shard_samples_, end = std::min(size_, begin + shard_samples_);
+    for (int64_t b = begin / batch; b * batch < end; ++b) batches.push_back(b);
+  }
+  std::optional<Building> building;
+  int64_t shard = -1, expected = -1;
+  absl::Time reported = absl::Now();
+  absl::Status status = remote_->Make(batch, batches, [&](MadeSample m) -> absl::Status {
+    if (!building) {
+      shard = m.index / shard_samples_;
+      expected = shard * shard_samples_;
+      if (absl::Status s = OpenShard(shard, &building.emplace()); !s.ok()) return s;
+    }
+    if (m.index != expected) {  // exactly once and in order, or the shard would be wrong
+      return absl::DataLossError(absl::StrCat("the servers delivered sample ", m.index, " where ", expected,
+                                              " was due; nothing of ", ShardName(shard), " was kept"));
+    }
+    ++expected;
+    if (absl::Status s = AddToShard(*building, m.index, m.label, m.stored, m.path); !s.ok()) return s;
+    if (expected == building->record.end) {
+      if (absl::Status s = CloseShard(shard, *building); !s.ok()) return s;
+      building.reset();
+    }
+    if (absl::Now() - reported >= config_.progress_every) {
+      reported = absl::Now();
+      Report(progress, false);
+    }
+    return absl::OkStatus();
+  }, config_.cancel);
+  if (Cancelled()) return CancelledError();
+  if (!status.ok()) return status;
+  if (building) {
+    return absl::DataLossError(absl::StrCat("the servers ended before ", ShardName(shard), " was complete (sample ",
+                                            expected, " of ", building->record.end, " was due)"));
+  }
+  Report(progress, true);
+  return absl::OkStatus();
+}
+
+absl::Status Run::CancelledError() const {
+  const int64_t made = std::count_if(records_.begin(), records_.end(),
+                                     [](const ShardRecord& r) { return !r.shard.name.empty(); });
+  return absl::CancelledError(absl::StrCat("interrupted with ", made, " of ", shards_, " shards made (kept in ",
+                                           work_.string(), "); rerun the same command to finish"));
 }
 
 void Run::Work() {
@@ -360,7 +468,7 @@ void Run::Work() {
 void Run::Report(const ProgressFn& progress, bool final) {
   if (!progress) return;
   MaterializeProgress p;
-  p.total = source_->size();
+  p.total = size_;
   p.done = done_.load();
   p.failed = failed_.load();
   p.stored_bytes = stored_bytes_.load();
@@ -377,11 +485,11 @@ void Run::Report(const ProgressFn& progress, bool final) {
 absl::StatusOr<Manifest> Run::WriteManifest() {
   Manifest m;
   m.source_dataset = config_.dataset;
-  m.source_fingerprint = source_->fingerprint();
-  m.source_samples = source_->size();
+  m.source_fingerprint = fingerprint_;
+  m.source_samples = size_;
   m.prefix = prefix_.ops();
   m.format = config_.format;
-  m.class_names = source_->class_names();
+  m.class_names = class_names_;
   m.created = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
   for (const ShardRecord& r : records_) {
     m.shards.push_back(r.shard);
@@ -437,7 +545,7 @@ void Run::Unlock() {
 }
 
 void Run::LoadRecords() {
-  shards_ = (source_->size() + shard_samples_ - 1) / shard_samples_;
+  shards_ = (size_ + shard_samples_ - 1) / shard_samples_;
   records_.resize(static_cast<size_t>(shards_));
   for (int64_t k = 0; k < shards_; ++k) {
     if (std::optional<ShardRecord> r = LoadRecord(k)) {
@@ -474,12 +582,7 @@ absl::Status Run::RunWorkers(const ProgressFn& progress) {
   mu_.Unlock();
   for (std::thread& t : threads) t.join();
   if (!error.ok()) return error;
-  if (Cancelled()) {
-    const int64_t made = std::count_if(records_.begin(), records_.end(),
-                                       [](const ShardRecord& r) { return !r.shard.name.empty(); });
-    return absl::CancelledError(absl::StrCat("interrupted with ", made, " of ", shards_, " shards made (kept in ",
-                                             work_.string(), "); rerun the same command to finish"));
-  }
+  if (Cancelled()) return CancelledError();
   Report(progress, true);
   return absl::OkStatus();
 }
@@ -512,11 +615,11 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   }
   if (absl::Status s = PrepareWorkDir(); !s.ok()) return s;
   LoadRecords();
-  LOG(INFO) << "materialising '" << config_.dataset << "' (" << source_->size() << " samples) with prefix '"
+  LOG(INFO) << "materialising '" << config_.dataset << "' (" << size_ << " samples) with prefix '"
             << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << out_.string() << ": "
             << shards_ << " shards of " << shard_samples_ << " samples, " << resumed_ << " already made, "
-            << config_.workers << " workers";
-  if (absl::Status s = RunWorkers(progress); !s.ok()) return s;
+            << (remote_ ? "on the servers" : absl::StrCat(config_.workers, " workers"));
+  if (absl::Status s = remote_ ? RunRemote(progress) : RunWorkers(progress); !s.ok()) return s;
   int64_t stored = 0;
   for (const ShardRecord& r : records_) stored += r.shard.samples;
   if (stored == 0) {
@@ -545,6 +648,19 @@ absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, c
                                                    "which are stored raw only; --format is ",
                                                    config.format.EncodingText()));
   }
+  if (config.remote) {
+    if (config.sample != 0) return absl::InvalidArgumentError("a sample of the dataset is made by local workers only");
+    if (config.batch_size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--batch-size = ", config.batch_size, "; need >= 1"));
+    }
+    absl::StatusOr<std::unique_ptr<RemoteMaker>> remote = config.remote(config.dataset, prefix->ops(), config.format);
+    if (!remote.ok()) return remote.status();
+    if ((*remote)->size() < 1) {
+      return absl::FailedPreconditionError(absl::StrCat("dataset '", config.dataset, "' has no samples"));
+    }
+    Run run(config, nullptr, *std::move(remote), *std::move(prefix));
+    return run.Go(progress);
+  }
   CatalogOptions options;
   options.max_file_bytes = config.max_file_bytes;
   options.scan_threads = 1;
@@ -555,7 +671,7 @@ absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, c
     return absl::InvalidArgumentError(absl::StrCat("dataset '", config.dataset,
                                                    "' is already materialised; materialise its source instead"));
   }
-  Run run(config, EvenSample(*std::move(source), config.sample), *std::move(prefix));
+  Run run(config, EvenSample(*std::move(source), config.sample), nullptr, *std::move(prefix));
   return run.Go(progress);
 }
 

@@ -1,6 +1,6 @@
 // Materialises a dataset: runs a pipeline's deterministic prefix (decode,
-// resize, center_crop) once over every sample, on local worker threads, and
-// stores the result as WebDataset-style tar shards plus a manifest
+// resize, center_crop) once over every sample, on local worker threads or on
+// a pool of data servers (RemoteMaker), and stores the result as WebDataset-style tar shards plus a manifest
 // (server/manifest.h) that a data server serves from (MaterializedSource).
 //
 // Crash safety: the output is built in OUT.partial; each shard is written to
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,40 @@
 
 namespace stoker {
 
+// A sample made on a data server: its stored bytes, or why it could not be made.
+struct MadeSample {
+  int64_t index = 0;
+  int32_t label = 0;
+  absl::StatusOr<std::string> stored;
+  std::string path;  // names the sample (file, or shard:member) when it failed
+};
+
+// Makes stored samples on a pool of data servers (stoker-materialize
+// --servers; materialize/remote_maker.h), with the client's pull scheduling
+// and exactly-once delivery. The materialiser's only view of the servers, so
+// that it links no gRPC.
+class RemoteMaker {
+ public:
+  virtual ~RemoteMaker() = default;
+  // The source dataset as the servers index it.
+  virtual int64_t size() const = 0;
+  virtual const std::string& fingerprint() const = 0;
+  virtual const std::vector<std::string>& class_names() const = 0;
+  // Makes the given batches (ascending; batch b holds samples
+  // [b x batch_size, (b + 1) x batch_size) clipped to size()) and hands every
+  // sample to `sink` once, in index order, on the calling thread. Stops with
+  // the sink's first error, the servers' error, or CANCELLED once *cancel
+  // (nullable) turns true.
+  virtual absl::Status Make(int64_t batch_size, const std::vector<int64_t>& batches,
+                            const std::function<absl::Status(MadeSample)>& sink, const std::atomic<bool>* cancel) = 0;
+};
+
+// Opens the session for (dataset, prefix, format) on the servers; their
+// refusals (a random op, a bad format, an unknown or materialised dataset)
+// come back as they are.
+using ConnectRemote = std::function<absl::StatusOr<std::unique_ptr<RemoteMaker>>(
+    const std::string& dataset, const std::vector<v1::Op>& prefix, const StoredFormat& format)>;
+
 struct MaterializeConfig {
   std::filesystem::path data_root = ".";
   std::string dataset;           // under data_root, or "synthetic:..."
@@ -36,6 +71,12 @@ struct MaterializeConfig {
   StoredFormat format;
   std::filesystem::path out;
   int workers = 1;
+  // Set: the samples are made by data servers (data_root and workers unused),
+  // `batch_size` samples per request (lowered to a divisor of the shard size
+  // when resuming). Shards are byte-identical to local workers' either way,
+  // so a run may be resumed by the other.
+  ConnectRemote remote;
+  int64_t batch_size = 16;
   // 0: every sample. Otherwise an evenly spaced sample of this many of the
   // source's samples (stoker-profile measures strategies on one); the
   // output is then a dataset of that many.

@@ -12,6 +12,7 @@
 #include "common/epoch_plan.h"
 #include "common/pipeline_text.h"
 #include "server/image_decoder.h"
+#include "server/store_output.h"
 #include "server/stored_sample.h"
 
 namespace stoker {
@@ -20,6 +21,14 @@ namespace {
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
 double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
+// A materialising session's format (validated when the session was opened).
+std::optional<StoredFormat> StoreFormat(const v1::SessionConfig& config) {
+  if (!config.has_store()) return std::nullopt;
+  StoredFormat format;
+  if (!StorePipeline(config, &format).ok()) return std::nullopt;  // never: Prepare checked it
+  return format;
+}
+
 }  // namespace
 
 // One batch being produced. Shared by its sample tasks; the last one to
@@ -27,6 +36,7 @@ double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 struct BatchSession::Job {
   v1::BatchHeader header;
   std::shared_ptr<std::string> data;  // written by the sample tasks, one slot each
+  std::vector<std::string> stored;    // a materialising session's samples, joined by Complete
   DoneCallback done;
   absl::Time arrived;
   std::atomic<int64_t> remaining{0};
@@ -57,7 +67,8 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       read_bytes_per_second_(core.test_read_bytes_per_second),
       budget_(budget),
       max_cache_bytes_(core.max_cache_bytes_per_session),
-      first_op_(source_->stored() != nullptr ? source_->stored()->prefix.size() : 0) {}
+      first_op_(source_->stored() != nullptr ? source_->stored()->prefix.size() : 0),
+      store_(StoreFormat(config_)) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -118,15 +129,19 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
   *h.mutable_sample_indices() = request.sample_indices();
   for (int64_t idx : request.sample_indices()) h.add_labels(source_->label(idx));
   h.add_shape(n);
-  for (int64_t d : pipeline_.SampleShape()) h.add_shape(d);
-  h.set_dtype(pipeline_.dtype());
-  h.set_layout(pipeline_.layout());
-  h.set_total_bytes(n * pipeline_.sample_bytes());
   metrics_->inflight_batches->Increment();
-  if (TryServeFromCache(job)) return absl::OkStatus();
+  if (store_) {  // sizes and total_bytes once made
+    job->stored.resize(static_cast<size_t>(n));
+  } else {
+    for (int64_t d : pipeline_.SampleShape()) h.add_shape(d);
+    h.set_dtype(pipeline_.dtype());
+    h.set_layout(pipeline_.layout());
+    h.set_total_bytes(n * pipeline_.sample_bytes());
+    if (TryServeFromCache(job)) return absl::OkStatus();
+    job->bytes = n * pipeline_.sample_bytes();
+  }
 
   job->remaining.store(n);
-  job->bytes = n * pipeline_.sample_bytes();
   metrics_->queued_samples->Increment(static_cast<double>(n));
   for (int64_t slot = 0; slot < n; ++slot) {
     pool_->Schedule([this, job, slot] { RunSample(job, slot); });
@@ -148,30 +163,35 @@ bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
 
 int64_t BatchSession::BatchBytes(const v1::BatchRequest& request) const {
   const int64_t n = std::min<int64_t>(request.sample_indices_size(), config_.batch_size());
-  return n * pipeline_.sample_bytes();
+  return n * (store_ ? EstimatedStoredBytes(pipeline_) : pipeline_.sample_bytes());
 }
 
 void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   metrics_->queued_samples->Decrement();
   // Allocated when work starts, not at Submit: queued requests hold no memory.
-  std::call_once(job->allocated, [&] {
-    job->data = std::make_shared<std::string>(static_cast<size_t>(job->bytes), '\0');
-  });
+  if (!store_) {
+    std::call_once(job->allocated, [&] {
+      job->data = std::make_shared<std::string>(static_cast<size_t>(job->bytes), '\0');
+    });
+  }
   if (!job->started.exchange(true)) {
     const absl::Duration queued = absl::Now() - job->arrived;
     job->header.mutable_stage_times()->set_queue_seconds(absl::ToDoubleSeconds(queued));
   }
   if (!cancelled_.load()) {
     const int64_t epoch = job->header.epoch(), index = job->header.sample_indices(slot);
-    uint8_t* dst = job->Slot(slot, pipeline_.sample_bytes());
-    absl::Status status = ProduceSample(epoch, index, dst, *job);
+    uint8_t* dst = store_ ? nullptr : job->Slot(slot, pipeline_.sample_bytes());
+    absl::Status status = store_ ? ProduceStored(index, &job->stored[static_cast<size_t>(slot)], *job)
+                                 : ProduceSample(epoch, index, dst, *job);
     if (!status.ok()) {
       v1::FailedSample failed;
       failed.set_sample_index(index);
       failed.set_path(source_->Describe(index));
       failed.set_reason(std::string(status.message()));
       failed.set_replaced_by(-1);
-      if (config_.bad_sample_policy() == v1::SKIP) {
+      // Materialising: a failed sample is left out and listed, never replaced.
+      const bool left_out = store_ && config_.bad_sample_policy() == v1::SKIP;
+      if (config_.bad_sample_policy() == v1::SKIP && !store_) {
         int64_t replacement = -1;
         absl::Status replaced = Replace(epoch, index, dst, *job, &replacement);
         if (replaced.ok()) {
@@ -181,7 +201,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
           status = replaced;
         }
       }
-      const bool unrecovered = failed.replaced_by() < 0;
+      const bool unrecovered = failed.replaced_by() < 0 && !left_out;
       absl::MutexLock lock(&job->mu);
       job->failed.push_back(std::move(failed));
       if (unrecovered && job->error.ok()) {
@@ -241,6 +261,10 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     reason = DecodeFailureName(DecodeFailureOf(status));
   }
   if (status.ok()) return status;
+  return Failed(index, status, reason);
+}
+
+absl::Status BatchSession::Failed(int64_t index, const absl::Status& status, const std::string& reason) {
   metrics_->SamplesFailed(reason).Increment();
   const std::string where = source_->Describe(index);
   if (failure_log_->FirstTime(where)) {
@@ -248,6 +272,33 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
                  << "' failed: " << status.message();
   }
   return status;
+}
+
+absl::Status BatchSession::ProduceStored(int64_t index, std::string* out, Job& job) {
+  if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::string> bytes = ReadSample(index);
+  if (bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
+    absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
+  }
+  const absl::Time t1 = absl::Now();
+  job.read_ns += Nanos(t1 - t0);
+  metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
+  metrics_->samples->Increment();
+  if (!bytes.ok()) {
+    const absl::Status& s = bytes.status();
+    return Failed(index, s, absl::IsInvalidArgument(s) ? DecodeFailureName(DecodeFailureOf(s)) : "read_error");
+  }
+  metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
+  SampleTimes times;
+  absl::StatusOr<std::string> stored = MakeStoredSample(pipeline_, *store_, *bytes, max_pixels_, &times);
+  job.decode_ns += Nanos(times.decode);
+  job.augment_ns += Nanos(times.augment);
+  metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(times.decode));
+  if (!stored.ok()) return Failed(index, stored.status(), DecodeFailureName(DecodeFailureOf(stored.status())));
+  metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
+  *out = *std::move(stored);
+  return absl::OkStatus();
 }
 
 int64_t BatchSession::MaxStoredBytes() const {
@@ -388,7 +439,8 @@ std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t
       return positions_;
     }
   }
-  EpochPlan plan(config_.seed(), epoch, source_->size(), config_.batch_size(), /*drop_last=*/false);
+  EpochPlan plan(config_.seed(), epoch, source_->size(), config_.batch_size(), /*drop_last=*/false, 0, 1,
+                 /*shuffle=*/!config_.sequential());
   auto positions = std::make_shared<std::vector<int64_t>>(plan.order().size());
   for (size_t p = 0; p < plan.order().size(); ++p) (*positions)[plan.order()[p]] = static_cast<int64_t>(p);
   *order = plan.order();
@@ -429,6 +481,20 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   {
     absl::MutexLock lock(&job->mu);
     for (v1::FailedSample& f : job->failed) *job->header.add_failed_samples() = std::move(f);
+  }
+  if (store_) {  // the samples, one after another, and their sizes
+    const absl::Time t0 = absl::Now();
+    size_t total = 0;
+    for (const std::string& sample : job->stored) total += sample.size();
+    job->data = std::make_shared<std::string>();
+    job->data->reserve(total);
+    for (std::string& sample : job->stored) {
+      job->header.add_sample_sizes(static_cast<int64_t>(sample.size()));
+      job->data->append(sample);
+      std::string().swap(sample);
+    }
+    job->header.set_total_bytes(static_cast<int64_t>(total));
+    t.set_assemble_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
   }
   absl::Status status;
   {
@@ -483,6 +549,11 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
         "; the session expects ", config.expected_fingerprint(),
         ": this server has another copy or version of the dataset"));
   }
+  if (config.has_store() && (*source)->stored() != nullptr) {
+    metrics_->rejected_sessions->Increment();
+    return absl::FailedPreconditionError(absl::StrCat("dataset '", config.dataset(),
+                                                      "' is materialised already; materialise its source instead"));
+  }
   if (absl::Status fits = CheckStoredPrefix(config.dataset(), **source, pipeline); !fits.ok()) {
     metrics_->rejected_sessions->Increment();
     return fits;
@@ -491,7 +562,8 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
 }
 
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
-  absl::StatusOr<Pipeline> pipeline = Pipeline::Create(config);
+  StoredFormat format;
+  absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &format) : Pipeline::Create(config);
   if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
     pipeline = absl::FailedPreconditionError(absl::StrCat(
         "cache_mode ", v1::CacheMode_Name(config.cache_mode()),
@@ -511,13 +583,15 @@ void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Durati
 }
 
 void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done) {
-  PrepareAsync(config, patience, [done = std::move(done)](absl::StatusOr<Prepared> prepared) {
+  PrepareAsync(config, patience, [config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
     if (!prepared.ok()) return done(prepared.status());
     v1::OpenSessionResponse response;
     response.set_num_samples(prepared->source->size());
     for (const std::string& name : prepared->source->class_names()) response.add_class_names(name);
-    for (int64_t d : prepared->pipeline.SampleShape()) response.add_sample_shape(d);
-    response.set_sample_bytes(prepared->pipeline.sample_bytes());
+    if (!config.has_store()) {  // a materialising session's samples differ in size
+      for (int64_t d : prepared->pipeline.SampleShape()) response.add_sample_shape(d);
+      response.set_sample_bytes(prepared->pipeline.sample_bytes());
+    }
     response.set_dataset_fingerprint(prepared->source->fingerprint());
     done(std::move(response));
   });

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "server/memory_budget.h"
 #include "server/pipeline.h"
 #include "server/server_metrics.h"
+#include "server/stored_sample.h"
 #include "server/stream_session.h"
 #include "server/worker_pool.h"
 
@@ -84,6 +86,10 @@ class BatchSession final : public StreamSession {
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
   // Reads and produces sample `index` into dst; counts and logs a failure.
   absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  // A materialising session: sample `index` encoded as stored, into *out.
+  absl::Status ProduceStored(int64_t index, std::string* out, Job& job);
+  // Counts and logs (once per sample) a failure; returns it.
+  absl::Status Failed(int64_t index, const absl::Status& status, const std::string& reason);
   // The source's Read, with any exception turned into an error.
   absl::StatusOr<std::string> ReadSample(int64_t index) const;
   // Runs the pipeline on a sample's bytes as the source stores them (an
@@ -129,6 +135,9 @@ class BatchSession final : public StreamSession {
   const int64_t max_cache_bytes_;
   // The first op to run: after a materialised dataset's stored prefix.
   const size_t first_op_;
+  // Set in a materialising session (SessionConfig.store): pipeline_ is the
+  // prefix and samples are sent encoded in this format.
+  const std::optional<StoredFormat> store_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
