@@ -103,6 +103,7 @@ bench: build
 	@tests/bench/slow_server_share.sh $(BUILD_DIR)
 	@tests/bench/epoch_flow.sh $(BUILD_DIR)
 	@tests/bench/materialize_bench.sh $(BUILD_DIR)
+	@tests/bench/materialize_pool_bench.sh $(BUILD_DIR)
 	@$(BUILD_DIR)/tests/stoker-convert-bench
 
 clean:
