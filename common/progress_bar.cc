@@ -15,6 +15,14 @@ double Fraction(const ProgressFigures& p) {
 
 }  // namespace
 
+absl::StatusOr<ProgressStyle> ParseProgressStyle(absl::string_view flag, bool terminal) {
+  if (flag == "auto") return terminal ? ProgressStyle::kBar : ProgressStyle::kLog;
+  if (flag == "bar") return ProgressStyle::kBar;
+  if (flag == "log") return ProgressStyle::kLog;
+  if (flag == "none") return ProgressStyle::kNone;
+  return absl::InvalidArgumentError(absl::StrCat("--progress '", flag, "' is not one of auto, bar, log, none"));
+}
+
 std::string FormatEta(absl::Duration d) {
   if (d == absl::InfiniteDuration() || d < absl::ZeroDuration()) return "?";
   const int64_t s = absl::ToInt64Seconds(d);

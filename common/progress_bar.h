@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace stoker {
@@ -28,6 +30,11 @@ std::string ProgressBar(const ProgressFigures& p, int width = 30);
 std::string ProgressLine(const ProgressFigures& p);
 // "1:02:03", or "?" for an infinite duration.
 std::string FormatEta(absl::Duration d);
+
+enum class ProgressStyle { kNone, kBar, kLog };
+// A tool's --progress: "auto" (a bar when `terminal`, log lines otherwise),
+// "bar", "log" or "none". INVALID_ARGUMENT names the value.
+absl::StatusOr<ProgressStyle> ParseProgressStyle(absl::string_view flag, bool terminal);
 
 }  // namespace stoker
 

@@ -17,5 +17,16 @@ TEST(ProgressBarTest, EdgesStayInTheBar) {
   EXPECT_EQ(FormatEta(absl::Hours(2) + absl::Minutes(3) + absl::Seconds(4)), "2:03:04");
 }
 
+TEST(ProgressBarTest, ProgressStyleFollowsTheFlagAndTheTerminal) {
+  EXPECT_EQ(*ParseProgressStyle("auto", true), ProgressStyle::kBar);
+  EXPECT_EQ(*ParseProgressStyle("auto", false), ProgressStyle::kLog);
+  EXPECT_EQ(*ParseProgressStyle("bar", false), ProgressStyle::kBar);
+  EXPECT_EQ(*ParseProgressStyle("log", true), ProgressStyle::kLog);
+  EXPECT_EQ(*ParseProgressStyle("none", true), ProgressStyle::kNone);
+  const absl::StatusOr<ProgressStyle> bad = ParseProgressStyle("fancy", true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'fancy'"), std::string::npos) << bad.status();
+}
+
 }  // namespace
 }  // namespace stoker

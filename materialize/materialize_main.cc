@@ -46,10 +46,9 @@ std::atomic<bool> g_cancel{false};
 
 void OnSignal(int) { g_cancel.store(true); }
 
-stoker::ProgressFn MakeProgress(const std::string& mode, bool* bar) {
-  *bar = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
-  if (mode == "none") return {};
-  const bool use_bar = *bar;
+stoker::ProgressFn MakeProgress(stoker::ProgressStyle style) {
+  if (style == stoker::ProgressStyle::kNone) return {};
+  const bool use_bar = style == stoker::ProgressStyle::kBar;
   return [use_bar](const stoker::MaterializeProgress& p) {
     stoker::ProgressFigures f{p.done, p.total, p.samples_per_second, p.eta, "samples",
                               p.failed > 0 ? absl::StrCat(p.failed, " failed") : ""};
@@ -73,9 +72,10 @@ int main(int argc, char** argv) {
       "An interrupted run (Ctrl-C, a crash, SIGKILL) resumes when the same command is run again.");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  const std::string mode = absl::GetFlag(FLAGS_progress);
-  if (mode != "auto" && mode != "bar" && mode != "log" && mode != "none") {
-    LOG(ERROR) << "--progress '" << mode << "' is not one of auto, bar, log, none";
+  const absl::StatusOr<stoker::ProgressStyle> style =
+      stoker::ParseProgressStyle(absl::GetFlag(FLAGS_progress), isatty(STDERR_FILENO));
+  if (!style.ok()) {
+    LOG(ERROR) << style.status().message();
     return 2;
   }
   stoker::MaterializeConfig config;
@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
     config.batch_size = absl::GetFlag(FLAGS_batch_size);
     if (workers > 0) LOG(WARNING) << "--local-workers is not used with --servers: the servers make the samples";
   }
-  bool bar = false;
-  const stoker::ProgressFn progress = MakeProgress(mode, &bar);
+  const bool bar = *style == stoker::ProgressStyle::kBar;
+  const stoker::ProgressFn progress = MakeProgress(*style);
   config.progress_every = bar ? absl::Milliseconds(250) : absl::Seconds(10);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);

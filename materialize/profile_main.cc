@@ -62,10 +62,9 @@ absl::StatusOr<std::vector<stoker::StoredFormat>> Formats() {
   return out;
 }
 
-stoker::ProfileProgressFn MakeProgress(const std::string& mode, bool* bar) {
-  *bar = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
-  if (mode == "none") return {};
-  const bool use_bar = *bar;
+stoker::ProfileProgressFn MakeProgress(stoker::ProgressStyle style) {
+  if (style == stoker::ProgressStyle::kNone) return {};
+  const bool use_bar = style == stoker::ProgressStyle::kBar;
   return [use_bar](const stoker::ProfileProgress& p) {
     stoker::ProgressFigures f{p.done, p.total, p.steps_per_second, p.eta, "steps", p.step};
     if (use_bar) {
@@ -96,9 +95,10 @@ int main(int argc, char** argv) {
       "         [--weights preprocessing,storage,throughput] [--json FILE] [--html FILE]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  const std::string mode = absl::GetFlag(FLAGS_progress);
-  if (mode != "auto" && mode != "bar" && mode != "log" && mode != "none") {
-    LOG(ERROR) << "--progress '" << mode << "' is not one of auto, bar, log, none";
+  const absl::StatusOr<stoker::ProgressStyle> style =
+      stoker::ParseProgressStyle(absl::GetFlag(FLAGS_progress), isatty(STDERR_FILENO));
+  if (!style.ok()) {
+    LOG(ERROR) << style.status().message();
     return 2;
   }
   stoker::ProfileConfig config;
@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
   config.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   config.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.cancel = &g_cancel;
-  bool bar = false;
-  const stoker::ProfileProgressFn progress = MakeProgress(mode, &bar);
+  const bool bar = *style == stoker::ProgressStyle::kBar;
+  const stoker::ProfileProgressFn progress = MakeProgress(*style);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
 
