@@ -346,7 +346,11 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
   if (options_.variable_samples) {
     int64_t sum = 0;
     for (int64_t size : h.sample_sizes()) {
-      if (size < 0) return absl::DataLossError(absl::StrCat("sent batch ", b, " with a sample of ", size, " bytes"));
+      // Each within what is left of total_bytes: the sum never overflows.
+      if (size < 0 || size > h.total_bytes() - sum) {
+        return absl::DataLossError(absl::StrCat("sent batch ", b, " with a sample of ", size, " bytes in ",
+                                                h.total_bytes(), " (", sum, " taken)"));
+      }
       sum += size;
     }
     if (h.sample_sizes_size() != n || sum != h.total_bytes()) {

@@ -1,6 +1,7 @@
 #include "client/batch_scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "gtest/gtest.h"
@@ -238,6 +239,33 @@ TEST(BatchSchedulerTest, HeadersThatDisagreeWithTheRequestAreRefused) {
     c.edit(h);
     const absl::Status st = s.CheckHeader(id, h);
     EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << c.what;
+  }
+}
+
+// Materialising sessions: each sample's size, adding up to total_bytes.
+TEST(BatchSchedulerTest, VariableSampleSizesMustAddUpWithoutOverflow) {
+  SchedulerOptions o = Options();
+  o.sample_bytes = 0;
+  o.sample_shape.clear();
+  o.variable_samples = true;
+  BatchScheduler s(Plan(), o, nullptr);
+  for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  const StreamId id = s.Dispatch(kT0)[0].stream;
+  auto header = [&](std::vector<int64_t> sizes, int64_t total) {
+    v1::BatchHeader h = Header(s, 0);
+    h.clear_shape();
+    h.add_shape(h.sample_indices_size());
+    for (int64_t size : sizes) h.add_sample_sizes(size);
+    h.set_total_bytes(total);
+    return h;
+  };
+  EXPECT_TRUE(s.CheckHeader(id, header({7, 3}, 10)).ok());
+  EXPECT_TRUE(s.CheckHeader(id, header({0, 10}, 10)).ok());  // a sample left out
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> bad = {
+      {{7, 4}, 10}, {{7}, 7}, {{7, 3, 0}, 10}, {{-1, 11}, 10}, {{1000, kMax, kMax - 1000 + 12}, 10}, {{kMax, 2}, 10}};
+  for (const auto& [sizes, total] : bad) {
+    EXPECT_EQ(s.CheckHeader(id, header(sizes, total)).code(), absl::StatusCode::kDataLoss) << sizes.size();
   }
 }
 

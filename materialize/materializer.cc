@@ -393,6 +393,11 @@ int64_t Run::RemoteBatchSize() const {
   int64_t batch = std::clamp<int64_t>(config_.batch_size, 1, shard_samples_);
   if (shard_samples_ >= size_) return batch;  // one shard: any batch size
   while (shard_samples_ % batch != 0) --batch;
+  if (batch < std::min(config_.batch_size, shard_samples_)) {
+    LOG(WARNING) << "requesting " << batch << " samples per batch, not " << config_.batch_size << ": batches must tile "
+                 << "the " << shard_samples_ << "-sample shards this run records (--shard-samples, or an interrupted "
+                 << "run's)";
+  }
   return batch;
 }
 
@@ -407,10 +412,14 @@ absl::Status Run::RunRemote(const ProgressFn& progress) {
   }
   std::optional<Building> building;
   int64_t shard = -1, expected = -1;
+  size_t next_pending = 0;  // the pending shards are made in order, each once
   absl::Time reported = absl::Now();
-  absl::Status status = remote_->Make(batch, batches, [&](MadeSample m) -> absl::Status {
+  auto sink = [&](MadeSample m) -> absl::Status {
     if (!building) {
-      shard = m.index / shard_samples_;
+      if (next_pending == pending_.size() || m.index / shard_samples_ != pending_[next_pending]) {
+        return absl::DataLossError(absl::StrCat("the servers delivered sample ", m.index, ", which is in no shard due next"));
+      }
+      shard = pending_[next_pending++];
       expected = shard * shard_samples_;
       if (absl::Status s = OpenShard(shard, &building.emplace()); !s.ok()) return s;
     }
@@ -429,12 +438,19 @@ absl::Status Run::RunRemote(const ProgressFn& progress) {
       Report(progress, false);
     }
     return absl::OkStatus();
-  }, config_.cancel);
+  };
+  absl::Status status;
+  try {
+    status = remote_->Make(batch, batches, sink, config_.cancel);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: the run's error, never std::terminate
+    status = absl::InternalError(absl::StrCat("receiving samples: ", e.what()));
+  }
   if (Cancelled()) return CancelledError();
   if (!status.ok()) return status;
-  if (building) {
-    return absl::DataLossError(absl::StrCat("the servers ended before ", ShardName(shard), " was complete (sample ",
-                                            expected, " of ", building->record.end, " was due)"));
+  if (building || next_pending != pending_.size()) {
+    return absl::DataLossError(absl::StrCat("the servers ended before ",
+                                            ShardName(building ? shard : pending_[next_pending]),
+                                            " was complete; rerun the same command to finish"));
   }
   Report(progress, true);
   return absl::OkStatus();

@@ -69,7 +69,11 @@ class ServerMaker final : public RemoteMaker {
       MadeSample m;
       m.index = batch.sample_indices[i];
       m.label = batch.labels[i];
-      const size_t size = static_cast<size_t>(batch.sample_sizes[i]);  // checked against the header's total
+      const size_t size = static_cast<size_t>(batch.sample_sizes[i]);  // each checked to fit the total
+      if (offset + size > batch.data.size()) {
+        return absl::DataLossError(absl::StrCat("server ", batch.server, " sent sample ", m.index,
+                                                " past the end of its batch"));
+      }
       if (auto f = failed.find(m.index); f != failed.end()) {
         m.stored = absl::DataLossError(f->second->reason());
         m.path = f->second->path();

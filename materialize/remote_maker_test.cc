@@ -125,13 +125,55 @@ TEST_F(RemoteMakerTest, ReEncodedJpegShardsEqualLocalOnesToo) {
   Server a = StartServer(root_.path(), 0);
   MaterializeConfig config = Config("remote", "jpeg:85", "none");
   config.remote = On({a.address});
-  config.shard_samples = 0;  // sized from the servers' first batch: one shard here
-  config.batch_size = 5;
+  config.batch_size = 5;  // lowered to 3, which tiles the 6-sample shards
   absl::StatusOr<MaterializeReport> remote = Materialize(config);
   ASSERT_TRUE(remote.ok()) << remote.status();
-  ASSERT_EQ(remote->manifest.shards.size(), 1u);
-  EXPECT_EQ(remote->manifest.samples, local->manifest.samples);
-  EXPECT_EQ(remote->manifest.failed.size(), 1u);
+  ExpectSameOutput(*local, *remote);
+}
+
+TEST_F(RemoteMakerTest, ShardsSizedFromTheServersFirstBatchHoldWholeBatches) {
+  Server a = StartServer(root_.path(), 0);
+  MaterializeConfig config = Config("remote");
+  config.remote = On({a.address});
+  config.shard_samples = 0;
+  config.shard_bytes = 12'000;  // about one sample (48 x 64 x 3 + headers): rounded up to a batch of 4
+  config.batch_size = 4;
+  absl::StatusOr<MaterializeReport> remote = Materialize(config);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  MaterializeConfig same = Config("local");
+  same.shard_samples = 4;
+  absl::StatusOr<MaterializeReport> local = Materialize(same);
+  ASSERT_TRUE(local.ok()) << local.status();
+  ExpectSameOutput(*local, *remote);
+  EXPECT_EQ(remote->manifest.shards.size(), 7u);  // 25 samples, 4 per shard
+}
+
+TEST_F(RemoteMakerTest, ARunInterruptedOnLocalWorkersIsFinishedByTheServers) {
+  MaterializeConfig whole = Config("local");
+  whole.shard_samples = 8;
+  absl::StatusOr<MaterializeReport> local = Materialize(whole);
+  ASSERT_TRUE(local.ok()) << local.status();
+
+  std::atomic<bool> cancel{false};
+  MaterializeConfig first = Config("mixed");
+  first.shard_samples = 8;
+  first.workers = 1;
+  first.test_sample_delay = absl::Milliseconds(20);
+  first.cancel = &cancel;
+  absl::StatusOr<MaterializeReport> cut = Materialize(first, [&](const MaterializeProgress& p) {
+    if (p.stored_bytes > 0) cancel.store(true);  // once the first shard is made
+  });
+  ASSERT_TRUE(absl::IsCancelled(cut.status())) << cut.status();
+
+  Server a = StartServer(root_.path(), 0);
+  MaterializeConfig rest = Config("mixed");
+  rest.remote = On({a.address});
+  rest.shard_samples = 8;
+  rest.batch_size = 3;  // lowered to 2: batches tile the recorded 8-sample shards
+  absl::StatusOr<MaterializeReport> finished = Materialize(rest);
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_GE(finished->shards_resumed, 1);
+  ExpectSameOutput(*local, *finished);
 }
 
 TEST_F(RemoteMakerTest, AServerKilledMidRunLosesNothingAndDuplicatesNothing) {

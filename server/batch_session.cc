@@ -495,6 +495,14 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
     }
     job->header.set_total_bytes(static_cast<int64_t>(total));
     t.set_assemble_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
+    if (static_cast<int64_t>(total) > kMaxBatchBytes) {
+      absl::MutexLock lock(&job->mu);
+      if (job->error.ok()) {
+        job->error = absl::ResourceExhaustedError(absl::StrCat(
+            "batch ", job->header.batch_index(), " holds ", total, " bytes of stored samples; a batch may hold at most ",
+            kMaxBatchBytes, ": ask for fewer samples per batch"));
+      }
+    }
   }
   absl::Status status;
   {
