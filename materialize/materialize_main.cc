@@ -1,7 +1,6 @@
 // stoker-materialize: runs a pipeline's deterministic prefix over a dataset
 // once and stores the result for data servers to serve (see
 // materializer.h and docs/materialize.md).
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include "glog/logging.h"
 #include "materialize/materializer.h"
 #include "materialize/remote_maker.h"
+#include "materialize/tool_support.h"
 
 ABSL_FLAG(std::string, data_root, ".", "Directory holding the source dataset");
 ABSL_FLAG(std::string, dataset, "", "Source dataset, relative to --data-root (ImageFolder tree or tar shards)");
@@ -42,21 +42,13 @@ ABSL_FLAG(int, test_sample_delay_ms, 0, "Test only: extra milliseconds per sampl
 
 namespace {
 
-std::atomic<bool> g_cancel{false};
-
-void OnSignal(int) { g_cancel.store(true); }
-
 stoker::ProgressFn MakeProgress(stoker::ProgressStyle style) {
   if (style == stoker::ProgressStyle::kNone) return {};
-  const bool use_bar = style == stoker::ProgressStyle::kBar;
-  return [use_bar](const stoker::MaterializeProgress& p) {
-    stoker::ProgressFigures f{p.done, p.total, p.samples_per_second, p.eta, "samples",
-                              p.failed > 0 ? absl::StrCat(p.failed, " failed") : ""};
-    if (use_bar) {
-      std::cerr << "\r" << stoker::ProgressBar(f) << std::flush;
-    } else {
-      LOG(INFO) << "materialised " << stoker::ProgressLine(f);
-    }
+  return [style](const stoker::MaterializeProgress& p) {
+    stoker::ShowProgress(style,
+                         {p.done, p.total, p.samples_per_second, p.eta, "samples",
+                          p.failed > 0 ? absl::StrCat(p.failed, " failed") : ""},
+                         "materialised");
   };
 }
 
@@ -107,7 +99,7 @@ int main(int argc, char** argv) {
   config.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   config.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.test_sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
-  config.cancel = &g_cancel;
+  config.cancel = stoker::CancelOnSignals();
   const std::vector<std::string> servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
   if (!servers.empty()) {
     stoker::RemoteOptions remote;
@@ -119,8 +111,6 @@ int main(int argc, char** argv) {
   const bool bar = *style == stoker::ProgressStyle::kBar;
   const stoker::ProgressFn progress = MakeProgress(*style);
   config.progress_every = bar ? absl::Milliseconds(250) : absl::Seconds(10);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
 
   absl::StatusOr<stoker::MaterializeReport> report = stoker::Materialize(config, progress);
   if (bar) std::cerr << "\n";

@@ -1,7 +1,6 @@
 // stoker-profile: measures every split point of a pipeline's deterministic
 // prefix, with every storage format, on a sample of a dataset, and
 // recommends where to split (see profiler.h, strategy.h, docs/materialize.md).
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include "glog/logging.h"
 #include "materialize/profile_report.h"
 #include "materialize/profiler.h"
+#include "materialize/tool_support.h"
 
 ABSL_FLAG(std::string, data_root, ".", "Directory holding the dataset; the sample's copies are made under it");
 ABSL_FLAG(std::string, dataset, "", "Dataset to profile, relative to --data-root (ImageFolder tree or tar shards)");
@@ -47,9 +47,6 @@ ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20, "Largest source file in b
 
 namespace {
 
-std::atomic<bool> g_cancel{false};
-void OnSignal(int) { g_cancel.store(true); }
-
 absl::StatusOr<std::vector<stoker::StoredFormat>> Formats() {
   std::vector<stoker::StoredFormat> out;
   for (absl::string_view e : absl::StrSplit(absl::GetFlag(FLAGS_formats), ',', absl::SkipWhitespace())) {
@@ -64,14 +61,8 @@ absl::StatusOr<std::vector<stoker::StoredFormat>> Formats() {
 
 stoker::ProfileProgressFn MakeProgress(stoker::ProgressStyle style) {
   if (style == stoker::ProgressStyle::kNone) return {};
-  const bool use_bar = style == stoker::ProgressStyle::kBar;
-  return [use_bar](const stoker::ProfileProgress& p) {
-    stoker::ProgressFigures f{p.done, p.total, p.steps_per_second, p.eta, "steps", p.step};
-    if (use_bar) {
-      std::cerr << "\r\033[K" << stoker::ProgressBar(f) << std::flush;
-    } else {
-      LOG(INFO) << "profiled " << stoker::ProgressLine(f);
-    }
+  return [style](const stoker::ProfileProgress& p) {
+    stoker::ShowProgress(style, {p.done, p.total, p.steps_per_second, p.eta, "steps", p.step}, "profiled");
   };
 }
 
@@ -126,11 +117,9 @@ int main(int argc, char** argv) {
   config.keep = absl::GetFlag(FLAGS_keep);
   config.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   config.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
-  config.cancel = &g_cancel;
+  config.cancel = stoker::CancelOnSignals();
   const bool bar = *style == stoker::ProgressStyle::kBar;
   const stoker::ProfileProgressFn progress = MakeProgress(*style);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
 
   absl::StatusOr<stoker::ProfileResult> result = stoker::Profile(config, progress);
   if (bar) std::cerr << "\n";

@@ -43,14 +43,21 @@ double Median(std::vector<double> v) {
   return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// The training job's session: its whole pipeline, in floats when it ends in normalize.
+v1::SessionConfig JobSession(const ProfileConfig& config) {
+  v1::SessionConfig session;
+  session.set_batch_size(config.batch_size);
+  for (const v1::Op& op : config.pipeline) *session.add_pipeline() = op;
+  if (config.pipeline.back().has_normalize()) session.set_dtype(v1::FLOAT32);  // normalize needs floats
+  return session;
+}
+
 absl::StatusOr<OnlineFigures> MeasureOnline(const ProfileConfig& config, const std::vector<std::string>& servers,
                                             const Trial& trial) {
   ClientConfig c;
   c.servers = servers;
+  c.session = JobSession(config);
   c.session.set_dataset(trial.dataset);
-  c.session.set_batch_size(config.batch_size);
-  for (const v1::Op& op : config.pipeline) *c.session.add_pipeline() = op;
-  if (config.pipeline.back().has_normalize()) c.session.set_dtype(v1::FLOAT32);  // normalize needs floats
   c.world_size = trial.world_size;
   c.epochs = 1;
   c.open_timeout = absl::Minutes(5);
@@ -110,11 +117,7 @@ absl::Status CheckConfig(const ProfileConfig& config) {
   if (config.server_workers < 1 || config.offline_workers < 1) {
     return absl::InvalidArgumentError("--server-workers and --local-workers must be >= 1");
   }
-  v1::SessionConfig session;
-  session.set_batch_size(config.batch_size);
-  for (const v1::Op& op : config.pipeline) *session.add_pipeline() = op;
-  if (config.pipeline.back().has_normalize()) session.set_dtype(v1::FLOAT32);
-  if (absl::StatusOr<Pipeline> p = Pipeline::Create(session); !p.ok()) {
+  if (absl::StatusOr<Pipeline> p = Pipeline::Create(JobSession(config)); !p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", p.status().message()));
   }
   return absl::OkStatus();

@@ -21,14 +21,6 @@ namespace {
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
 double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
-// A materialising session's format (validated when the session was opened).
-std::optional<StoredFormat> StoreFormat(const v1::SessionConfig& config) {
-  if (!config.has_store()) return std::nullopt;
-  StoredFormat format;
-  if (!StorePipeline(config, &format).ok()) return std::nullopt;  // never: Prepare checked it
-  return format;
-}
-
 }  // namespace
 
 // One batch being produced. Shared by its sample tasks; the last one to
@@ -55,7 +47,7 @@ struct BatchSession::Job {
 
 BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source,
                            Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log,
-                           MemoryBudget* budget, const CoreConfig& core)
+                           MemoryBudget* budget, const CoreConfig& core, std::optional<StoredFormat> store)
     : config_(std::move(config)),
       source_(std::move(source)),
       pipeline_(std::move(pipeline)),
@@ -68,7 +60,7 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       budget_(budget),
       max_cache_bytes_(core.max_cache_bytes_per_session),
       first_op_(source_->stored() != nullptr ? source_->stored()->prefix.size() : 0),
-      store_(StoreFormat(config_)) {}
+      store_(std::move(store)) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -544,6 +536,7 @@ absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& s
 }
 
 absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config, Pipeline pipeline,
+                                                                   std::optional<StoredFormat> store,
                                                                    SourceOrError source) {
   if (!source.ok()) {
     if (!IsStillOpening(source.status())) metrics_->rejected_sessions->Increment();
@@ -566,12 +559,12 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     metrics_->rejected_sessions->Increment();
     return fits;
   }
-  return Prepared{std::move(pipeline), *std::move(source)};
+  return Prepared{std::move(pipeline), *std::move(source), std::move(store)};
 }
 
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
-  StoredFormat format;
-  absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &format) : Pipeline::Create(config);
+  std::optional<StoredFormat> store;
+  absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config);
   if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
     pipeline = absl::FailedPreconditionError(absl::StrCat(
         "cache_mode ", v1::CacheMode_Name(config.cache_mode()),
@@ -584,8 +577,8 @@ void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Durati
   auto shared = std::make_shared<Pipeline>(*std::move(pipeline));
   catalog_.OpenAsync(
       config.dataset(),
-      [this, config, shared, done = std::move(done)](SourceOrError source) {
-        done(Prepare(config, std::move(*shared), std::move(source)));
+      [this, config, shared, store, done = std::move(done)](SourceOrError source) {
+        done(Prepare(config, std::move(*shared), store, std::move(source)));
       },
       patience);
 }
@@ -609,7 +602,7 @@ void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::fu
   PrepareAsync(config, absl::InfiniteDuration(), [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
     if (!prepared.ok()) return done(prepared.status());
     done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
-                                        metrics_, &failure_log_, &budget_, config_));
+                                        metrics_, &failure_log_, &budget_, config_, std::move(prepared->store)));
   });
 }
 

@@ -65,9 +65,11 @@ class FailureLog;
 class BatchSession final : public StreamSession {
  public:
 
+  // `store` is set for a materialising session (SessionConfig.store): then
+  // `pipeline` is its prefix and samples are sent encoded in that format.
   BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
                WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, MemoryBudget* budget,
-               const CoreConfig& core);
+               const CoreConfig& core, std::optional<StoredFormat> store);
   ~BatchSession() override;
 
   // Checks the request against the session (INVALID_ARGUMENT naming the field
@@ -203,10 +205,12 @@ class DataServiceCore {
   struct Prepared {
     Pipeline pipeline;
     std::shared_ptr<const SampleSource> source;
+    std::optional<StoredFormat> store;  // a materialising session's format (SessionConfig.store)
   };
   using PreparedDone = std::function<void(absl::StatusOr<Prepared>)>;
   // Checks the opened (or failed) dataset against the config; counts refusals.
-  absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config, Pipeline pipeline, SourceOrError source);
+  absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config, Pipeline pipeline,
+                                   std::optional<StoredFormat> store, SourceOrError source);
   // Validates the config's pipeline, opens its dataset (waiting for a scan up
   // to `patience`) and calls `done` once with Prepare's answer: what the
   // OpenSession call and a stream's session open share.
