@@ -14,6 +14,8 @@ CUDA_FLAG := $(if $(NVCC),-DSTOKER_CUDA=ON,-DSTOKER_CUDA=AUTO)
 # /usr/bin/python3 itself.
 PYENV := $(BUILD_DIR)/pyenv
 PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2
+# Test-only validators: the Kubernetes API schemas (tests/deploy_k8s_test.py).
+PYVALIDATORS := kubernetes-validate==1.37.0
 
 .PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean
 
@@ -22,9 +24,9 @@ all: build
 deps:
 	@deploy/install-deps.sh
 
-$(PYENV)/.ready: | deps
+$(PYENV)/.ready: Makefile | deps
 	@/usr/bin/python3 -m venv --system-site-packages $(PYENV)
-	@$(PYENV)/bin/pip install -q --disable-pip-version-check $(PYTOOLS)
+	@$(PYENV)/bin/pip install -q --disable-pip-version-check $(PYTOOLS) $(PYVALIDATORS)
 	@touch $@
 
 pyenv: $(PYENV)/.ready

@@ -96,6 +96,7 @@ std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::str
   const size_t lanes = static_cast<size_t>(std::max(1, options_.streams_per_server));
   for (auto& [address, server] : servers_) {
     if (!server.member) {
+      if (meter_) meter_->demand().ForgetServer(address);
       for (StreamId id : server.live) {
         Stream& s = streams_.at(id);
         if (!s.draining) LOG(INFO) << "server " << address << " left the set: it finishes what it has";
@@ -391,7 +392,10 @@ absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Tim
     batch.receive_latency = now - it->second;
     requested_at_.erase(it);
   }
-  if (meter_) meter_->OnBatch(batch.stage_times, batch.receive_latency);
+  if (meter_) {
+    meter_->OnBatch(batch.stage_times, batch.receive_latency);
+    meter_->demand().OnCapacity(s.address, batch.stage_times.capacity_images_per_second());
+  }
   if (metrics_) {
     metrics_->batches->Increment();
     metrics_->ServerBatches(s.address).Increment();

@@ -362,8 +362,19 @@ int Run() {
   if (!absl::GetFlag(FLAGS_json).empty()) {
     nlohmann::json j = SummaryJson(summary);
     j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
+    const DemandReport demand = (*client)->meter().demand().Report();
+    j["demand_images_per_second"] = demand.demand_images_per_second;
+    j["server_capacity_images_per_second"] = demand.mean_server_capacity;
+    j["servers_needed"] = demand.servers_needed;
     std::ofstream(absl::GetFlag(FLAGS_json)) << j.dump(2) << '\n';
   }
+  // How many servers this job needs (client/demand_meter.h; the recording
+  // rule stoker:servers_needed computes the same fleet-wide).
+  const DemandReport demand = (*client)->meter().demand().Report();
+  std::printf("  %-22s %12.1f\n", "demand images/s", demand.demand_images_per_second);
+  std::printf("  %-22s %12.1f\n", "capacity/server img/s", demand.mean_server_capacity);
+  std::printf("servers needed: %d (%s)\n", demand.servers_needed, demand.Explain().c_str());
+  std::fflush(stdout);
   const Verdict verdict = (*client)->meter().EvaluateAll();
   (*client)->meter().Evaluate();
   std::printf("bottleneck: %s (%s)\n", verdict.stage.c_str(), verdict.Explain().c_str());

@@ -15,7 +15,7 @@ std::string Verdict::Explain() const {
 }
 
 BottleneckMeter::BottleneckMeter(ClientMetrics* metrics, absl::Duration window)
-    : metrics_(metrics), window_(window), start_(absl::Now()) {}
+    : metrics_(metrics), window_(window), start_(absl::Now()), demand_(metrics) {}
 
 void BottleneckMeter::Totals::Add(const Event& e) {
   wait += e.wait;

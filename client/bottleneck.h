@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/client_metrics.h"
+#include "client/demand_meter.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
@@ -73,6 +74,10 @@ class BottleneckMeter {
   // The verdict over everything since construction.
   Verdict EvaluateAll() const;
 
+  // The job's demand and the servers it needs (demand_meter.h).
+  DemandMeter& demand() { return demand_; }
+  const DemandMeter& demand() const { return demand_; }
+
  private:
   struct Event {
     absl::Time at;
@@ -94,6 +99,7 @@ class BottleneckMeter {
   std::deque<Event> recent_ ABSL_GUARDED_BY(mu_);  // within the window
   Totals all_ ABSL_GUARDED_BY(mu_);                // since the start
   std::string staging_ ABSL_GUARDED_BY(mu_) = "h2d";
+  DemandMeter demand_;
 };
 
 }  // namespace stoker

@@ -85,6 +85,17 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                        .Help("Share of the last window the training loop waited for data.")
                        .Register(registry)
                        .Add({});
+  consumed_images = counter("stoker_client_consumed_images_total",
+                            "Images handed to the training loop after a measured step (the demand's numerator).");
+  step_seconds = counter("stoker_client_step_seconds_total",
+                         "Seconds the training loop spent outside Next() between batches: its step, the time it "
+                         "does not wait for data (the demand's denominator).");
+  demand_images_per_second = &prometheus::BuildGauge()
+                                  .Name("stoker_client_demand_images_per_second")
+                                  .Help("Images per second the training loop would consume if it never waited "
+                                        "(recent steps, 20 s half-life).")
+                                  .Register(registry)
+                                  .Add({});
   bottleneck_ = &prometheus::BuildGauge()
                      .Name("stoker_client_bottleneck")
                      .Help("1 for the stage that limits input now (none, server_cpu, storage, network, h2d).")

@@ -32,6 +32,11 @@ struct ClientMetrics {
   prometheus::Counter* batch_read_seconds;         // stoker_client_batch_read_seconds_total
   prometheus::Counter* batch_compute_seconds;      // stoker_client_batch_compute_seconds_total
   prometheus::Gauge* starved_ratio;                // stoker_client_starved_ratio
+  // The job's demand (demand_meter.h): images handed to the training loop
+  // after a measured step, the steps' seconds, and their recent ratio.
+  prometheus::Counter* consumed_images;            // stoker_client_consumed_images_total
+  prometheus::Counter* step_seconds;               // stoker_client_step_seconds_total
+  prometheus::Gauge* demand_images_per_second;     // stoker_client_demand_images_per_second
   // stoker_client_bottleneck{stage}: 1 for the current verdict, 0 otherwise
   prometheus::Gauge& Bottleneck(const std::string& stage) { return bottleneck_->Add({{"stage", stage}}); }
   prometheus::Counter* h2d_bytes;                  // stoker_client_h2d_bytes_total

@@ -372,7 +372,10 @@ absl::Status EpochRun::Next(Batch* batch, bool* end_of_epoch) {
   Send(std::move(assignments), std::move(half_closes));
   const absl::Duration waited = clock_->Now() - start;
   if (metrics_) metrics_->wait_seconds->Observe(absl::ToDoubleSeconds(waited));
-  if (options_.meter) options_.meter->OnWait(waited);
+  if (options_.meter) {
+    options_.meter->OnWait(waited);
+    options_.meter->demand().OnNext(start, start + waited, static_cast<int64_t>(batch->sample_indices.size()));
+  }
   return absl::OkStatus();
 }
 

@@ -25,6 +25,9 @@ PACKAGES=(
   python3-dev python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-xxhash
   # the per-batch timeline plot (tests/bench/plot_timeline.py)
   python3-matplotlib
+  # deployment files: systemd-analyze checks the unit; PyYAML reads manifests;
+  # iproute2 (ip netns, tc) builds the multi-host cluster tests
+  systemd python3-yaml iproute2
 )
 
 missing=()

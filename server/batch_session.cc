@@ -36,6 +36,7 @@ struct BatchSession::Job {
   std::once_flag allocated;  // the buffer is made when the first sample starts
   int64_t bytes = 0;         // its size
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0};
+  std::atomic<int64_t> worker_ns{0};  // whole sample tasks (the capacity's measure)
   absl::Mutex mu;
   std::vector<v1::FailedSample> failed ABSL_GUARDED_BY(mu);
   absl::Status error ABSL_GUARDED_BY(mu);  // FAIL policy: the first failure
@@ -159,6 +160,7 @@ int64_t BatchSession::BatchBytes(const v1::BatchRequest& request) const {
 }
 
 void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
+  const absl::Time task_start = absl::Now();
   metrics_->queued_samples->Decrement();
   // Allocated when work starts, not at Submit: queued requests hold no memory.
   if (!store_) {
@@ -202,6 +204,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
       }
     }
   }
+  job->worker_ns += Nanos(absl::Now() - task_start);
   if (job->remaining.fetch_sub(1) == 1) Complete(job);
 }
 
@@ -468,6 +471,10 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   t.set_augment_seconds(Seconds(job->augment_ns));
   t.set_assemble_seconds(Seconds(job->assemble_ns));
   t.set_server_seconds(absl::ToDoubleSeconds(absl::Now() - job->arrived));
+  if (config_.cache_mode() == v1::CACHE_NONE && job->worker_ns.load() > 0) {
+    metrics_->capacity->Add(job->header.sample_indices_size(), absl::Nanoseconds(job->worker_ns.load()));
+  }
+  t.set_capacity_images_per_second(metrics_->capacity->ImagesPerSecond());
   metrics_->assemble_seconds->Observe(Seconds(job->assemble_ns));
   if (job->started.load()) metrics_->queue_seconds->Observe(t.queue_seconds());
   {
@@ -517,6 +524,7 @@ DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
       budget_(config_.max_inflight_bytes),
       pool_(config_.workers) {
   metrics_->workers->Set(pool_.num_threads());
+  metrics_->capacity->SetWorkers(pool_.num_threads());
 }
 
 absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& source, const Pipeline& pipeline) {

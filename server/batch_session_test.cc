@@ -31,8 +31,9 @@ class BatchSessionCacheTest : public ::testing::Test {
     return c;
   }
 
-  // Runs one batch of samples first..first+63 and returns its status.
-  static absl::Status RunBatch(BatchSession& session, int64_t first) {
+  // Runs one batch of samples first..first+63 and returns its status (and
+  // its header in *header when given).
+  static absl::Status RunBatch(BatchSession& session, int64_t first, v1::BatchHeader* header = nullptr) {
     v1::BatchRequest request;
     request.set_batch_index(first / 64);
     for (int64_t i = first; i < first + 64; ++i) request.add_sample_indices(i);
@@ -40,6 +41,7 @@ class BatchSessionCacheTest : public ::testing::Test {
     absl::Status status;
     absl::Status submitted = session.Submit(request, [&](FinishedBatch batch) {
       status = batch.status;
+      if (header) *header = batch.header;
       done.Notify();
     });
     if (!submitted.ok()) return submitted;
@@ -106,6 +108,38 @@ TEST_F(BatchSessionCacheTest, RawCacheTakesFromTheServerBudgetUntilItIsUsedUp) {
     EXPECT_LE(core->budget().used(), 8000);
   }
   EXPECT_EQ(core->budget().used(), 0);
+}
+
+}  // namespace
+}  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// The capacity the header carries and the gauge shows is workers over the
+// measured worker time per sample; the test delay is worker time.
+TEST_F(BatchSessionCacheTest, BatchesCarryTheServersCapacityFromMeasuredWorkerTime) {
+  CoreConfig c;
+  c.sample_delay = absl::Milliseconds(10);  // >= 10 ms per sample: 2 workers make <= 200/s
+  auto core = Core(c);
+  DataServiceCore::SessionOrError session = core->StartSession(Config(v1::CACHE_NONE));
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::BatchHeader header;
+  ASSERT_TRUE(RunBatch(**session, 0, &header).ok());
+  const double capacity = header.stage_times().capacity_images_per_second();
+  EXPECT_GT(capacity, 100);   // the delay dominates a 64x64 decode
+  EXPECT_LE(capacity, 200);
+  EXPECT_DOUBLE_EQ(metrics_.capacity->ImagesPerSecond(), capacity);
+}
+
+// A diagnostic cache skips the work: it must not inflate the capacity.
+TEST_F(BatchSessionCacheTest, CacheModesDoNotFeedTheCapacity) {
+  auto core = Core(CoreConfig{});
+  DataServiceCore::SessionOrError session = core->StartSession(Config(v1::CACHE_BATCH));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE(RunBatch(**session, 0).ok());
+  ASSERT_TRUE(RunBatch(**session, 0).ok());
+  EXPECT_EQ(metrics_.capacity->ImagesPerSecond(), 0);
 }
 
 }  // namespace

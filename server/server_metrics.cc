@@ -73,6 +73,14 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                            .Help("Sessions refused for a bad config (dataset, pipeline, batch size).")
                            .Register(registry)
                            .Add({});
+  capacity = std::make_unique<CapacityMeter>(
+      &prometheus::BuildGauge()
+           .Name("stoker_server_capacity_images_per_second")
+           .Help("Images per second this server's workers can make for the pipelines they ran recently: workers / "
+                 "worker-seconds per sample (20 s half-life). The recording rule stoker:servers_needed divides "
+                 "training jobs' demand by it.")
+           .Register(registry)
+           .Add({}));
 }
 
 prometheus::Counter& ServerMetrics::Batches(int cache_mode) {

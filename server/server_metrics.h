@@ -11,6 +11,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/capacity_meter.h"
 
 namespace stoker {
 
@@ -39,6 +40,8 @@ struct ServerMetrics {
   prometheus::Gauge* streams;               // stoker_server_streams
   prometheus::Gauge* workers;               // stoker_server_workers
   prometheus::Counter* rejected_sessions;   // stoker_server_rejected_sessions_total
+  // stoker_server_capacity_images_per_second (see capacity_meter.h).
+  std::unique_ptr<CapacityMeter> capacity;
 
  private:
   std::map<std::string, prometheus::Counter*> samples_failed_;  // constant after construction

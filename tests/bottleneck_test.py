@@ -14,7 +14,9 @@ network namespace whose loopback is rate-limited with tc to 400 mbit; all
 traffic on 127.0.0.1 inside it; the namespace is deleted after), none (a long
 simulated step), storage (reads throttled by a test-only server flag), h2d
 (the CPU fallback's staging slowed by a test-only flag: a labelled
-simulation; the real CUDA path is covered where a GPU exists).
+simulation; the real CUDA path is covered where a GPU exists), and
+servers_needed (a throttled server and a loop that needs about three
+times what it gives: stoker-bench's figure and stoker:servers_needed).
 
 Usage: bottleneck_test.py REPO_ROOT BUILD_DIR
 """
@@ -105,7 +107,26 @@ def dashboard_queries():
                 yield f"{name}: {p['title']}", expr
 
 
-def scenario(name, expected, servers, bench_args, data, netns=False, check_dashboards=False):
+def check_servers_needed(name, prefix, prom_port, bench_out, expected):
+    """stoker-bench's figure and the recording rules' figure, each within one
+    of `expected`; prints the demand and capacity behind them."""
+    with open(bench_out) as f:
+        text = f.read()
+    m = re.search(r"servers needed: (\d+) \((.*)\)", text)
+    got = int(m.group(1)) if m else None
+    record(f"{name}: stoker-bench says {expected} servers needed (within one)",
+           got is not None and abs(got - expected) <= 1, f"(got {got}: {m.group(2) if m else 'no line'})")
+    rule = query(prefix, prom_port, 'stoker:servers_needed{job="training"}') or []
+    demand = query(prefix, prom_port, 'stoker:job_demand:images_per_second{job="training"}') or []
+    capacity = query(prefix, prom_port, "stoker:server_capacity:images_per_second") or []
+    got = [float(r["value"][1]) for r in rule]
+    detail = (f"(got {got}; demand {[round(float(r['value'][1])) for r in demand]} images/s, "
+              f"capacity {[round(float(r['value'][1])) for r in capacity]} images/s per server)")
+    record(f"{name}: recording rule stoker:servers_needed says {expected} (within one)",
+           len(got) == 1 and abs(got[0] - expected) <= 1, detail)
+
+
+def scenario(name, expected, servers, bench_args, data, netns=False, check_dashboards=False, servers_needed=None):
     ns = Netns() if netns else None
     prefix = ns.prefix if ns else []
     work = tempfile.mkdtemp(prefix=f"stoker-{name}-")
@@ -169,6 +190,8 @@ def scenario(name, expected, servers, bench_args, data, netns=False, check_dashb
         rule = query(prefix, prom_port, 'stoker:job_bottleneck{job="training"} == 1') or []
         got = [r["metric"].get("stage") for r in rule]
         record(f"{name}: recording rule stoker:job_bottleneck says {expected}", got == [expected], f"(got {got})")
+        if servers_needed is not None:
+            check_servers_needed(name, prefix, prom_port, bench_out, servers_needed)
         if check_dashboards:
             empty = []
             count = 0
@@ -211,6 +234,12 @@ def main():
             scenario("network", "network", [["--workers=2"]], fast + ["--epochs=6", "--pipeline=center_crop(224)"], data,
                      netns=True)
         scenario("none", "none", [["--workers=1"]], fast + ["--epochs=4", "--step-ms=150"], data)
+        # How many servers a job needs: one server with one worker throttled
+        # to >= 10 ms per sample (about 90 images/s with the decode); the
+        # loop's step takes 8 images per 34 ms, 235 images/s when it does not
+        # wait: about 2.6 servers' worth, 3 with the 10 % headroom.
+        scenario("servers_needed", "server_cpu", [["--workers=1", "--test-sample-delay-ms=10"]],
+                 ["--batch-size=8", "--device=none", "--epochs=2", "--step-ms=34"], data, servers_needed=3)
         scenario("storage", "storage", [["--workers=2", "--test-read-bytes-per-second=1500000"]],
                  fast + ["--epochs=2"], data)
         # The CPU fallback's conversion made slow: on a client without a device the
