@@ -312,7 +312,8 @@ int Run() {
                                {"sample_indices", batch.sample_indices}, {"labels", batch.labels},
                                {"server", batch.server}, {"hash", Hash(batch.data)},
                                {"failed_samples", batch.failed_samples.size()},
-                               {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)}};
+                               {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)},
+                               {"unix_ms", absl::ToUnixMillis(t1)}};  // to line up with other processes' events
         log << line.dump() << std::endl;  // flushed: tests follow the run's progress in this file
       }
       if (stager) {
