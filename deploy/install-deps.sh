@@ -28,6 +28,8 @@ PACKAGES=(
   # deployment files: systemd-analyze checks the unit; PyYAML reads manifests;
   # iproute2 (ip netns, tc) builds the multi-host cluster tests
   systemd python3-yaml iproute2
+  # the container image: built and run with podman (runc) on a debootstrap base
+  podman runc debootstrap uidmap slirp4netns fuse-overlayfs
 )
 
 missing=()

@@ -79,9 +79,20 @@ if grep -q "^stoker_server_workers $STOKER_WORKERS\$" <<< "$metrics"; then
 else
   fail "stoker-server with the unit's flags" "$(tail -5 "$work/server.err")"
 fi
+# stoker-health (installed beside it; the container's health check) asks the
+# gRPC health service: 0 serving, 2 no answer.
+health=$(dirname "$server")/../tools/stoker-health
+gport=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$work/server.out" | head -1)
+if out=$("$health" --addr="127.0.0.1:$gport" 2>&1) && [ "$out" = "127.0.0.1:$gport: SERVING" ]; then
+  ok "stoker-health says SERVING (exit 0)"
+else
+  fail "stoker-health against the server" "$out"
+fi
 kill -TERM "$pid" && wait "$pid"; rc=$?
 pid=
 [ "$rc" -eq 0 ] && ok "SIGTERM (the unit's KillSignal) stops it cleanly" || fail "exit status $rc after SIGTERM"
+"$health" --addr="127.0.0.1:$gport" --timeout-seconds=1 >/dev/null 2>&1; rc=$?
+[ "$rc" -eq 2 ] && ok "stoker-health exits 2 once the server is gone" || fail "stoker-health exit $rc with no server"
 
 sed 's/^ProtectSystem=strict/ProtectSistem=strict/' "$work/units/stoker-server.service" > "$work/units/typo.service"
 if systemd-analyze verify "$work/units/typo.service" 2>&1 | grep -q "ProtectSistem"; then

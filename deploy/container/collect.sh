@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Lays out the runtime image's files under OUT: the Stoker binaries in
+# OUT/usr/local/bin and the shared libraries they load (ldd's closure) in
+# OUT/usr/local/lib/stoker, except the C library's own (libc, libm, ld.so,
+# ...), which the runtime base image has; an ld.so.conf.d entry points at
+# them. Used by the Containerfile's build stage and by the container test.
+# Usage: collect.sh BUILD_DIR OUT
+set -euo pipefail
+build=$1 out=$2
+bins=(server/stoker-server client/stoker-bench client/stoker-diagnose materialize/stoker-materialize
+  tools/stoker-health)
+mkdir -p "$out/usr/local/bin" "$out/usr/local/lib/stoker" "$out/etc/ld.so.conf.d"
+for b in "${bins[@]}"; do
+  install -m 755 -s "$build/$b" "$out/usr/local/bin/"
+done
+for b in "${bins[@]}"; do
+  ldd "$build/$b" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libresolv.so*) continue;;
+  esac
+  cp -L "$lib" "$out/usr/local/lib/stoker/"
+done
+echo /usr/local/lib/stoker > "$out/etc/ld.so.conf.d/stoker.conf"
+echo "collect.sh: $(ls "$out/usr/local/bin" | wc -l) binaries, $(ls "$out/usr/local/lib/stoker" | wc -l) libraries" \
+  "($(du -sh "$out/usr/local/lib/stoker" | cut -f1))"
