@@ -31,6 +31,9 @@ import tempfile
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from logwait import wait_for  # noqa: E402
+
 ROOT, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 SERVER = f"{BUILD}/server/stoker-server"
 BENCH = f"{BUILD}/client/stoker-bench"
@@ -51,20 +54,6 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-def wait_for(path, pattern, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with open(path) as f:
-                m = re.search(pattern, f.read())
-            if m:
-                return m
-        except FileNotFoundError:
-            pass
-        time.sleep(0.1)
-    return None
 
 
 class Netns:

@@ -28,6 +28,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netcluster  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from logwait import wait_for  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1])
 SERVER = f"{BUILD}/server/stoker-server"
@@ -42,20 +44,6 @@ def record(name, ok, detail=""):
     results.append(ok)
     print(f"{'ok' if ok else 'FAIL'}: {name}" + (f" {detail}" if detail else ""), flush=True)
     return ok
-
-
-def wait_for(path, pattern, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with open(path) as f:
-                m = re.search(pattern, f.read())
-            if m:
-                return m
-        except FileNotFoundError:
-            pass
-        time.sleep(0.05)
-    return None
 
 
 def batches(log):
