@@ -375,6 +375,11 @@ int Run() {
   std::printf("  %-22s %12.1f\n", "demand images/s", demand.demand_images_per_second);
   std::printf("  %-22s %12.1f\n", "capacity/server img/s", demand.mean_server_capacity);
   std::printf("servers needed: %d (%s)\n", demand.servers_needed, demand.Explain().c_str());
+  if (config->world_size > 1) {
+    std::printf("  (for this rank's share, %d of %d: the job's ranks together need about %d times as much; the "
+                "recording rule stoker:servers_needed sums them)\n",
+                config->rank, config->world_size, config->world_size);
+  }
   std::fflush(stdout);
   const Verdict verdict = (*client)->meter().EvaluateAll();
   (*client)->meter().Evaluate();

@@ -41,6 +41,7 @@ void BottleneckMeter::OnWait(absl::Duration waited) {
 }
 
 void BottleneckMeter::OnH2d(absl::Duration staged) {
+  demand_.OnStaged(staged);  // input time, not the training step
   Event e{absl::Now()};
   e.h2d = absl::ToDoubleSeconds(staged);
   Record(e);

@@ -8,7 +8,7 @@ namespace stoker {
 
 int ServersNeeded(double demand, double capacity, double headroom) {
   if (demand <= 0 || capacity <= 0) return 0;
-  return static_cast<int>(std::ceil(headroom * demand / capacity - 1e-9));
+  return static_cast<int>(std::ceil(headroom * demand / capacity));
 }
 
 std::string DemandReport::Explain() const {
@@ -22,21 +22,39 @@ DemandMeter::DemandMeter(ClientMetrics* metrics, absl::Duration half_life)
     : metrics_(metrics), demand_(half_life) {}
 
 void DemandMeter::OnNext(absl::Time called, absl::Time returned, int64_t images) {
+  constexpr double kPauseFactor = 10;  // a step this many times the recent one is a pause
   double demand = 0;
   {
     absl::MutexLock lock(&mu_);
-    const bool first = last_returned_ == absl::InfinitePast();
-    const absl::Duration step = first ? absl::ZeroDuration() : called - last_returned_;
+    const bool had_batch = last_returned_ != absl::InfinitePast();
+    const double step = absl::ToDoubleSeconds(called - last_returned_ - staged_);
+    const double consumed = static_cast<double>(last_images_);
     last_returned_ = returned;
-    if (first || step <= absl::ZeroDuration()) return;  // the first call has no step before it
-    demand_.Add(static_cast<double>(images), absl::ToDoubleSeconds(step), returned);
+    last_images_ = images;
+    staged_ = absl::ZeroDuration();
+    if (!had_batch || step <= 0 || consumed <= 0) return;
+    const double recent = demand_.Value();  // images per second of step
+    if (recent > 0 && step > 1.0 && step > kPauseFactor * consumed / recent) return;  // a pause, not a step
+    demand_.Add(consumed, step, returned);
     demand = demand_.Value();
     if (metrics_) {
-      metrics_->consumed_images->Increment(static_cast<double>(images));
-      metrics_->step_seconds->Increment(absl::ToDoubleSeconds(step));
+      metrics_->consumed_images->Increment(consumed);
+      metrics_->step_seconds->Increment(step);
     }
   }
   if (metrics_) metrics_->demand_images_per_second->Set(demand);
+}
+
+void DemandMeter::OnStaged(absl::Duration staged) {
+  absl::MutexLock lock(&mu_);
+  staged_ += staged;
+}
+
+void DemandMeter::Pause() {
+  absl::MutexLock lock(&mu_);
+  last_returned_ = absl::InfinitePast();
+  last_images_ = 0;
+  staged_ = absl::ZeroDuration();
 }
 
 void DemandMeter::OnCapacity(const std::string& server, double images_per_second) {

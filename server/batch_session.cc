@@ -36,7 +36,9 @@ struct BatchSession::Job {
   std::once_flag allocated;  // the buffer is made when the first sample starts
   int64_t bytes = 0;         // its size
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0};
-  std::atomic<int64_t> worker_ns{0};  // whole sample tasks (the capacity's measure)
+  // Whole sample tasks that produced a sample (the capacity's measure;
+  // tasks a cancellation skipped are left out).
+  std::atomic<int64_t> worker_ns{0}, produced{0};
   absl::Mutex mu;
   std::vector<v1::FailedSample> failed ABSL_GUARDED_BY(mu);
   absl::Status error ABSL_GUARDED_BY(mu);  // FAIL policy: the first failure
@@ -204,7 +206,10 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
       }
     }
   }
-  job->worker_ns += Nanos(absl::Now() - task_start);
+  if (!cancelled_.load()) {
+    job->worker_ns += Nanos(absl::Now() - task_start);
+    ++job->produced;
+  }
   if (job->remaining.fetch_sub(1) == 1) Complete(job);
 }
 
@@ -471,8 +476,8 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   t.set_augment_seconds(Seconds(job->augment_ns));
   t.set_assemble_seconds(Seconds(job->assemble_ns));
   t.set_server_seconds(absl::ToDoubleSeconds(absl::Now() - job->arrived));
-  if (config_.cache_mode() == v1::CACHE_NONE && job->worker_ns.load() > 0) {
-    metrics_->capacity->Add(job->header.sample_indices_size(), absl::Nanoseconds(job->worker_ns.load()));
+  if (config_.cache_mode() == v1::CACHE_NONE && job->produced.load() > 0) {
+    metrics_->capacity->Add(job->produced.load(), absl::Nanoseconds(job->worker_ns.load()));
   }
   t.set_capacity_images_per_second(metrics_->capacity->ImagesPerSecond());
   metrics_->assemble_seconds->Observe(Seconds(job->assemble_ns));

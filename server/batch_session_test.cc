@@ -132,6 +132,25 @@ TEST_F(BatchSessionCacheTest, BatchesCarryTheServersCapacityFromMeasuredWorkerTi
   EXPECT_DOUBLE_EQ(metrics_.capacity->ImagesPerSecond(), capacity);
 }
 
+// Samples a cancellation skipped took no work: they must not inflate the
+// capacity (each client's disconnect cancels what it had queued).
+TEST_F(BatchSessionCacheTest, CancelledSamplesDoNotFeedTheCapacity) {
+  CoreConfig c;
+  c.sample_delay = absl::Milliseconds(50);  // >= 50 ms per sample: 2 workers make <= 40/s
+  auto core = Core(c);
+  DataServiceCore::SessionOrError session = core->StartSession(Config(v1::CACHE_NONE));
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::BatchRequest request;
+  for (int64_t i = 0; i < 64; ++i) request.add_sample_indices(i);
+  absl::Notification done;
+  ASSERT_TRUE((*session)->Submit(request, [&](FinishedBatch) { done.Notify(); }).ok());
+  absl::SleepFor(absl::Milliseconds(120));  // a few samples made, most still queued
+  (*session)->Cancel();
+  done.WaitForNotification();
+  EXPECT_GT(metrics_.capacity->ImagesPerSecond(), 0);     // the samples made count
+  EXPECT_LE(metrics_.capacity->ImagesPerSecond(), 40.5);  // the skipped ones do not
+}
+
 // A diagnostic cache skips the work: it must not inflate the capacity.
 TEST_F(BatchSessionCacheTest, CacheModesDoNotFeedTheCapacity) {
   auto core = Core(CoreConfig{});

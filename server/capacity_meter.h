@@ -6,7 +6,12 @@
 // stoker_server_capacity_images_per_second and sent in every batch's
 // StageTimes, so that a client (stoker-bench) and the recording rule
 // stoker:servers_needed can size the pool. Sessions in a diagnostic cache
-// mode are left out (they skip the work). Thread-safe.
+// mode are left out (they skip the work), and so are samples a cancellation
+// skipped. The figure is per-sample wall time, so it is the rate at the load
+// the server has had: measured while few workers run, it counts each worker
+// as a whole core, which overstates a server whose --workers exceed its
+// physical cores (SMT siblings, a CPU quota); it is right once the workers
+// are busy. Thread-safe.
 #ifndef STOKER_SERVER_CAPACITY_METER_H_
 #define STOKER_SERVER_CAPACITY_METER_H_
 

@@ -7,6 +7,7 @@
 #define STOKER_SERVER_MEMORY_BUDGET_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -18,8 +19,15 @@ class MemoryBudget {
   // `limit_bytes` <= 0: DefaultLimit().
   explicit MemoryBudget(int64_t limit_bytes);
 
-  // Half the machine's physical memory.
-  static int64_t DefaultLimit();
+  // Half the memory this process may use: the machine's physical memory, or
+  // its cgroup's limit where that is smaller (a container's memory limit, a
+  // systemd unit's MemoryMax), which the kernel enforces by killing.
+  static int64_t DefaultLimit(const std::string& proc_self_cgroup = "/proc/self/cgroup",
+                              const std::string& cgroup_fs = "/sys/fs/cgroup");
+  // The memory limit of the cgroup that `proc_self_cgroup` names, read from
+  // the cgroup file system at `cgroup_fs` (v2 memory.max, or v1
+  // memory.limit_in_bytes); 0 when there is none.
+  static int64_t CgroupLimit(const std::string& proc_self_cgroup, const std::string& cgroup_fs);
 
   // Takes `bytes` if they fit; false (and nothing taken) otherwise.
   bool TryAcquire(int64_t bytes);

@@ -148,6 +148,12 @@ def check_servers(objects):
     check("Deployment: CPU and memory requests and limits are set",
           all(c["resources"][w].get(r) for w in ("requests", "limits") for r in ("cpu", "memory")))
     check("Deployment: --workers matches the CPU limit", flag["--workers"] == str(c["resources"]["limits"]["cpu"]))
+    mem = c["resources"]["limits"]["memory"]
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+    limit = int(mem[:-2]) * units[mem[-2:]] if mem[-2:] in units else int(mem)
+    check("Deployment: --max-inflight-bytes is at most half the memory limit",
+          int(flag.get("--max-inflight-bytes", 0)) and int(flag["--max-inflight-bytes"]) <= limit // 2,
+          f"({flag.get('--max-inflight-bytes')} vs {mem})")
     spreads = spec.get("topologySpreadConstraints", [])
     check("Deployment: spread over nodes",
           any(t["topologyKey"] == "kubernetes.io/hostname" and matches(t["labelSelector"], pod["metadata"]["labels"])
@@ -245,8 +251,8 @@ def main():
                          {p["name"] for p in trainer["ports"]})
     missing = flags_accepted(f"{BUILD}/client/stoker-bench", trainer["args"])
     check("example training Job: every flag is one stoker-bench accepts", not missing, f"(unknown: {missing})")
-    check("example training Job: its servers are the headless Service's DNS name",
-          any(a.startswith("--servers=dns:///stoker-server.") for a in trainer["args"]))
+    check("example training Job: its servers are the headless Service's DNS name and gRPC port",
+          "--servers=dns:///stoker-server.stoker.svc.cluster.local:50051" in trainer["args"])
     check_autoscaling(rendered["autoscaling"], dep)
     # The checks above can fail: a broken copy of the Deployment must be refused.
     import kubernetes_validate as kv

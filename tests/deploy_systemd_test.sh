@@ -95,7 +95,8 @@ pid=
 [ "$rc" -eq 2 ] && ok "stoker-health exits 2 once the server is gone" || fail "stoker-health exit $rc with no server"
 
 sed 's/^ProtectSystem=strict/ProtectSistem=strict/' "$work/units/stoker-server.service" > "$work/units/typo.service"
-if systemd-analyze verify "$work/units/typo.service" 2>&1 | grep -q "ProtectSistem"; then
+out=$(systemd-analyze verify "$work/units/typo.service" 2>&1)
+if grep -q "ProtectSistem" <<< "$out"; then
   ok "a unit with a misspelt directive is reported by verify (the check is live)"
 else
   fail "verify did not report a misspelt directive"

@@ -35,8 +35,10 @@ BATCH = 8
 COUNTS = [n for n in (2, 8, 32) if n <= SERVERS] or [SERVERS]
 
 
-def start_servers(work):
-    procs, addresses = [], []
+def start_servers(work, procs):
+    """Starts the servers, appending each process to `procs` (the caller
+    stops them, also when one fails to start); returns their addresses."""
+    addresses = []
     for i in range(SERVERS):
         log = open(f"{work}/server{i}.log", "w+")
         procs.append(subprocess.Popen(
@@ -52,7 +54,7 @@ def start_servers(work):
             if time.time() > deadline or procs[i].poll() is not None:
                 raise SystemExit(f"server {i} did not start: " + open(f"{work}/server{i}.log").read()[-1000:])
             time.sleep(0.05)
-    return procs, addresses
+    return addresses
 
 
 def bench(work, addresses, samples):
@@ -75,7 +77,7 @@ def main():
     work = tempfile.mkdtemp(prefix="stoker-scale-")
     procs = []
     try:
-        procs, addresses = start_servers(work)
+        addresses = start_servers(work, procs)
         print(f"{SERVERS} servers on 127.0.0.1, 1 worker each, {DELAY_MS} ms test delay per sample; batch {BATCH}; "
               f"{PER_SERVER} samples per server per run", flush=True)
         alone = []

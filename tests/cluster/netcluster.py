@@ -89,7 +89,7 @@ def netem_available():
 def remove_stale():
     """Namespaces of earlier runs whose process is gone."""
     out = _ip("netns", "list", check=False).stdout
-    for m in re.finditer(rf"^({PREFIX}(\d+)\S*)", out, re.M):
+    for m in re.finditer(rf"^({PREFIX}(?:probe)?(\d+)\S*)", out, re.M):
         ns, pid = m.group(1), int(m.group(2))
         if not os.path.exists(f"/proc/{pid}"):
             _ip("netns", "del", ns, check=False)
