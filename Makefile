@@ -48,7 +48,7 @@ test: build thread-safety sanitizers tsan
 # clang build serves both. Debian's gRPC/Abseil/OpenCV are not instrumented:
 # our code is checked, theirs is not.
 SAN_DIR := $(BUILD_DIR)-asan
-SAN_TESTS := common/common_test server/server_test server/server_grpc_test client/client_core_test \
+SAN_TESTS := common/common_test dataplane/dataplane_test server/server_test client/client_core_test \
   client/client_test tests/bad_input_test materialize/materialize_test materialize/profile_test \
   materialize/remote_maker_test
 FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample
@@ -77,12 +77,13 @@ sanitizers: deps
 # TSan (its own threads and Debian's uninstrumented build drown real reports).
 TSAN_DIR := $(BUILD_DIR)-tsan
 TSAN_RUNS := "client/client_core_test *" \
-  "server/server_test StreamStateTest.*:WorkerPoolTest.*:DatasetTest.*:TarShardsTest.Catalog*" \
+  "server/server_test StreamStateTest.*" \
+  "dataplane/dataplane_test WorkerPoolTest.*:DatasetTest.*:TarShardsTest.Catalog*" \
   "client/client_test DeviceStagerTest.*:HostBufferTest.*:ChunkAssemblerTest.*"
 tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_CUDA=OFF -DSTOKER_PYTHON=OFF -DSTOKER_SANITIZE=thread >/dev/null
-	@cmake --build $(TSAN_DIR) -j $(JOBS) --target client_core_test server_test client_test
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target client_core_test dataplane_test server_test client_test
 	@set -f; for run in $(TSAN_RUNS); do \
 	  set -- $$run; echo "tsan: $$1 $$2"; \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan/suppressions.txt" \
@@ -98,7 +99,7 @@ fuzz: sanitizers
 thread-safety: deps
 	@cmake -S . -B $(BUILD_DIR)-tsa -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
 	  -DSTOKER_WERROR_THREAD_SAFETY=ON -DSTOKER_CUDA=OFF >/dev/null
-	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server_grpc stoker_client stoker_materialize stoker_profiler stoker_remote_maker
+	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server stoker_client stoker_materialize stoker_profiler stoker_remote_maker
 
 bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)

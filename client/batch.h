@@ -31,6 +31,10 @@ struct Batch {
   absl::Duration receive_latency;  // request sent to last byte received
 };
 
+// Sets every field of *batch but `data` and `receive_latency` from a batch's
+// header; `producer` is its host:port (or the local producer's name).
+void FillBatchFromHeader(const v1::BatchHeader& header, const std::string& producer, Batch* batch);
+
 }  // namespace stoker
 
 #endif  // STOKER_CLIENT_BATCH_H_

@@ -82,6 +82,17 @@ int64_t BatchScheduler::ArmedSeq(int64_t epoch, int64_t batch) const {
   return Seq(epoch, batch);
 }
 
+int BatchScheduler::WindowOf(const std::string& address) const {
+  auto it = options_.producer_limits.find(address);
+  return std::max(1, it == options_.producer_limits.end() ? options_.window : it->second.window);
+}
+
+size_t BatchScheduler::LanesOf(const std::string& address) const {
+  auto it = options_.producer_limits.find(address);
+  return static_cast<size_t>(
+      std::max(1, it == options_.producer_limits.end() ? options_.streams_per_server : it->second.lanes));
+}
+
 uint64_t BatchScheduler::NextJitter() {  // SplitMix64
   uint64_t z = (jitter_state_ += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -93,8 +104,8 @@ std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::str
   std::vector<std::string> to_open;
   for (auto& [address, server] : servers_) server.member = false;
   for (const std::string& a : addresses) servers_[a].member = true;
-  const size_t lanes = static_cast<size_t>(std::max(1, options_.streams_per_server));
   for (auto& [address, server] : servers_) {
+    const size_t lanes = LanesOf(address);
     if (!server.member) {
       if (meter_) meter_->demand().ForgetServer(address);
       for (StreamId id : server.live) {
@@ -295,7 +306,7 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
       // its other lanes: a failed lane's batches go to other servers.
       if (now < server.retry_at) continue;
       const int64_t load = Outstanding(server);
-      if (load >= options_.window) continue;
+      if (load >= WindowOf(address)) continue;
       for (StreamId id : server.live) {
         Stream& s = streams_.at(id);
         if (s.retired || s.draining || s.half_closed) continue;

@@ -59,6 +59,13 @@ struct ClientMetrics;
 struct SchedulerOptions {
   int window = 2;              // batches requested from one server at a time
   int streams_per_server = 1;  // streams (lanes) opened to each server
+  // Producers with their own window and lanes instead (the client's local
+  // producer: its worker count, one lane).
+  struct Limits {
+    int window = 1;
+    int lanes = 1;
+  };
+  std::map<std::string, Limits> producer_limits;
   int prefetch = 4;
   bool ordered = true;  // false: hand batches over as they complete
   absl::Duration batch_timeout = absl::Seconds(120);
@@ -226,6 +233,8 @@ class BatchScheduler {
   bool CurrentUnderWay() const;
   // Batches requested from a server, over its live streams.
   int64_t Outstanding(const Server& server) const;
+  int WindowOf(const std::string& address) const;
+  size_t LanesOf(const std::string& address) const;
   void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
               int64_t failed_seq = -1);
   void MaybeHalfClose(StreamId id);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -25,6 +26,11 @@
 
 ABSL_FLAG(std::string, servers, "",
           "Data servers: host:port,host:port,... or dns:///name:port (re-resolved every --resolve-interval-seconds)");
+ABSL_FLAG(int, local_workers, 0,
+          "Threads in this process that read, decode and augment too (local mode; 0: off). With no --servers, "
+          "stoker-bench is a single-machine loader");
+ABSL_FLAG(std::string, data_root, ".", "Where --local-workers find --dataset (as a server's --data-root)");
+ABSL_FLAG(int, test_local_delay_ms, 0, "Test only: extra milliseconds of local worker time per sample");
 ABSL_FLAG(double, resolve_interval_seconds, 5, "Seconds between DNS re-resolutions of a dns:/// server name");
 ABSL_FLAG(int, rank, 0, "This process's rank (its share of each epoch, as PyTorch's DistributedSampler)");
 ABSL_FLAG(int, world_size, 1, "Number of ranks sharing each epoch");
@@ -88,7 +94,14 @@ std::string Hash(const HostBuffer& data) {
 absl::StatusOr<ClientConfig> ConfigFromFlags() {
   ClientConfig c;
   c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
-  if (c.servers.empty()) return absl::InvalidArgumentError("--servers is required (host:port,... or dns:///name:port)");
+  c.local_workers = absl::GetFlag(FLAGS_local_workers);
+  c.local_data_root = absl::GetFlag(FLAGS_data_root);
+  c.local_sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_local_delay_ms));
+  if (c.local_workers < 0) return absl::InvalidArgumentError("--local-workers must be >= 0");
+  if (c.servers.empty() && c.local_workers == 0) {
+    return absl::InvalidArgumentError(
+        "give --servers (host:port,... or dns:///name:port), --local-workers N with --data-root DIR, or both");
+  }
   if (absl::GetFlag(FLAGS_dataset).empty()) return absl::InvalidArgumentError("--dataset is required");
   c.session.set_dataset(absl::GetFlag(FLAGS_dataset));
   c.session.set_batch_size(absl::GetFlag(FLAGS_batch_size));
@@ -136,7 +149,8 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
 }
 
 void PrintSummary(const ClientConfig& c, const RunSummary& s) {
-  std::printf("\nstoker-bench summary: %zu server(s), batch %d, step %.1f ms\n", c.servers.size(),
+  std::printf("\nstoker-bench summary: %zu server(s)%s, batch %d, step %.1f ms\n", c.servers.size(),
+              c.local_workers > 0 ? absl::StrCat(" + ", c.local_workers, " local worker(s)").c_str() : "",
               c.session.batch_size(), absl::GetFlag(FLAGS_step_ms));
   std::printf("  %-22s %12lld\n", "batches", static_cast<long long>(s.batches));
   std::printf("  %-22s %12lld\n", "images", static_cast<long long>(s.images));
@@ -397,7 +411,8 @@ int Run() {
 int main(int argc, char** argv) {
   stoker::ParseFlags(argc, argv,
       "Stoker benchmark client: runs epochs against data servers with a simulated training step.\n"
-      "Usage: stoker-bench --servers host:port,... --dataset NAME [--batch-size 256] [--epochs 1] [--step-ms 0]");
+      "Usage: stoker-bench --servers host:port,... --dataset NAME [--batch-size 256] [--epochs 1] [--step-ms 0]\n"
+      "       stoker-bench --local-workers N --data-root DIR --dataset NAME ... (no servers: local mode alone)");
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

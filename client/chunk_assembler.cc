@@ -32,17 +32,7 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
     }
   }
   Batch& b = batch_.emplace();
-  b.epoch = h.epoch();
-  b.batch_index = h.batch_index();
-  b.sample_indices.assign(h.sample_indices().begin(), h.sample_indices().end());
-  b.labels.assign(h.labels().begin(), h.labels().end());
-  b.shape.assign(h.shape().begin(), h.shape().end());
-  b.layout = h.layout();
-  b.dtype = h.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : h.dtype();
-  b.stage_times = h.stage_times();
-  b.failed_samples.assign(h.failed_samples().begin(), h.failed_samples().end());
-  b.sample_sizes.assign(h.sample_sizes().begin(), h.sample_sizes().end());
-  b.server = server_;
+  FillBatchFromHeader(h, server_, &b);
   const size_t size = static_cast<size_t>(h.total_bytes());
   b.data = pool_ ? pool_->Get(size) : HostBuffer(size);
   received_ = 0;

@@ -1,6 +1,7 @@
 #include "client/epoch_run.h"
 
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <utility>
 
@@ -35,15 +36,31 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 }  // namespace
 
+// What EpochRun needs of a stream: a gRPC BatchStream call to a server, or the
+// local producer's in-process session. Write, HalfClose and Cancel may be
+// called from any thread without mu_; the stream reports through EpochRun's
+// CheckHeader / OnBatch / OnDraining / OnStreamDone, OnStreamDone exactly
+// once and last, after which WaitDone returns.
+class EpochRun::Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual void Start() = 0;
+  virtual void Write(const v1::BatchRequest& request) = 0;
+  virtual void HalfClose() = 0;
+  virtual void Cancel() = 0;
+  virtual void WaitDone() = 0;
+};
+
 // One BatchStream call. Writes are queued (one in flight at a time, as gRPC
 // requires); reads run back to back on gRPC's threads and feed the
 // assembler. A hold keeps the call open while writes may still be started
 // from outside a reaction; it is removed once no more will be (writes done,
 // reads ended, or the stream failed). The object outlives the call: EpochRun
 // destroys it after OnDone.
-class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class EpochRun::GrpcStream final : public EpochRun::Stream,
+                                   public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  Stream(EpochRun* run, StreamId id, const std::string& address, std::shared_ptr<grpc::Channel> channel,
+  GrpcStream(EpochRun* run, StreamId id, const std::string& address, std::shared_ptr<grpc::Channel> channel,
          grpc::ByteBuffer config)
       : run_(run),
         id_(id),
@@ -59,7 +76,7 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
     in_flight_ = true;
   }
 
-  void Start() {
+  void Start() override {
     stub_.PrepareBidiStreamingCall(&context_, kBatchStreamMethod, grpc::StubOptions(), this);
     AddHold();
     StartWrite(&current_);
@@ -67,7 +84,10 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
     StartCall();
   }
 
-  void Write(grpc::ByteBuffer message) {
+  void Write(const v1::BatchRequest& request) override {
+    v1::StreamRequest r;
+    *r.mutable_batch() = request;
+    grpc::ByteBuffer message = Serialize(r);
     {
       absl::MutexLock lock(&mu_);
       if (closed_ || writes_done_) return;  // ending: its batches are requested elsewhere
@@ -81,7 +101,7 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
     StartWrite(&current_);
   }
 
-  void HalfClose() {
+  void HalfClose() override {
     {
       absl::MutexLock lock(&mu_);
       if (closed_ || writes_done_) return;
@@ -92,12 +112,12 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
     ReleaseHold();
   }
 
-  void Cancel() {
+  void Cancel() override {
     cancelled_by_us_ = true;
     context_.TryCancel();
   }
 
-  void WaitDone() { done_.WaitForNotification(); }
+  void WaitDone() override { done_.WaitForNotification(); }
 
   void OnWriteDone(bool ok) override {
     bool write = false, writes_done = false;
@@ -189,10 +209,179 @@ class EpochRun::Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, 
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the hold is gone: no operation may start
 };
 
-EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan, ServerSet* servers, EpochRunOptions options,
-                   ClientMetrics* metrics)
+// The local producer's "stream": one in-process session whose batches are
+// made on the producer's workers. Requests are submitted as they come (those
+// that arrive before Start are queued); finished batches are checked as a
+// server's header is, copied once into a host buffer and handed to the
+// scheduler. The stream ends (OnStreamDone) once it was half-closed,
+// cancelled or failed and no batch is in the making, so no worker callback
+// runs after it.
+class EpochRun::LocalStream final : public EpochRun::Stream {
+ public:
+  LocalStream(EpochRun* run, StreamId id) : run_(run), id_(id) {}
+
+  void Start() override {
+    absl::StatusOr<std::unique_ptr<StreamSession>> session = run_->local_->StartSession(run_->session_);
+    std::deque<v1::BatchRequest> queued;
+    std::optional<Report> report;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!session.ok()) {
+        End(session.status(), /*from_server=*/true, -1, -1);
+        refused_ = session.status().code() == absl::StatusCode::kFailedPrecondition;
+      } else {
+        session_ = *std::move(session);
+      }
+      started_ = true;
+      queued.swap(queued_);
+      report = TakeReportLocked();
+    }
+    Deliver(report);
+    if (report) return;
+    for (const v1::BatchRequest& r : queued) Write(r);
+  }
+
+  void Write(const v1::BatchRequest& request) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (ending_ || half_closed_) return;  // its batches are requested elsewhere
+      if (!started_) {
+        queued_.push_back(request);
+        return;
+      }
+      ++making_;
+    }
+    // Submit runs no callback before it returns (BatchSession::Submit).
+    absl::Status status = session_->Submit(request, [this](FinishedBatch b) { OnFinished(std::move(b)); });
+    std::optional<Report> report;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status.ok()) {
+        --making_;
+        End(status, /*from_server=*/true, request.batch_index(), request.epoch());
+      }
+      report = TakeReportLocked();
+    }
+    Deliver(report);
+  }
+
+  void HalfClose() override {
+    std::optional<Report> report;
+    {
+      absl::MutexLock lock(&mu_);
+      half_closed_ = true;
+      report = TakeReportLocked();
+    }
+    Deliver(report);
+  }
+
+  void Cancel() override {
+    std::optional<Report> report;
+    {
+      absl::MutexLock lock(&mu_);
+      End(absl::CancelledError("cancelled by the client"), /*from_server=*/false, -1, -1);
+      report = TakeReportLocked();
+    }
+    Deliver(report);
+  }
+
+  void WaitDone() override { done_.WaitForNotification(); }
+
+ private:
+  struct Report {
+    absl::Status status;
+    bool from_server = false;
+    int64_t failed_batch = -1;
+    int64_t failed_epoch = -1;
+    bool refused = false;
+  };
+
+  void OnFinished(FinishedBatch finished) {
+    bool deliver;
+    {
+      absl::MutexLock lock(&mu_);
+      deliver = !ending_;
+    }
+    absl::Status status = finished.status;
+    const int64_t batch_index = finished.header.batch_index(), epoch = finished.header.epoch();
+    if (deliver && status.ok()) {
+      status = run_->CheckHeader(id_, finished.header);
+      const size_t size = finished.data ? finished.data->size() : 0;
+      if (status.ok() && size != static_cast<size_t>(finished.header.total_bytes())) {
+        status = absl::InternalError(absl::StrCat("local batch ", batch_index, " has ", size,
+                                                  " bytes; its header says ", finished.header.total_bytes()));
+      }
+      if (status.ok()) {
+        Batch batch;
+        FillBatchFromHeader(finished.header, kLocalProducer, &batch);
+        batch.data = run_->options_.buffers ? run_->options_.buffers->Get(size) : HostBuffer(size);
+        if (size > 0) std::memcpy(batch.data.data(), finished.data->data(), size);  // the one copy
+        status = run_->OnBatch(id_, std::move(batch));
+      }
+    }
+    std::optional<Report> report;
+    {
+      absl::MutexLock lock(&mu_);
+      --making_;
+      if (deliver && !status.ok()) {
+        // A batch that failed (FAIL policy) names itself, as a server's
+        // trailer does; a batch our checks refused blames the stream.
+        const bool failed_here = !finished.status.ok();
+        End(status, /*from_server=*/failed_here, failed_here ? batch_index : -1, failed_here ? epoch : -1);
+      }
+      report = TakeReportLocked();
+    }
+    Deliver(report);
+  }
+
+  // Decides the stream's end (the first reason wins); it is reported once
+  // nothing is in the making.
+  void End(const absl::Status& status, bool from_server, int64_t failed_batch, int64_t failed_epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (ending_) return;
+    ending_ = true;
+    end_ = Report{status, from_server, failed_batch, failed_epoch, false};
+    if (session_) session_->Cancel();  // queued samples skip their work
+  }
+
+  // The stream's end, once (and only once) it can be reported.
+  std::optional<Report> TakeReportLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reported_ || !started_ || making_ > 0 || !(ending_ || half_closed_)) return std::nullopt;
+    reported_ = true;
+    Report r = ending_ ? end_ : Report{};
+    r.refused = ending_ && refused_;
+    return r;
+  }
+
+  // Reports the end without the lock (EpochRun calls back into streams);
+  // `this` may be destroyed as soon as done_ is notified.
+  void Deliver(const std::optional<Report>& r) {
+    if (!r) return;
+    run_->OnStreamDone(id_, r->status, r->from_server, r->failed_batch, r->failed_epoch, r->refused);
+    done_.Notify();
+  }
+
+  EpochRun* const run_;
+  const StreamId id_;
+  absl::Notification done_;
+  // Set in Start (before started_), then constant: Write reads it unlocked.
+  std::unique_ptr<StreamSession> session_;
+  absl::Mutex mu_;
+  std::deque<v1::BatchRequest> queued_ ABSL_GUARDED_BY(mu_);  // written before Start
+  int making_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, callback not yet returned
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool half_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  bool reported_ ABSL_GUARDED_BY(mu_) = false;
+  bool refused_ ABSL_GUARDED_BY(mu_) = false;
+  Report end_ ABSL_GUARDED_BY(mu_);
+};
+
+EpochRun::EpochRun(const v1::SessionConfig& session, EpochPlan plan, ServerSet* servers, LocalProducer* local,
+                   EpochRunOptions options, ClientMetrics* metrics)
     : session_(session),
       servers_(servers),
+      local_(local),
       options_(std::move(options)),
       clock_(options_.clock ? options_.clock : SteadyClock::Get()),
       metrics_(metrics),
@@ -216,7 +405,8 @@ EpochRun::~EpochRun() {
 }
 
 void EpochRun::OpenStreams() {
-  const std::vector<std::string> addresses = servers_->Addresses();
+  std::vector<std::string> addresses = servers_ ? servers_->Addresses() : std::vector<std::string>();
+  if (local_) addresses.push_back(kLocalProducer);
   std::vector<std::string> candidates;
   {
     absl::MutexLock lock(&mu_);
@@ -227,6 +417,15 @@ void EpochRun::OpenStreams() {
   std::vector<Stream*> opened;
   // A server has one candidate per stream it lacks, each on its own lane.
   for (const std::string& a : candidates) {
+    if (local_ && a == kLocalProducer) {
+      absl::MutexLock lock(&mu_);
+      if (stop_.HasBeenNotified()) continue;
+      const StreamId id = scheduler_.OnStreamOpened(a, clock_->Now());
+      auto stream = std::make_unique<LocalStream>(this, id);
+      opened.push_back(stream.get());
+      streams_.emplace(id, std::move(stream));
+      continue;
+    }
     int lane;
     {
       absl::MutexLock lock(&mu_);
@@ -251,7 +450,7 @@ void EpochRun::OpenStreams() {
     *config.mutable_config() = session_;
     const StreamId id = scheduler_.OnStreamOpened(a, clock_->Now());
     if (metrics_) metrics_->streams_opened->Increment();
-    auto stream = std::make_unique<Stream>(this, id, a, std::move(channel), Serialize(config));
+    auto stream = std::make_unique<GrpcStream>(this, id, a, std::move(channel), Serialize(config));
     opened.push_back(stream.get());
     streams_.emplace(id, std::move(stream));
   }
@@ -290,23 +489,22 @@ void EpochRun::Supervise() {
 
 void EpochRun::Send(std::vector<Assignment> assignments, std::vector<StreamId> half_closes) {
   if (assignments.empty() && half_closes.empty()) return;
-  std::vector<std::pair<Stream*, grpc::ByteBuffer>> writes;
+  std::vector<std::pair<Stream*, v1::BatchRequest>> writes;
   std::vector<Stream*> closes;
   {
     absl::MutexLock lock(&mu_);
     for (const Assignment& a : assignments) {
-      v1::StreamRequest r;
-      v1::BatchRequest* req = r.mutable_batch();
-      req->set_epoch(a.epoch);
-      req->set_batch_index(a.batch);
-      for (int64_t i : scheduler_.SampleIndices(a.epoch, a.batch)) req->add_sample_indices(i);
-      writes.emplace_back(streams_.at(a.stream).get(), Serialize(r));
+      v1::BatchRequest req;
+      req.set_epoch(a.epoch);
+      req.set_batch_index(a.batch);
+      for (int64_t i : scheduler_.SampleIndices(a.epoch, a.batch)) req.add_sample_indices(i);
+      writes.emplace_back(streams_.at(a.stream).get(), std::move(req));
     }
     for (StreamId id : half_closes) closes.push_back(streams_.at(id).get());
   }
   // A write on a stream that is ending is dropped; the scheduler requests its
   // batches elsewhere when the stream's end is reported.
-  for (auto& [stream, message] : writes) stream->Write(std::move(message));
+  for (auto& [stream, request] : writes) stream->Write(request);
   for (Stream* s : closes) s->HalfClose();
 }
 

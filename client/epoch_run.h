@@ -28,6 +28,7 @@
 #include "client/batch_scheduler.h"
 #include "client/bottleneck.h"
 #include "client/client_metrics.h"
+#include "client/local_producer.h"
 #include "client/server_set.h"
 #include "common/clock.h"
 #include "common/epoch_plan.h"
@@ -45,9 +46,11 @@ struct EpochRunOptions {
 
 class EpochRun {
  public:
-  // `servers` and `metrics` (nullable) must outlive the run.
-  EpochRun(const v1::SessionConfig& session, EpochPlan plan, ServerSet* servers, EpochRunOptions options,
-           ClientMetrics* metrics);
+  // `servers`, `local` and `metrics` (each nullable; servers or local must
+  // be set) must outlive the run. The local producer is one more member of
+  // the set, named kLocalProducer, with in-process "streams" (LocalStream).
+  EpochRun(const v1::SessionConfig& session, EpochPlan plan, ServerSet* servers, LocalProducer* local,
+           EpochRunOptions options, ClientMetrics* metrics);
   ~EpochRun();
 
   // See StokerClient::Next (the current epoch's batches).
@@ -66,7 +69,10 @@ class EpochRun {
 
  private:
   class Stream;
-  friend class Stream;
+  class GrpcStream;
+  class LocalStream;
+  friend class GrpcStream;
+  friend class LocalStream;
 
   void Supervise();
   void OpenStreams();
@@ -81,6 +87,7 @@ class EpochRun {
 
   const v1::SessionConfig session_;
   ServerSet* const servers_;
+  LocalProducer* const local_;
   const EpochRunOptions options_;
   Clock* const clock_;
   ClientMetrics* const metrics_;

@@ -23,8 +23,37 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", config.rank, " of world size ", config.world_size, "; need 0 <= rank < world size"));
   }
+  if (config.servers.empty() && config.local_workers < 1) {
+    return absl::InvalidArgumentError(
+        "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1, or both");
+  }
   std::unique_ptr<StokerClient> client(new StokerClient(std::move(config), metrics));
   const ClientConfig& c = client->config_;
+  // The first answer sets the dataset every later producer must agree with.
+  bool have_dataset = false;
+  std::string first_producer;
+  if (c.local_workers > 0) {
+    LocalOptions local;
+    local.workers = c.local_workers;
+    local.data_root = c.local_data_root;
+    local.max_pixels = c.local_max_pixels;
+    local.sample_delay = c.local_sample_delay;
+    auto producer = LocalProducer::Create(local);
+    if (!producer.ok()) return producer.status();
+    client->local_ = *std::move(producer);
+    absl::StatusOr<v1::OpenSessionResponse> opened = client->local_->Open(c.session, c.open_timeout);
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(), absl::StrCat("local producer (data root '", c.local_data_root,
+                                                               "'): ", opened.status().message()));
+    }
+    client->dataset_ = *std::move(opened);
+    have_dataset = true;
+    first_producer = "the local producer";
+  }
+  if (c.servers.empty()) {
+    client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
+    return client;
+  }
   auto servers = ServerSet::Create(c.servers, c.resolve_interval);
   if (!servers.ok()) return servers.status();
   client->servers_ = *std::move(servers);
@@ -93,7 +122,6 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     ask = std::move(opening);  // servers that did not answer at all have had their rpc_timeout
   }
   std::vector<std::string> unreachable;
-  bool have_dataset = false;
   for (size_t i = 0; i < calls.size(); ++i) {
     const Call& call = calls[i];
     const grpc::StatusCode code = call.status.error_code();
@@ -109,12 +137,14 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     if (!have_dataset) {
       client->dataset_ = r;
       have_dataset = true;
+      first_producer = addresses[i];
     } else if (r.num_samples() != client->dataset_.num_samples() ||
                r.sample_bytes() != client->dataset_.sample_bytes() ||
                r.class_names_size() != client->dataset_.class_names_size() ||
                r.dataset_fingerprint() != client->dataset_.dataset_fingerprint()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "servers disagree on dataset '", c.session.dataset(), "': one has ", client->dataset_.num_samples(),
+          "producers disagree on dataset '", c.session.dataset(), "': ", first_producer, " has ",
+          client->dataset_.num_samples(),
           " samples in ", client->dataset_.class_names_size(), " classes of ", client->dataset_.sample_bytes(),
           " bytes (", client->dataset_.dataset_fingerprint(), "), ", addresses[i], " has ", r.num_samples(), " in ",
           r.class_names_size(), " of ", r.sample_bytes(), " (", r.dataset_fingerprint(), ")"));
@@ -134,9 +164,13 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
 }
 
 int PrefetchDepth(const ClientConfig& config, int servers) {
+  if (config.prefetch_batches > 0) return config.prefetch_batches;
   const int window = std::max(1, config.window_per_server);
-  return config.prefetch_batches > 0 ? config.prefetch_batches : 2 * window * std::max(1, servers);
+  const int local = std::max(0, config.local_workers);
+  return 2 * window * (local > 0 ? std::max(0, servers) : std::max(1, servers)) + 2 * LocalWindow(local);
 }
+
+int LocalWindow(int local_workers) { return local_workers > 0 ? std::max(2, local_workers) : 0; }
 
 int64_t StokerClient::BatchesPerEpoch() const { return PlanFor(0).num_batches(); }
 
@@ -171,7 +205,8 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   SchedulerOptions& s = options.scheduler;
   s.window = std::max(1, config_.window_per_server);
   s.streams_per_server = std::max(1, config_.streams_per_server);
-  s.prefetch = PrefetchDepth(config_, static_cast<int>(servers_->Addresses().size()));
+  if (local_) s.producer_limits[kLocalProducer] = {LocalWindow(local_->workers()), 1};
+  s.prefetch = PrefetchDepth(config_, servers_ ? static_cast<int>(servers_->Addresses().size()) : 0);
   s.ordered = config_.ordered;
   s.batch_timeout = config_.batch_timeout;
   s.unavailable_timeout = config_.unavailable_timeout;
@@ -196,7 +231,8 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
                     static_cast<size_t>(config_.session.batch_size()) * static_cast<size_t>(dataset_.sample_bytes()));
   options.buffers = buffers_;
   options.meter = meter_.get();
-  epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), std::move(options), metrics_);
+  epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), local_.get(),
+                                      std::move(options), metrics_);
   epoch_number_ = epoch;
   return ArmFollowing(epoch);
 }

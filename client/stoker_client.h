@@ -18,6 +18,7 @@
 #include "client/batch.h"
 #include "client/bottleneck.h"
 #include "client/client_metrics.h"
+#include "client/local_producer.h"
 #include "common/epoch_plan.h"
 #include "client/server_set.h"
 #include "proto/stoker/v1/stoker.grpc.pb.h"
@@ -27,8 +28,19 @@ namespace stoker {
 struct ClientConfig {
   // host:port entries, or one dns:///name:port re-resolved every
   // resolve_interval (servers join and leave as the name's addresses change).
+  // Empty: no remote servers (then local_workers must be >= 1).
   std::vector<std::string> servers;
   absl::Duration resolve_interval = absl::Seconds(5);
+  // Local mode: this many threads in this process read, decode and augment
+  // too, as one more producer in the same pull scheduling (it takes a batch
+  // when it has a free worker; see local_producer.h). 0: off. With no
+  // servers, the client is a complete single-machine loader.
+  int local_workers = 0;
+  // Where the local producer finds datasets (as a server's --data-root); its
+  // copy must have the servers' fingerprint.
+  std::string local_data_root = ".";
+  int64_t local_max_pixels = 100'000'000;
+  absl::Duration local_sample_delay = absl::ZeroDuration();  // test-only: a slow local producer
   v1::SessionConfig session;         // dataset, pipeline, batch size, seed...
   bool drop_last = false;            // leave out the epoch's last partial batch
   int rank = 0;                      // this process's share of the epoch...
@@ -67,14 +79,19 @@ struct ClientConfig {
 class EpochRun;
 
 // Batches requested or buffered at once: prefetch_batches, or 2 x
-// window_per_server x `servers` when that is 0. Host buffers (and the pinned
-// pool, DeviceOptions::host_slots) are sized from it, plus 2.
+// window_per_server x `servers` (plus 2 x the local producer's window, its
+// workers) when that is 0. Host buffers (and the pinned pool,
+// DeviceOptions::host_slots) are sized from it, plus 2.
 int PrefetchDepth(const ClientConfig& config, int servers);
+// The local producer's window: batches it holds at once (at least 2, so that
+// its workers do not idle at a batch's tail).
+int LocalWindow(int local_workers);
 
 class StokerClient {
  public:
-  // Opens the session on every server that answers within rpc_timeout (at
-  // least one must). While every server that answers is still scanning the
+  // Opens the session on the local producer (local_workers), if any, and on
+  // every server that answers within rpc_timeout (at least one producer must
+  // answer). While every server that answers is still scanning the
   // dataset, asks again (backing off to 1 s, logging what it waits for) for up
   // to open_timeout. A refusal (codes as OpenSession in stoker.proto) is
   // returned with the server's address prepended; servers that disagree on
@@ -115,7 +132,8 @@ class StokerClient {
 
   ClientConfig config_;  // set in Connect (expected_fingerprint), then constant
   ClientMetrics* const metrics_;
-  std::unique_ptr<ServerSet> servers_;
+  std::unique_ptr<ServerSet> servers_;  // null without servers
+  std::unique_ptr<LocalProducer> local_;  // null without local_workers; outlives epoch_
   std::unique_ptr<BottleneckMeter> meter_;
   int64_t epoch_number_ = -1;
   v1::OpenSessionResponse dataset_;

@@ -21,10 +21,10 @@
 #include "materialize/sample_subset.h"
 #include "materialize/shard_writer.h"
 #include "nlohmann/json.hpp"
-#include "server/dataset.h"
-#include "server/json_fields.h"
-#include "server/pipeline.h"
-#include "server/store_output.h"
+#include "dataplane/dataset.h"
+#include "dataplane/json_fields.h"
+#include "dataplane/pipeline.h"
+#include "dataplane/store_output.h"
 
 namespace stoker {
 namespace fs = std::filesystem;

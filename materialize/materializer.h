@@ -1,7 +1,7 @@
 // Materialises a dataset: runs a pipeline's deterministic prefix (decode,
 // resize, center_crop) once over every sample, on local worker threads or on
 // a pool of data servers (RemoteMaker), and stores the result as WebDataset-style tar shards plus a manifest
-// (server/manifest.h) that a data server serves from (MaterializedSource).
+// (dataplane/manifest.h) that a data server serves from (MaterializedSource).
 //
 // Crash safety: the output is built in OUT.partial; each shard is written to
 // a temporary file, made durable, renamed, and then recorded
@@ -25,8 +25,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "server/manifest.h"
-#include "server/stored_sample.h"
+#include "dataplane/manifest.h"
+#include "dataplane/stored_sample.h"
 
 namespace stoker {
 

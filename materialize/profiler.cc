@@ -13,9 +13,9 @@
 #include "materialize/materializer.h"
 #include "materialize/sample_subset.h"
 #include "prometheus/registry.h"
-#include "server/dataset.h"
-#include "server/pipeline.h"
-#include "server/server_metrics.h"
+#include "dataplane/dataset.h"
+#include "dataplane/pipeline.h"
+#include "dataplane/server_metrics.h"
 #include "server/stoker_server.h"
 
 namespace stoker {

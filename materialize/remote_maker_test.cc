@@ -14,7 +14,7 @@
 #include "common/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
-#include "server/batch_session.h"
+#include "dataplane/batch_session.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/temp_dir.h"

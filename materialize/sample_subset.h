@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "server/sample_source.h"
+#include "dataplane/sample_source.h"
 
 namespace stoker {
 

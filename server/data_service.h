@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "proto/stoker/v1/stoker.grpc.pb.h"
-#include "server/batch_session.h"
+#include "dataplane/batch_session.h"
 
 namespace stoker {
 

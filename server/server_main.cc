@@ -14,7 +14,7 @@
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "glog/logging.h"
-#include "server/server_metrics.h"
+#include "dataplane/server_metrics.h"
 #include "server/stoker_server.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC (and metrics)");

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/batch_session.h"
+#include "dataplane/batch_session.h"
 #include "server/data_service.h"
 
 namespace stoker {

@@ -73,6 +73,8 @@ auto WithoutGil(F&& f) {
 // each field and its default.
 struct Options {
   std::vector<std::string> servers;
+  int local_workers = 0;
+  std::string data_root = ".";
   std::string dataset;
   std::string pipeline;
   int batch_size = 256;
@@ -111,7 +113,13 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   LoaderConfig c;
   ClientConfig& cc = c.client;
   cc.servers = o.servers;
-  if (cc.servers.empty()) return absl::InvalidArgumentError("servers: give host:port,... or dns:///name:port");
+  if (o.local_workers < 0) return absl::InvalidArgumentError(absl::StrCat("local_workers = ", o.local_workers, "; must be >= 0"));
+  cc.local_workers = o.local_workers;
+  cc.local_data_root = o.data_root;
+  if (cc.servers.empty() && cc.local_workers == 0) {
+    return absl::InvalidArgumentError(
+        "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1 with data_root, or both");
+  }
   if (o.dataset.empty()) return absl::InvalidArgumentError("dataset: a name under the servers' --data-root");
   cc.session.set_dataset(o.dataset);
   cc.session.set_batch_size(o.batch_size);
@@ -295,6 +303,8 @@ NB_MODULE(_stoker_ext, m) {
   nb::class_<Options>(m, "Options")
       .def(nb::init<>())
       .def_rw("servers", &Options::servers)
+      .def_rw("local_workers", &Options::local_workers)
+      .def_rw("data_root", &Options::data_root)
       .def_rw("dataset", &Options::dataset)
       .def_rw("pipeline", &Options::pipeline)
       .def_rw("batch_size", &Options::batch_size)

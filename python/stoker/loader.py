@@ -51,7 +51,14 @@ class Loader:
 
     Arguments (times in seconds):
       servers: "host:port,host:port", a list of them, or "dns:///name:port"
-        (re-resolved every `resolve_interval`; servers join and leave).
+        (re-resolved every `resolve_interval`; servers join and leave);
+        None or "" for none (then local_workers must be >= 1).
+      local_workers: threads in this process that read, decode and augment
+        too (local mode), as one more producer in the same pull scheduling
+        as the servers; 0 (default) is off. With no servers, the loader is a
+        complete single-machine loader.
+      data_root: where the local workers find `dataset` (as a server's
+        --data-root); its copy must be the servers' (same fingerprint).
       dataset: a dataset name under the servers' --data-root.
       pipeline: the servers' ops, e.g. "resize(256), center_crop(224)".
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
@@ -89,13 +96,13 @@ class Loader:
       tune_malloc: keep large buffers on the heap (see README); True.
     """
 
-    def __init__(self, servers, dataset, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
+    def __init__(self, servers=None, dataset=None, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
                  device="auto", dtype="float32", layout="nchw", normalize="imagenet", framework="torch",
                  rank=None, world_size=None, ordered=True, window=2, streams_per_server=2, prefetch=0, epochs=None, connect_timeout=10.0,
                  open_timeout=1800.0,
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
-                 metrics_host="0.0.0.0", tune_malloc=True, _test_h2d_delay_ms=0):
+                 metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -105,8 +112,10 @@ class Loader:
         self._framework = _frameworks.make(framework)
         kind, gpu = _frameworks.parse_device(device)
         o = _ext.Options()
-        o.servers = _servers_list(servers)
-        o.dataset = dataset
+        o.servers = _servers_list(servers or [])
+        o.local_workers = int(local_workers)
+        o.data_root = os.fspath(data_root)
+        o.dataset = dataset or ""
         o.pipeline = pipeline
         o.batch_size = int(batch_size)
         o.seed = int(seed)

@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "common/flag_names.h"
 #include "common/pipeline_text.h"
-#include "server/pipeline.h"
+#include "dataplane/pipeline.h"
 
 ABSL_FLAG(std::string, dir, "", "Directory searched recursively for .jpg/.jpeg files");
 ABSL_FLAG(int, limit, 0, "Decode at most this many files; 0: all");

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "common/pipeline_text.h"
-#include "server/pipeline.h"
+#include "dataplane/pipeline.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

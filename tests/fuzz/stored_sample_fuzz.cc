@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "server/manifest.h"
-#include "server/stored_sample.h"
+#include "dataplane/manifest.h"
+#include "dataplane/stored_sample.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "server/tar_shards.h"
+#include "dataplane/tar_shards.h"
 
 namespace {
 

@@ -1,0 +1,47 @@
+#include "client/local_producer.h"
+
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/await.h"
+
+namespace stoker {
+
+LocalProducer::LocalProducer(const LocalOptions& options) : metrics_(registry_) {
+  CoreConfig core;
+  core.data_root = options.data_root;
+  core.workers = options.workers;
+  core.max_pixels = options.max_pixels;
+  core.sample_delay = options.sample_delay;
+  core.catalog.max_file_bytes = options.max_file_bytes;
+  core_ = std::make_unique<DataServiceCore>(core, &metrics_);
+}
+
+LocalProducer::~LocalProducer() { core_->StopOpening(); }
+
+absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const LocalOptions& options) {
+  if (options.workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("local_workers = ", options.workers, "; must be >= 1"));
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(options.data_root, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local data root '", options.data_root.string(), "' is not a directory"));
+  }
+  return std::unique_ptr<LocalProducer>(new LocalProducer(options));
+}
+
+absl::StatusOr<v1::OpenSessionResponse> LocalProducer::Open(const v1::SessionConfig& config, absl::Duration timeout) {
+  using Result = absl::StatusOr<v1::OpenSessionResponse>;
+  return Await<Result>(
+      [&](std::function<void(Result)> done) { core_->OpenSessionAsync(config, timeout, std::move(done)); });
+}
+
+absl::StatusOr<std::unique_ptr<StreamSession>> LocalProducer::StartSession(const v1::SessionConfig& config) {
+  DataServiceCore::SessionOrError session = core_->StartSession(config);
+  if (!session.ok()) return session.status();
+  return std::unique_ptr<StreamSession>(*std::move(session));
+}
+
+}  // namespace stoker

@@ -1,0 +1,627 @@
+#include "dataplane/batch_session.h"
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/await.h"
+#include "common/rng.h"
+#include "glog/logging.h"
+#include "common/epoch_plan.h"
+#include "common/pipeline_text.h"
+#include "dataplane/image_decoder.h"
+#include "dataplane/store_output.h"
+#include "dataplane/stored_sample.h"
+
+namespace stoker {
+namespace {
+
+int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
+double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+}  // namespace
+
+// One batch being produced. Shared by its sample tasks; the last one to
+// finish completes it.
+struct BatchSession::Job {
+  v1::BatchHeader header;
+  std::shared_ptr<std::string> data;  // written by the sample tasks, one slot each
+  std::vector<std::string> stored;    // a materialising session's samples, joined by Complete
+  DoneCallback done;
+  absl::Time arrived;
+  std::atomic<int64_t> remaining{0};
+  std::atomic<bool> started{false};
+  std::once_flag allocated;  // the buffer is made when the first sample starts
+  int64_t bytes = 0;         // its size
+  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0};
+  // Whole sample tasks that produced a sample (the capacity's measure;
+  // tasks a cancellation skipped are left out).
+  std::atomic<int64_t> worker_ns{0}, produced{0};
+  absl::Mutex mu;
+  std::vector<v1::FailedSample> failed ABSL_GUARDED_BY(mu);
+  absl::Status error ABSL_GUARDED_BY(mu);  // FAIL policy: the first failure
+
+  uint8_t* Slot(int64_t slot, int64_t sample_bytes) {
+    return reinterpret_cast<uint8_t*>(data->data()) + slot * sample_bytes;
+  }
+};
+
+BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source,
+                           Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log,
+                           MemoryBudget* budget, const CoreConfig& core, std::optional<StoredFormat> store)
+    : config_(std::move(config)),
+      source_(std::move(source)),
+      pipeline_(std::move(pipeline)),
+      pool_(pool),
+      metrics_(metrics),
+      failure_log_(failure_log),
+      max_pixels_(core.max_pixels),
+      sample_delay_(core.sample_delay),
+      read_bytes_per_second_(core.test_read_bytes_per_second),
+      budget_(budget),
+      max_cache_bytes_(core.max_cache_bytes_per_session),
+      first_op_(source_->stored() != nullptr ? source_->stored()->prefix.size() : 0),
+      store_(std::move(store)) {}
+
+BatchSession::~BatchSession() {
+  absl::MutexLock lock(&mu_);
+  if (cache_bytes_ > 0) budget_->Release(cache_bytes_);
+}
+
+template <typename T>
+const T* BatchSession::FindCachedLocked(const std::map<int64_t, T>& cache, int64_t index) const {
+  auto it = cache.find(index % kCacheSlots);
+  if (it != cache.end()) return &it->second;
+  if (!cache_full_ || cache.empty()) return nullptr;
+  return &std::next(cache.begin(), static_cast<std::ptrdiff_t>(index % static_cast<int64_t>(cache.size())))->second;
+}
+
+template <typename T>
+void BatchSession::CacheLocked(std::map<int64_t, T>& cache, int64_t index, T value, int64_t bytes) {
+  if (cache_full_ || cache.count(index % kCacheSlots) > 0) return;
+  if (cache_bytes_ + bytes > max_cache_bytes_ || !budget_->TryAcquire(bytes)) {
+    cache_full_ = true;
+    LOG(WARNING) << "session on dataset '" << config_.dataset() << "': its cache (" << v1::CacheMode_Name(config_.cache_mode())
+                 << ") holds " << cache.size() << " of " << kCacheSlots << " slots in " << cache_bytes_
+                 << " bytes; the next entry (" << bytes << " bytes) would pass --max-cache-bytes-per-session ("
+                 << max_cache_bytes_ << ") or the server's in-flight budget, so later samples reuse the filled slots";
+    return;
+  }
+  cache.emplace(index % kCacheSlots, std::move(value));
+  cache_bytes_ += bytes;
+}
+
+bool FailureLog::FirstTime(const std::string& where) {
+  absl::MutexLock lock(&mu_);
+  return seen_.insert(where).second;
+}
+
+absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback done) {
+  const int64_t n = request.sample_indices_size();
+  if (n < 1 || n > config_.batch_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch ", request.batch_index(), ": ", n,
+                                                   " sample_indices; allowed 1..batch_size (",
+                                                   config_.batch_size(), ")"));
+  }
+  if (request.epoch() < 0 || request.batch_index() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("epoch = ", request.epoch(), ", batch_index = ",
+                                                   request.batch_index(), "; both must be >= 0"));
+  }
+  for (int64_t idx : request.sample_indices()) {
+    if (idx < 0 || idx >= source_->size()) {
+      return absl::InvalidArgumentError(absl::StrCat("batch ", request.batch_index(), ": sample index ", idx,
+                                                     " out of range 0..", source_->size() - 1));
+    }
+  }
+  auto job = std::make_shared<Job>();
+  job->done = std::move(done);
+  job->arrived = absl::Now();
+  v1::BatchHeader& h = job->header;
+  h.set_epoch(request.epoch());
+  h.set_batch_index(request.batch_index());
+  *h.mutable_sample_indices() = request.sample_indices();
+  for (int64_t idx : request.sample_indices()) h.add_labels(source_->label(idx));
+  h.add_shape(n);
+  metrics_->inflight_batches->Increment();
+  if (store_) {  // sizes and total_bytes once made
+    job->stored.resize(static_cast<size_t>(n));
+  } else {
+    for (int64_t d : pipeline_.SampleShape()) h.add_shape(d);
+    h.set_dtype(pipeline_.dtype());
+    h.set_layout(pipeline_.layout());
+    h.set_total_bytes(n * pipeline_.sample_bytes());
+    if (TryServeFromCache(job)) return absl::OkStatus();
+    job->bytes = n * pipeline_.sample_bytes();
+  }
+
+  job->remaining.store(n);
+  metrics_->queued_samples->Increment(static_cast<double>(n));
+  for (int64_t slot = 0; slot < n; ++slot) {
+    pool_->Schedule([this, job, slot] { RunSample(job, slot); });
+  }
+  return absl::OkStatus();
+}
+
+bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
+  if (config_.cache_mode() != v1::CACHE_BATCH) return false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (cached_samples_ != job->header.sample_indices_size()) return false;
+    job->data = std::const_pointer_cast<std::string>(cached_data_);  // shared, never written again
+  }
+  // Runs on the worker pool like a real batch, so callers see one threading model.
+  pool_->Schedule([this, job] { Complete(job); });
+  return true;
+}
+
+int64_t BatchSession::BatchBytes(const v1::BatchRequest& request) const {
+  const int64_t n = std::min<int64_t>(request.sample_indices_size(), config_.batch_size());
+  return n * (store_ ? EstimatedStoredBytes(pipeline_) : pipeline_.sample_bytes());
+}
+
+void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
+  const absl::Time task_start = absl::Now();
+  metrics_->queued_samples->Decrement();
+  // Allocated when work starts, not at Submit: queued requests hold no memory.
+  if (!store_) {
+    std::call_once(job->allocated, [&] {
+      job->data = std::make_shared<std::string>(static_cast<size_t>(job->bytes), '\0');
+    });
+  }
+  if (!job->started.exchange(true)) {
+    const absl::Duration queued = absl::Now() - job->arrived;
+    job->header.mutable_stage_times()->set_queue_seconds(absl::ToDoubleSeconds(queued));
+  }
+  if (!cancelled_.load()) {
+    const int64_t epoch = job->header.epoch(), index = job->header.sample_indices(slot);
+    uint8_t* dst = store_ ? nullptr : job->Slot(slot, pipeline_.sample_bytes());
+    absl::Status status = store_ ? ProduceStored(index, &job->stored[static_cast<size_t>(slot)], *job)
+                                 : ProduceSample(epoch, index, dst, *job);
+    if (!status.ok()) {
+      v1::FailedSample failed;
+      failed.set_sample_index(index);
+      failed.set_path(source_->Describe(index));
+      failed.set_reason(std::string(status.message()));
+      failed.set_replaced_by(-1);
+      // Materialising: a failed sample is left out and listed, never replaced.
+      const bool left_out = store_ && config_.bad_sample_policy() == v1::SKIP;
+      if (config_.bad_sample_policy() == v1::SKIP && !store_) {
+        int64_t replacement = -1;
+        absl::Status replaced = Replace(epoch, index, dst, *job, &replacement);
+        if (replaced.ok()) {
+          failed.set_replaced_by(replacement);
+          job->header.set_labels(static_cast<int>(slot), source_->label(replacement));
+        } else {
+          status = replaced;
+        }
+      }
+      const bool unrecovered = failed.replaced_by() < 0 && !left_out;
+      absl::MutexLock lock(&job->mu);
+      job->failed.push_back(std::move(failed));
+      if (unrecovered && job->error.ok()) {
+        job->error = absl::DataLossError(
+            absl::StrCat("sample ", index, " (", source_->Describe(index), "): ", status.message()));
+      }
+    }
+  }
+  if (!cancelled_.load()) {
+    job->worker_ns += Nanos(absl::Now() - task_start);
+    ++job->produced;
+  }
+  if (job->remaining.fetch_sub(1) == 1) Complete(job);
+}
+
+absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
+  if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
+  const absl::Time t0 = absl::Now();
+  const v1::CacheMode mode = config_.cache_mode();
+  if (mode == v1::CACHE_DECODED) return ProduceFromDecodedCache(epoch, index, dst, job);
+  std::shared_ptr<const std::string> cached;
+  if (mode == v1::CACHE_RAW) {
+    absl::MutexLock lock(&mu_);
+    if (const auto* hit = FindCachedLocked(raw_cache_, index)) cached = *hit;
+  }
+  absl::StatusOr<std::string> bytes = cached ? absl::StatusOr<std::string>(std::string()) : ReadSample(index);
+  if (!cached && bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
+    absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
+  }
+  if (mode == v1::CACHE_RAW && !cached && bytes.ok()) {
+    metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
+    cached = std::make_shared<const std::string>(*std::move(bytes));
+    absl::MutexLock lock(&mu_);
+    CacheLocked(raw_cache_, index, cached, static_cast<int64_t>(cached->size()));
+  }
+  const absl::Time t1 = absl::Now();
+  job.read_ns += Nanos(t1 - t0);
+  metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
+  metrics_->samples->Increment();
+  absl::Status status = bytes.status();
+  // A file over --max-file-bytes is too_large like an image over --max-pixels.
+  std::string reason = absl::IsInvalidArgument(status) ? DecodeFailureName(DecodeFailureOf(status)) : "read_error";
+  if (bytes.ok()) {
+    const std::string& encoded = cached ? *cached : *bytes;
+    if (!cached) metrics_->read_bytes->Increment(static_cast<double>(encoded.size()));
+    Rng rng = Rng::ForSample(config_.seed(), epoch, index);
+    SampleTimes times;
+    try {
+      if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
+        status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times);
+      } else {
+        status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times);
+      }
+    } catch (const std::exception& e) {  // OpenCV throws; never let it reach the worker thread
+      status = DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
+    }
+    job.decode_ns += Nanos(times.decode);
+    job.augment_ns += Nanos(times.augment);
+    metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(times.decode));
+    if (status.ok()) metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
+    reason = DecodeFailureName(DecodeFailureOf(status));
+  }
+  if (status.ok()) return status;
+  return Failed(index, status, reason);
+}
+
+absl::Status BatchSession::Failed(int64_t index, const absl::Status& status, const std::string& reason) {
+  metrics_->SamplesFailed(reason).Increment();
+  const std::string where = source_->Describe(index);
+  if (failure_log_->FirstTime(where)) {
+    LOG(WARNING) << "sample " << index << " (" << where << ") in dataset '" << config_.dataset()
+                 << "' failed: " << status.message();
+  }
+  return status;
+}
+
+absl::Status BatchSession::ProduceStored(int64_t index, std::string* out, Job& job) {
+  if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::string> bytes = ReadSample(index);
+  if (bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
+    absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
+  }
+  const absl::Time t1 = absl::Now();
+  job.read_ns += Nanos(t1 - t0);
+  metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
+  metrics_->samples->Increment();
+  if (!bytes.ok()) {
+    const absl::Status& s = bytes.status();
+    return Failed(index, s, absl::IsInvalidArgument(s) ? DecodeFailureName(DecodeFailureOf(s)) : "read_error");
+  }
+  metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
+  SampleTimes times;
+  absl::StatusOr<std::string> stored = MakeStoredSample(pipeline_, *store_, *bytes, max_pixels_, &times);
+  job.decode_ns += Nanos(times.decode);
+  job.augment_ns += Nanos(times.augment);
+  metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(times.decode));
+  if (!stored.ok()) return Failed(index, stored.status(), DecodeFailureName(DecodeFailureOf(stored.status())));
+  metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
+  *out = *std::move(stored);
+  return absl::OkStatus();
+}
+
+int64_t BatchSession::MaxStoredBytes() const {
+  // A stored sample never needs much more than its raw pixels plus headers.
+  return max_pixels_ > 0 ? max_pixels_ * 3 + (int64_t{1} << 20) : int64_t{1} << 31;
+}
+
+namespace {
+
+// A stored sample's error as a decode failure (the metrics' reason label):
+// over the pixel limit is too_large, anything else corrupt.
+absl::Status StoredSampleError(const absl::Status& status) {
+  if (!absl::IsDataLoss(status) && !absl::IsResourceExhausted(status)) return status;  // already a decode error
+  return DecodeError(absl::IsResourceExhausted(status) ? DecodeFailure::kTooLarge : DecodeFailure::kCorrupt,
+                     status.message());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BatchSession::Unpack(absl::string_view bytes) const {
+  absl::StatusOr<std::string> plain = Decompress(bytes, source_->stored()->format.compression, MaxStoredBytes());
+  if (!plain.ok()) return StoredSampleError(plain.status());
+  return plain;
+}
+
+absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const {
+  const StoredForm* stored = source_->stored();
+  // A materialised sample: undo the compression (decode time), then run the
+  // ops after the stored prefix.
+  const absl::Time t0 = absl::Now();
+  if (stored->format.compression != StoredCompression::kNone) {
+    absl::StatusOr<std::string> plain = Unpack(bytes);
+    if (!plain.ok()) {
+      times->decode = absl::Now() - t0;
+      return plain.status();
+    }
+    bytes = *std::move(plain);
+  }
+  if (stored->format.encoding == StoredEncoding::kJpeg) {
+    // Lossy anyway: the first op is fused with decoding (a region, DCT scaling) for speed.
+    absl::Status status = pipeline_.Produce(bytes, rng, max_pixels_, dst, times, first_op_);
+    times->decode = absl::Now() - t0 - times->augment;  // decompression counts as decoding
+    return status;
+  }
+  // Raw and PNG: the whole stored image, then the ops exactly as online
+  // (fusing a resize with decoding would resample differently).
+  absl::StatusOr<cv::Mat> image = StoredImage(bytes);
+  if (!image.ok()) {
+    times->decode = absl::Now() - t0;
+    return image.status();
+  }
+  const absl::Time t1 = absl::Now();
+  absl::StatusOr<cv::Mat> applied = pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_);
+  absl::Status status = applied.ok() ? pipeline_.Store(*applied, dst) : applied.status();
+  times->decode = t1 - t0;
+  times->augment = absl::Now() - t1;
+  return status;
+}
+
+absl::StatusOr<cv::Mat> BatchSession::StoredImage(const std::string& plain) const {
+  if (source_->stored()->format.encoding != StoredEncoding::kRaw) return DecodeImage(plain, CropBox{}, 8, max_pixels_);
+  absl::StatusOr<cv::Mat> image = ParseNpyImage(plain, max_pixels_);
+  if (!image.ok()) return StoredSampleError(image.status());
+  return image;
+}
+
+absl::StatusOr<cv::Mat> BatchSession::DecodeWhole(const std::string& bytes) const {
+  const StoredForm* stored = source_->stored();
+  if (stored == nullptr) return DecodeImage(bytes, CropBox{}, 8, max_pixels_);
+  if (stored->format.compression == StoredCompression::kNone) {
+    absl::StatusOr<cv::Mat> image = StoredImage(bytes);
+    if (!image.ok()) return image.status();
+    return image->clone();  // owns its pixels, not the caller's bytes
+  }
+  absl::StatusOr<std::string> plain = Unpack(bytes);
+  if (!plain.ok()) return plain.status();
+  absl::StatusOr<cv::Mat> image = StoredImage(*plain);
+  if (!image.ok()) return image.status();
+  return image->clone();  // owns its pixels: `plain` goes
+}
+
+absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
+  try {
+    return source_->Read(index);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: fail the sample, never the worker thread
+    return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
+  }
+}
+
+absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
+  cv::Mat image;
+  {
+    absl::MutexLock lock(&mu_);
+    if (const cv::Mat* hit = FindCachedLocked(decoded_cache_, index)) image = *hit;
+  }
+  if (image.empty()) {  // a miss: read and decode for real, counted as such
+    const absl::Time read_start = absl::Now();
+    absl::StatusOr<std::string> bytes = ReadSample(index);
+    if (!bytes.ok()) return bytes.status();
+    metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
+    const absl::Time decode_start = absl::Now();
+    job.read_ns += Nanos(decode_start - read_start);
+    absl::StatusOr<cv::Mat> decoded;
+    try {
+      decoded = DecodeWhole(*bytes);
+    } catch (const std::exception& e) {
+      return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("decoding failed: ", e.what()));
+    }
+    if (!decoded.ok()) return decoded.status();
+    const absl::Duration decode = absl::Now() - decode_start;
+    job.decode_ns += Nanos(decode);
+    metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(decode));
+    image = *std::move(decoded);
+    absl::MutexLock lock(&mu_);
+    CacheLocked(decoded_cache_, index, image, static_cast<int64_t>(image.total() * image.elemSize()));
+  }
+  const absl::Time t0 = absl::Now();
+  Rng rng = Rng::ForSample(config_.seed(), epoch, index);
+  try {
+    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, first_op_, max_pixels_);
+    if (!applied.ok()) return applied.status();
+    if (absl::Status stored = pipeline_.Store(*applied, dst); !stored.ok()) return stored;
+  } catch (const std::exception& e) {
+    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
+  }
+  const absl::Duration augment = absl::Now() - t0;
+  job.augment_ns += Nanos(augment);
+  metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(augment));
+  metrics_->samples->Increment();
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t epoch, std::vector<int64_t>* order) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (order_epoch_ == epoch) {
+      *order = *order_;
+      return positions_;
+    }
+  }
+  EpochPlan plan(config_.seed(), epoch, source_->size(), config_.batch_size(), /*drop_last=*/false, 0, 1,
+                 /*shuffle=*/!config_.sequential());
+  auto positions = std::make_shared<std::vector<int64_t>>(plan.order().size());
+  for (size_t p = 0; p < plan.order().size(); ++p) (*positions)[plan.order()[p]] = static_cast<int64_t>(p);
+  *order = plan.order();
+  absl::MutexLock lock(&mu_);
+  order_epoch_ = epoch;
+  order_ = std::make_shared<const std::vector<int64_t>>(plan.order());
+  positions_ = positions;
+  return positions;
+}
+
+absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement) {
+  // Load-bearing: the same rule on every server gives the same batch.
+  constexpr int64_t kMaxTries = 64;
+  std::vector<int64_t> order;
+  auto positions = EpochPositions(epoch, &order);
+  const int64_t n = static_cast<int64_t>(order.size());
+  const int64_t start = (*positions)[index];
+  for (int64_t k = 1; k <= std::min(kMaxTries, n - 1); ++k) {
+    const int64_t candidate = order[(start + k) % n];
+    if (ProduceSample(epoch, candidate, dst, job).ok()) {
+      *replacement = candidate;
+      return absl::OkStatus();
+    }
+  }
+  return absl::DataLossError(absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1),
+                                          " after it in the epoch's order"));
+}
+
+void BatchSession::Complete(const std::shared_ptr<Job>& job) {
+  v1::StageTimes& t = *job->header.mutable_stage_times();
+  t.set_read_seconds(Seconds(job->read_ns));
+  t.set_decode_seconds(Seconds(job->decode_ns));
+  t.set_augment_seconds(Seconds(job->augment_ns));
+  t.set_assemble_seconds(Seconds(job->assemble_ns));
+  t.set_server_seconds(absl::ToDoubleSeconds(absl::Now() - job->arrived));
+  if (config_.cache_mode() == v1::CACHE_NONE && job->produced.load() > 0) {
+    metrics_->capacity->Add(job->produced.load(), absl::Nanoseconds(job->worker_ns.load()));
+  }
+  t.set_capacity_images_per_second(metrics_->capacity->ImagesPerSecond());
+  metrics_->assemble_seconds->Observe(Seconds(job->assemble_ns));
+  if (job->started.load()) metrics_->queue_seconds->Observe(t.queue_seconds());
+  {
+    absl::MutexLock lock(&job->mu);
+    for (v1::FailedSample& f : job->failed) *job->header.add_failed_samples() = std::move(f);
+  }
+  if (store_) {  // the samples, one after another, and their sizes
+    const absl::Time t0 = absl::Now();
+    size_t total = 0;
+    for (const std::string& sample : job->stored) total += sample.size();
+    job->data = std::make_shared<std::string>();
+    job->data->reserve(total);
+    for (std::string& sample : job->stored) {
+      job->header.add_sample_sizes(static_cast<int64_t>(sample.size()));
+      job->data->append(sample);
+      std::string().swap(sample);
+    }
+    job->header.set_total_bytes(static_cast<int64_t>(total));
+    t.set_assemble_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
+    if (static_cast<int64_t>(total) > kMaxBatchBytes) {
+      absl::MutexLock lock(&job->mu);
+      if (job->error.ok()) {
+        job->error = absl::ResourceExhaustedError(absl::StrCat(
+            "batch ", job->header.batch_index(), " holds ", total, " bytes of stored samples; a batch may hold at most ",
+            kMaxBatchBytes, ": ask for fewer samples per batch"));
+      }
+    }
+  }
+  absl::Status status;
+  {
+    absl::MutexLock lock(&job->mu);
+    status = job->error;
+  }
+  if (config_.cache_mode() == v1::CACHE_BATCH && status.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (cached_samples_ == 0) {
+      cached_data_ = job->data;
+      cached_samples_ = job->header.sample_indices_size();
+    }
+  }
+  FinishedBatch batch{status, std::move(job->header), std::move(job->data), absl::Now()};
+  job->done(std::move(batch));
+}
+
+DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
+    : config_(std::move(config)), metrics_(metrics), catalog_(config_.data_root, config_.catalog),
+      budget_(config_.max_inflight_bytes),
+      pool_(config_.workers) {
+  metrics_->workers->Set(pool_.num_threads());
+  metrics_->capacity->SetWorkers(pool_.num_threads());
+}
+
+absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& source, const Pipeline& pipeline) {
+  const StoredForm* stored = source.stored();
+  if (stored == nullptr) return absl::OkStatus();
+  const std::vector<v1::Op>& ops = pipeline.ops();
+  bool fits = ops.size() >= stored->prefix.size();
+  for (size_t i = 0; fits && i < stored->prefix.size(); ++i) {
+    fits = ops[i].SerializeAsString() == stored->prefix[i].SerializeAsString();
+  }
+  if (fits) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "dataset '", dataset, "' is materialised: its samples are stored after '", PipelineToText(stored->prefix),
+      "', but the session's pipeline '", PipelineToText(ops),
+      "' does not begin with those ops; begin the pipeline with them (the rest runs online), or read the source "
+      "dataset"));
+}
+
+absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config, Pipeline pipeline,
+                                                                   std::optional<StoredFormat> store,
+                                                                   SourceOrError source) {
+  if (!source.ok()) {
+    if (!IsStillOpening(source.status())) metrics_->rejected_sessions->Increment();
+    return source.status();
+  }
+  const std::string& fingerprint = (*source)->fingerprint();
+  if (!config.expected_fingerprint().empty() && config.expected_fingerprint() != fingerprint) {
+    metrics_->rejected_sessions->Increment();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset '", config.dataset(), "' on this server has fingerprint ", fingerprint,
+        "; the session expects ", config.expected_fingerprint(),
+        ": this server has another copy or version of the dataset"));
+  }
+  if (config.has_store() && (*source)->stored() != nullptr) {
+    metrics_->rejected_sessions->Increment();
+    return absl::FailedPreconditionError(absl::StrCat("dataset '", config.dataset(),
+                                                      "' is materialised already; materialise its source instead"));
+  }
+  if (absl::Status fits = CheckStoredPrefix(config.dataset(), **source, pipeline); !fits.ok()) {
+    metrics_->rejected_sessions->Increment();
+    return fits;
+  }
+  return Prepared{std::move(pipeline), *std::move(source), std::move(store)};
+}
+
+void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
+  std::optional<StoredFormat> store;
+  absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config);
+  if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
+    pipeline = absl::FailedPreconditionError(absl::StrCat(
+        "cache_mode ", v1::CacheMode_Name(config.cache_mode()),
+        " is turned off on this server (--allow-cache-modes=false); use CACHE_NONE"));
+  }
+  if (!pipeline.ok()) {  // refused before any scan starts
+    metrics_->rejected_sessions->Increment();
+    return done(pipeline.status());
+  }
+  auto shared = std::make_shared<Pipeline>(*std::move(pipeline));
+  catalog_.OpenAsync(
+      config.dataset(),
+      [this, config, shared, store, done = std::move(done)](SourceOrError source) {
+        done(Prepare(config, std::move(*shared), store, std::move(source)));
+      },
+      patience);
+}
+
+void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done) {
+  PrepareAsync(config, patience, [config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
+    if (!prepared.ok()) return done(prepared.status());
+    v1::OpenSessionResponse response;
+    response.set_num_samples(prepared->source->size());
+    for (const std::string& name : prepared->source->class_names()) response.add_class_names(name);
+    if (!config.has_store()) {  // a materialising session's samples differ in size
+      for (int64_t d : prepared->pipeline.SampleShape()) response.add_sample_shape(d);
+      response.set_sample_bytes(prepared->pipeline.sample_bytes());
+    }
+    response.set_dataset_fingerprint(prepared->source->fingerprint());
+    done(std::move(response));
+  });
+}
+
+void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::function<void(SessionOrError)> done) {
+  PrepareAsync(config, absl::InfiniteDuration(), [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
+    if (!prepared.ok()) return done(prepared.status());
+    done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
+                                        metrics_, &failure_log_, &budget_, config_, std::move(prepared->store)));
+  });
+}
+
+DataServiceCore::SessionOrError DataServiceCore::StartSession(const v1::SessionConfig& config) {
+  return Await<SessionOrError>(
+      [&](std::function<void(SessionOrError)> done) { StartSessionAsync(config, std::move(done)); });
+}
+
+}  // namespace stoker

@@ -1,0 +1,229 @@
+// The data server's core, free of gRPC: validates sessions and turns batch
+// requests into finished batches on the worker pool. DataServiceCore is
+// thread-safe and outlives every BatchSession it starts; a BatchSession is
+// thread-safe and belongs to one stream. RPC semantics: see stoker.proto.
+#ifndef STOKER_DATAPLANE_BATCH_SESSION_H_
+#define STOKER_DATAPLANE_BATCH_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/stoker/v1/stoker.pb.h"
+#include "dataplane/dataset.h"
+#include "dataplane/memory_budget.h"
+#include "dataplane/pipeline.h"
+#include "dataplane/server_metrics.h"
+#include "dataplane/stored_sample.h"
+#include "dataplane/stream_session.h"
+#include "dataplane/worker_pool.h"
+
+namespace stoker {
+
+struct CoreConfig {
+  std::filesystem::path data_root = ".";
+  int workers = 1;
+  // Largest image (width x height) decoded, checked from the header before
+  // any pixel buffer is allocated; larger ones fail as too_large.
+  int64_t max_pixels = 100'000'000;
+  // Test-only: extra worker time per sample, to make a server slow.
+  absl::Duration sample_delay = absl::ZeroDuration();
+  // Test-only: reads throttled to this many bytes per second and worker
+  // (0: no limit), to make storage slow.
+  int64_t test_read_bytes_per_second = 0;
+  // Size of one streamed chunk (the last one of a batch may be smaller).
+  int64_t chunk_bytes = int64_t{4} << 20;
+  // File-size limit, dataset cache bound, synthetic datasets on or off.
+  CatalogOptions catalog;
+  // Bytes of batches in flight (accepted and not yet written) over all
+  // streams; <= 0: half the machine's memory.
+  int64_t max_inflight_bytes = 0;
+  // Batches in flight per stream.
+  int max_outstanding_batches = 64;
+  // Sessions may ask for the diagnostic cache modes (CacheMode in
+  // stoker.proto); false refuses them with FAILED_PRECONDITION.
+  bool allow_cache_modes = true;
+  // Bytes one session's CACHE_RAW / CACHE_DECODED cache may hold; its entries
+  // are also taken from the server's in-flight budget. Once full, samples
+  // reuse the slots already filled.
+  int64_t max_cache_bytes_per_session = int64_t{1} << 30;
+};
+
+class FailureLog;
+
+class BatchSession final : public StreamSession {
+ public:
+
+  // `store` is set for a materialising session (SessionConfig.store): then
+  // `pipeline` is its prefix and samples are sent encoded in that format.
+  BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
+               WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, MemoryBudget* budget,
+               const CoreConfig& core, std::optional<StoredFormat> store);
+  ~BatchSession() override;
+
+  // Checks the request against the session (INVALID_ARGUMENT naming the field
+  // and the allowed range) and schedules its samples. On OK, `done` runs
+  // exactly once, on a worker thread, with the finished batch; it also runs
+  // after Cancel, then with whatever was produced.
+  absl::Status Submit(const v1::BatchRequest& request, DoneCallback done) override;
+
+  // Makes queued samples of this session skip their work.
+  void Cancel() override { cancelled_.store(true); }
+  int64_t BatchBytes(const v1::BatchRequest& request) const override;
+  v1::CacheMode cache_mode() const override { return config_.cache_mode(); }
+
+ private:
+  struct Job;
+  void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
+  // Reads and produces sample `index` into dst; counts and logs a failure.
+  absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  // A materialising session: sample `index` encoded as stored, into *out.
+  absl::Status ProduceStored(int64_t index, std::string* out, Job& job);
+  // Counts and logs (once per sample) a failure; returns it.
+  absl::Status Failed(int64_t index, const absl::Status& status, const std::string& reason);
+  // The source's Read, with any exception turned into an error.
+  absl::StatusOr<std::string> ReadSample(int64_t index) const;
+  // Runs the pipeline on a sample's bytes as the source stores them (an
+  // encoded image, or a materialised dataset's stored prefix output).
+  absl::Status ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const;
+  // The whole image the ops from first_op_ start from (CACHE_DECODED).
+  absl::StatusOr<cv::Mat> DecodeWhole(const std::string& bytes) const;
+  // A materialised sample's uncompressed bytes as an RGB image: a raw one
+  // points into `plain`, which must outlive it; errors are decode failures.
+  absl::StatusOr<cv::Mat> StoredImage(const std::string& plain) const;
+  // A materialised sample's compression undone; errors are corrupt samples.
+  absl::StatusOr<std::string> Unpack(absl::string_view bytes) const;
+  int64_t MaxStoredBytes() const;
+  // CACHE_DECODED: the ops on a cached decoded image.
+  absl::Status ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  static constexpr int64_t kCacheSlots = 64;  // load-bearing: see CacheMode in stoker.proto
+  // The cached entry for `index` in `cache`: its own slot, or once the cache
+  // is full, one of the filled slots; null when the sample must be produced.
+  template <typename T>
+  const T* FindCachedLocked(const std::map<int64_t, T>& cache, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps `value` (of `bytes`) in `index`'s slot if the session's cache limit
+  // and the server's budget allow; otherwise marks the cache full.
+  template <typename T>
+  void CacheLocked(std::map<int64_t, T>& cache, int64_t index, T value, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under SKIP: the next decodable sample after `index` in the epoch's order.
+  absl::Status Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement);
+  std::shared_ptr<const std::vector<int64_t>> EpochPositions(int64_t epoch, std::vector<int64_t>* order);
+  void Complete(const std::shared_ptr<Job>& job);
+  bool TryServeFromCache(const std::shared_ptr<Job>& job);
+
+  // Constant after construction.
+  const v1::SessionConfig config_;
+  const std::shared_ptr<const SampleSource> source_;
+  const Pipeline pipeline_;
+  WorkerPool* const pool_;
+  ServerMetrics* const metrics_;
+  FailureLog* const failure_log_;
+  const int64_t max_pixels_;
+  const absl::Duration sample_delay_;
+  const int64_t read_bytes_per_second_;
+  MemoryBudget* const budget_;
+  const int64_t max_cache_bytes_;
+  // The first op to run: after a materialised dataset's stored prefix.
+  const size_t first_op_;
+  // Set in a materialising session (SessionConfig.store): pipeline_ is the
+  // prefix and samples are sent encoded in this format.
+  const std::optional<StoredFormat> store_;
+
+  std::atomic<bool> cancelled_{false};
+  absl::Mutex mu_;
+  // CACHE_BATCH: the first finished batch's buffer and its sample count.
+  std::shared_ptr<const std::string> cached_data_ ABSL_GUARDED_BY(mu_);
+  int64_t cached_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  // CACHE_RAW / CACHE_DECODED: slot -> encoded bytes or decoded image.
+  std::map<int64_t, std::shared_ptr<const std::string>> raw_cache_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, cv::Mat> decoded_cache_ ABSL_GUARDED_BY(mu_);
+  int64_t cache_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // taken from budget_
+  bool cache_full_ ABSL_GUARDED_BY(mu_) = false;
+  // SKIP: the last epoch's order and each sample's position in it, built on
+  // the first failure of that epoch.
+  int64_t order_epoch_ ABSL_GUARDED_BY(mu_) = -1;
+  std::shared_ptr<const std::vector<int64_t>> order_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::vector<int64_t>> positions_ ABSL_GUARDED_BY(mu_);
+};
+
+// Remembers which samples failed, so each is logged once. Thread-safe.
+class FailureLog {
+ public:
+  // True the first time `where` is seen.
+  bool FirstTime(const std::string& where);
+
+ private:
+  absl::Mutex mu_;
+  std::set<std::string> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+// OK unless `source` is a materialised dataset whose stored prefix is not
+// where `pipeline` begins: FAILED_PRECONDITION naming both.
+absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& source, const Pipeline& pipeline);
+
+class DataServiceCore {
+ public:
+  DataServiceCore(CoreConfig config, ServerMetrics* metrics);
+
+  using SessionOrError = absl::StatusOr<std::unique_ptr<BatchSession>>;
+
+  using OpenDone = std::function<void(absl::StatusOr<v1::OpenSessionResponse>)>;
+
+  // Validates `config` and describes its dataset (see OpenSession in
+  // stoker.proto for the error codes), calling `done` once: at once, or on
+  // the catalog's scan or timer thread. Never blocks the calling thread. When
+  // the dataset is still being scanned after `patience`: UNAVAILABLE for
+  // which IsStillOpening() holds (the scan goes on; ask again).
+  void OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done);
+  // As OpenSession, then a session that produces batches; waits for a scan.
+  SessionOrError StartSession(const v1::SessionConfig& config);
+  // As StartSession, but calls `done` once, at once or on the catalog's scan
+  // thread when the dataset is open (never blocks the calling thread).
+  void StartSessionAsync(const v1::SessionConfig& config, std::function<void(SessionOrError)> done);
+  // Shutting down: sessions waiting for a dataset scan get UNAVAILABLE.
+  void StopOpening() { catalog_.Stop(); }
+
+  ServerMetrics& metrics() { return *metrics_; }
+  MemoryBudget& budget() { return budget_; }
+  int max_outstanding_batches() const { return config_.max_outstanding_batches; }
+  int64_t chunk_bytes() const { return config_.chunk_bytes; }
+  int workers() const { return pool_.num_threads(); }
+
+ private:
+  struct Prepared {
+    Pipeline pipeline;
+    std::shared_ptr<const SampleSource> source;
+    std::optional<StoredFormat> store;  // a materialising session's format (SessionConfig.store)
+  };
+  using PreparedDone = std::function<void(absl::StatusOr<Prepared>)>;
+  // Checks the opened (or failed) dataset against the config; counts refusals.
+  absl::StatusOr<Prepared> Prepare(const v1::SessionConfig& config, Pipeline pipeline,
+                                   std::optional<StoredFormat> store, SourceOrError source);
+  // Validates the config's pipeline, opens its dataset (waiting for a scan up
+  // to `patience`) and calls `done` once with Prepare's answer: what the
+  // OpenSession call and a stream's session open share.
+  void PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done);
+
+  const CoreConfig config_;
+  ServerMetrics* const metrics_;
+  DatasetCatalog catalog_;
+  FailureLog failure_log_;
+  MemoryBudget budget_;
+  WorkerPool pool_;  // last: its threads stop before the rest is destroyed
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_BATCH_SESSION_H_

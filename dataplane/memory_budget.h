@@ -1,0 +1,47 @@
+// A server-wide budget of bytes for batches in flight: counted from the
+// moment a request is accepted until the batch's last chunk is written (or
+// the batch is dropped). Requests past the budget are refused, not queued, so
+// one client cannot make the server hold more than the operator allowed.
+// Thread-safe.
+#ifndef STOKER_DATAPLANE_MEMORY_BUDGET_H_
+#define STOKER_DATAPLANE_MEMORY_BUDGET_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace stoker {
+
+class MemoryBudget {
+ public:
+  // `limit_bytes` <= 0: DefaultLimit().
+  explicit MemoryBudget(int64_t limit_bytes);
+
+  // Half the memory this process may use: the machine's physical memory, or
+  // its cgroup's limit where that is smaller (a container's memory limit, a
+  // systemd unit's MemoryMax), which the kernel enforces by killing.
+  static int64_t DefaultLimit(const std::string& proc_self_cgroup = "/proc/self/cgroup",
+                              const std::string& cgroup_fs = "/sys/fs/cgroup");
+  // The memory limit of the cgroup that `proc_self_cgroup` names, read from
+  // the cgroup file system at `cgroup_fs` (v2 memory.max, or v1
+  // memory.limit_in_bytes); 0 when there is none.
+  static int64_t CgroupLimit(const std::string& proc_self_cgroup, const std::string& cgroup_fs);
+
+  // Takes `bytes` if they fit; false (and nothing taken) otherwise.
+  bool TryAcquire(int64_t bytes);
+  void Release(int64_t bytes);
+
+  int64_t limit() const { return limit_; }
+  int64_t used();
+
+ private:
+  const int64_t limit_;
+  absl::Mutex mu_;
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_MEMORY_BUDGET_H_

@@ -1,0 +1,378 @@
+#include "dataplane/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/pipeline_text.h"
+#include "dataplane/image_decoder.h"
+#include "dataplane/transforms.h"
+#include <opencv2/imgproc.hpp>
+
+namespace stoker {
+
+void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng);
+
+namespace {
+
+absl::Status CheckSide(const std::string& field, int value) {
+  if (value < 1 || value > kMaxImageSide) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " = ", value, "; allowed range is 1..", kMaxImageSide, " pixels"));
+  }
+  return absl::OkStatus();
+}
+
+// Fills defaults and validates one op. `fixed` tells whether the output size
+// is fixed after this op.
+absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w) {
+  switch (op.op_case()) {
+    case v1::Op::kRandomResizedCrop: {
+      auto& o = *op.mutable_random_resized_crop();
+      if (o.scale_min() == 0) o.set_scale_min(0.08f);
+      if (o.scale_max() == 0) o.set_scale_max(1.0f);
+      if (o.ratio_min() == 0) o.set_ratio_min(3.0f / 4.0f);
+      if (o.ratio_max() == 0) o.set_ratio_max(4.0f / 3.0f);
+      if (auto s = CheckSide(where + ".random_resized_crop.size", o.size()); !s.ok()) return s;
+      if (!(o.scale_min() > 0 && o.scale_min() <= o.scale_max() && o.scale_max() <= 1)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s.random_resized_crop.scale = %g:%g; need 0 < min <= max <= 1", where, o.scale_min(),
+            o.scale_max()));
+      }
+      if (!(o.ratio_min() >= 0.01f && o.ratio_min() <= o.ratio_max() && o.ratio_max() <= 100)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s.random_resized_crop.ratio = %g:%g; need 0.01 <= min <= max <= 100", where, o.ratio_min(),
+            o.ratio_max()));
+      }
+      fixed = true;
+      h = w = o.size();
+      return absl::OkStatus();
+    }
+    case v1::Op::kCenterCrop:
+      if (auto s = CheckSide(where + ".center_crop.size", op.center_crop().size()); !s.ok()) return s;
+      fixed = true;
+      h = w = op.center_crop().size();
+      return absl::OkStatus();
+    case v1::Op::kResize:
+      fixed = false;
+      return CheckSide(where + ".resize.shorter_side", op.resize().shorter_side());
+    case v1::Op::kColorJitter: {
+      const auto& o = op.color_jitter();
+      if (!(o.brightness() >= 0 && o.contrast() >= 0 && o.saturation() >= 0 && o.hue() >= 0 && o.hue() <= 0.5f)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s.color_jitter = (brightness %g, contrast %g, saturation %g, hue %g); need factors >= 0 and hue "
+            "in 0..0.5",
+            where, o.brightness(), o.contrast(), o.saturation(), o.hue()));
+      }
+      return absl::OkStatus();
+    }
+    case v1::Op::kNormalize: {
+      const auto& o = op.normalize();
+      if (o.mean_size() != 3 || o.std_size() != 3) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s.normalize has %d mean and %d std values; need 3 of each (R, G, B)", where, o.mean_size(), o.std_size()));
+      }
+      for (float v : o.std()) {
+        if (!(v > 0)) return absl::InvalidArgumentError(absl::StrFormat("%s.normalize.std has %g; need > 0", where, v));
+      }
+      return absl::OkStatus();
+    }
+    case v1::Op::kRandomHorizontalFlip: {
+      const float p = op.random_horizontal_flip().p();
+      if (!(p >= 0 && p <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s.random_horizontal_flip.p = %g; allowed range is 0..1", where, p));
+      }
+      return absl::OkStatus();
+    }
+    case v1::Op::OP_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(where, " has no op set"));
+}
+
+}  // namespace
+
+absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
+  if (config.batch_size() < 1 || config.batch_size() > kMaxBatchSize) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size = ", config.batch_size(),
+                                                   "; allowed range is 1..", kMaxBatchSize));
+  }
+  if (!v1::DType_IsValid(config.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("dtype = ", config.dtype(), "; supported: UINT8, FLOAT16, FLOAT32"));
+  }
+  if (!v1::Layout_IsValid(config.layout())) {
+    return absl::InvalidArgumentError(absl::StrCat("layout = ", config.layout(), "; supported: NHWC, NCHW"));
+  }
+  if (config.pipeline().empty()) {
+    return absl::InvalidArgumentError("pipeline is empty; it must end in a fixed size (add center_crop or random_resized_crop)");
+  }
+  Pipeline p;
+  p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
+  p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
+  bool fixed = false;
+  for (int i = 0; i < config.pipeline_size(); ++i) {
+    v1::Op op = config.pipeline(i);
+    if (auto s = CheckOp(absl::StrCat("pipeline[", i, "]"), op, fixed, p.out_height_, p.out_width_);
+        !s.ok()) {
+      return s;
+    }
+    if (op.has_normalize()) {
+      if (i + 1 != config.pipeline_size()) {
+        return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
+      }
+      if (p.dtype_ == v1::UINT8) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pipeline[", i, "].normalize needs dtype FLOAT16 or FLOAT32 (or send uint8 and normalize on the GPU)"));
+      }
+      p.normalize_ = true;
+      for (int c = 0; c < 3; ++c) {
+        p.mean_[c] = op.normalize().mean(c);
+        p.std_[c] = op.normalize().std(c);
+      }
+    }
+    p.ops_.push_back(std::move(op));
+  }
+  if (fixed && config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
+                                                   p.sample_bytes(), " bytes; a batch may hold at most ",
+                                                   kMaxBatchBytes, " bytes"));
+  }
+  if (!fixed) {
+    return absl::InvalidArgumentError(
+        "pipeline output size is not fixed, so samples cannot be batched: add center_crop(size) or "
+        "random_resized_crop(size) after the last resize");
+  }
+  return p;
+}
+
+absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops) {
+  Pipeline p;
+  bool fixed = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    v1::Op op = ops[i];
+    const std::string where = absl::StrCat("prefix[", i, "]");
+    if (op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
+                                                     " is random: random ops stay online (after the prefix)"));
+    }
+    if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_); !s.ok()) return s;
+    if (op.has_normalize()) {
+      if (i + 1 != ops.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, " normalize must be the last op of the prefix"));
+      }
+      p.normalize_ = true;
+      p.dtype_ = v1::FLOAT32;
+      for (int c = 0; c < 3; ++c) {
+        p.mean_[c] = op.normalize().mean(c);
+        p.std_[c] = op.normalize().std(c);
+      }
+    }
+    p.ops_.push_back(std::move(op));
+  }
+  return p;
+}
+
+cv::Mat Pipeline::Normalized(const cv::Mat& rgb) const {
+  cv::Mat f;
+  rgb.convertTo(f, CV_32FC3, 1.0 / 255);
+  if (normalize_) {
+    cv::subtract(f, cv::Scalar(mean_[0], mean_[1], mean_[2]), f);
+    cv::divide(f, cv::Scalar(std_[0], std_[1], std_[2]), f);
+  }
+  return f;
+}
+
+int DctScaleFor(int crop, int out) {
+  // libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8 only; the
+  // other M/8 use slow C code that costs more than the pixels they save
+  // (measured with callgrind on the standard photo set).
+  for (int m : {1, 2, 4}) {
+    if (int64_t{crop} * m >= int64_t{8} * out) return m;
+  }
+  return 8;
+}
+
+int64_t Pipeline::sample_bytes() const {
+  const int64_t element = dtype_ == v1::FLOAT32 ? 4 : dtype_ == v1::FLOAT16 ? 2 : 1;
+  return int64_t{out_height_} * out_width_ * 3 * element;
+}
+
+std::vector<int64_t> Pipeline::SampleShape() const {
+  if (layout_ == v1::NCHW) return {3, out_height_, out_width_};
+  return {out_height_, out_width_, 3};
+}
+
+namespace {
+
+// The pixels resize(shorter_side) makes of a height x width image, against the limit.
+absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, int64_t max_pixels) {
+  const int64_t s = std::min(height, width), l = std::max(height, width);
+  if (s <= 0) return absl::OkStatus();
+  const double long_side = static_cast<double>(shorter_side) * static_cast<double>(l) / static_cast<double>(s);
+  const double pixels = long_side * static_cast<double>(shorter_side);
+  const double limit = max_pixels > 0 ? static_cast<double>(max_pixels) : static_cast<double>(INT32_MAX);
+  if (pixels > limit) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat("resize(", shorter_side, ") of ", width, "x", height, " would make ",
+                                    static_cast<int64_t>(pixels), " pixels; --max-pixels is ", max_pixels));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
+                               SampleTimes* times, size_t first_op) const {
+  absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times);
+  if (!image.ok()) return image.status();
+  const absl::Time t0 = absl::Now();
+  absl::Status stored = Store(*image, dst);
+  times->augment += absl::Now() - t0;
+  return stored;
+}
+
+absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels,
+                                                 size_t first_op, SampleTimes* times) const {
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
+  if (!info.ok()) return info.status();
+  // Fuse the first op with decoding: decode only its region, shrunk in the
+  // DCT domain when it is at least twice the size it is resized to.
+  CropBox region;
+  int scale = 8;  // eighths: full size
+  size_t next_op = first_op;
+  static const v1::Op kNoOp;
+  const v1::Op& first = first_op < ops_.size() ? ops_[first_op] : kNoOp;
+  if (first.has_random_resized_crop()) {
+    const auto& o = first.random_resized_crop();
+    region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(),
+                                  o.ratio_max(), rng);
+    scale = DctScaleFor(std::min(region.height, region.width), o.size());
+    next_op = first_op + 1;
+  } else if (first.has_center_crop() && info->height >= first.center_crop().size() &&
+             info->width >= first.center_crop().size()) {
+    region = CenterCropBox(info->height, info->width, first.center_crop().size());
+    next_op = first_op + 1;
+  } else if (first.has_resize()) {
+    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side());
+    next_op = first_op + 1;
+  }
+  absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
+  if (!decoded.ok()) return decoded.status();
+  const absl::Time t1 = absl::Now();
+  cv::Mat image = *std::move(decoded);
+  if (first.has_random_resized_crop()) {
+    const auto& o = first.random_resized_crop();
+    cv::resize(image, image, cv::Size(o.size(), o.size()), 0, 0, InterpolationFlag(o.interpolation()));
+  } else if (first.has_resize()) {
+    // The target size comes from the original dimensions, not the scaled ones.
+    if (absl::Status s = CheckResize(info->height, info->width, first.resize().shorter_side(), max_pixels); !s.ok()) {
+      return s;
+    }
+    const cv::Size target = ShorterSideSize(info->height, info->width, first.resize().shorter_side());
+    if (target != image.size()) {
+      cv::resize(image, image, target, 0, 0, InterpolationFlag(first.resize().interpolation()));
+    }
+  }
+  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels);
+  times->decode = t1 - t0;
+  times->augment = absl::Now() - t1;
+  return applied;
+}
+
+absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels) const {
+  for (size_t i = first_op; i < ops_.size(); ++i) {
+    const v1::Op& op = ops_[i];
+    switch (op.op_case()) {
+      case v1::Op::kRandomResizedCrop: {
+        const auto& o = op.random_resized_crop();
+        const CropBox box = RandomResizedCropBox(image.rows, image.cols, o.scale_min(), o.scale_max(),
+                                                 o.ratio_min(), o.ratio_max(), rng);
+        image = ResizedCrop(image, box, o.size(), o.interpolation());
+        break;
+      }
+      case v1::Op::kCenterCrop:
+        image = CenterCrop(image, op.center_crop().size());
+        break;
+      case v1::Op::kResize:
+        if (absl::Status s = CheckResize(image.rows, image.cols, op.resize().shorter_side(), max_pixels); !s.ok()) {
+          return s;
+        }
+        image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation());
+        break;
+      case v1::Op::kRandomHorizontalFlip:
+        // Always draw, so later ops see the same stream whatever the outcome.
+        if (rng.UniformDouble() < op.random_horizontal_flip().p()) FlipHorizontalInPlace(image);
+        break;
+      case v1::Op::kColorJitter:
+        ApplyColorJitter(op.color_jitter(), image, rng);
+        break;
+      case v1::Op::kNormalize:  // applied by Store, with the dtype conversion
+      case v1::Op::OP_NOT_SET:
+        break;
+    }
+  }
+  return image;
+}
+
+absl::Status Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
+  const int h = out_height_, w = out_width_;
+  // A float image was normalised offline (a sample stored by a prefix that
+  // ends in normalize): only the layout and dtype are left to do.
+  const bool normalised = image.type() == CV_32FC3 && normalize_;
+  if (image.rows != h || image.cols != w || (image.type() != CV_8UC3 && !normalised)) {
+    return DecodeError(DecodeFailure::kCorrupt,
+                       absl::StrCat("the pipeline produced ", image.cols, "x", image.rows, " pixels of type ",
+                                    image.type(), "; expected ", w, "x", h, " 8-bit RGB"));
+  }
+  if (dtype_ == v1::UINT8) {
+    if (layout_ == v1::NHWC) {
+      for (int y = 0; y < h; ++y) std::memcpy(dst + int64_t{y} * w * 3, image.ptr<uint8_t>(y), size_t(w) * 3);
+      return absl::OkStatus();
+    }
+    const int64_t plane = int64_t{h} * w;
+    for (int y = 0; y < h; ++y) {
+      const uint8_t* row = image.ptr<uint8_t>(y);
+      for (int x = 0; x < w; ++x) {
+        for (int c = 0; c < 3; ++c) dst[c * plane + int64_t{y} * w + x] = row[x * 3 + c];
+      }
+    }
+    return absl::OkStatus();
+  }
+  const cv::Mat f = normalised ? image : Normalized(image);
+  const int depth = dtype_ == v1::FLOAT16 ? CV_16F : CV_32F;
+  const size_t element = dtype_ == v1::FLOAT16 ? 2 : 4;
+  if (layout_ == v1::NHWC) {
+    cv::Mat out(h, w, CV_MAKETYPE(depth, 3), dst);
+    f.convertTo(out, depth);  // writes into dst: same size and type
+    return absl::OkStatus();
+  }
+  std::vector<cv::Mat> planes;
+  for (int c = 0; c < 3; ++c) planes.emplace_back(h, w, depth, dst + c * int64_t{h} * w * element);
+  std::vector<cv::Mat> channels;
+  cv::split(f, channels);
+  for (int c = 0; c < 3; ++c) channels[c].convertTo(planes[c], depth);
+  return absl::OkStatus();
+}
+
+void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng) {
+  // A random order of the four adjustments, then their factors in a fixed
+  // order, as torchvision's ColorJitter.get_params.
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.UniformInt(0, i)]);
+  auto factor = [&](float x) { return rng.Uniform(std::max(0.0, 1.0 - x), 1.0 + x); };
+  const double b = o.brightness() > 0 ? factor(o.brightness()) : 1;
+  const double c = o.contrast() > 0 ? factor(o.contrast()) : 1;
+  const double s = o.saturation() > 0 ? factor(o.saturation()) : 1;
+  const double h = o.hue() > 0 ? rng.Uniform(-o.hue(), o.hue()) : 0;
+  for (int fn : order) {
+    if (fn == 0 && o.brightness() > 0) AdjustBrightness(image, b);
+    if (fn == 1 && o.contrast() > 0) AdjustContrast(image, c);
+    if (fn == 2 && o.saturation() > 0) AdjustSaturation(image, s);
+    if (fn == 3 && o.hue() > 0) AdjustHue(image, h);
+  }
+}
+
+}  // namespace stoker

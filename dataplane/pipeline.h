@@ -1,0 +1,105 @@
+// A validated preprocessing pipeline: the session's ops with defaults filled
+// in, the fixed output geometry and dtype, and the code that turns one encoded
+// image into one sample of the batch buffer. The first op is fused with
+// decoding where that saves work: a leading crop decodes only the crop's
+// region of a JPEG, and a crop (or resize) at least twice its output is
+// shrunk in the DCT domain (by 1/2, 1/4 or 1/8) first. Immutable after Create and so thread-safe;
+// shared by all of a session's workers.
+#ifndef STOKER_DATAPLANE_PIPELINE_H_
+#define STOKER_DATAPLANE_PIPELINE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/strings/string_view.h"
+#include "common/rng.h"
+#include "proto/stoker/v1/stoker.pb.h"
+#include <opencv2/core.hpp>
+
+namespace stoker {
+
+// Limits on session parameters; part of the documented contract.
+inline constexpr int kMaxImageSide = 8192;     // pixels, for every size argument
+inline constexpr int kMaxBatchSize = 65536;    // samples
+inline constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch's image buffer
+
+// Worker time one sample spent per stage.
+struct SampleTimes {
+  absl::Duration decode, augment;
+};
+
+class Pipeline {
+ public:
+  // Validates everything in `config` but the dataset name. INVALID_ARGUMENT
+  // names the field (e.g. "pipeline[1].random_resized_crop.scale") and the
+  // allowed range.
+  static absl::StatusOr<Pipeline> Create(const v1::SessionConfig& config);
+  // The deterministic prefix a materialiser runs offline: ops that draw no
+  // random numbers (resize, center_crop, and normalize as the last op: then
+  // dtype() is FLOAT32 and the stored pixels are Normalized floats), any
+  // output size. INVALID_ARGUMENT names a random op ("random ops stay
+  // online"). Only DecodeAndApply and Normalized may be used on it.
+  static absl::StatusOr<Pipeline> CreatePrefix(const std::vector<v1::Op>& ops);
+
+  // The ops with defaults filled in.
+  const std::vector<v1::Op>& ops() const { return ops_; }
+
+  int out_height() const { return out_height_; }
+  int out_width() const { return out_width_; }
+  v1::Layout layout() const { return layout_; }
+  v1::DType dtype() const { return dtype_; }
+  int64_t sample_bytes() const;
+  // One sample's shape in the session's layout, e.g. {H, W, 3} for NHWC.
+  std::vector<int64_t> SampleShape() const;
+
+  // Decodes `encoded` (pixel limit `max_pixels`, 0: none), runs the ops
+  // from `first_op` on (the earlier ones were applied before the image was
+  // stored: a materialised dataset) and writes the sample to dst
+  // (sample_bytes() bytes). Decode errors carry a DecodeFailure (see
+  // image_decoder.h).
+  absl::Status Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst, SampleTimes* times,
+                       size_t first_op = 0) const;
+  // Produce without Store: the RGB image after ops [first_op, end), decoding
+  // fused with op first_op as Produce does.
+  absl::StatusOr<cv::Mat> DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels, size_t first_op,
+                                         SampleTimes* times) const;
+
+  // Runs ops [first_op, end) on an RGB image. The result of the whole list is
+  // out_height x out_width x 3 (before normalize, which Store applies). A
+  // resize whose output would exceed `max_pixels` (0: no limit) fails as
+  // too_large before anything is allocated (review 1.11: resize(8192) of a
+  // 100:1 panorama asked for gigabytes).
+  absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0) const;
+
+  // Writes an out_height x out_width RGB image to dst in the session's layout
+  // and dtype, normalizing if the last op is normalize. The image is 8-bit,
+  // or, when the last op is normalize, may be float already Normalized (a
+  // sample stored that way), which is then only laid out.
+  absl::Status Store(const cv::Mat& image, uint8_t* dst) const;
+  // 8-bit RGB as float: value / 255, then (v - mean) / std if the last op is
+  // normalize; exactly what Store writes for FLOAT32.
+  cv::Mat Normalized(const cv::Mat& rgb) const;
+  bool normalizes() const { return normalize_; }
+
+ private:
+  std::vector<v1::Op> ops_;  // with defaults filled in
+  int out_height_ = 0;
+  int out_width_ = 0;
+  v1::Layout layout_ = v1::NHWC;
+  v1::DType dtype_ = v1::UINT8;
+  bool normalize_ = false;  // the last op is normalize
+  float mean_[3] = {0, 0, 0};
+  float std_[3] = {1, 1, 1};
+};
+
+// The DCT scale, in eighths, for shrinking a crop to an output: the smallest
+// of 1/8, 2/8, 4/8 such that `crop` x M / 8 still covers `out` pixels (the
+// resize after it never enlarges), else 8/8: shrinking starts when the crop
+// is at least twice the output.
+int DctScaleFor(int crop, int out);
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_PIPELINE_H_

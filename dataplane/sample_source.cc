@@ -1,0 +1,31 @@
+#include "dataplane/sample_source.h"
+
+#include <xxhash.h>
+
+#include "absl/strings/str_format.h"
+
+namespace stoker {
+
+FingerprintBuilder::FingerprintBuilder() : state_(XXH3_createState()) {
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+
+FingerprintBuilder::~FingerprintBuilder() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+
+FingerprintBuilder& FingerprintBuilder::Add(absl::string_view part) {
+  // Length first, so that ("ab", "c") and ("a", "bc") differ.
+  Add(static_cast<int64_t>(part.size()));
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), part.data(), part.size());
+  return *this;
+}
+
+FingerprintBuilder& FingerprintBuilder::Add(int64_t value) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), &value, sizeof(value));
+  return *this;
+}
+
+std::string FingerprintBuilder::Finish() {
+  return absl::StrFormat("xxh3:%016x", XXH3_64bits_digest(static_cast<XXH3_state_t*>(state_)));
+}
+
+}  // namespace stoker

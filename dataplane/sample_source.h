@@ -1,0 +1,61 @@
+// Where a dataset's samples come from: an ImageFolder tree, WebDataset-style
+// tar shards, or a synthetic source. A source is immutable once opened and
+// shared by every session reading the dataset; all methods are thread-safe.
+#ifndef STOKER_DATAPLANE_SAMPLE_SOURCE_H_
+#define STOKER_DATAPLANE_SAMPLE_SOURCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/stoker/v1/stoker.pb.h"
+#include "dataplane/stored_sample.h"
+
+namespace stoker {
+
+// A materialised dataset's samples: the ops applied before they were stored
+// (a session's pipeline must begin with them) and how they are stored.
+struct StoredForm {
+  std::vector<v1::Op> prefix;
+  StoredFormat format;
+};
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+
+  virtual int64_t size() const = 0;
+  // Label i is class_names()[i].
+  virtual const std::vector<std::string>& class_names() const = 0;
+  virtual int32_t label(int64_t index) const = 0;
+  // Where the sample lives, for logs and FailedSample.path: a path relative
+  // to the dataset, or "shard.tar:member".
+  virtual std::string Describe(int64_t index) const = 0;
+  // The sample's encoded bytes. Errors name the file.
+  virtual absl::StatusOr<std::string> Read(int64_t index) const = 0;
+  // Identifies the content as indexed ("xxh3:" + 16 hex digits); see
+  // OpenSessionResponse.dataset_fingerprint.
+  virtual const std::string& fingerprint() const = 0;
+  // Null for sources of encoded images (Read gives a file's bytes); for a
+  // materialised dataset, what Read's bytes are.
+  virtual const StoredForm* stored() const { return nullptr; }
+};
+
+// Builds a fingerprint from the parts of an index, in order. Thread-compatible.
+class FingerprintBuilder {
+ public:
+  FingerprintBuilder();
+  ~FingerprintBuilder();
+  FingerprintBuilder& Add(absl::string_view part);
+  FingerprintBuilder& Add(int64_t value);
+  std::string Finish();
+
+ private:
+  void* state_;  // XXH3_state_t
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_SAMPLE_SOURCE_H_

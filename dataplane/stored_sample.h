@@ -1,0 +1,63 @@
+// How a materialised dataset stores each sample (see docs/materialize.md):
+// the encoding of the pixels the stored prefix produced (raw NumPy .npy
+// arrays, re-encoded JPEG or PNG) and an optional per-sample compression
+// (zstd or lz4 frames, which the `zstd` and `lz4` tools read). Pure
+// functions; thread-safe.
+#ifndef STOKER_DATAPLANE_STORED_SAMPLE_H_
+#define STOKER_DATAPLANE_STORED_SAMPLE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include <opencv2/core.hpp>
+
+namespace stoker {
+
+enum class StoredEncoding { kRaw, kJpeg, kPng };
+enum class StoredCompression { kNone, kZstd, kLz4 };
+
+struct StoredFormat {
+  StoredEncoding encoding = StoredEncoding::kRaw;
+  int jpeg_quality = 90;  // 1..100, kJpeg only
+  StoredCompression compression = StoredCompression::kNone;
+  int compression_level = 0;  // 0: the library's default
+
+  // The WebDataset field (member name after the key's '.'), e.g. "npy.zst";
+  // load-bearing: readers pick the sample's member by it.
+  std::string Field() const;
+  // "raw", "jpeg:90" or "png"; "none", "zstd" (or "zstd:LEVEL") or "lz4".
+  std::string EncodingText() const;
+  std::string CompressionText() const;
+  // E.g. "raw+zstd", "jpeg:90": names a strategy in logs and reports.
+  std::string Name() const;
+};
+
+// Parses --format (raw | jpeg:QUALITY | png) and --compression (none | zstd[:LEVEL]
+// | lz4). INVALID_ARGUMENT names the value and what is accepted.
+absl::StatusOr<StoredFormat> ParseStoredFormat(absl::string_view encoding, absl::string_view compression);
+
+// Encodes an RGB image (prefix output) as stored: .npy (H, W, 3) uint8, or
+// JPEG / PNG, then compressed. A float32 image (a prefix ending in normalize)
+// is stored as a float32 .npy only; INVALID_ARGUMENT for JPEG or PNG.
+absl::StatusOr<std::string> EncodeStoredSample(const cv::Mat& rgb, const StoredFormat& format);
+
+// Undoes the compression. DATA_LOSS names what is wrong with a damaged frame;
+// a frame that would expand past `max_bytes` is refused before allocating.
+absl::StatusOr<std::string> Decompress(absl::string_view bytes, StoredCompression compression, int64_t max_bytes);
+
+// A NumPy version-1.0 header for a C-order uint8 (or little-endian float32)
+// (height, width, 3) array; its size is a multiple of 64 so that the pixels
+// are aligned.
+std::string NpyHeader(int height, int width, bool float32 = false);
+// The RGB image in an uncompressed .npy (uint8 or float32, C order,
+// (H, W, 3)): CV_8UC3 or CV_32FC3. The
+// image points into `bytes`, which must outlive it. DATA_LOSS for anything
+// else (naming what was found); RESOURCE_EXHAUSTED for a size over
+// `max_pixels` (0: no limit).
+absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixels);
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_STORED_SAMPLE_H_

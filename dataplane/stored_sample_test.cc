@@ -1,0 +1,177 @@
+#include "dataplane/stored_sample.h"
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "gtest/gtest.h"
+#include "dataplane/image_decoder.h"
+#include "tests/testdata/image_set.h"
+
+namespace stoker {
+namespace {
+
+using testing::SyntheticImage;
+
+TEST(StoredSampleTest, FormatsParseAndNameTheirField) {
+  struct Case {
+    std::string encoding, compression, field, name;
+  };
+  for (const Case& c : std::vector<Case>{{"raw", "none", "npy", "raw"},
+                                         {"raw", "zstd", "npy.zst", "raw+zstd"},
+                                         {"raw", "lz4", "npy.lz4", "raw+lz4"},
+                                         {"jpeg:75", "none", "jpg", "jpeg:75"},
+                                         {"jpeg", "zstd:19", "jpg.zst", "jpeg:90+zstd:19"},
+                                         {"png", "none", "png", "png"}}) {
+    absl::StatusOr<StoredFormat> f = ParseStoredFormat(c.encoding, c.compression);
+    ASSERT_TRUE(f.ok()) << c.encoding << " " << f.status();
+    EXPECT_EQ(f->Field(), c.field);
+    EXPECT_EQ(f->Name(), c.name);
+    // The text forms parse back to the same format (the manifest relies on it).
+    absl::StatusOr<StoredFormat> again = ParseStoredFormat(f->EncodingText(), f->CompressionText());
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->Name(), c.name);
+  }
+  struct Bad {
+    std::string encoding, compression, fragment;
+  };
+  for (const Bad& b : std::vector<Bad>{{"bmp", "none", "format 'bmp' is not one of"},
+                                       {"jpeg:0", "none", "JPEG quality '0'"},
+                                       {"jpeg:101", "none", "1..100"},
+                                       {"raw:3", "none", "format 'raw:3'"},
+                                       {"raw", "gzip", "compression 'gzip' is not one of"},
+                                       {"raw", "zstd:99", "zstd level '99'"}}) {
+    absl::StatusOr<StoredFormat> f = ParseStoredFormat(b.encoding, b.compression);
+    ASSERT_FALSE(f.ok()) << b.encoding << " " << b.compression;
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(f.status().message().find(b.fragment), std::string::npos) << f.status();
+  }
+}
+
+TEST(StoredSampleTest, NpyHeaderIsAlignedAndDescribesTheArray) {
+  for (auto [h, w] : std::vector<std::pair<int, int>>{{1, 1}, {256, 341}, {4000, 6000}}) {
+    const std::string header = NpyHeader(h, w);
+    EXPECT_EQ(header.size() % 64, 0u) << h << "x" << w;
+    EXPECT_EQ(header.substr(0, 6), "\x93NUMPY");
+    EXPECT_EQ(header.back(), '\n');
+    EXPECT_NE(header.find("'shape': (" + std::to_string(h) + ", " + std::to_string(w) + ", 3)"), std::string::npos);
+  }
+}
+
+TEST(StoredSampleTest, RawAndPngRoundTripExactlyUnderEveryCompression) {
+  const cv::Mat rgb = SyntheticImage(37, 53, 7);
+  for (const char* encoding : {"raw", "png"}) {
+    for (const char* compression : {"none", "zstd", "lz4"}) {
+      const StoredFormat f = *ParseStoredFormat(encoding, compression);
+      absl::StatusOr<std::string> stored = EncodeStoredSample(rgb, f);
+      ASSERT_TRUE(stored.ok()) << f.Name() << ": " << stored.status();
+      absl::StatusOr<std::string> plain = Decompress(*stored, f.compression, 1 << 20);
+      ASSERT_TRUE(plain.ok()) << f.Name() << ": " << plain.status();
+      cv::Mat back;
+      if (f.encoding == StoredEncoding::kRaw) {
+        absl::StatusOr<cv::Mat> parsed = ParseNpyImage(*plain, 0);
+        ASSERT_TRUE(parsed.ok()) << parsed.status();
+        back = parsed->clone();
+      } else {
+        absl::StatusOr<cv::Mat> decoded = DecodeImage(*plain);
+        ASSERT_TRUE(decoded.ok()) << decoded.status();
+        back = *decoded;
+      }
+      ASSERT_EQ(back.size(), rgb.size()) << f.Name();
+      EXPECT_EQ(cv::norm(back, rgb, cv::NORM_INF), 0) << f.Name() << ": not exact (or channels swapped)";
+    }
+  }
+}
+
+TEST(StoredSampleTest, FloatPixelsRoundTripRawOnly) {
+  cv::Mat rgb;
+  SyntheticImage(19, 23, 3).convertTo(rgb, CV_32FC3, 1.0 / 255, -0.5);
+  for (const char* compression : {"none", "zstd"}) {
+    const StoredFormat f = *ParseStoredFormat("raw", compression);
+    absl::StatusOr<std::string> stored = EncodeStoredSample(rgb, f);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    absl::StatusOr<std::string> plain = Decompress(*stored, f.compression, 1 << 20);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_NE(plain->find("'descr': '<f4'"), std::string::npos);
+    EXPECT_EQ(plain->size(), 128u + 19 * 23 * 3 * 4);
+    absl::StatusOr<cv::Mat> back = ParseNpyImage(*plain, 0);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_EQ(back->type(), CV_32FC3);
+    EXPECT_EQ(cv::norm(*back, rgb, cv::NORM_INF), 0) << compression;
+  }
+  absl::StatusOr<std::string> jpeg = EncodeStoredSample(rgb, *ParseStoredFormat("jpeg:90", "none"));
+  EXPECT_TRUE(absl::IsInvalidArgument(jpeg.status())) << jpeg.status();
+  EXPECT_NE(jpeg.status().message().find("stored raw only"), std::string::npos) << jpeg.status();
+}
+
+TEST(StoredSampleTest, JpegIsCloseAndKeepsChannelOrder) {
+  cv::Mat rgb(64, 64, CV_8UC3, cv::Scalar(200, 40, 10));  // strongly red in RGB
+  const StoredFormat f = *ParseStoredFormat("jpeg:95", "none");
+  absl::StatusOr<std::string> stored = EncodeStoredSample(rgb, f);
+  ASSERT_TRUE(stored.ok());
+  absl::StatusOr<cv::Mat> back = DecodeImage(*stored);
+  ASSERT_TRUE(back.ok());
+  EXPECT_LE(cv::norm(*back, rgb, cv::NORM_INF), 8);
+}
+
+TEST(StoredSampleTest, DamagedFramesAndArraysAreDataLossNamingTheProblem) {
+  const cv::Mat rgb = SyntheticImage(20, 30, 3);
+  const std::string zst = *EncodeStoredSample(rgb, *ParseStoredFormat("raw", "zstd"));
+  const std::string lz4 = *EncodeStoredSample(rgb, *ParseStoredFormat("raw", "lz4"));
+  const std::string npy = *EncodeStoredSample(rgb, *ParseStoredFormat("raw", "none"));
+  struct Case {
+    std::string name, bytes;
+    StoredCompression compression;
+    int64_t max_bytes;
+    std::string fragment;
+  };
+  std::string flipped = zst;
+  flipped[flipped.size() / 2] ^= 0x55;
+  std::vector<Case> cases = {
+      {"zstd truncated", zst.substr(0, zst.size() / 2), StoredCompression::kZstd, 1 << 20, "zstd frame"},
+      {"zstd garbage", "not a frame at all", StoredCompression::kZstd, 1 << 20, "zstd frame"},
+      {"zstd too big", zst, StoredCompression::kZstd, 100, "expected 1..100"},
+      {"lz4 truncated", lz4.substr(0, lz4.size() / 2), StoredCompression::kLz4, 1 << 20, "lz4 frame"},
+      {"lz4 garbage", "garbage garbage!", StoredCompression::kLz4, 1 << 20, "lz4 frame"},
+      {"lz4 too big", lz4, StoredCompression::kLz4, 100, "expected 1..100"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::string> plain = Decompress(c.bytes, c.compression, c.max_bytes);
+    ASSERT_FALSE(plain.ok()) << c.name;
+    EXPECT_EQ(plain.status().code(), absl::StatusCode::kDataLoss) << c.name;
+    EXPECT_NE(plain.status().message().find(c.fragment), std::string::npos) << c.name << ": " << plain.status();
+  }
+  // A flipped byte inside a frame: an error or different bytes, never a crash.
+  absl::StatusOr<std::string> maybe = Decompress(flipped, StoredCompression::kZstd, 1 << 20);
+  if (maybe.ok()) {
+    EXPECT_NE(*maybe, npy);
+  }
+
+  struct NpyCase {
+    std::string name, bytes;
+    int64_t max_pixels;
+    std::string fragment;
+  };
+  std::string float_npy = npy;  // float32 needs four times the data
+  float_npy.replace(float_npy.find("|u1"), 3, "<f4");
+  std::string big_endian = npy;
+  big_endian.replace(big_endian.find("|u1"), 3, ">f4");
+  std::string two_d = npy;
+  two_d.replace(two_d.find("(20, 30, 3)"), 11, "(20, 90)   ");
+  for (const NpyCase& c : std::vector<NpyCase>{
+           {"no magic", "P6 20 30 255", 0, "NumPy magic"},
+           {"short data", npy.substr(0, npy.size() - 1), 0, "needs 1800 bytes"},
+           {"float", float_npy, 0, "needs 7200 bytes"},
+           {"big-endian float", big_endian, 0, "neither uint8 nor little-endian float32"},
+           {"2-D", two_d, 0, "not (height, width, 3)"},
+           {"over the pixel limit", npy, 500, "--max-pixels"}}) {
+    absl::StatusOr<cv::Mat> parsed = ParseNpyImage(c.bytes, c.max_pixels);
+    ASSERT_FALSE(parsed.ok()) << c.name;
+    EXPECT_EQ(parsed.status().code(),
+              c.max_pixels > 0 ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kDataLoss)
+        << c.name;
+    EXPECT_NE(parsed.status().message().find(c.fragment), std::string::npos) << c.name << ": " << parsed.status();
+  }
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The folders' promise, checked on the built artefacts:
+# - libstoker_dataplane.a (dataplane/) refers to no gRPC symbol at all;
+# - stoker-bench (the client) carries the data-plane core (local mode) but
+#   none of the server's gRPC service (server/: DataServiceImpl, the stream
+#   reactor, the stream state);
+# - stoker-server carries both (so the symbol names checked are real).
+set -euo pipefail
+dataplane=$1 client=$2 server=$3
+fail=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+
+grpc_refs=$(nm -C "$dataplane" | grep -c -E ' U .*(grpc::|grpc_)' || true)
+check "dataplane library refers to no gRPC symbol ($grpc_refs found)" '[ "$grpc_refs" -eq 0 ]'
+
+service='stoker::DataServiceImpl::|stoker::StreamState::'
+core='stoker::DataServiceCore::StartSession'
+client_service=$(nm -C "$client" | grep -c -E "$service" || true)
+client_core=$(nm -C "$client" | grep -c -E "$core" || true)
+server_service=$(nm -C "$server" | grep -c -E "$service" || true)
+server_core=$(nm -C "$server" | grep -c -E "$core" || true)
+check "server has the gRPC service ($server_service symbols) and the core ($server_core)" \
+  '[ "$server_service" -gt 0 ] && [ "$server_core" -gt 0 ]'
+check "client has the data-plane core ($client_core symbols)" '[ "$client_core" -gt 0 ]'
+check "client has none of the server's gRPC service ($client_service symbols)" '[ "$client_service" -eq 0 ]'
+exit $fail
