@@ -193,6 +193,17 @@ void BatchScheduler::OnSessionRefused(StreamId id, const absl::Status& status, a
   if (first) LOG(ERROR) << "server " << s.address << " refused the session and gets no work: " << status;
 }
 
+void BatchScheduler::OnServerFull(StreamId id, const absl::Status& status, absl::Duration retry_after, absl::Time now) {
+  Stream& s = streams_.at(id);
+  Server& server = servers_[s.address];
+  const bool first = server.last_error != status.message();
+  Retire(s, absl::OkStatus(), /*from_server=*/false, now);  // an orderly end: nothing blamed
+  server.retry_at = std::max(server.retry_at, now + retry_after);
+  server.last_error = std::string(status.message());
+  if (metrics_) metrics_->ServerFull(s.address).Increment();
+  if (first) LOG(WARNING) << "server " << s.address << " is full; using the others: " << status;
+}
+
 void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
                             int64_t failed_seq) {
   if (stream.retired) return;

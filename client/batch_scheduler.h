@@ -154,6 +154,11 @@ class BatchScheduler {
   // batches go elsewhere with no blame; the server gets no work for
   // `refused_retry` and is named in a log line and a metric.
   void OnSessionRefused(StreamId stream, const absl::Status& status, absl::Time now);
+  // The server is full (its --max-sessions or --max-streams): the stream's
+  // batches go elsewhere with no blame and no attempt counted, the server is
+  // not counted as failed (no backoff growth) and gets no new stream for
+  // `retry_after` (the server's hint).
+  void OnServerFull(StreamId stream, const absl::Status& status, absl::Duration retry_after, absl::Time now);
 
   // --- batches ---
   // Requests to send now.

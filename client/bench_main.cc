@@ -31,6 +31,9 @@ ABSL_FLAG(int, local_workers, 0,
           "stoker-bench is a single-machine loader");
 ABSL_FLAG(std::string, data_root, ".", "Where --local-workers find --dataset (as a server's --data-root)");
 ABSL_FLAG(int, test_local_delay_ms, 0, "Test only: extra milliseconds of local worker time per sample");
+ABSL_FLAG(std::string, job, "",
+          "Training job name the servers share workers by and label per-job metrics with (default host:pid)");
+ABSL_FLAG(double, weight, 1, "The job's weight in the servers' fair sharing of worker time (up to --max-job-weight)");
 ABSL_FLAG(double, resolve_interval_seconds, 5, "Seconds between DNS re-resolutions of a dns:/// server name");
 ABSL_FLAG(int, rank, 0, "This process's rank (its share of each epoch, as PyTorch's DistributedSampler)");
 ABSL_FLAG(int, world_size, 1, "Number of ranks sharing each epoch");
@@ -94,6 +97,8 @@ std::string Hash(const HostBuffer& data) {
 absl::StatusOr<ClientConfig> ConfigFromFlags() {
   ClientConfig c;
   c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
+  c.session.set_job(absl::GetFlag(FLAGS_job));
+  c.session.set_weight(absl::GetFlag(FLAGS_weight));
   c.local_workers = absl::GetFlag(FLAGS_local_workers);
   c.local_data_root = absl::GetFlag(FLAGS_data_root);
   c.local_sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_local_delay_ms));

@@ -113,6 +113,11 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                            .Help("Streams whose server refused the session (e.g. another copy of the dataset: "
                                  "a different fingerprint), by server; such a server gets no work.")
                            .Register(registry);
+  server_full_ = &prometheus::BuildCounter()
+                      .Name("stoker_client_server_full_total")
+                      .Help("Streams a full data server (its --max-sessions or --max-streams) turned away, by "
+                            "server; it is asked again after its retry hint, and the others get the work.")
+                      .Register(registry);
 }
 
 }  // namespace stoker

@@ -51,11 +51,14 @@ struct ClientMetrics {
   prometheus::Counter& ServerFailures(const std::string& server) { return server_failures_->Add({{"server", server}}); }
   // stoker_client_session_refusals_total{server}
   prometheus::Counter& SessionRefusals(const std::string& server) { return session_refusals_->Add({{"server", server}}); }
+  // stoker_client_server_full_total{server}
+  prometheus::Counter& ServerFull(const std::string& server) { return server_full_->Add({{"server", server}}); }
 
  private:
   prometheus::Family<prometheus::Counter>* server_batches_;
   prometheus::Family<prometheus::Counter>* server_failures_;
   prometheus::Family<prometheus::Counter>* session_refusals_;
+  prometheus::Family<prometheus::Counter>* server_full_;
   prometheus::Family<prometheus::Gauge>* ring_slots_;
   prometheus::Family<prometheus::Gauge>* device_path_;
   prometheus::Family<prometheus::Gauge>* bottleneck_;

@@ -174,8 +174,10 @@ class EpochRun::GrpcStream final : public EpochRun::Stream,
     };
     const int64_t failed_batch = number(kFailedBatchTrailer), failed_epoch = number(kFailedEpochTrailer);
     const bool refused = !ours && trailers.find(kSessionRefusedTrailer) != trailers.end();
+    const int64_t retry_ms = refused ? number(kRetryAfterTrailer) : -1;  // the server is full
     run_->OnStreamDone(id_, failure_.ok() ? FromGrpc(status) : failure_, /*from_server=*/!ours && !status.ok(),
-                       failed_batch, failed_epoch, refused);
+                       failed_batch, failed_epoch, refused,
+                       retry_ms >= 0 ? absl::Milliseconds(retry_ms) : absl::ZeroDuration());
     done_.Notify();
   }
 
@@ -538,13 +540,15 @@ void EpochRun::OnDraining(StreamId id) {
 }
 
 void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch,
-                            int64_t failed_epoch, bool session_refused) {
+                            int64_t failed_epoch, bool session_refused, absl::Duration retry_after) {
   if (stop_.HasBeenNotified()) return;  // our own cancellation at the end
   std::vector<Assignment> assignments;
   std::vector<StreamId> half_closes;
   {
     absl::MutexLock lock(&mu_);
-    if (session_refused) {
+    if (session_refused && status.code() == absl::StatusCode::kResourceExhausted && retry_after > absl::ZeroDuration()) {
+      scheduler_.OnServerFull(id, status, retry_after, clock_->Now());
+    } else if (session_refused) {
       scheduler_.OnSessionRefused(id, status, clock_->Now());
     } else {
       scheduler_.OnStreamEnded(id, status, from_server, clock_->Now(), failed_batch, failed_epoch);

@@ -82,8 +82,9 @@ class EpochRun {
   absl::Status CheckHeader(StreamId id, const v1::BatchHeader& header);
   absl::Status OnBatch(StreamId id, Batch batch);
   void OnDraining(StreamId id);
+  // `retry_after` > 0 with a RESOURCE_EXHAUSTED refusal: the server is full.
   void OnStreamDone(StreamId id, const absl::Status& status, bool from_server, int64_t failed_batch,
-                    int64_t failed_epoch, bool session_refused);
+                    int64_t failed_epoch, bool session_refused, absl::Duration retry_after = absl::ZeroDuration());
 
   const v1::SessionConfig session_;
   ServerSet* const servers_;

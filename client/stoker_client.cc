@@ -1,8 +1,13 @@
 #include "client/stoker_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/epoch_run.h"
@@ -12,6 +17,16 @@
 #include "glog/logging.h"
 
 namespace stoker {
+
+std::string DefaultJobName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "host");
+  std::string name = absl::StrCat(host, ":", getpid());
+  for (char& c : name) {  // as SessionConfig.job allows
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && !absl::StrContains("._:/@+-", c)) c = '-';
+  }
+  return name.substr(0, 128);
+}
 
 StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics), meter_(std::make_unique<BottleneckMeter>(metrics)) {}
@@ -27,6 +42,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     return absl::InvalidArgumentError(
         "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1, or both");
   }
+  if (config.session.job().empty()) config.session.set_job(DefaultJobName());
   std::unique_ptr<StokerClient> client(new StokerClient(std::move(config), metrics));
   const ClientConfig& c = client->config_;
   // The first answer sets the dataset every later producer must agree with.

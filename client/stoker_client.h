@@ -86,6 +86,9 @@ int PrefetchDepth(const ClientConfig& config, int servers);
 // The local producer's window: batches it holds at once (at least 2, so that
 // its workers do not idle at a batch's tail).
 int LocalWindow(int local_workers);
+// The job name a client gives its sessions when SessionConfig.job is empty:
+// host:pid (so that unnamed jobs still get their own fair share).
+std::string DefaultJobName();
 
 class StokerClient {
  public:

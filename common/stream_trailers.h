@@ -15,6 +15,10 @@ inline constexpr char kFailedEpochTrailer[] = "stoker-failed-epoch";
 // Present when the session itself was refused (its config, or another copy
 // of the dataset): the client blames no batch and gives the server no work.
 inline constexpr char kSessionRefusedTrailer[] = "stoker-session-refused";
+// With RESOURCE_EXHAUSTED on a refused session: the server is full (its
+// --max-sessions or --max-streams); milliseconds after which to try it
+// again. The client counts the server as full, not failed, and uses others.
+inline constexpr char kRetryAfterTrailer[] = "stoker-retry-after-ms";
 
 // On an UNAVAILABLE OpenSession: the server is up and still scanning the
 // dataset; the client asks again (up to its open_timeout) instead of giving up.

@@ -5,6 +5,9 @@
 #include <mutex>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/await.h"
 #include "common/rng.h"
@@ -34,6 +37,7 @@ struct BatchSession::Job {
   std::atomic<int64_t> remaining{0};
   std::atomic<bool> started{false};
   std::once_flag allocated;  // the buffer is made when the first sample starts
+  std::string cache_key;     // set: this session makes the batch for the shared cache
   int64_t bytes = 0;         // its size
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0};
   // Whole sample tasks that produced a sample (the capacity's measure;
@@ -50,7 +54,8 @@ struct BatchSession::Job {
 
 BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source,
                            Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log,
-                           MemoryBudget* budget, const CoreConfig& core, std::optional<StoredFormat> store)
+                           MemoryBudget* budget, const CoreConfig& core, std::optional<StoredFormat> store,
+                           SessionPlace place)
     : config_(std::move(config)),
       source_(std::move(source)),
       pipeline_(std::move(pipeline)),
@@ -63,7 +68,12 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       budget_(budget),
       max_cache_bytes_(core.max_cache_bytes_per_session),
       first_op_(source_->stored() != nullptr ? source_->stored()->prefix.size() : 0),
-      store_(std::move(store)) {}
+      store_(std::move(store)),
+      place_(std::move(place)),
+      cache_key_(place_.cache && !store_ && config_.cache_mode() == v1::CACHE_NONE
+                     ? BatchCache::SessionKey(config_, source_->fingerprint())
+                     : std::string()),
+      job_samples_(&metrics_->JobSamples(config_.job())) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -134,14 +144,50 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
     h.set_total_bytes(n * pipeline_.sample_bytes());
     if (TryServeFromCache(job)) return absl::OkStatus();
     job->bytes = n * pipeline_.sample_bytes();
+    if (TryShared(job, request)) return absl::OkStatus();
   }
+  Make(job);
+  return absl::OkStatus();
+}
 
+void BatchSession::Make(const std::shared_ptr<Job>& job) {
+  const int64_t n = job->header.sample_indices_size();
   job->remaining.store(n);
   metrics_->queued_samples->Increment(static_cast<double>(n));
   for (int64_t slot = 0; slot < n; ++slot) {
-    pool_->Schedule([this, job, slot] { RunSample(job, slot); });
+    pool_->Schedule(place_.share.get(), [this, job, slot] { RunSample(job, slot); });
   }
-  return absl::OkStatus();
+}
+
+bool BatchSession::TryShared(const std::shared_ptr<Job>& job, const v1::BatchRequest& request) {
+  if (cache_key_.empty()) return false;
+  job->cache_key = BatchCache::BatchKey(cache_key_, request);
+  FinishedBatch hit;
+  // Called by the maker's worker once its batch is done (or given up).
+  auto waiter = [this, job](const FinishedBatch* made) {
+    if (made == nullptr) {  // the maker was cancelled: make it here, as its own maker
+      job->cache_key.clear();
+      return Make(job);
+    }
+    FinishedBatch copy = *made;  // the buffer is shared, never written again
+    copy.ready_time = absl::Now();
+    job->done(std::move(copy));
+  };
+  switch (place_.cache->Lookup(job->cache_key, &hit, waiter)) {
+    case BatchCache::Outcome::kHit:
+      // On the worker pool like a made batch (one threading model); a
+      // moment's work, charged to this job's share.
+      pool_->Schedule(place_.share.get(), [job, hit = std::move(hit)]() mutable {
+        hit.ready_time = absl::Now();
+        job->done(std::move(hit));
+      });
+      return true;
+    case BatchCache::Outcome::kJoined:
+      return true;
+    case BatchCache::Outcome::kMake:
+      return false;  // Complete hands it to the cache
+  }
+  return false;
 }
 
 bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
@@ -209,6 +255,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   if (!cancelled_.load()) {
     job->worker_ns += Nanos(absl::Now() - task_start);
     ++job->produced;
+    job_samples_->Increment();
   }
   if (job->remaining.fetch_sub(1) == 1) Complete(job);
 }
@@ -521,15 +568,46 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
     }
   }
   FinishedBatch batch{status, std::move(job->header), std::move(job->data), absl::Now()};
+  if (!job->cache_key.empty()) {
+    // Sessions waiting for this batch get it (or, if this session was
+    // cancelled midway, make it themselves); a whole one is kept.
+    place_.cache->Finish(job->cache_key, cancelled_.load() ? nullptr : &batch);
+  }
   job->done(std::move(batch));
 }
 
 DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics), catalog_(config_.data_root, config_.catalog),
       budget_(config_.max_inflight_bytes),
-      pool_(config_.workers) {
+      admission_(config_.admission),
+      batch_cache_(config_.batch_cache_bytes > 0 ? std::make_unique<BatchCache>(config_.batch_cache_bytes, metrics)
+                                                 : nullptr),
+      pool_(config_.workers, [metrics](const std::string& share, absl::Duration worked) {
+        metrics->JobWorkerSeconds(share).Increment(absl::ToDoubleSeconds(worked));
+      }) {
   metrics_->workers->Set(pool_.num_threads());
   metrics_->capacity->SetWorkers(pool_.num_threads());
+}
+
+absl::Status CheckJob(const v1::SessionConfig& config, double max_weight) {
+  const std::string& job = config.job();
+  if (job.size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat("job name of ", job.size(), " characters; at most 128"));
+  }
+  for (char c : job) {
+    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) || absl::StrContains("._:/@+-", c);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job name '", absl::CHexEscape(job), "' has '", absl::CHexEscape(std::string(1, c)),
+                       "'; allowed: letters, digits and ._:/@+-"));
+    }
+  }
+  const double w = config.weight();
+  if (!(w >= 0) || w > max_weight) {  // NaN fails the first test
+    return absl::InvalidArgumentError(absl::StrCat("weight = ", w, "; allowed: 0 (means 1) or more than 0 up to ",
+                                                   max_weight, " (stoker-server --max-job-weight)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& source, const Pipeline& pipeline) {
@@ -578,6 +656,7 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
   std::optional<StoredFormat> store;
   absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config);
+  if (absl::Status job = CheckJob(config, config_.max_job_weight); pipeline.ok() && !job.ok()) pipeline = job;
   if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
     pipeline = absl::FailedPreconditionError(absl::StrCat(
         "cache_mode ", v1::CacheMode_Name(config.cache_mode()),
@@ -614,8 +693,18 @@ void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Du
 void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::function<void(SessionOrError)> done) {
   PrepareAsync(config, absl::InfiniteDuration(), [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
     if (!prepared.ok()) return done(prepared.status());
+    absl::StatusOr<std::unique_ptr<Admission::Ticket>> ticket = admission_.Admit(config.job());
+    if (!ticket.ok()) {
+      metrics_->full_refusals->Increment();
+      return done(ticket.status());
+    }
+    SessionPlace place;
+    place.share = pool_.Join(config.job(), config.weight() > 0 ? config.weight() : 1.0);
+    place.ticket = *std::move(ticket);
+    place.cache = batch_cache_.get();
     done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
-                                        metrics_, &failure_log_, &budget_, config_, std::move(prepared->store)));
+                                        metrics_, &failure_log_, &budget_, config_, std::move(prepared->store),
+                                        std::move(place)));
   });
 }
 

@@ -21,6 +21,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
+#include "dataplane/admission.h"
+#include "dataplane/batch_cache.h"
 #include "dataplane/dataset.h"
 #include "dataplane/memory_budget.h"
 #include "dataplane/pipeline.h"
@@ -58,7 +60,26 @@ struct CoreConfig {
   // are also taken from the server's in-flight budget. Once full, samples
   // reuse the slots already filled.
   int64_t max_cache_bytes_per_session = int64_t{1} << 30;
+  // Largest SessionConfig.weight a job may ask for.
+  double max_job_weight = 100;
+  // Sessions (streams) and jobs served at once; 0: no limit.
+  AdmissionLimits admission;
+  // Bytes of finished batches shared between sessions with the same data
+  // configuration (batch_cache.h); 0: off.
+  int64_t batch_cache_bytes = 0;
 };
+
+// What a session holds of the server besides its config: its job's share of
+// the workers, its admission ticket, and the shared batch cache (nullable).
+struct SessionPlace {
+  std::unique_ptr<WorkerPool::Share> share;
+  std::unique_ptr<Admission::Ticket> ticket;
+  BatchCache* cache = nullptr;
+};
+
+// OK, or INVALID_ARGUMENT naming SessionConfig.job or .weight and what is
+// allowed.
+absl::Status CheckJob(const v1::SessionConfig& config, double max_weight);
 
 class FailureLog;
 
@@ -69,7 +90,7 @@ class BatchSession final : public StreamSession {
   // `pipeline` is its prefix and samples are sent encoded in that format.
   BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
                WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, MemoryBudget* budget,
-               const CoreConfig& core, std::optional<StoredFormat> store);
+               const CoreConfig& core, std::optional<StoredFormat> store, SessionPlace place = {});
   ~BatchSession() override;
 
   // Checks the request against the session (INVALID_ARGUMENT naming the field
@@ -122,6 +143,12 @@ class BatchSession final : public StreamSession {
   std::shared_ptr<const std::vector<int64_t>> EpochPositions(int64_t epoch, std::vector<int64_t>* order);
   void Complete(const std::shared_ptr<Job>& job);
   bool TryServeFromCache(const std::shared_ptr<Job>& job);
+  // Schedules the job's samples on the pool.
+  void Make(const std::shared_ptr<Job>& job);
+  // The shared batch cache (place_.cache): true when the job is answered
+  // from it (a kept batch, or one another session is making); false when
+  // this session makes it (and then Complete hands it to the cache).
+  bool TryShared(const std::shared_ptr<Job>& job, const v1::BatchRequest& request);
 
   // Constant after construction.
   const v1::SessionConfig config_;
@@ -140,6 +167,10 @@ class BatchSession final : public StreamSession {
   // Set in a materialising session (SessionConfig.store): pipeline_ is the
   // prefix and samples are sent encoded in this format.
   const std::optional<StoredFormat> store_;
+  const SessionPlace place_;
+  // The batch cache's key for this session's batches ("" without a cache).
+  const std::string cache_key_;
+  prometheus::Counter* const job_samples_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
@@ -221,6 +252,8 @@ class DataServiceCore {
   DatasetCatalog catalog_;
   FailureLog failure_log_;
   MemoryBudget budget_;
+  Admission admission_;
+  std::unique_ptr<BatchCache> batch_cache_;  // null: --batch-cache-bytes 0
   WorkerPool pool_;  // last: its threads stop before the rest is destroyed
 };
 

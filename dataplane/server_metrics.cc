@@ -1,10 +1,13 @@
 #include "dataplane/server_metrics.h"
 
+#include <algorithm>
+
 #include "common/metrics_endpoint.h"
 
 namespace stoker {
 
-ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
+ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
+    : max_job_labels_(std::max(0, max_job_labels)) {
   auto& sample_stage = prometheus::BuildHistogram()
                            .Name("stoker_server_sample_stage_seconds")
                            .Help("Worker time spent on one sample, by stage (read, decode, augment).")
@@ -81,7 +84,54 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry) {
                  "training jobs' demand by it.")
            .Register(registry)
            .Add({}));
+  job_seconds_family_ = &prometheus::BuildCounter()
+                             .Name("stoker_server_job_worker_seconds_total")
+                             .Help("Worker seconds spent on each training job's samples (SessionConfig.job; names "
+                                   "past --max-job-labels are counted as \"other\"). Jobs share workers by weight.")
+                             .Register(registry);
+  job_samples_family_ = &prometheus::BuildCounter()
+                             .Name("stoker_server_job_samples_total")
+                             .Help("Samples made for each training job (labelled as the worker seconds).")
+                             .Register(registry);
+  auto& cache = prometheus::BuildCounter()
+                    .Name("stoker_server_batch_cache_lookups_total")
+                    .Help("Batch cache (--batch-cache-bytes) lookups by result: hit (a kept batch), joined (waited "
+                          "for a batch another session was making), miss (made here); and evicted batches.")
+                    .Register(registry);
+  for (const char* result : {"hit", "joined", "miss", "evicted"}) cache_[result] = &cache.Add({{"result", result}});
+  batch_cache_bytes = &prometheus::BuildGauge()
+                           .Name("stoker_server_batch_cache_bytes")
+                           .Help("Bytes of finished batches kept in the batch cache.")
+                           .Register(registry)
+                           .Add({});
+  full_refusals = &prometheus::BuildCounter()
+                       .Name("stoker_server_full_refusals_total")
+                       .Help("Streams refused because the server was full (--max-sessions, --max-streams).")
+                       .Register(registry)
+                       .Add({});
 }
+
+std::string ServerMetrics::JobLabel(const std::string& job) {
+  const std::string name = job.empty() ? "unnamed" : job;
+  if (jobs_.count(name) || static_cast<int>(jobs_.size()) < max_job_labels_) return name;
+  return "other";
+}
+
+std::pair<prometheus::Counter*, prometheus::Counter*> ServerMetrics::JobCounters(const std::string& job) {
+  absl::MutexLock lock(&jobs_mu_);
+  const std::string label = JobLabel(job);
+  auto [it, added] = jobs_.try_emplace(label);
+  if (added) {
+    it->second = {&job_seconds_family_->Add({{"job", label}}), &job_samples_family_->Add({{"job", label}})};
+  }
+  return it->second;
+}
+
+prometheus::Counter& ServerMetrics::JobWorkerSeconds(const std::string& job) { return *JobCounters(job).first; }
+
+prometheus::Counter& ServerMetrics::JobSamples(const std::string& job) { return *JobCounters(job).second; }
+
+prometheus::Counter& ServerMetrics::BatchCache(const std::string& result) { return *cache_.at(result); }
 
 prometheus::Counter& ServerMetrics::Batches(int cache_mode) {
   auto it = batches_.find(cache_mode);

@@ -11,12 +11,16 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "dataplane/capacity_meter.h"
 
 namespace stoker {
 
 struct ServerMetrics {
-  explicit ServerMetrics(prometheus::Registry& registry);
+  // `max_job_labels`: job names that get their own label on the per-job
+  // metrics; later ones are counted as "other" (bounded cardinality).
+  explicit ServerMetrics(prometheus::Registry& registry, int max_job_labels = 16);
 
   // stoker_server_sample_stage_seconds{stage}: per-sample worker time.
   prometheus::Histogram* read_seconds;
@@ -42,8 +46,28 @@ struct ServerMetrics {
   prometheus::Counter* rejected_sessions;   // stoker_server_rejected_sessions_total
   // stoker_server_capacity_images_per_second (see capacity_meter.h).
   std::unique_ptr<CapacityMeter> capacity;
+  // stoker_server_job_worker_seconds_total{job} and
+  // stoker_server_job_samples_total{job}: the fair share's measure.
+  prometheus::Counter& JobWorkerSeconds(const std::string& job);
+  prometheus::Counter& JobSamples(const std::string& job);
+  // stoker_server_batch_cache_lookups_total{result}: hit, joined (waited for
+  // a batch another session was making), miss; evicted.
+  prometheus::Counter& BatchCache(const std::string& result);
+  prometheus::Gauge* batch_cache_bytes;      // stoker_server_batch_cache_bytes
+  prometheus::Counter* full_refusals;        // stoker_server_full_refusals_total
 
  private:
+  // The label a job's metrics carry: its name while fewer than
+  // max_job_labels_ names are in use, else "other".
+  std::string JobLabel(const std::string& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(jobs_mu_);
+  std::pair<prometheus::Counter*, prometheus::Counter*> JobCounters(const std::string& job);
+  const int max_job_labels_;
+  prometheus::Family<prometheus::Counter>* job_seconds_family_;
+  prometheus::Family<prometheus::Counter>* job_samples_family_;
+  absl::Mutex jobs_mu_;
+  std::map<std::string, std::pair<prometheus::Counter*, prometheus::Counter*>> jobs_ ABSL_GUARDED_BY(jobs_mu_);
+  std::map<std::string, prometheus::Counter*> cache_;                 // constant after construction
+
   std::map<std::string, prometheus::Counter*> samples_failed_;  // constant after construction
   std::map<int, prometheus::Counter*> batches_;                   // constant after construction
 };

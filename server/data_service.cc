@@ -112,7 +112,13 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
         context_->AddTrailingMetadata(kFailedBatchTrailer, std::to_string(action.failed_batch));
         context_->AddTrailingMetadata(kFailedEpochTrailer, std::to_string(action.failed_epoch));
       }
-      if (action.session_refused) context_->AddTrailingMetadata(kSessionRefusedTrailer, "1");
+      if (action.session_refused) {
+        context_->AddTrailingMetadata(kSessionRefusedTrailer, "1");
+        if (action.finish->code() == absl::StatusCode::kResourceExhausted) {  // full: try again later
+          context_->AddTrailingMetadata(kRetryAfterTrailer,
+                                        std::to_string(absl::ToInt64Milliseconds(kFullRetryAfter)));
+        }
+      }
       Finish(ToGrpcStatus(*action.finish));
     }
   }

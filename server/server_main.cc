@@ -39,6 +39,19 @@ ABSL_FLAG(bool, allow_cache_modes, true,
 ABSL_FLAG(int64_t, max_cache_bytes_per_session, int64_t{1} << 30,
           "Bytes one session's decoded/raw diagnostic cache may hold (also counted in --max-inflight-bytes); "
           "once full, samples reuse the filled slots");
+ABSL_FLAG(int, max_sessions, 0,
+          "Training jobs (SessionConfig.job) served at once; a stream of another job past this gets "
+          "RESOURCE_EXHAUSTED with a retry hint and the client uses other servers; 0: no limit");
+ABSL_FLAG(int, max_streams, 0,
+          "Batch streams served at once (each client opens --streams-per-server per server); past this a new "
+          "stream gets RESOURCE_EXHAUSTED with a retry hint; 0: no limit");
+ABSL_FLAG(double, max_job_weight, 100,
+          "Largest weight a job may ask for (workers are shared between jobs in proportion to their weights)");
+ABSL_FLAG(int, max_job_labels, 16,
+          "Job names that get their own label on per-job metrics; later jobs are counted as \"other\"");
+ABSL_FLAG(int64_t, batch_cache_bytes, 0,
+          "Bytes of finished batches kept for other jobs with the same data configuration (a sweep of identical "
+          "jobs then costs one decode per batch while they stay within this window of each other); 0: off");
 ABSL_FLAG(int, test_sample_delay_ms, 0, "Test only: extra milliseconds of worker time per sample (a slow server)");
 ABSL_FLAG(int64_t, test_read_bytes_per_second, 0,
           "Test only: throttle each worker's reads to this many bytes per second (slow storage); 0: off");
@@ -63,7 +76,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto registry = std::make_shared<prometheus::Registry>();
-  stoker::ServerMetrics metrics(*registry);
+  stoker::ServerMetrics metrics(*registry, absl::GetFlag(FLAGS_max_job_labels));
   stoker::ServerConfig config;
   config.host = absl::GetFlag(FLAGS_host);
   config.port = absl::GetFlag(FLAGS_port);
@@ -80,6 +93,15 @@ int main(int argc, char** argv) {
   config.core.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   config.core.allow_cache_modes = absl::GetFlag(FLAGS_allow_cache_modes);
   config.core.max_cache_bytes_per_session = absl::GetFlag(FLAGS_max_cache_bytes_per_session);
+  config.core.admission.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  config.core.admission.max_streams = absl::GetFlag(FLAGS_max_streams);
+  config.core.max_job_weight = absl::GetFlag(FLAGS_max_job_weight);
+  config.core.batch_cache_bytes = absl::GetFlag(FLAGS_batch_cache_bytes);
+  if (config.core.admission.max_sessions < 0 || config.core.admission.max_streams < 0 ||
+      !(config.core.max_job_weight > 0) || config.core.batch_cache_bytes < 0) {
+    LOG(ERROR) << "--max-sessions, --max-streams and --batch-cache-bytes must be >= 0, --max-job-weight > 0";
+    return 2;
+  }
   config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
   config.core.catalog.allow_synthetic = absl::GetFlag(FLAGS_allow_synthetic);

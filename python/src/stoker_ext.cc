@@ -75,6 +75,8 @@ struct Options {
   std::vector<std::string> servers;
   int local_workers = 0;
   std::string data_root = ".";
+  std::string job;
+  double weight = 1;
   std::string dataset;
   std::string pipeline;
   int batch_size = 256;
@@ -115,6 +117,8 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.servers = o.servers;
   if (o.local_workers < 0) return absl::InvalidArgumentError(absl::StrCat("local_workers = ", o.local_workers, "; must be >= 0"));
   cc.local_workers = o.local_workers;
+  cc.session.set_job(o.job);
+  cc.session.set_weight(o.weight);
   cc.local_data_root = o.data_root;
   if (cc.servers.empty() && cc.local_workers == 0) {
     return absl::InvalidArgumentError(
@@ -305,6 +309,8 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("servers", &Options::servers)
       .def_rw("local_workers", &Options::local_workers)
       .def_rw("data_root", &Options::data_root)
+      .def_rw("job", &Options::job)
+      .def_rw("weight", &Options::weight)
       .def_rw("dataset", &Options::dataset)
       .def_rw("pipeline", &Options::pipeline)
       .def_rw("batch_size", &Options::batch_size)

@@ -60,6 +60,8 @@ class Loader:
       data_root: where the local workers find `dataset` (as a server's
         --data-root); its copy must be the servers' (same fingerprint).
       dataset: a dataset name under the servers' --data-root.
+      job, weight: the training job's name and weight; servers share their
+        workers between jobs in proportion to weight (default: host:pid, 1).
       pipeline: the servers' ops, e.g. "resize(256), center_crop(224)".
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
@@ -102,7 +104,7 @@ class Loader:
                  open_timeout=1800.0,
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
-                 metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", _test_h2d_delay_ms=0):
+                 metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -115,6 +117,8 @@ class Loader:
         o.servers = _servers_list(servers or [])
         o.local_workers = int(local_workers)
         o.data_root = os.fspath(data_root)
+        o.job = job or ""
+        o.weight = float(weight)
         o.dataset = dataset or ""
         o.pipeline = pipeline
         o.batch_size = int(batch_size)
