@@ -262,3 +262,32 @@ def test_a_cuda_device_without_a_gpu_is_a_clear_error():
             stoker.Loader(servers="127.0.0.1:1", dataset="ds", device="cuda", connect_timeout=1)
     else:
         pytest.skip("a CUDA device is usable here")
+
+
+def test_local_workers_alone_are_a_complete_loader_with_the_servers_bytes(two_servers, data_root):
+    remote = epoch_hashes(loader(two_servers, dtype="uint8", layout="nhwc"), 1)
+    l = loader(None, local_workers=2, data_root=data_root, dtype="uint8", layout="nhwc")
+    local = epoch_hashes(l, 1)
+    assert len(local) == 8
+    assert local == remote
+    assert l.stats()["batches_per_server"] == {"local": 8}
+
+
+def test_local_workers_join_the_servers_exactly_once(start_server, data_root):
+    # A slowed server, so that the local worker takes a share.
+    server = start_server("--workers=1", "--test-sample-delay-ms=10")
+    alone = epoch_hashes(loader(server.address, dtype="uint8", layout="nhwc"), 0)
+    l = loader(server.address, local_workers=1, data_root=data_root, dtype="uint8", layout="nhwc")
+    both = epoch_hashes(l, 0)
+    assert both == alone
+    samples = sorted(i for _, _, indices in both.values() for i in indices)
+    assert samples == list(range(64))
+    per_server = l.stats()["batches_per_server"]
+    assert per_server.get("local", 0) > 0 and per_server.get(server.address, 0) > 0, per_server
+
+
+def test_no_producer_or_a_bad_data_root_is_a_clear_error(tmp_path):
+    with pytest.raises(stoker.InvalidArgument, match="no producers"):
+        stoker.Loader(dataset="ds", device="cpu")
+    with pytest.raises(stoker.InvalidArgument, match="is not a directory"):
+        stoker.Loader(dataset="ds", local_workers=1, data_root=str(tmp_path / "missing"), device="cpu")
