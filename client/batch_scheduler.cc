@@ -115,7 +115,8 @@ std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::str
         MaybeHalfClose(id);
       }
     }
-    if (server.member && server.live.size() < lanes && now >= server.retry_at && error_.ok() && !Done()) {
+    if (server.member && server.live.size() < lanes && now >= server.retry_at && now >= server.full_until &&
+        error_.ok() && !Done()) {
       to_open.insert(to_open.end(), lanes - server.live.size(), address);
     }
   }
@@ -198,7 +199,9 @@ void BatchScheduler::OnServerFull(StreamId id, const absl::Status& status, absl:
   Server& server = servers_[s.address];
   const bool first = server.last_error != status.message();
   Retire(s, absl::OkStatus(), /*from_server=*/false, now);  // an orderly end: nothing blamed
-  server.retry_at = std::max(server.retry_at, now + retry_after);
+  // No new stream before the hint; the server's live lanes (if any were
+  // admitted) keep getting work.
+  server.full_until = std::max(server.full_until, now + retry_after);
   server.last_error = std::string(status.message());
   if (metrics_) metrics_->ServerFull(s.address).Increment();
   if (first) LOG(WARNING) << "server " << s.address << " is full; using the others: " << status;
@@ -450,6 +453,9 @@ std::vector<StreamId> BatchScheduler::Tick(absl::Time now) {
   }
   int live = 0;
   for (auto& [address, server] : servers_) {
+    // A full server answered: the run waits for room rather than failing as
+    // if nothing answered (a margin covers the next attempt's round trip).
+    if (server.member && now < server.full_until + absl::Seconds(5)) ++live;
     for (StreamId id : server.live) {
       Stream& s = streams_.at(id);
       if (!s.proven && now - s.opened >= options_.proven_after) s.proven = true;

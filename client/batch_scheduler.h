@@ -32,7 +32,8 @@
 //   error; so does a batch attempted `max_attempts` times for any reason.
 //   The error ends the run (every armed epoch).
 // - No live server for `unavailable_timeout`: the epoch ends UNAVAILABLE
-//   naming each server and its last error.
+//   naming each server and its last error. A server that refuses as full
+//   (OnServerFull) answered: the run waits for room.
 //
 // Thread-compatible: EpochRun serializes every call under its own lock.
 #ifndef STOKER_CLIENT_BATCH_SCHEDULER_H_
@@ -213,6 +214,9 @@ class BatchScheduler {
     std::vector<StreamId> live;  // at most streams_per_server, one per lane
     int failures = 0;  // in a row
     absl::Time retry_at = absl::InfinitePast();
+    // Full (OnServerFull): no new stream before this; live lanes keep their
+    // work, and the server counts as answering for the unavailable check.
+    absl::Time full_until = absl::InfinitePast();
     std::string last_error;
     bool member = false;  // in the set now
   };

@@ -418,3 +418,77 @@ TEST(BatchSchedulerTest, UnorderedCurrentBatchIsRequestedWhenTheNextEpochFillsTh
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// A full server (admission) turns a lane away: its live lane keeps getting
+// work, no new stream opens before the hint, nothing is blamed however often
+// it happens, and a pool that stays full makes the run wait, not fail.
+TEST(BatchSchedulerTest, AFullServerKeepsItsLiveLaneAndIsAskedAgainAfterTheHint) {
+  SchedulerOptions o = Options();
+  o.streams_per_server = 2;
+  o.max_attempts = 2;
+  o.unavailable_timeout = absl::Seconds(3);
+  BatchScheduler s(Plan(), o, nullptr);
+  absl::Time now = kT0;
+  std::vector<StreamId> lanes;
+  for (const std::string& a : s.OnMembership({"a:1"}, now)) lanes.push_back(s.OnStreamOpened(a, now));
+  ASSERT_EQ(lanes.size(), 2u);
+  std::vector<Assignment> first = s.Dispatch(now);
+  ASSERT_FALSE(first.empty());
+  const absl::Status full = absl::ResourceExhaustedError("server full: 1 streams open (--max-streams 1)");
+  std::vector<Assignment> redispatched;
+  for (int round = 0; round < 5; ++round) {  // lane 1 refused again and again
+    s.OnServerFull(lanes[1], full, absl::Seconds(2), now);
+    if (round == 0) {
+      // Lane 1's batch goes to lane 0 at once: the server is not backing off.
+      redispatched = s.Dispatch(now);
+      ASSERT_EQ(redispatched.size(), 1u);
+      EXPECT_EQ(redispatched[0].stream, lanes[0]);
+    }
+    EXPECT_TRUE(s.OnMembership({"a:1"}, now + absl::Seconds(1)).empty()) << "no new stream before the hint";
+    const std::vector<std::string> again = s.OnMembership({"a:1"}, now + absl::Seconds(2));
+    ASSERT_EQ(again.size(), 1u);
+    lanes[1] = s.OnStreamOpened(again[0], now + absl::Seconds(2));
+    now += absl::Seconds(2);
+  }
+  EXPECT_TRUE(s.error().ok()) << "a full server is not a failed batch: " << s.error();
+  // The live lane still gets the work.
+  std::set<int64_t> received;
+  std::vector<Assignment> pending;
+  for (const Assignment& a : first) {
+    if (a.stream == lanes[0]) pending.push_back(a);  // lane 1's went back when it was turned away
+  }
+  pending.insert(pending.end(), redispatched.begin(), redispatched.end());
+  for (int i = 0; i < 20 && !s.Done(); ++i) {
+    std::vector<Assignment> more = s.Dispatch(now);
+    pending.insert(pending.end(), more.begin(), more.end());
+    std::vector<Assignment> now_pending;
+    now_pending.swap(pending);
+    for (const Assignment& a : now_pending) {
+      if (a.stream != lanes[0] && a.stream != lanes[1]) continue;
+      ASSERT_TRUE(s.CheckHeader(a.stream, Header(s, a.batch)).ok());
+      ASSERT_TRUE(s.OnBatchReceived(a.stream, BatchFor(s, a.batch), now).ok());
+      received.insert(a.batch);
+    }
+    now += absl::Milliseconds(10);
+  }
+  EXPECT_EQ(received.size(), 5u);
+
+  // Every lane of the only server full for longer than unavailable_timeout:
+  // the run waits for room.
+  BatchScheduler t(Plan(), o, nullptr);
+  now = kT0;
+  for (int round = 0; round < 10; ++round) {
+    for (const std::string& a : t.OnMembership({"a:1"}, now)) {
+      t.OnServerFull(t.OnStreamOpened(a, now), full, absl::Seconds(2), now);
+    }
+    t.Tick(now);
+    now += absl::Seconds(1);
+  }
+  EXPECT_TRUE(t.error().ok()) << t.error();
+}
+
+}  // namespace
+}  // namespace stoker

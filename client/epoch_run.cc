@@ -229,8 +229,10 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
     {
       absl::MutexLock lock(&mu_);
       if (!session.ok()) {
+        // As a server's refused session (stream_state.cc): no batch is blamed.
+        // A cancellation that came first stays the reason.
+        if (!ending_) refused_ = true;
         End(session.status(), /*from_server=*/true, -1, -1);
-        refused_ = session.status().code() == absl::StatusCode::kFailedPrecondition;
       } else {
         session_ = *std::move(session);
       }
@@ -296,6 +298,9 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
     int64_t failed_batch = -1;
     int64_t failed_epoch = -1;
     bool refused = false;
+    // The finished stream's session, released before the end is reported
+    // (its caches and its share of the workers go with it).
+    std::shared_ptr<StreamSession> session;
   };
 
   void OnFinished(FinishedBatch finished) {
@@ -352,13 +357,15 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
     reported_ = true;
     Report r = ending_ ? end_ : Report{};
     r.refused = ending_ && refused_;
+    r.session = std::move(session_);  // no callback is pending and none will start
     return r;
   }
 
   // Reports the end without the lock (EpochRun calls back into streams);
   // `this` may be destroyed as soon as done_ is notified.
-  void Deliver(const std::optional<Report>& r) {
+  void Deliver(std::optional<Report>& r) {
     if (!r) return;
+    r->session.reset();
     run_->OnStreamDone(id_, r->status, r->from_server, r->failed_batch, r->failed_epoch, r->refused);
     done_.Notify();
   }
@@ -366,9 +373,11 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
   EpochRun* const run_;
   const StreamId id_;
   absl::Notification done_;
-  // Set in Start (before started_), then constant: Write reads it unlocked.
-  std::unique_ptr<StreamSession> session_;
   absl::Mutex mu_;
+  // Set in Start (before started_), released when the end is reported. Write
+  // reads it unlocked, but only while its own submission holds making_ > 0,
+  // which keeps the end from being reported.
+  std::shared_ptr<StreamSession> session_;
   std::deque<v1::BatchRequest> queued_ ABSL_GUARDED_BY(mu_);  // written before Start
   int making_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, callback not yet returned
   bool started_ ABSL_GUARDED_BY(mu_) = false;

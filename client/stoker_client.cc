@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -19,9 +20,20 @@
 namespace stoker {
 
 std::string DefaultJobName() {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "host");
-  std::string name = absl::StrCat(host, ":", getpid());
+  std::string name;
+  const char* job = std::getenv("STOKER_JOB");
+  const char* master = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (job != nullptr && job[0] != '\0') {
+    name = job;
+  } else if (master != nullptr && port != nullptr && master[0] != '\0') {
+    // torch.distributed's rendezvous: the same for every rank of the job.
+    name = absl::StrCat("torch:", master, ":", port);
+  } else {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "host");
+    name = absl::StrCat(host, ":", getpid());
+  }
   for (char& c : name) {  // as SessionConfig.job allows
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && !absl::StrContains("._:/@+-", c)) c = '-';
   }
@@ -53,6 +65,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     local.workers = c.local_workers;
     local.data_root = c.local_data_root;
     local.max_pixels = c.local_max_pixels;
+    local.max_file_bytes = c.local_max_file_bytes;
     local.sample_delay = c.local_sample_delay;
     auto producer = LocalProducer::Create(local);
     if (!producer.ok()) return producer.status();

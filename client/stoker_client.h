@@ -39,7 +39,11 @@ struct ClientConfig {
   // Where the local producer finds datasets (as a server's --data-root); its
   // copy must have the servers' fingerprint.
   std::string local_data_root = ".";
+  // The local producer's limits, as stoker-server's --max-pixels and
+  // --max-file-bytes: keep them equal to the servers' so that the same
+  // samples fail (and are replaced) wherever a batch is made.
   int64_t local_max_pixels = 100'000'000;
+  int64_t local_max_file_bytes = int64_t{256} << 20;
   absl::Duration local_sample_delay = absl::ZeroDuration();  // test-only: a slow local producer
   v1::SessionConfig session;         // dataset, pipeline, batch size, seed...
   bool drop_last = false;            // leave out the epoch's last partial batch
@@ -87,7 +91,9 @@ int PrefetchDepth(const ClientConfig& config, int servers);
 // its workers do not idle at a batch's tail).
 int LocalWindow(int local_workers);
 // The job name a client gives its sessions when SessionConfig.job is empty:
-// host:pid (so that unnamed jobs still get their own fair share).
+// $STOKER_JOB; else, under torch.distributed, torch:$MASTER_ADDR:$MASTER_PORT
+// (the same for every rank); else host:pid (so that unnamed jobs still get
+// their own fair share).
 std::string DefaultJobName();
 
 class StokerClient {

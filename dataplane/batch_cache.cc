@@ -55,10 +55,17 @@ BatchCache::Outcome BatchCache::Lookup(const std::string& key, FinishedBatch* hi
 
 void BatchCache::Finish(const std::string& key, const FinishedBatch* batch) {
   std::vector<Waiter> waiters;
+  Waiter next_maker;
   {
     absl::MutexLock lock(&mu_);
     auto making = making_.find(key);
-    if (making != making_.end()) {
+    if (batch == nullptr && making != making_.end() && !making->second.empty()) {
+      // The maker gave up: the first waiter becomes the maker (and calls
+      // Finish in turn); the others keep waiting for it, so the batch is
+      // still made once.
+      next_maker = std::move(making->second.front());
+      making->second.erase(making->second.begin());
+    } else if (making != making_.end()) {
       waiters = std::move(making->second);
       making_.erase(making);
     }
@@ -71,6 +78,7 @@ void BatchCache::Finish(const std::string& key, const FinishedBatch* batch) {
       if (metrics_) metrics_->batch_cache_bytes->Set(static_cast<double>(bytes_));
     }
   }
+  if (next_maker) return next_maker(nullptr);
   for (Waiter& w : waiters) w(batch);
 }
 

@@ -34,7 +34,10 @@ class BatchCache {
   static std::string BatchKey(const std::string& session_key, const v1::BatchRequest& request);
 
   // Called once with the batch another session made, or with null when its
-  // maker gave up (cancelled): then the waiter makes it itself.
+  // maker gave up (cancelled): then the waiter becomes the maker (it makes
+  // the batch and calls Finish with the same key; the other waiters wait for
+  // it). A joined job gets the batch at the maker's pace: its fair share
+  // (weight) does not speed that batch up.
   using Waiter = std::function<void(const FinishedBatch* batch)>;
   enum class Outcome {
     kHit,     // *hit is the kept batch

@@ -40,16 +40,29 @@ TEST(BatchCacheTest, TheFirstAskerMakesOthersWaitAndLaterOnesHit) {
   EXPECT_EQ(cache.bytes(), 10);
 }
 
-TEST(BatchCacheTest, AMakerThatGivesUpLetsAWaiterMakeIt) {
+TEST(BatchCacheTest, AMakerThatGivesUpHandsTheBatchToOneWaiterAndTheOthersWaitForIt) {
   BatchCache cache(1000, nullptr);
   FinishedBatch hit;
   ASSERT_EQ(cache.Lookup("k", &hit, nullptr), BatchCache::Outcome::kMake);
   bool told_to_make = false;
   ASSERT_EQ(cache.Lookup("k", &hit, [&](const FinishedBatch* b) { told_to_make = b == nullptr; }),
             BatchCache::Outcome::kJoined);
+  std::string second_got;
+  ASSERT_EQ(cache.Lookup("k", &hit, [&](const FinishedBatch* b) { second_got = b ? *b->data : "null"; }),
+            BatchCache::Outcome::kJoined);
   cache.Finish("k", nullptr);
   EXPECT_TRUE(told_to_make);
-  EXPECT_EQ(cache.Lookup("k", &hit, nullptr), BatchCache::Outcome::kMake) << "nothing kept";
+  EXPECT_EQ(second_got, "") << "still waiting for the new maker";
+  EXPECT_EQ(cache.Lookup("k", &hit, [](const FinishedBatch*) {}), BatchCache::Outcome::kJoined)
+      << "a new asker waits for the new maker too";
+  FinishedBatch made = Made(5, 'm');
+  cache.Finish("k", &made);  // the new maker is done
+  EXPECT_EQ(second_got, "mmmmm");
+  EXPECT_EQ(cache.Lookup("k", &hit, nullptr), BatchCache::Outcome::kHit);
+  // A maker giving up with nobody waiting leaves nothing behind.
+  ASSERT_EQ(cache.Lookup("j", &hit, nullptr), BatchCache::Outcome::kMake);
+  cache.Finish("j", nullptr);
+  EXPECT_EQ(cache.Lookup("j", &hit, nullptr), BatchCache::Outcome::kMake);
 }
 
 TEST(BatchCacheTest, FailedBatchesReachWaitersButAreNotKept) {

@@ -165,8 +165,7 @@ bool BatchSession::TryShared(const std::shared_ptr<Job>& job, const v1::BatchReq
   FinishedBatch hit;
   // Called by the maker's worker once its batch is done (or given up).
   auto waiter = [this, job](const FinishedBatch* made) {
-    if (made == nullptr) {  // the maker was cancelled: make it here, as its own maker
-      job->cache_key.clear();
+    if (made == nullptr) {  // the maker was cancelled: this session makes it (Complete finishes the key)
       return Make(job);
     }
     FinishedBatch copy = *made;  // the buffer is shared, never written again
@@ -603,9 +602,9 @@ absl::Status CheckJob(const v1::SessionConfig& config, double max_weight) {
     }
   }
   const double w = config.weight();
-  if (!(w >= 0) || w > max_weight) {  // NaN fails the first test
-    return absl::InvalidArgumentError(absl::StrCat("weight = ", w, "; allowed: 0 (means 1) or more than 0 up to ",
-                                                   max_weight, " (stoker-server --max-job-weight)"));
+  if (w != 0 && !(w >= kMinJobWeight && w <= max_weight)) {  // NaN fails too
+    return absl::InvalidArgumentError(absl::StrCat("weight = ", w, "; allowed: 0 (means 1) or ", kMinJobWeight,
+                                                   " up to ", max_weight, " (stoker-server --max-job-weight)"));
   }
   return absl::OkStatus();
 }
@@ -699,7 +698,7 @@ void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::fu
       return done(ticket.status());
     }
     SessionPlace place;
-    place.share = pool_.Join(config.job(), config.weight() > 0 ? config.weight() : 1.0);
+    place.share = pool_.Join(config.job().empty() ? "unnamed" : config.job(), config.weight() > 0 ? config.weight() : 1.0);
     place.ticket = *std::move(ticket);
     place.cache = batch_cache_.get();
     done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,

@@ -77,6 +77,9 @@ struct SessionPlace {
   BatchCache* cache = nullptr;
 };
 
+// The smallest SessionConfig.weight besides 0 (which means 1).
+inline constexpr double kMinJobWeight = 0.01;
+
 // OK, or INVALID_ARGUMENT naming SessionConfig.job or .weight and what is
 // allowed.
 absl::Status CheckJob(const v1::SessionConfig& config, double max_weight);

@@ -37,6 +37,9 @@ std::unique_ptr<WorkerPool::Share> WorkerPool::Join(const std::string& name, dou
   ShareState& s = shares_[name];
   ++s.members;
   if (weight > 0) s.weight = weight;
+  // A newcomer's first tasks are charged the pool's recent mean, not
+  // nothing, so that the workers do not all pick it at once.
+  if (s.mean_cost == 0) s.mean_cost = pool_mean_cost_;
   return std::unique_ptr<Share>(new Share(this, name));
 }
 
@@ -123,6 +126,7 @@ void WorkerPool::Run() {
       --s.running;
       s.vtime += (seconds - charged) / s.weight;
       s.mean_cost = s.mean_cost == 0 ? seconds : (1 - kCostSmoothing) * s.mean_cost + kCostSmoothing * seconds;
+      pool_mean_cost_ = (1 - kCostSmoothing) * pool_mean_cost_ + kCostSmoothing * seconds;
       s.worker_seconds += seconds;
       MaybeEraseLocked(it);
     }

@@ -57,7 +57,8 @@ class WorkerPool {
     const std::string name_;
   };
   // Joins (or creates) the share `name`; `weight` > 0 becomes the share's
-  // weight (the latest join sets it).
+  // weight (the latest join sets it). Callers bound weights (the server takes
+  // 0.01 up to --max-job-weight).
   std::unique_ptr<Share> Join(const std::string& name, double weight);
 
   // A task of `share` (null: the pool's default share, weight 1).
@@ -94,6 +95,7 @@ class WorkerPool {
   std::map<std::string, ShareState> shares_ ABSL_GUARDED_BY(mu_);
   int queued_ ABSL_GUARDED_BY(mu_) = 0;
   double last_vtime_ ABSL_GUARDED_BY(mu_) = 0;  // the virtual time of the last task started
+  double pool_mean_cost_ ABSL_GUARDED_BY(mu_) = 0;  // recent seconds per task over all shares
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // constant after construction
 };
