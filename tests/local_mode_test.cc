@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testdata/drain_epoch.h"
 #include "tests/testdata/image_set.h"
+#include "tests/testdata/server_process.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/temp_dir.h"
 
@@ -24,21 +25,11 @@ using ::stoker::testing::TempDir;
 constexpr int kClasses = 3, kPerClass = 12, kSamples = kClasses * kPerClass;
 constexpr char kPipeline[] = "random_resized_crop(32), random_horizontal_flip(0.5)";
 
-struct RunningServer {
-  std::unique_ptr<Subprocess> process;
-  std::string address;
-};
+using ::stoker::testing::RunningServer;
 
 RunningServer StartServer(const std::filesystem::path& root, int delay_ms = 0) {
-  auto p = Subprocess::Start({STOKER_SERVER_BIN, "--host=127.0.0.1", "--port=0", "--metrics-port=-1",
-                              "--data-root=" + root.string(), "--workers=1",
-                              absl::StrCat("--test-sample-delay-ms=", delay_ms)});
-  EXPECT_TRUE(p.ok()) << p.status();
-  auto line = (*p)->WaitForLine("listening on", absl::Seconds(20));
-  EXPECT_TRUE(line.ok()) << line.status();
-  auto port = testing::PortFromLine(*line);
-  EXPECT_TRUE(port.ok()) << port.status();
-  return {*std::move(p), absl::StrCat("127.0.0.1:", *port)};
+  return testing::StartServerProcess(STOKER_SERVER_BIN, root,
+                                     {"--workers=1", absl::StrCat("--test-sample-delay-ms=", delay_ms)});
 }
 
 struct BenchRun {

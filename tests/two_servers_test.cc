@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testdata/drain_epoch.h"
 #include "tests/testdata/image_set.h"
+#include "tests/testdata/server_process.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/tar_writer.h"
 #include "tests/testdata/temp_dir.h"
@@ -37,21 +38,12 @@ using ::stoker::testing::TempDir;
 
 constexpr int kClasses = 3, kPerClass = 10, kSamples = kClasses * kPerClass;
 
-struct RunningServer {
-  std::unique_ptr<Subprocess> process;
-  std::string address;
-};
+using ::stoker::testing::RunningServer;
 
 RunningServer StartServer(const std::filesystem::path& root, int workers, double grace_seconds = 10) {
-  auto p = Subprocess::Start({STOKER_SERVER_BIN, "--host=127.0.0.1", "--port=0", "--metrics-port=-1",
-                              "--data-root=" + root.string(), absl::StrCat("--workers=", workers),
-                              absl::StrCat("--shutdown-grace-seconds=", grace_seconds)});
-  EXPECT_TRUE(p.ok()) << p.status();
-  auto line = (*p)->WaitForLine("listening on", absl::Seconds(20));
-  EXPECT_TRUE(line.ok()) << line.status();
-  auto port = testing::PortFromLine(*line);
-  EXPECT_TRUE(port.ok()) << port.status();
-  return {*std::move(p), absl::StrCat("127.0.0.1:", *port)};
+  return testing::StartServerProcess(STOKER_SERVER_BIN, root,
+                                     {absl::StrCat("--workers=", workers),
+                                      absl::StrCat("--shutdown-grace-seconds=", grace_seconds)});
 }
 
 class TwoServersTest : public ::testing::Test {
