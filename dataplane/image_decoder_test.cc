@@ -259,3 +259,29 @@ TEST(ImageDecoderTest, PixelLimitIsCheckedFromTheHeader) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// Found by the fuzzer: bytes our PNM probe took for a header ("P3" with no
+// whitespace after it) but OpenCV did not, so OpenCV chose its DICOM reader
+// ("DICM" at offset 128), which aborted the process.
+TEST(ImageDecoderTest, NearPnmBytesWithADicomMarkerAreRefusedNotDecoded) {
+  std::string bytes = "P3022#33\n";
+  bytes += std::string(8, '\xff');
+  bytes += std::string(128 - bytes.size(), '\0');
+  bytes += "DICM33=";
+  EXPECT_FALSE(ProbeImage(bytes).ok()) << "P3 must be followed by whitespace";
+  EXPECT_FALSE(DecodeImage(bytes, CropBox{}, 8, 1'000'000).ok());
+  // A well-formed PNM header with a DICOM marker does not reach OpenCV either.
+  std::string pnm = "P5 4 4 255\n";
+  pnm += std::string(128 - pnm.size(), '\x10');
+  pnm += "DICM";
+  pnm += std::string(16, '\x10');
+  auto refused = DecodeImage(pnm, CropBox{}, 8, 1'000'000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("DICOM"), std::string::npos) << refused.status();
+}
+
+}  // namespace
+}  // namespace stoker

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+
 namespace stoker {
 namespace {
 
@@ -57,7 +59,12 @@ std::optional<HeaderSize> ReadBmpHeader(absl::string_view bytes) {
 }
 
 std::optional<HeaderSize> ReadPnmHeader(absl::string_view bytes) {
-  if (bytes.size() < 3 || bytes[0] != 'P' || bytes[1] < '1' || bytes[1] > '7') return std::nullopt;
+  // "P1".."P7" and whitespace, as the format requires (and OpenCV's reader
+  // checks: without it OpenCV looks for another decoder for the bytes).
+  if (bytes.size() < 3 || bytes[0] != 'P' || bytes[1] < '1' || bytes[1] > '7' ||
+      !absl::ascii_isspace(static_cast<unsigned char>(bytes[2]))) {
+    return std::nullopt;
+  }
   size_t pos = 2;
   if (bytes[1] != '7') {
     const auto w = NextNumber(bytes, &pos);
