@@ -59,6 +59,15 @@ while read -r src; do
   [ -e "$root/$src" ] || missing="$missing $src"
 done < <(sed -n 's/^COPY \([^-][^ ]*\) .*/\1/p' "$file")
 [ -z "$missing" ] && ok "every COPY source exists" || fail "COPY sources missing:$missing"
+# Every source folder the top-level CMakeLists adds is copied into the build
+# stage (python/ is off there): a new folder is not forgotten.
+uncopied=
+for dir in $(sed -n 's/^ *add_subdirectory(\([a-z_]*\).*/\1/p' "$root/CMakeLists.txt" | sort -u); do
+  [ "$dir" = python ] && continue
+  grep -q "^COPY $dir/ " "$file" || uncopied="$uncopied $dir"
+done
+[ -z "$uncopied" ] && ok "every source folder CMake adds is copied into the build stage" \
+  || fail "source folders not copied into the build stage:$uncopied"
 entry=$(sed -n 's/^ENTRYPOINT \["\/usr\/local\/bin\/\([^"]*\)"\]$/\1/p' "$file")
 grep -q "/$entry\b" "$root/deploy/container/collect.sh" && ok "ENTRYPOINT $entry is installed by collect.sh" \
   || fail "ENTRYPOINT '$entry' is not among collect.sh's binaries"
