@@ -82,15 +82,12 @@ int64_t BatchScheduler::ArmedSeq(int64_t epoch, int64_t batch) const {
   return Seq(epoch, batch);
 }
 
-int BatchScheduler::WindowOf(const std::string& address) const {
+SchedulerOptions::Limits BatchScheduler::LimitsOf(const std::string& address) const {
   auto it = options_.producer_limits.find(address);
-  return std::max(1, it == options_.producer_limits.end() ? options_.window : it->second.window);
-}
-
-size_t BatchScheduler::LanesOf(const std::string& address) const {
-  auto it = options_.producer_limits.find(address);
-  return static_cast<size_t>(
-      std::max(1, it == options_.producer_limits.end() ? options_.streams_per_server : it->second.lanes));
+  SchedulerOptions::Limits l = it != options_.producer_limits.end()
+                                   ? it->second
+                                   : SchedulerOptions::Limits{options_.window, options_.streams_per_server};
+  return {std::max(1, l.window), std::max(1, l.lanes)};
 }
 
 uint64_t BatchScheduler::NextJitter() {  // SplitMix64
@@ -105,7 +102,7 @@ std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::str
   for (auto& [address, server] : servers_) server.member = false;
   for (const std::string& a : addresses) servers_[a].member = true;
   for (auto& [address, server] : servers_) {
-    const size_t lanes = LanesOf(address);
+    const size_t lanes = static_cast<size_t>(LimitsOf(address).lanes);
     if (!server.member) {
       if (meter_) meter_->demand().ForgetServer(address);
       for (StreamId id : server.live) {
@@ -320,7 +317,7 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
       // its other lanes: a failed lane's batches go to other servers.
       if (now < server.retry_at) continue;
       const int64_t load = Outstanding(server);
-      if (load >= WindowOf(address)) continue;
+      if (load >= LimitsOf(address).window) continue;
       for (StreamId id : server.live) {
         Stream& s = streams_.at(id);
         if (s.retired || s.draining || s.half_closed) continue;

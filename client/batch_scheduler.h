@@ -242,8 +242,9 @@ class BatchScheduler {
   bool CurrentUnderWay() const;
   // Batches requested from a server, over its live streams.
   int64_t Outstanding(const Server& server) const;
-  int WindowOf(const std::string& address) const;
-  size_t LanesOf(const std::string& address) const;
+  // The window and lanes of `address` (producer_limits, else the servers'),
+  // each at least 1.
+  SchedulerOptions::Limits LimitsOf(const std::string& address) const;
   void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
               int64_t failed_seq = -1);
   void MaybeHalfClose(StreamId id);

@@ -7,12 +7,11 @@
 #include <cstdlib>
 #include <thread>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/epoch_run.h"
 #include "common/epoch_plan.h"
+#include "common/job_name.h"
 #include "common/pipeline_text.h"
 #include "common/stream_trailers.h"
 #include "glog/logging.h"
@@ -35,9 +34,9 @@ std::string DefaultJobName() {
     name = absl::StrCat(host, ":", getpid());
   }
   for (char& c : name) {  // as SessionConfig.job allows
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && !absl::StrContains("._:/@+-", c)) c = '-';
+    if (!IsJobNameChar(c)) c = '-';
   }
-  return name.substr(0, 128);
+  return name.substr(0, kMaxJobNameLength);
 }
 
 StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)

@@ -5,11 +5,10 @@
 #include <mutex>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/await.h"
+#include "common/job_name.h"
 #include "common/rng.h"
 #include "glog/logging.h"
 #include "common/epoch_plan.h"
@@ -590,15 +589,15 @@ DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
 
 absl::Status CheckJob(const v1::SessionConfig& config, double max_weight) {
   const std::string& job = config.job();
-  if (job.size() > 128) {
-    return absl::InvalidArgumentError(absl::StrCat("job name of ", job.size(), " characters; at most 128"));
+  if (job.size() > kMaxJobNameLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job name of ", job.size(), " characters; at most ", kMaxJobNameLength));
   }
   for (char c : job) {
-    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) || absl::StrContains("._:/@+-", c);
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job name '", absl::CHexEscape(job), "' has '", absl::CHexEscape(std::string(1, c)),
-                       "'; allowed: letters, digits and ._:/@+-"));
+    if (!IsJobNameChar(c)) {
+      return absl::InvalidArgumentError(absl::StrCat("job name '", absl::CHexEscape(job), "' has '",
+                                                     absl::CHexEscape(std::string(1, c)),
+                                                     "'; allowed: letters, digits and ", kJobNamePunctuation));
     }
   }
   const double w = config.weight();

@@ -20,12 +20,13 @@ Prints a table and writes BUILD_DIR/sharing_bench.json.
 """
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from logwait import wait_for  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1])
 PHOTOS = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else ".bench/photos-1000")
@@ -43,14 +44,11 @@ def start_server(work, name, *extra):
     log = f"{work}/{name}.log"
     p = subprocess.Popen([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=-1", "--workers=1", *extra],
                          stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    for _ in range(400):
-        m = re.search(r"listening on [\d.]+:(\d+)", open(log).read())
-        if m:
-            return p, f"127.0.0.1:{m.group(1)}"
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise SystemExit(f"server did not start: {open(log).read()[-1000:]}")
+    m = wait_for(log, r"listening on [\d.]+:(\d+)", 20)
+    if not m:
+        p.kill()
+        raise SystemExit(f"server did not start: {open(log).read()[-1000:]}")
+    return p, f"127.0.0.1:{m.group(1)}"
 
 
 def bench_cmd(work, name, *args):
