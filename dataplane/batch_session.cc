@@ -195,8 +195,9 @@ bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
     if (cached_samples_ != job->header.sample_indices_size()) return false;
     job->data = std::const_pointer_cast<std::string>(cached_data_);  // shared, never written again
   }
-  // Runs on the worker pool like a real batch, so callers see one threading model.
-  pool_->Schedule([this, job] { Complete(job); });
+  // Runs on the worker pool like a real batch, so callers see one threading
+  // model; charged to this job's share, as a shared-cache hit is.
+  pool_->Schedule(place_.share.get(), [this, job] { Complete(job); });
   return true;
 }
 
