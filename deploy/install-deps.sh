@@ -17,6 +17,9 @@ PACKAGES=(
   libarchive-dev libzstd-dev liblz4-dev
   # tests and benchmarks: GoogleTest, promtool/prometheus, iperf3, curl
   libgtest-dev libgmock-dev prometheus iperf3 curl
+  # TLS: OpenSSL checks certificate files and hashes tokens; the openssl tool
+  # makes the tests' certificates and inspects what the server presents
+  libssl-dev openssl
   # other tools read materialised shards in tests: xxhsum, zstd, lz4, tar
   xxhash zstd lz4 tar
   # the Python package: headers and venv to build it (its build tools come
