@@ -12,7 +12,8 @@ std::string HostPort(const std::string& host, int port) {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry) {
+    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
+    std::shared_ptr<SecretSet> basic_auth) {
   const std::string address = HostPort(host, port);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
@@ -22,11 +23,17 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
         absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
   }
   exposer->RegisterCollectable(registry);
+  if (basic_auth) {
+    SecretSet* pairs = basic_auth.get();
+    exposer->RegisterAuth([pairs](const std::string& user, const std::string& password) {
+      return pairs->Contains(user + ":" + password);
+    }, "stoker metrics");
+  }
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (ports.empty()) {
     return absl::UnavailableError(absl::StrCat("metrics endpoint on ", address, " has no port"));
   }
-  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(exposer), ports[0]));
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(exposer), ports[0], std::move(basic_auth)));
 }
 
 prometheus::Histogram::BucketBoundaries DurationBuckets() {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/secret_set.h"
 #include "prometheus/exposer.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -22,15 +23,18 @@ std::string HostPort(const std::string& host, int port);
 class MetricsEndpoint {
  public:
   // Binds host:port (port 0 picks a free one) and serves `registry`.
-  // UNAVAILABLE if the address cannot be bound.
+  // UNAVAILABLE if the address cannot be bound. With `basic_auth` (accepted
+  // "user:password" pairs), scrapes need HTTP basic auth with one of them.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry);
+      const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
+      std::shared_ptr<SecretSet> basic_auth = nullptr);
 
   int port() const { return port_; }
 
  private:
-  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int port)
-      : exposer_(std::move(exposer)), port_(port) {}
+  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int port, std::shared_ptr<SecretSet> basic_auth)
+      : basic_auth_(std::move(basic_auth)), exposer_(std::move(exposer)), port_(port) {}
+  std::shared_ptr<SecretSet> basic_auth_;  // outlives the exposer, whose handler uses it
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_;
 };

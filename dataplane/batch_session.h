@@ -51,8 +51,10 @@ struct CoreConfig {
   // Bytes of batches in flight (accepted and not yet written) over all
   // streams; <= 0: half the machine's memory.
   int64_t max_inflight_bytes = 0;
-  // Batches in flight per stream.
+  // Batches in flight per stream, and their bytes (one client cannot take the
+  // whole in-flight budget by asking for many large batches on one stream).
   int max_outstanding_batches = 64;
+  int64_t max_stream_bytes = int64_t{1} << 30;
   // Sessions may ask for the diagnostic cache modes (CacheMode in
   // stoker.proto); false refuses them with FAILED_PRECONDITION.
   bool allow_cache_modes = true;
@@ -233,6 +235,7 @@ class DataServiceCore {
   MemoryBudget& budget() { return budget_; }
   int max_outstanding_batches() const { return config_.max_outstanding_batches; }
   int64_t chunk_bytes() const { return config_.chunk_bytes; }
+  int64_t max_stream_bytes() const { return config_.max_stream_bytes; }
   int workers() const { return pool_.num_threads(); }
 
  private:

@@ -56,11 +56,13 @@ namespace {
 // the state returns finish only once no worker callback is pending.
 class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  BatchStreamReactor(grpc::CallbackServerContext* context, DataServiceCore* core, StreamRegistry* registry)
+  BatchStreamReactor(grpc::CallbackServerContext* context, DataServiceCore* core, StreamRegistry* registry,
+                     std::unique_ptr<ClientStreams::Ticket> client_place)
       : context_(context),
         core_(core),
         registry_(registry),
-        state_(StreamLimits{core->max_outstanding_batches(), core->chunk_bytes()}, &core->budget(), &core->metrics(),
+        client_place_(std::move(client_place)),
+        state_(StreamLimits{core->max_outstanding_batches(), core->chunk_bytes(), core->max_stream_bytes()}, &core->budget(), &core->metrics(),
                [this](StreamAction a) { Act(std::move(a)); }) {
     core_->metrics().streams->Increment();
     registry_->Add(this);
@@ -126,16 +128,32 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   grpc::CallbackServerContext* const context_;
   DataServiceCore* const core_;
   StreamRegistry* const registry_;
+  const std::unique_ptr<ClientStreams::Ticket> client_place_;  // null without a gate; given back with the reactor
   grpc::ByteBuffer request_buffer_;  // one read in flight at a time
   grpc::ByteBuffer write_buffer_;    // one write in flight at a time
   StreamState state_;
+};
+
+// A BatchStream refused before it started (no valid token, or the client's
+// streams are all taken): finishes at once, reads nothing.
+class RefusedStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RefusedStreamReactor(grpc::CallbackServerContext* context, const absl::Status& status) {
+    if (status.code() == absl::StatusCode::kResourceExhausted) {  // a limit: the client waits and asks again
+      context->AddTrailingMetadata(kSessionRefusedTrailer, "1");
+      context->AddTrailingMetadata(kRetryAfterTrailer, std::to_string(absl::ToInt64Milliseconds(kFullRetryAfter)));
+    }
+    Finish(ToGrpcStatus(status));
+  }
+  void OnDone() override { delete this; }
 };
 
 }  // namespace
 
 void StreamRegistry::DrainOne(BatchStreamReactor* r) { r->Drain(); }
 
-DataServiceImpl::DataServiceImpl(DataServiceCore* core) : core_(core), streams_(std::make_unique<StreamRegistry>()) {}
+DataServiceImpl::DataServiceImpl(DataServiceCore* core, CallGate* gate)
+    : core_(core), gate_(gate), streams_(std::make_unique<StreamRegistry>()) {}
 
 DataServiceImpl::~DataServiceImpl() = default;
 
@@ -145,6 +163,12 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
                                                        const v1::OpenSessionRequest* request,
                                                        v1::OpenSessionResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (gate_) {
+    if (absl::Status auth = gate_->Authenticate(*context); !auth.ok()) {
+      reactor->Finish(ToGrpcStatus(auth));
+      return reactor;
+    }
+  }
   // Wait for a scan at most half of what the client allows (and 2 s), so that
   // it hears "still being opened" and asks again rather than timing out.
   const absl::Duration left = absl::FromChrono(context->deadline()) - absl::Now();
@@ -167,7 +191,18 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DataServiceImpl::BatchStream(
     grpc::CallbackServerContext* context) {
-  return new BatchStreamReactor(context, core_, streams_.get());
+  std::unique_ptr<ClientStreams::Ticket> place;
+  if (gate_) {
+    absl::Status auth = gate_->Authenticate(*context);
+    if (!auth.ok()) return new RefusedStreamReactor(context, auth);
+    absl::StatusOr<std::unique_ptr<ClientStreams::Ticket>> admitted = gate_->AdmitStream(*context);
+    if (!admitted.ok()) {
+      core_->metrics().full_refusals->Increment();
+      return new RefusedStreamReactor(context, admitted.status());
+    }
+    place = *std::move(admitted);
+  }
+  return new BatchStreamReactor(context, core_, streams_.get(), std::move(place));
 }
 
 }  // namespace stoker

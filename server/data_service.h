@@ -8,6 +8,7 @@
 
 #include "proto/stoker/v1/stoker.grpc.pb.h"
 #include "dataplane/batch_session.h"
+#include "server/server_security.h"
 
 namespace stoker {
 
@@ -20,7 +21,9 @@ class DataServiceImpl final
     : public v1::DataService::WithCallbackMethod_OpenSession<
           v1::DataService::WithRawCallbackMethod_BatchStream<v1::DataService::Service>> {
  public:
-  explicit DataServiceImpl(DataServiceCore* core);
+  // `gate` (nullable: every call admitted) checks tokens and per-client
+  // stream limits before a call reaches the core; both must outlive this.
+  DataServiceImpl(DataServiceCore* core, CallGate* gate);
   ~DataServiceImpl() override;
 
   // Tells every open stream that the server is shutting down: each sends its
@@ -35,6 +38,7 @@ class DataServiceImpl final
 
  private:
   DataServiceCore* const core_;
+  CallGate* const gate_;
   std::unique_ptr<StreamRegistry> streams_;
 };
 

@@ -17,11 +17,33 @@
 #include "dataplane/server_metrics.h"
 #include "server/stoker_server.h"
 
-ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC (and metrics)");
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC (and metrics, unless --metrics-host)");
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (the bound port is printed)");
 ABSL_FLAG(std::string, data_root, ".", "Directory holding the datasets; sessions name a dataset relative to it");
 ABSL_FLAG(int, workers, 0, "Worker threads that read, decode and augment; 0 means one per CPU core");
 ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
+ABSL_FLAG(std::string, metrics_host, "",
+          "Address the metrics endpoint listens on (e.g. 127.0.0.1 to keep it on the node); empty: --host");
+ABSL_FLAG(std::string, metrics_basic_auth_file, "",
+          "File of accepted user:password pairs, one per line (>= 16 characters each); scrapes then need HTTP "
+          "basic auth with one of them; re-read when it changes; empty: no auth");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain the server presents (with --tls-key): clients must then use TLS; re-read when "
+          "the file changes (--tls-reload-seconds); empty: plain text");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert (unencrypted)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM bundle of CAs whose client certificates are accepted: mutual TLS, every client must present one "
+          "(needs --tls-cert); empty: clients are not asked for a certificate");
+ABSL_FLAG(int, tls_reload_seconds, 60, "Seconds between checks of the TLS files for a new certificate, key or CA");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File of accepted bearer tokens, one per line (>= 16 characters; '#' comments); every DataService call "
+          "must carry one (health checks need none); re-read when it changes, so tokens rotate without a restart");
+ABSL_FLAG(int, max_streams_per_client, 0,
+          "Streams one client may hold open at once (a client is its certificate subject under mutual TLS, else "
+          "its IP address); past it a stream gets RESOURCE_EXHAUSTED with a retry hint; 0: no limit");
+ABSL_FLAG(int64_t, max_stream_outstanding_bytes, int64_t{1} << 30,
+          "Bytes of batches one stream may have requested and not yet received; past it the request is refused "
+          "with RESOURCE_EXHAUSTED; 0: no bound but --max-inflight-bytes");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "Largest image decoded, in pixels (width x height), checked from the header; larger ones fail as too_large");
 ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20,
@@ -108,14 +130,37 @@ int main(int argc, char** argv) {
   config.core.sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
   config.core.test_read_bytes_per_second = absl::GetFlag(FLAGS_test_read_bytes_per_second);
   config.core.chunk_bytes = int64_t{std::max(1, absl::GetFlag(FLAGS_chunk_kib))} * 1024;
+  config.core.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_outstanding_bytes);
+  if (config.core.max_stream_bytes < 0) {
+    LOG(ERROR) << "--max-stream-outstanding-bytes must be >= 0";
+    return 2;
+  }
+  config.security.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  config.security.tls_key = absl::GetFlag(FLAGS_tls_key);
+  config.security.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  config.security.tls_reload = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_tls_reload_seconds)));
+  config.security.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  config.security.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
   if (!std::filesystem::is_directory(config.core.data_root)) {
     LOG(ERROR) << "--data-root " << config.core.data_root << " is not a directory";
     return 2;
   }
 
   std::unique_ptr<stoker::MetricsEndpoint> metrics_endpoint;
+  const std::string metrics_host =
+      absl::GetFlag(FLAGS_metrics_host).empty() ? config.host : absl::GetFlag(FLAGS_metrics_host);
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    auto endpoint = stoker::MetricsEndpoint::Start(config.host, absl::GetFlag(FLAGS_metrics_port), registry);
+    std::shared_ptr<stoker::SecretSet> basic_auth;
+    if (!absl::GetFlag(FLAGS_metrics_basic_auth_file).empty()) {
+      auto pairs = stoker::SecretSet::Load(absl::GetFlag(FLAGS_metrics_basic_auth_file));
+      if (!pairs.ok()) {
+        LOG(ERROR) << "--metrics-basic-auth-file: " << pairs.status().message();
+        return 2;
+      }
+      basic_auth = *std::move(pairs);
+    }
+    auto endpoint = stoker::MetricsEndpoint::Start(metrics_host, absl::GetFlag(FLAGS_metrics_port), registry,
+                                                   std::move(basic_auth));
     if (!endpoint.ok()) {
       LOG(ERROR) << endpoint.status();
       return 1;
@@ -125,11 +170,14 @@ int main(int argc, char** argv) {
   auto server = stoker::StokerServer::Start(config, &metrics);
   if (!server.ok()) {
     LOG(ERROR) << server.status();
-    return 1;
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (const std::string warning = stoker::ExposureWarning(config.host, config.security); !warning.empty()) {
+    LOG(WARNING) << warning;
   }
   // Machine-readable start-up lines (tests and scripts parse them).
   std::cout << "stoker-server listening on " << config.host << ":" << (*server)->port() << std::endl;
-  if (metrics_endpoint) std::cout << "stoker-server metrics on " << config.host << ":" << metrics_endpoint->port() << std::endl;
+  if (metrics_endpoint) std::cout << "stoker-server metrics on " << metrics_host << ":" << metrics_endpoint->port() << std::endl;
   LOG(INFO) << "serving " << config.core.data_root << " with " << config.core.workers << " workers";
 
   int signal = 0;

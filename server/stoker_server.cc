@@ -13,15 +13,22 @@ constexpr int kMaxRequestBytes = 4 << 20;
 constexpr int kMaxChunkMessageBytes = 64 << 20;
 
 absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Start(ServerConfig config, ServerMetrics* metrics) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(config.security);
+  if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<std::unique_ptr<CallGate>> gate = CallGate::Create(config.security);
+  if (!gate.ok()) return gate.status();
   std::unique_ptr<StokerServer> s(new StokerServer());
   s->core_ = std::make_unique<DataServiceCore>(config.core, metrics);
-  s->service_ = std::make_unique<DataServiceImpl>(s->core_.get());
+  s->gate_ = *std::move(gate);
+  s->service_ = std::make_unique<DataServiceImpl>(s->core_.get(), s->gate_.get());
 
+  // Health and reflection are not gated: probes carry no token, and
+  // reflection describes only the public API (stoker.proto), no dataset.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.host, ":", config.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(address, *credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.SetMaxSendMessageSize(kMaxChunkMessageBytes);

@@ -13,18 +13,21 @@
 #include "absl/time/time.h"
 #include "dataplane/batch_session.h"
 #include "server/data_service.h"
+#include "server/server_security.h"
 
 namespace stoker {
 
 struct ServerConfig {
   std::string host = "0.0.0.0";
   int port = 0;  // 0 picks a free port
+  ServerSecurityConfig security;
   CoreConfig core;
 };
 
 class StokerServer {
  public:
-  // Binds and starts serving. UNAVAILABLE when the address cannot be bound.
+  // Binds and starts serving. UNAVAILABLE when the address cannot be bound;
+  // INVALID_ARGUMENT naming the flag when the security files are unusable.
   // `metrics` must outlive the server.
   static absl::StatusOr<std::unique_ptr<StokerServer>> Start(ServerConfig config, ServerMetrics* metrics);
   ~StokerServer();
@@ -40,6 +43,7 @@ class StokerServer {
   StokerServer() = default;
 
   std::unique_ptr<DataServiceCore> core_;
+  std::unique_ptr<CallGate> gate_;
   std::unique_ptr<DataServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -86,6 +86,12 @@ absl::Status StreamState::Accept(const v1::BatchRequest& request, int64_t bytes)
         absl::StrCat("more than ", limits_.max_outstanding_batches,
                      " batches requested and not yet sent on one stream (batch ", request.batch_index(), ")"));
   }
+  if (limits_.max_outstanding_bytes > 0 && held_bytes_ + bytes > limits_.max_outstanding_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "batch ", request.batch_index(), " needs ", bytes, " bytes and this stream already has ", held_bytes_,
+        " requested and not yet sent; one stream may have at most ", limits_.max_outstanding_bytes,
+        " (--max-stream-outstanding-bytes): ask for fewer or smaller batches at once"));
+  }
   if (!budget_->TryAcquire(bytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "batch ", request.batch_index(), " needs ", bytes, " bytes; the server's budget for batches in flight (",

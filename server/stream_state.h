@@ -63,6 +63,8 @@ struct StreamLimits {
   // Batches accepted and not yet fully written, per stream.
   int max_outstanding_batches = 64;
   int64_t chunk_bytes = int64_t{4} << 20;
+  // Bytes of those batches (--max-stream-outstanding-bytes); <= 0: no bound.
+  int64_t max_outstanding_bytes = 0;
 };
 
 class StreamState {

@@ -73,10 +73,10 @@ v1::StreamRequest Config() {
 
 // A stream with its session open, recording what the worker path asks for.
 struct Harness {
-  explicit Harness(int64_t budget_bytes = 1 << 20, int max_outstanding = 64)
+  explicit Harness(int64_t budget_bytes = 1 << 20, int max_outstanding = 64, int64_t max_stream_bytes = 0)
       : metrics(registry),
         budget(budget_bytes),
-        state(StreamLimits{max_outstanding, /*chunk_bytes=*/64}, &budget, &metrics, [this](StreamAction a) {
+        state(StreamLimits{max_outstanding, /*chunk_bytes=*/64, max_stream_bytes}, &budget, &metrics, [this](StreamAction a) {
           absl::MutexLock lock(&mu);
           acted.push_back(std::move(a));
         }) {}
@@ -184,6 +184,30 @@ TEST(StreamStateTest, UnsentBatchesCountAgainstTheStreamLimit) {
   StreamAction end = h.state.OnWriteDone(false);
   ASSERT_TRUE(end.finish.has_value());
   EXPECT_EQ(end.finish->code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(h.budget.used(), 0);
+}
+
+// Issue 16: one stream's bytes are bounded below the server-wide budget, so a
+// single client cannot take all of it.
+TEST(StreamStateTest, PerStreamByteBoundRefusesPastItWhileTheServerBudgetHasRoom) {
+  Harness h(/*budget_bytes=*/1 << 20, /*max_outstanding=*/64, /*max_stream_bytes=*/2 * 2 * kSampleBytes);
+  h.Open();
+  for (int b = 0; b < 2; ++b) ASSERT_TRUE(h.state.OnRequest(Batch(b)).read);
+  StreamAction refused = h.state.OnRequest(Batch(2));
+  EXPECT_FALSE(refused.read);
+  EXPECT_EQ(h.session->submits(), 2);
+  EXPECT_EQ(h.budget.used(), 400);  // the refused batch took nothing
+  EXPECT_FALSE(h.state.OnCancel().finish.has_value());
+  std::optional<absl::Status> finish;
+  for (int b = 0; b < 2; ++b) {
+    h.session->Finish(b);
+    for (StreamAction& a : h.TakeActed()) {
+      if (a.finish) finish = a.finish;
+    }
+  }
+  ASSERT_TRUE(finish.has_value());
+  EXPECT_EQ(finish->code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(finish->message().find("--max-stream-outstanding-bytes"), std::string::npos) << *finish;
   EXPECT_EQ(h.budget.used(), 0);
 }
 
