@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/security_flags.h"
 #include "client/batch_timeline.h"
 #include "client/device_stager.h"
 #include "client/run_stats.h"
@@ -97,6 +98,7 @@ std::string Hash(const HostBuffer& data) {
 absl::StatusOr<ClientConfig> ConfigFromFlags() {
   ClientConfig c;
   c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
+  c.security = stoker::SecurityFromFlags();
   c.session.set_job(absl::GetFlag(FLAGS_job));
   c.session.set_weight(absl::GetFlag(FLAGS_weight));
   c.local_workers = absl::GetFlag(FLAGS_local_workers);

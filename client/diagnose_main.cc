@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/security_flags.h"
 #include "client/device_stager.h"
 #include "client/ladder.h"
 #include "client/stoker_client.h"
@@ -69,6 +70,7 @@ absl::StatusOr<double> RunThroughServers(const ClientConfig& base, v1::CacheMode
 int Run() {
   ClientConfig c;
   c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
+  c.security = stoker::SecurityFromFlags();
   if (c.servers.empty() || absl::GetFlag(FLAGS_dataset).empty()) {
     std::fprintf(stderr, "stoker-diagnose: --servers and --dataset are required\n");
     return 2;

@@ -69,6 +69,7 @@ class EpochRun::GrpcStream final : public EpochRun::Stream,
                    [run, id](const v1::BatchHeader& h) { return run->CheckHeader(id, h); }),
         stub_(std::move(channel)) {
     context_.set_deadline(absl::ToChronoTime(absl::Now() + run->options_.stream_timeout));
+    run->servers_->Authorize(&context_);
     // The config is the first write, in flight from the start: a request the
     // scheduler sends before Start() queues behind it instead of racing it.
     current_ = std::move(config);

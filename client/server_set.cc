@@ -48,9 +48,12 @@ absl::StatusOr<std::vector<std::string>> ResolveHost(const std::string& host, co
 }
 
 absl::StatusOr<std::unique_ptr<ServerSet>> ServerSet::Create(const std::vector<std::string>& targets,
-                                                             absl::Duration resolve_interval) {
+                                                             absl::Duration resolve_interval,
+                                                             PreparedSecurity security) {
   if (targets.empty()) return absl::InvalidArgumentError("no servers given");
   std::unique_ptr<ServerSet> set(new ServerSet());
+  if (!security.credentials) security.credentials = grpc::InsecureChannelCredentials();
+  set->security_ = std::move(security);
   set->description_ = absl::StrJoin(targets, ",");
   set->resolve_interval_ = resolve_interval;
   if (targets.size() == 1 && absl::StartsWith(targets[0], kDnsScheme)) {
@@ -61,6 +64,8 @@ absl::StatusOr<std::unique_ptr<ServerSet>> ServerSet::Create(const std::vector<s
     }
     set->dns_host_ = rest.substr(0, colon);
     set->dns_port_ = rest.substr(colon + 1);
+    // The channels dial resolved IPs: the certificate is for the name.
+    if (set->security_.server_name.empty()) set->security_.server_name = set->dns_host_;
     auto addresses = ResolveHost(set->dns_host_, set->dns_port_);
     if (!addresses.ok()) return addresses.status();
     {
@@ -131,7 +136,8 @@ std::shared_ptr<grpc::Channel> ServerSet::Channel(const std::string& address, in
   // Channels with the same target and arguments share one connection; the
   // lane number makes each lane's arguments, so its connection, its own.
   if (lane > 0) args.SetInt(kLaneArg, lane);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  security_.Apply(&args);
+  auto channel = grpc::CreateCustomChannel(address, security_.credentials, args);
   channels_.emplace(std::make_pair(address, lane), channel);
   return channel;
 }

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "client/channel_security.h"
 
 namespace stoker {
 
@@ -27,8 +28,11 @@ class ServerSet {
   // `targets`: host:port entries, or a single dns:///name:port. DNS names are
   // resolved now (INVALID_ARGUMENT if a target does not parse, UNAVAILABLE if
   // the name resolves to nothing) and then every `resolve_interval`.
+  // Channels use `security` (null credentials: plain text); under TLS a DNS
+  // name's addresses are checked against the name, not the IP.
   static absl::StatusOr<std::unique_ptr<ServerSet>> Create(const std::vector<std::string>& targets,
-                                                           absl::Duration resolve_interval);
+                                                           absl::Duration resolve_interval,
+                                                           PreparedSecurity security = {});
   ~ServerSet();
 
   // The current addresses (host:port), sorted.
@@ -38,6 +42,8 @@ class ServerSet {
   // connection's data on one thread at a time, so a client that opens
   // several streams to one server opens them on different lanes.
   std::shared_ptr<grpc::Channel> Channel(const std::string& address, int lane = 0);
+  // Adds the token (if any) to a call.
+  void Authorize(grpc::ClientContext* context) const { security_.Authorize(context); }
   // What the set was made from, for messages.
   const std::string& description() const { return description_; }
 
@@ -46,6 +52,7 @@ class ServerSet {
   void ResolveLoop();
 
   std::string description_;
+  PreparedSecurity security_;
   std::string dns_host_, dns_port_;  // empty for a fixed list
   absl::Duration resolve_interval_;
   absl::Notification stop_;

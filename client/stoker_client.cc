@@ -82,7 +82,9 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
     return client;
   }
-  auto servers = ServerSet::Create(c.servers, c.resolve_interval);
+  absl::StatusOr<PreparedSecurity> security = PrepareSecurity(c.security);
+  if (!security.ok()) return security.status();
+  auto servers = ServerSet::Create(c.servers, c.resolve_interval, *std::move(security));
   if (!servers.ok()) return servers.status();
   client->servers_ = *std::move(servers);
 
@@ -117,6 +119,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
       call.context = std::make_unique<grpc::ClientContext>();
       call.context->set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
       call.context->set_wait_for_ready(true);  // ride out a server that is still starting
+      client->servers_->Authorize(call.context.get());
       threads.emplace_back([&call, &request] {
         call.status = call.stub->OpenSession(call.context.get(), request, &call.response);
         const auto& trailers = call.context->GetServerTrailingMetadata();
@@ -179,8 +182,11 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     }
   }
   if (!have_dataset) {
-    return absl::UnavailableError(absl::StrCat("no data server answered within ", absl::FormatDuration(c.rpc_timeout),
-                                               ": ", absl::StrJoin(unreachable, ", ")));
+    return absl::UnavailableError(absl::StrCat(
+        "no data server answered within ", absl::FormatDuration(c.rpc_timeout), ": ", absl::StrJoin(unreachable, ", "),
+        c.security.tls_ca.empty() ? ""
+                                  : " (TLS is on: a failed handshake looks like this; check the CA bundle, the client "
+                                    "certificate and the server name; the server's log names the cause)"));
   }
   if (!unreachable.empty()) {
     LOG(WARNING) << "not answering yet (will be retried): " << absl::StrJoin(unreachable, ", ");

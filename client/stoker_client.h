@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/channel_security.h"
 #include "client/batch.h"
 #include "client/bottleneck.h"
 #include "client/client_metrics.h"
@@ -31,6 +32,8 @@ struct ClientConfig {
   // Empty: no remote servers (then local_workers must be >= 1).
   std::vector<std::string> servers;
   absl::Duration resolve_interval = absl::Seconds(5);
+  // TLS, client certificate and token for the servers (channel_security.h).
+  ChannelSecurity security;
   // Local mode: this many threads in this process read, decode and augment
   // too, as one more producer in the same pull scheduling (it takes a batch
   // when it has a free worker; see local_producer.h). 0: off. With no

@@ -1,5 +1,5 @@
 // Trailing metadata a data server sets when it ends a call with an error, so
-// that the client blames the right thing. Load-bearing: server and
+// that the client blames the right thing, and the token header. Load-bearing: server and
 // client of different versions must agree on these keys.
 #ifndef STOKER_COMMON_STREAM_TRAILERS_H_
 #define STOKER_COMMON_STREAM_TRAILERS_H_
@@ -23,6 +23,11 @@ inline constexpr char kRetryAfterTrailer[] = "stoker-retry-after-ms";
 // On an UNAVAILABLE OpenSession: the server is up and still scanning the
 // dataset; the client asks again (up to its open_timeout) instead of giving up.
 inline constexpr char kDatasetOpeningTrailer[] = "stoker-dataset-opening";
+
+// Where a client puts its token, on every DataService call:
+// "authorization: Bearer <token>".
+inline constexpr char kAuthorizationHeader[] = "authorization";
+inline constexpr char kBearerPrefix[] = "Bearer ";
 
 }  // namespace stoker
 

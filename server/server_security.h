@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/secret_set.h"
+#include "common/stream_trailers.h"
 #include "server/client_streams.h"
 
 namespace stoker {
@@ -70,10 +71,6 @@ class CallGate {
   const std::unique_ptr<SecretSet> tokens_;  // null: no token needed
   ClientStreams streams_;
 };
-
-// Where a client puts its token: "authorization: Bearer <token>" (load-bearing).
-inline constexpr char kAuthorizationHeader[] = "authorization";
-inline constexpr char kBearerPrefix[] = "Bearer ";
 
 }  // namespace stoker
 

@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "client/security_flags.h"
 #include "common/flag_names.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -55,7 +56,15 @@ int DecodeStatus(const std::string& bytes) {
 
 int Run() {
   const std::string addr = absl::GetFlag(FLAGS_addr);
-  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  // The health service needs no token; TLS, where the server uses it, does.
+  absl::StatusOr<PreparedSecurity> security = PrepareSecurity(SecurityFromFlags());
+  if (!security.ok()) {
+    std::fprintf(stderr, "stoker-health: %s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  grpc::ChannelArguments args;
+  security->Apply(&args);
+  auto channel = grpc::CreateCustomChannel(addr, security->credentials, args);
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds))));
