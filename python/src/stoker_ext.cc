@@ -77,6 +77,7 @@ struct Options {
   std::string data_root = ".";
   std::string job;
   double weight = 1;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name, auth_token_file;
   std::string dataset;
   std::string pipeline;
   int batch_size = 256;
@@ -120,6 +121,7 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.session.set_job(o.job);
   cc.session.set_weight(o.weight);
   cc.local_data_root = o.data_root;
+  cc.security = {o.tls_ca, o.tls_cert, o.tls_key, o.tls_server_name, o.auth_token_file};
   if (cc.servers.empty() && cc.local_workers == 0) {
     return absl::InvalidArgumentError(
         "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1 with data_root, or both");
@@ -311,6 +313,11 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("data_root", &Options::data_root)
       .def_rw("job", &Options::job)
       .def_rw("weight", &Options::weight)
+      .def_rw("tls_ca", &Options::tls_ca)
+      .def_rw("tls_cert", &Options::tls_cert)
+      .def_rw("tls_key", &Options::tls_key)
+      .def_rw("tls_server_name", &Options::tls_server_name)
+      .def_rw("auth_token_file", &Options::auth_token_file)
       .def_rw("dataset", &Options::dataset)
       .def_rw("pipeline", &Options::pipeline)
       .def_rw("batch_size", &Options::batch_size)

@@ -62,6 +62,12 @@ class Loader:
       dataset: a dataset name under the servers' --data-root.
       job, weight: the training job's name and weight; servers share their
         workers between jobs in proportion to weight (default: host:pid, 1).
+      tls_ca: PEM bundle of CAs the servers' certificates chain to; set:
+        connect with TLS. tls_cert, tls_key: a client certificate for servers
+        that require mutual TLS. tls_server_name: the name the servers'
+        certificate carries, when not the host in the address.
+      auth_token_file: file whose first line is the servers' bearer token;
+        None: $STOKER_AUTH_TOKEN if set (README "Security").
       pipeline: the servers' ops, e.g. "resize(256), center_crop(224)".
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
@@ -104,7 +110,8 @@ class Loader:
                  open_timeout=1800.0,
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
-                 metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, _test_h2d_delay_ms=0):
+                 metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, tls_ca=None, tls_cert=None, tls_key=None,
+                 tls_server_name=None, auth_token_file=None, _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -119,6 +126,11 @@ class Loader:
         o.data_root = os.fspath(data_root)
         o.job = job or ""
         o.weight = float(weight)
+        o.tls_ca = os.fspath(tls_ca or "")
+        o.tls_cert = os.fspath(tls_cert or "")
+        o.tls_key = os.fspath(tls_key or "")
+        o.tls_server_name = tls_server_name or ""
+        o.auth_token_file = os.fspath(auth_token_file or "")
         o.dataset = dataset or ""
         o.pipeline = pipeline
         o.batch_size = int(batch_size)
