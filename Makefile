@@ -109,6 +109,7 @@ bench: build
 	@tests/bench/materialize_pool_bench.sh $(BUILD_DIR)
 	@tests/bench/scale_servers.py $(BUILD_DIR)
 	@tests/bench/sharing_bench.py $(BUILD_DIR)
+	@tests/bench/tls_goodput.py $(BUILD_DIR)
 	@$(BUILD_DIR)/tests/stoker-convert-bench
 
 clean:
