@@ -94,6 +94,59 @@ pid=
 "$health" --addr="127.0.0.1:$gport" --timeout-seconds=1 >/dev/null 2>&1; rc=$?
 [ "$rc" -eq 2 ] && ok "stoker-health exits 2 once the server is gone" || fail "stoker-health exit $rc with no server"
 
+# The security drop-in (stoker-server.service.d/security.conf): verify takes
+# it with the unit, and the server starts with its flags, the credentials
+# directory (%d) being a temporary one with certificates made by openssl.
+dropin=$root/deploy/systemd/stoker-server.service.d/security.conf
+mkdir -p "$work/units/stoker-server.service.d"
+sed "s#/usr/local/bin/stoker-server#$server#" "$dropin" > "$work/units/stoker-server.service.d/security.conf"
+if out=$(systemd-analyze verify "$work/units/stoker-server.service" 2>&1) && [ -z "$out" ]; then
+  ok "systemd-analyze verify is clean with the security drop-in"
+else
+  fail "systemd-analyze verify with the security drop-in" "$out"
+fi
+sed 's/^LoadCredential=/LoadCredentail=/' "$dropin" > "$work/units/stoker-server.service.d/security.conf"
+out=$(systemd-analyze verify "$work/units/stoker-server.service" 2>&1)
+grep -q "LoadCredentail" <<< "$out" && ok "verify reads the drop-in (a misspelt directive in it is reported)" \
+  || fail "verify did not read the drop-in" "$out"
+rm -r "$work/units/stoker-server.service.d"
+cred=$work/credentials
+mkdir -p "$cred"
+(cd "$cred" &&
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out client-ca.crt \
+    -days 2 -subj "/CN=test ca" &&
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout tls.key -out tls.csr -subj "/CN=localhost" &&
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.ext &&
+  openssl x509 -req -in tls.csr -CA client-ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 2 -extfile san.ext &&
+  cp tls.crt probe.crt && cp tls.key probe.key &&
+  head -c 24 /dev/urandom | base64 > tokens && echo "prometheus:$(head -c 18 /dev/urandom | base64)" > metrics-users
+) >/dev/null 2>&1 || fail "openssl could not make the test certificates"
+dexec=$(sed -n '/^ExecStart=./,/[^\\]$/p' "$dropin" | tr -d '\\\n' | sed 's/^ExecStart=//')
+dexpanded=$(eval echo "${dexec//%d/$cred}")
+read -r -a dargv <<< "$dexpanded"
+dargs=()
+for a in "${dargv[@]:1}"; do
+  case "$a" in
+    --data-root=*) dargs+=("--data-root=$work");;
+    --port=*) dargs+=("--port=0");;
+    --metrics-port=*) dargs+=("--metrics-port=-1");;
+    *) dargs+=("$a");;
+  esac
+done
+"$server" "${dargs[@]}" --host=127.0.0.1 > "$work/secure.out" 2> "$work/secure.err" &
+pid=$!
+for _ in $(seq 100); do grep -q "listening on" "$work/secure.out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+gport=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$work/secure.out" | head -1)
+out=$([ -n "$gport" ] && "$health" --addr="127.0.0.1:$gport" --tls-ca="$cred/client-ca.crt" --tls-cert="$cred/probe.crt" \
+  --tls-key="$cred/probe.key" 2>&1)
+if [ "$out" = "127.0.0.1:$gport: SERVING" ] && grep -q "mutual TLS" "$work/secure.err" && grep -q "token authentication on" "$work/secure.err"; then
+  ok "stoker-server runs with the drop-in's flags (mutual TLS, tokens, metrics auth); stoker-health over TLS: SERVING"
+else
+  fail "stoker-server with the drop-in's flags" "$out $(tail -5 "$work/secure.err")"
+fi
+kill -TERM "$pid" && wait "$pid"
+pid=
+
 sed 's/^ProtectSystem=strict/ProtectSistem=strict/' "$work/units/stoker-server.service" > "$work/units/typo.service"
 out=$(systemd-analyze verify "$work/units/typo.service" 2>&1)
 if grep -q "ProtectSistem" <<< "$out"; then
