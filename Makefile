@@ -14,8 +14,9 @@ CUDA_FLAG := $(if $(NVCC),-DSTOKER_CUDA=ON,-DSTOKER_CUDA=AUTO)
 # /usr/bin/python3 itself.
 PYENV := $(BUILD_DIR)/pyenv
 PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2
-# Test-only validators: the Kubernetes API schemas (tests/deploy_k8s_test.py).
-PYVALIDATORS := kubernetes-validate==1.37.0
+# Test-only validators: the Kubernetes API schemas, and JSON patches where no
+# kubectl renders overlays (tests/deploy_k8s_test.py).
+PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
 
 .PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean
 

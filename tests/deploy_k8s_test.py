@@ -55,9 +55,10 @@ def render(directory):
         return [d for d in yaml.safe_load_all(out.stdout) if d], "kubectl kustomize"
     docs = []
     k = load_yaml(f"{directory}/kustomization.yaml")
-    unsupported = set(k) - {"apiVersion", "kind", "resources"}
+    unsupported = set(k) - {"apiVersion", "kind", "resources", "patches"}
     if unsupported:
-        raise RuntimeError(f"{directory}: no kubectl here, and the fallback follows only resources (found {unsupported})")
+        raise RuntimeError(f"{directory}: no kubectl here, and the fallback follows only resources and JSON patches "
+                           f"(found {unsupported})")
     for r in k["resources"]:
         path = os.path.join(directory, r)
         if os.path.isdir(path):
@@ -65,7 +66,13 @@ def render(directory):
         else:
             with open(path) as f:
                 docs += [d for d in yaml.safe_load_all(f) if d]
-    return docs, "resources lists (no kubectl here)"
+    for patch in k.get("patches", []):  # JSON 6902 patches on a kind/name target
+        import jsonpatch
+        ops = load_yaml(os.path.join(directory, patch["path"]))
+        target = patch["target"]
+        docs = [jsonpatch.apply_patch(d, ops) if d["kind"] == target["kind"] and
+                d["metadata"]["name"] == target["name"] else d for d in docs]
+    return docs, "resources lists and JSON patches (no kubectl here)"
 
 
 def generated_equal_sources():
@@ -208,6 +215,54 @@ def check_operator_kinds(objects, dep, training_pod_labels, training_ports):
                   for g in rule["spec"]["groups"]))
 
 
+def files_under_secret_mounts(container, volumes, paths):
+    """The paths that no secret volume mounted in the container holds."""
+    secret_mounts = [m["mountPath"] for m in container.get("volumeMounts", [])
+                     if "secret" in volumes.get(m["name"], {})]
+    return [p for p in paths if not any(p.startswith(m.rstrip("/") + "/") for m in secret_mounts)]
+
+
+def check_secure(objects):
+    k = by_kind(objects)
+    dep = k["Deployment"][0]
+    pod = dep["spec"]["template"]["spec"]
+    server = pod["containers"][0]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    args = server["args"]
+    for flag in ("--tls-cert=", "--tls-key=", "--tls-client-ca=", "--auth-token-file=", "--metrics-basic-auth-file=",
+                 "--max-streams-per-client="):
+        check(f"secure: the server gets {flag[:-1]}", any(a.startswith(flag) for a in args))
+    missing = flags_accepted(f"{BUILD}/server/stoker-server", args)
+    check("secure: every server flag is one stoker-server accepts", not missing, f"(unknown: {missing})")
+    files = [a.split("=", 1)[1] for a in args if a.split("=")[0] in
+             ("--tls-cert", "--tls-key", "--tls-client-ca", "--auth-token-file", "--metrics-basic-auth-file")]
+    outside = files_under_secret_mounts(server, volumes, files)
+    check("secure: every file the server flags name is in a mounted Secret", not outside, f"({outside})")
+    for probe in ("readinessProbe", "livenessProbe"):
+        command = server[probe].get("exec", {}).get("command", [])
+        ok = command[:1] == ["/usr/local/bin/stoker-health"] and not flags_accepted(
+            f"{BUILD}/tools/stoker-health", command[1:]) and any(c.startswith("--tls-cert=") for c in command)
+        check(f"secure: {probe} runs stoker-health over TLS with a client certificate", ok, f"({command})")
+        probe_files = [c.split("=", 1)[1] for c in command if c.startswith(("--tls-ca=", "--tls-cert=", "--tls-key="))]
+        check(f"secure: {probe}'s files are in a mounted Secret",
+              not files_under_secret_mounts(server, volumes, probe_files))
+    monitor = next(m for m in k["PodMonitor"] if m["metadata"]["name"] == "stoker-server")
+    auth = monitor["spec"]["podMetricsEndpoints"][0].get("basicAuth", {})
+    check("secure: Prometheus scrapes the servers with basic auth from a Secret",
+          auth.get("username", {}).get("key") == "username" and auth.get("password", {}).get("key") == "password")
+    job = k["Job"][0]
+    trainer = job["spec"]["template"]["spec"]["containers"][0]
+    jvolumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    missing = flags_accepted(f"{BUILD}/client/stoker-bench", trainer["args"])
+    check("secure: every training Job flag is one stoker-bench accepts", not missing, f"(unknown: {missing})")
+    tls_files = [a.split("=", 1)[1] for a in trainer["args"] if a.startswith(("--tls-ca=", "--tls-cert=", "--tls-key="))]
+    check("secure: the training Job uses TLS with a client certificate from a mounted Secret",
+          len(tls_files) == 3 and not files_under_secret_mounts(trainer, jvolumes, tls_files), f"({tls_files})")
+    env = {e["name"]: e for e in trainer.get("env", [])}
+    check("secure: the training Job's token comes from a Secret in $STOKER_AUTH_TOKEN",
+          "secretKeyRef" in env.get("STOKER_AUTH_TOKEN", {}).get("valueFrom", {}))
+
+
 def check_autoscaling(objects, dep):
     k = by_kind(objects)
     hpa = k["HorizontalPodAutoscaler"][0]
@@ -236,7 +291,7 @@ def main():
         return 1
     generated_equal_sources()
     rendered = {}
-    for d in ("base", "autoscaling", "examples"):
+    for d in ("base", "autoscaling", "examples", "secure"):
         try:
             rendered[d], how = render(f"{K8S}/{d}")
             check(f"deploy/k8s/{d} renders ({how}): {len(rendered[d])} objects", len(rendered[d]) > 0)
@@ -254,6 +309,7 @@ def main():
     check("example training Job: its servers are the headless Service's DNS name and gRPC port",
           "--servers=dns:///stoker-server.stoker.svc.cluster.local:50051" in trainer["args"])
     check_autoscaling(rendered["autoscaling"], dep)
+    check_secure(rendered["secure"])
     # The checks above can fail: a broken copy of the Deployment must be refused.
     import kubernetes_validate as kv
     broken = copy.deepcopy(by_kind(rendered["base"])["Deployment"][0])
