@@ -4,6 +4,7 @@ conversion, checkpoints, errors, tensor lifetime, the GIL, memory, metrics."""
 import gc
 import io
 import json
+import os
 import subprocess
 import threading
 import time
@@ -291,3 +292,22 @@ def test_no_producer_or_a_bad_data_root_is_a_clear_error(tmp_path):
         stoker.Loader(dataset="ds", device="cpu")
     with pytest.raises(stoker.InvalidArgument, match="is not a directory"):
         stoker.Loader(dataset="ds", local_workers=1, data_root=str(tmp_path / "missing"), device="cpu")
+
+
+def test_tls_with_a_client_certificate_and_a_token_from_the_environment(start_server, tmp_path, monkeypatch):
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests"))
+    from testpki import Pki
+    pki = Pki(str(tmp_path / "pki"))
+    (tmp_path / "tokens").write_text("python-loader-token-0123456789\n")
+    server = start_server("--workers=1", f"--tls-cert={pki.path('server.pem')}", f"--tls-key={pki.path('server.key')}",
+                          f"--tls-client-ca={pki.path('ca.pem')}", f"--auth-token-file={tmp_path / 'tokens'}")
+    tls = dict(tls_ca=pki.path("ca.pem"), tls_cert=pki.path("client-a.pem"), tls_key=pki.path("client-a.key"))
+    monkeypatch.setenv("STOKER_AUTH_TOKEN", "python-loader-token-0123456789")
+    batches = list(loader(server.address, **tls))
+    assert sum(len(b[1]) for b in batches) == 64
+    monkeypatch.setenv("STOKER_AUTH_TOKEN", "not-the-token-0123456789")
+    with pytest.raises(stoker.StokerError, match="UNAUTHENTICATED|bearer token"):
+        loader(server.address, **tls)
+    with pytest.raises(stoker.InvalidArgument, match="--tls-ca"):
+        loader(server.address, tls_ca=str(tmp_path / "missing.pem"))
