@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <thread>
+#include <string>
+
+#include <unistd.h>
 
 #include "gtest/gtest.h"
 
@@ -17,7 +19,10 @@ class SecretSetTest : public ::testing::Test {
     std::ofstream(tmp) << text;
     std::filesystem::rename(tmp, path_);
   }
-  std::string path_ = ::testing::TempDir() + "/secret_set_test_tokens";
+  // One file per test and process: ctest runs the tests of this file at once.
+  std::string path_ = ::testing::TempDir() + "/secret_set_test_" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                      std::to_string(::getpid());
 };
 
 TEST_F(SecretSetTest, AcceptsExactlyTheListedSecrets) {
