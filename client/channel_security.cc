@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/secret_set.h"
 #include "common/tls_files.h"
 #include "common/stream_trailers.h"
 
@@ -31,12 +32,8 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
 }
 
 absl::Status CheckToken(const std::string& token, const std::string& source) {
-  for (char c : token) {
-    if (c <= ' ' || c == 0x7f) {
-      return absl::InvalidArgumentError(absl::StrCat("the token from ", source, " holds a space or control character"));
-    }
-  }
-  return absl::OkStatus();
+  if (!HasSpaceOrControl(token)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("the token from ", source, " holds a space or control character"));
 }
 
 }  // namespace

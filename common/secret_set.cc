@@ -27,6 +27,13 @@ absl::Status Stat(const std::string& path, int64_t* mtime_ns, int64_t* size, int
 
 }  // namespace
 
+bool HasSpaceOrControl(absl::string_view secret) {
+  for (char c : secret) {
+    if (c <= ' ' || c == 0x7f) return true;
+  }
+  return false;
+}
+
 SecretSet::Digest SecretSet::Hash(absl::string_view text) {
   Digest d;
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), d.data());
@@ -42,11 +49,9 @@ absl::StatusOr<std::vector<SecretSet::Digest>> SecretSet::Read(const std::string
   for (int number = 1; std::getline(in, line); ++number) {
     absl::string_view secret = absl::StripAsciiWhitespace(line);
     if (secret.empty() || secret.front() == '#') continue;
-    for (char c : secret) {
-      if (c <= ' ' || c == 0x7f) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, " line ", number, ": a secret may not hold spaces or control characters"));
-      }
+    if (HasSpaceOrControl(secret)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", number, ": a secret may not hold spaces or control characters"));
     }
     if (secret.size() < kMinSecretChars) {
       return absl::InvalidArgumentError(absl::StrCat(path, " line ", number, ": secret is ", secret.size(),

@@ -12,11 +12,11 @@
 #include <array>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -24,6 +24,10 @@ namespace stoker {
 
 // Shortest secret accepted: a short token can be guessed.
 inline constexpr size_t kMinSecretChars = 16;
+
+// True if `secret` holds a space or control character, which no secret (and
+// no token a client sends in a header) may.
+bool HasSpaceOrControl(absl::string_view secret);
 
 class SecretSet {
  public:

@@ -21,6 +21,15 @@ namespace {
 
 class BatchStreamReactor;
 
+// Marks a stream's session as refused (the client blames no batch); a
+// RESOURCE_EXHAUSTED refusal also tells the client when to ask again.
+void AddRefusalTrailers(grpc::CallbackServerContext* context, const absl::Status& refusal) {
+  context->AddTrailingMetadata(kSessionRefusedTrailer, "1");
+  if (refusal.code() == absl::StatusCode::kResourceExhausted) {  // full: try again later
+    context->AddTrailingMetadata(kRetryAfterTrailer, std::to_string(absl::ToInt64Milliseconds(kFullRetryAfter)));
+  }
+}
+
 }  // namespace
 
 // The open streams, so that shutdown can tell each to drain. Thread-safe.
@@ -114,13 +123,7 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
         context_->AddTrailingMetadata(kFailedBatchTrailer, std::to_string(action.failed_batch));
         context_->AddTrailingMetadata(kFailedEpochTrailer, std::to_string(action.failed_epoch));
       }
-      if (action.session_refused) {
-        context_->AddTrailingMetadata(kSessionRefusedTrailer, "1");
-        if (action.finish->code() == absl::StatusCode::kResourceExhausted) {  // full: try again later
-          context_->AddTrailingMetadata(kRetryAfterTrailer,
-                                        std::to_string(absl::ToInt64Milliseconds(kFullRetryAfter)));
-        }
-      }
+      if (action.session_refused) AddRefusalTrailers(context_, *action.finish);
       Finish(ToGrpcStatus(*action.finish));
     }
   }
@@ -139,10 +142,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
 class RefusedStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   RefusedStreamReactor(grpc::CallbackServerContext* context, const absl::Status& status) {
-    if (status.code() == absl::StatusCode::kResourceExhausted) {  // a limit: the client waits and asks again
-      context->AddTrailingMetadata(kSessionRefusedTrailer, "1");
-      context->AddTrailingMetadata(kRetryAfterTrailer, std::to_string(absl::ToInt64Milliseconds(kFullRetryAfter)));
-    }
+    // A limit reads as a refused session on a full server: the client waits and asks again.
+    if (status.code() == absl::StatusCode::kResourceExhausted) AddRefusalTrailers(context, status);
     Finish(ToGrpcStatus(status));
   }
   void OnDone() override { delete this; }
