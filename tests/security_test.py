@@ -37,6 +37,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from logwait import wait_for  # noqa: E402
+from procs import Procs  # noqa: E402
 from testpki import Pki  # noqa: E402
 
 ROOT, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
@@ -52,38 +53,6 @@ def check(name, ok, detail=""):
     print(f"{'ok' if ok else 'FAIL'}: {name} {detail}", flush=True)
     if not ok:
         failures.append(name)
-
-
-class Procs:
-    def __init__(self, tmp):
-        self.tmp, self.procs, self.n = tmp, [], 0
-
-    def start(self, argv, name, env=None):
-        self.n += 1
-        log = os.path.join(self.tmp, f"{self.n:02d}-{name}.log")
-        p = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
-        self.procs.append(p)
-        return p, log
-
-    def server(self, data_root, *extra):
-        p, log = self.start([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=0", f"--data-root={data_root}",
-                             "--workers=1", *extra], "server")
-        g = wait_for(log, r"listening on [\d.]+:(\d+)", 20)
-        m = wait_for(log, r"metrics on [\d.]+:(\d+)", 5)
-        if not g or not m:
-            raise RuntimeError(f"server did not start: {open(log).read()}")
-        return f"127.0.0.1:{g.group(1)}", int(m.group(1)), log
-
-    def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def bench(address, *args, env=None, timeout=60):
@@ -135,7 +104,7 @@ def mutual_tls(tmp, pki, data):
         shutil.copy(pki.path(name + ".pem"), os.path.join(tls, gen, "tls.crt"))
         shutil.copy(pki.path(name + ".key"), os.path.join(tls, gen, "tls.key"))
     os.symlink("gen1", os.path.join(tls, "current"))
-    procs = Procs(tmp)
+    procs = Procs(tmp, BUILD)
     try:
         address, metrics_port, server_log = procs.server(
             data, f"--tls-cert={tls}/current/tls.crt", f"--tls-key={tls}/current/tls.key",
@@ -144,9 +113,9 @@ def mutual_tls(tmp, pki, data):
         good = [*pki.client("client-a"), f"--auth-token-file={token_file}"]
         # A job that streams through everything below: 40 epochs of 64 samples (about 40 s).
         batches = os.path.join(tmp, "long.jsonl")
-        long_job, long_out = procs.start(
-            [BENCH, "--metrics-port=-1", f"--servers={address}", "--dataset=secret-ds", "--batch-size=8",
-             f"--epochs={LONG_EPOCHS}", "--step-ms=120", "--device=cpu", f"--log-batches={batches}", *good], "long")
+        long_job, long_out = procs.bench(f"--servers={address}", "--dataset=secret-ds", "--batch-size=8",
+                                         f"--epochs={LONG_EPOCHS}", "--step-ms=120", "--device=cpu",
+                                         f"--log-batches={batches}", *good, name="long")
         check("the authorized job starts streaming", wait_for(long_out, r"batches/epoch", 30) is not None,
               open(long_out).read()[-1500:])
 
@@ -176,8 +145,8 @@ def mutual_tls(tmp, pki, data):
         check("the server logged the failed handshakes", "Handshake failed" in open(server_log).read())
 
         # Same subject as the long job (2 streams held): held back; another subject is served.
-        same, same_out = procs.start([BENCH, "--metrics-port=-1", f"--servers={address}", "--dataset=secret-ds",
-                                      "--batch-size=8", "--device=cpu", "--streams-per-server=1", *good], "same")
+        same, same_out = procs.bench(f"--servers={address}", "--dataset=secret-ds", "--batch-size=8", "--device=cpu",
+                                     "--streams-per-server=1", *good, name="same")
         held = wait_for(same_out, r"is full", 15)
         check("same subject past --max-streams-per-client: held back", held is not None and same.poll() is None and
               "epoch 0 batch" not in open(same_out).read(), open(same_out).read()[-600:])
@@ -219,7 +188,7 @@ def tokens_without_tls(tmp, pki, data):
     basic = os.path.join(tmp, "metrics-users")
     with open(basic, "w") as f:
         f.write("prometheus:scrape-secret-0123\n")
-    procs = Procs(tmp)
+    procs = Procs(tmp, BUILD)
     try:
         address, metrics_port, _ = procs.server(data, f"--auth-token-file={tokens}", "--metrics-host=127.0.0.1",
                                                 f"--metrics-basic-auth-file={basic}")

@@ -18,7 +18,6 @@ Usage: sharing_test.py SOURCE_DIR BUILD_DIR. Exits 1 on any failure.
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,11 +25,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from logwait import wait_for  # noqa: E402
+from procs import Procs  # noqa: E402
 
 ROOT, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-SERVER = f"{BUILD}/server/stoker-server"
-BENCH = f"{BUILD}/client/stoker-bench"
 MAKE_IMAGES = f"{BUILD}/tests/stoker-make-images"
 failures = []
 
@@ -39,43 +36,6 @@ def check(name, ok, detail=""):
     print(f"{'ok' if ok else 'FAIL'}: {name} {detail}", flush=True)
     if not ok:
         failures.append(name)
-
-
-class Procs:
-    """Every process a scenario starts, stopped at its end."""
-
-    def __init__(self, tmp):
-        self.tmp, self.procs, self.n = tmp, [], 0
-
-    def start(self, argv, name):
-        self.n += 1
-        log = os.path.join(self.tmp, f"{self.n:02d}-{name}.log")
-        p = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-        self.procs.append(p)
-        return p, log
-
-    def server(self, data_root, *extra):
-        p, log = self.start([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=0", f"--data-root={data_root}",
-                             "--workers=1", *extra], "server")
-        g = wait_for(log, r"listening on [\d.]+:(\d+)", 20)
-        m = wait_for(log, r"metrics on [\d.]+:(\d+)", 5)
-        if not g or not m:
-            raise RuntimeError(f"server did not start: {open(log).read()}")
-        return f"127.0.0.1:{g.group(1)}", int(m.group(1))
-
-    def bench(self, *args, name="bench"):
-        return self.start([BENCH, "--metrics-port=-1", *args], name)
-
-    def stop(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def scrape(port):
@@ -100,9 +60,9 @@ def fair_share(tmp):
     cheap = ["--dataset=synthetic:160x160:1000000", "--pipeline=center_crop(128)"]
     dear = ["--dataset=synthetic:640x640:1000000", "--pipeline=center_crop(128)"]
     for weights, low, high in (((1, 1), 0.45, 0.55), ((3, 1), 0.65, 0.85)):
-        procs = Procs(tmp)
+        procs = Procs(tmp, BUILD)
         try:
-            address, metrics_port = procs.server(tmp)
+            address, metrics_port, _ = procs.server(tmp)
             common = [f"--servers={address}", "--batch-size=16", "--epochs=1", "--device=cpu", "--out-dtype=uint8"]
             procs.bench(*common, *cheap, "--job=cheap", f"--weight={weights[0]}", name="cheap")
             procs.bench(*common, *dear, "--job=dear", f"--weight={weights[1]}", name="dear")
@@ -138,10 +98,10 @@ def read_log(path):
 
 def admission(tmp):
     for limit in ("--max-sessions=1", "--max-streams=2"):
-        procs = Procs(tmp)
+        procs = Procs(tmp, BUILD)
         try:
-            full, full_metrics = procs.server(tmp, limit)
-            other, _ = procs.server(tmp)
+            full, full_metrics, _ = procs.server(tmp, limit)
+            other, _, _ = procs.server(tmp)
             dataset = "--dataset=synthetic:64x64:512"
             # The holder: a long job with both its streams on the full server.
             holder, _ = procs.bench(f"--servers={full}", dataset, "--job=holder", "--batch-size=16",
@@ -178,15 +138,15 @@ def batch_cache(tmp):
     def hashes(log):
         return {(l["epoch"], l["batch"]): l["hash"] for l in read_log(log)}
 
-    procs = Procs(tmp)
+    procs = Procs(tmp, BUILD)
     try:
-        reference, _ = procs.server(images)
+        reference, _, _ = procs.server(images)
         log = os.path.join(tmp, "single.jsonl")
         p, _ = procs.bench(f"--servers={reference}", *args, f"--log-batches={log}", name="single")
         p.wait(timeout=120)
         single = hashes(log)
         for cache_bytes, expected in ((1 << 30, samples_per_run), (0, 4 * samples_per_run)):
-            address, metrics_port = procs.server(images, f"--batch-cache-bytes={cache_bytes}")
+            address, metrics_port, _ = procs.server(images, f"--batch-cache-bytes={cache_bytes}")
             runs = []
             for i in range(4):
                 log = os.path.join(tmp, f"cache{cache_bytes}-{i}.jsonl")

@@ -20,11 +20,13 @@ import os
 import re
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from procs import stop_all  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 OUT = sys.argv[2] if len(sys.argv) > 2 else f"{BUILD}/scale_servers.json"
@@ -103,13 +105,7 @@ def main():
                   open(OUT, "w"), indent=2)
         return 0 if last["ratio"] >= 0.9 else 1
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -16,7 +16,6 @@ import glob
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from logwait import wait_for  # noqa: E402
+from procs import stop_all  # noqa: E402
 from testpki import Pki  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
@@ -91,13 +91,7 @@ def main():
         print(f"  mutual TLS + token / plain:    {result['mtls_token_vs_plain']:.2f}x")
         print(f"  (written to {OUT})")
     finally:
-        for p in servers:
-            p.send_signal(signal.SIGTERM)
-        for p in servers:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(servers)
         shutil.rmtree(work, ignore_errors=True)
 
 
