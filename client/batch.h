@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "client/host_buffer.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
@@ -29,6 +30,17 @@ struct Batch {
   // in `data`, in order (0: left out, see failed_samples). Empty otherwise.
   std::vector<int64_t> sample_sizes;
   absl::Duration receive_latency;  // request sent to last byte received
+  // SessionConfig.fields: each value field's place in field_data (checked
+  // against the session before the batch was accepted), in the session's
+  // order without the image, and the bytes after the image buffer.
+  std::vector<v1::FieldData> fields;
+  std::string field_data;
+
+  // The value field called `name`, or null.
+  const v1::FieldData* Field(absl::string_view name) const;
+  // Sample i's values of a field of this batch (the bytes of a text, bytes
+  // or json value; int32 little-endian class ids).
+  absl::string_view FieldValue(const v1::FieldData& field, int64_t i) const;
 };
 
 // Sets every field of *batch but `data` and `receive_latency` from a batch's

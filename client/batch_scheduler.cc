@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/field_layout.h"
 #include "absl/strings/str_join.h"
 #include "client/bottleneck.h"
 #include "client/client_metrics.h"
@@ -381,6 +382,9 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
                                               sum, " bytes for ", n, " samples in ", h.total_bytes(), " bytes"));
     }
     return absl::OkStatus();
+  }
+  if (absl::Status fields = CheckFieldLayout(h, options_.value_fields); !fields.ok()) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " with bad fields: ", fields.message()));
   }
   std::vector<int64_t> shape{n};
   shape.insert(shape.end(), options_.sample_shape.begin(), options_.sample_shape.end());

@@ -85,6 +85,9 @@ struct SchedulerOptions {
   // A materialising session (SessionConfig.store): samples differ in size;
   // each header's sample_sizes must add up to its total_bytes instead.
   bool variable_samples = false;
+  // SessionConfig.fields without the image: each header's FieldData must
+  // match them (common/field_layout.h).
+  std::vector<v1::FieldSpec> value_fields;
   std::set<int64_t> already_delivered;  // resume: batches not to fetch again
   // The run's last epoch, if known: once its batches are all received, the
   // streams are half-closed. -1: not known; streams stay open (idle) while

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -18,6 +19,7 @@
 #include "client/device_stager.h"
 #include "client/run_stats.h"
 #include "client/stoker_client.h"
+#include "common/field_spec.h"
 #include "common/flag_names.h"
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
@@ -59,6 +61,12 @@ ABSL_FLAG(double, step_ms, 0, "Simulated training step per batch, in millisecond
 ABSL_FLAG(std::string, pipeline, "",
           "Ops, e.g. 'resize(256), center_crop(224)'; empty means RandomResizedCrop(224) + "
           "RandomHorizontalFlip(0.5)");
+ABSL_FLAG(std::string, fields, "",
+          "Sample fields beside the image, e.g. 'image=jpg;png, caption=txt, meta=json, label=cls' (README "
+          "'Fields'); per-field bytes are printed. Empty: (images, labels) batches");
+ABSL_FLAG(int64_t, max_field_bytes, 0,
+          "Largest text/bytes/json field value per sample, in bytes; larger ones fail the sample as too_large; "
+          "0: 1 MiB (at most the servers' --max-field-bytes)");
 ABSL_FLAG(std::string, layout, "nhwc", "Image layout: nhwc or nchw");
 ABSL_FLAG(std::string, dtype, "uint8", "Pixel type: uint8, float16 or float32 (value / 255, or normalize's output)");
 ABSL_FLAG(std::string, bad_sample_policy, "skip",
@@ -118,6 +126,10 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   auto ops = ParsePipelineText(text);
   if (!ops.ok()) return ops.status();
   for (v1::Op& op : *ops) *c.session.add_pipeline() = std::move(op);
+  auto fields = ParseFieldsText(absl::GetFlag(FLAGS_fields));
+  if (!fields.ok()) return absl::InvalidArgumentError(absl::StrCat("--fields: ", fields.status().message()));
+  for (v1::FieldSpec& f : *fields) *c.session.add_fields() = std::move(f);
+  c.session.set_max_field_bytes(absl::GetFlag(FLAGS_max_field_bytes));
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (layout != "nhwc" && layout != "nchw") return absl::InvalidArgumentError("--layout must be nhwc or nchw");
   c.session.set_layout(layout == "nchw" ? v1::NCHW : v1::NHWC);
@@ -196,6 +208,25 @@ nlohmann::json SummaryJson(const RunSummary& s) {
           {"batches_per_server", s.batches_per_server}};
 }
 
+// Bytes each field took over the whole run, and per image; the fields'
+// share of the image bytes is their wire overhead.
+void PrintFieldBytes(const std::map<std::string, int64_t>& bytes, int64_t images) {
+  const auto image = bytes.find("image");
+  const double image_bytes = image == bytes.end() ? 0.0 : static_cast<double>(image->second);
+  std::printf("  per-field bytes (all batches, warm-up included):\n");
+  for (const auto& [name, total] : bytes) {
+    const double per = images > 0 ? static_cast<double>(total) / static_cast<double>(images) : 0.0;
+    if (name == "image") {
+      std::printf("    %-20s %14lld bytes %12.1f per sample\n", name.c_str(), static_cast<long long>(total), per);
+    } else {
+      std::printf("    %-20s %14lld bytes %12.1f per sample %8.3f%% of the image bytes\n", name.c_str(),
+                  static_cast<long long>(total), per,
+                  image_bytes > 0 ? 100.0 * static_cast<double>(total) / image_bytes : 0.0);
+    }
+  }
+  std::fflush(stdout);
+}
+
 int Run() {
   absl::StatusOr<ClientConfig> config = ConfigFromFlags();
   if (!config.ok()) {
@@ -269,6 +300,7 @@ int Run() {
   const absl::Time run_start = absl::Now();
   total.Start(run_start);
   BatchTimeline timeline(run_start);
+  std::map<std::string, int64_t> field_bytes;  // per field name, over the run
   int64_t delivered = 0;
   const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
   const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_batches);
@@ -328,6 +360,8 @@ int Run() {
         const v1::StageTimes& st = batch.stage_times;
         total.AddServerWork(st.read_seconds() + st.decode_seconds() + st.augment_seconds() + st.assemble_seconds());
       }
+      field_bytes["image"] += static_cast<int64_t>(batch.data.size());
+      for (const v1::FieldData& f : batch.fields) field_bytes[f.name()] += f.bytes();
       if (log.is_open()) {
         nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},
                                {"sample_indices", batch.sample_indices}, {"labels", batch.labels},
@@ -335,6 +369,15 @@ int Run() {
                                {"failed_samples", batch.failed_samples.size()},
                                {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)},
                                {"unix_ms", absl::ToUnixMillis(t1)}};  // to line up with other processes' events
+        if (!batch.fields.empty()) {
+          nlohmann::json hashes;
+          for (const v1::FieldData& f : batch.fields) {
+            const absl::string_view region = absl::string_view(batch.field_data).substr(f.offset(), f.bytes());
+            const XXH128_hash_t h = XXH3_128bits(region.data(), region.size());
+            hashes[f.name()] = absl::StrFormat("%016x%016x", h.high64, h.low64);
+          }
+          line["field_hashes"] = hashes;
+        }
         log << line.dump() << std::endl;  // flushed: tests follow the run's progress in this file
       }
       if (stager) {
@@ -359,6 +402,7 @@ int Run() {
   }
   const RunSummary summary = total.Finish(absl::Now());
   PrintSummary(*config, summary);
+  if (!config->session.fields().empty()) PrintFieldBytes(field_bytes, summary.images);
   if (absl::GetFlag(FLAGS_slowest) > 0) {
     std::printf("  slowest batches (inter-batch time; stage times in ms):\n");
     for (const BatchTiming& t : timeline.Slowest(static_cast<size_t>(absl::GetFlag(FLAGS_slowest)))) {

@@ -1,5 +1,6 @@
 #include "client/chunk_assembler.h"
 
+#include <algorithm>
 #include <climits>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -22,9 +23,10 @@ constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;
 }  // namespace
 
 absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
-  if (h.total_bytes() < 0 || h.total_bytes() > kMaxBatchBytes) {
+  if (h.total_bytes() < 0 || h.total_bytes() > kMaxBatchBytes || h.field_bytes() < 0 ||
+      h.field_bytes() > kMaxBatchBytes) {
     return absl::DataLossError(absl::StrCat("server ", server_, ": batch ", h.batch_index(), " claims ",
-                                            h.total_bytes(), " bytes"));
+                                            h.total_bytes(), " bytes and ", h.field_bytes(), " field bytes"));
   }
   if (check_) {
     if (absl::Status s = check_(h); !s.ok()) {
@@ -35,6 +37,7 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   FillBatchFromHeader(h, server_, &b);
   const size_t size = static_cast<size_t>(h.total_bytes());
   b.data = pool_ ? pool_->Get(size) : HostBuffer(size);
+  b.field_data.resize(static_cast<size_t>(h.field_bytes()));
   received_ = 0;
   return absl::OkStatus();
 }
@@ -78,21 +81,29 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
       if (!in.ReadVarint64(&size)) return bad("data length");
       if (!batch_ && size == 0) continue;  // e.g. a `draining` notice
       if (!batch_) return bad("data before any header");
-      const uint64_t room = batch_->data.size() - static_cast<uint64_t>(received_);
+      const uint64_t image = batch_->data.size();
+      const uint64_t room = image + batch_->field_data.size() - static_cast<uint64_t>(received_);
       if (batch_index != batch_->batch_index || offset != received_ || size > room ||
           size > static_cast<uint64_t>(INT_MAX)) {
         return bad(absl::StrCat("chunk of batch ", batch_index, " at offset ", offset, " (", size,
                                 " bytes) does not continue batch ", batch_->batch_index, " at ", received_));
       }
-      // The one copy of the payload: received slices -> batch buffer.
-      if (!in.ReadRaw(batch_->data.data() + received_, static_cast<int>(size))) return bad("truncated data");
+      // The one copy of the payload: received slices -> batch buffer (the
+      // image bytes), then the field region after it.
+      const uint64_t at = static_cast<uint64_t>(received_);
+      const uint64_t to_image = at < image ? std::min<uint64_t>(size, image - at) : 0;
+      if (to_image > 0 && !in.ReadRaw(batch_->data.data() + at, static_cast<int>(to_image))) return bad("truncated data");
+      if (size > to_image &&
+          !in.ReadRaw(batch_->field_data.data() + (at + to_image - image), static_cast<int>(size - to_image))) {
+        return bad("truncated data");
+      }
       received_ += static_cast<int64_t>(size);
     } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
       return bad(absl::StrCat("unknown field ", field));
     }
   }
   if (!in.ConsumedEntireMessage()) return bad("trailing bytes");
-  if (batch_ && received_ == static_cast<int64_t>(batch_->data.size())) {
+  if (batch_ && received_ == static_cast<int64_t>(batch_->data.size() + batch_->field_data.size())) {
     std::optional<Batch> done = std::move(batch_);
     batch_.reset();
     return done;

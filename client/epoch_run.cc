@@ -315,15 +315,18 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
     if (deliver && status.ok()) {
       status = run_->CheckHeader(id_, finished.header);
       const size_t size = finished.data ? finished.data->size() : 0;
-      if (status.ok() && size != static_cast<size_t>(finished.header.total_bytes())) {
+      const size_t image = static_cast<size_t>(finished.header.total_bytes());
+      if (status.ok() && size != image + static_cast<size_t>(finished.header.field_bytes())) {
         status = absl::InternalError(absl::StrCat("local batch ", batch_index, " has ", size,
-                                                  " bytes; its header says ", finished.header.total_bytes()));
+                                                  " bytes; its header says ", finished.header.total_bytes(), " + ",
+                                                  finished.header.field_bytes(), " field bytes"));
       }
       if (status.ok()) {
         Batch batch;
         FillBatchFromHeader(finished.header, kLocalProducer, &batch);
-        batch.data = run_->options_.buffers ? run_->options_.buffers->Get(size) : HostBuffer(size);
-        if (size > 0) std::memcpy(batch.data.data(), finished.data->data(), size);  // the one copy
+        batch.data = run_->options_.buffers ? run_->options_.buffers->Get(image) : HostBuffer(image);
+        if (image > 0) std::memcpy(batch.data.data(), finished.data->data(), image);  // the one copy
+        if (size > image) batch.field_data.assign(finished.data->data() + image, size - image);
         status = run_->OnBatch(id_, std::move(batch));
       }
     }

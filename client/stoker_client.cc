@@ -12,6 +12,8 @@
 #include "client/epoch_run.h"
 #include "common/epoch_plan.h"
 #include "common/job_name.h"
+#include "common/field_layout.h"
+#include "common/field_spec.h"
 #include "common/pipeline_text.h"
 #include "common/stream_trailers.h"
 #include "glog/logging.h"
@@ -247,6 +249,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   s.sample_bytes = dataset_.sample_bytes();
   s.sample_shape.assign(dataset_.sample_shape().begin(), dataset_.sample_shape().end());
   s.variable_samples = config_.session.has_store();
+  s.value_fields = ValueFields(config_.session.fields());
   s.already_delivered = std::move(delivered);
   if (!config_.overlap_epochs) {
     s.final_epoch = epoch;  // never armed past this one
@@ -323,8 +326,11 @@ v1::ClientPosition StokerClient::Position() const {
 
 std::string StokerClient::PipelineDescription() const {
   const auto& s = config_.session;
-  return absl::StrCat(PipelineToText({s.pipeline().begin(), s.pipeline().end()}), " | ", v1::DType_Name(s.dtype()),
-                      " ", v1::Layout_Name(s.layout()));
+  std::string text = absl::StrCat(PipelineToText({s.pipeline().begin(), s.pipeline().end()}), " | ",
+                                  v1::DType_Name(s.dtype()), " ", v1::Layout_Name(s.layout()));
+  // Fields change what a batch holds; without them the text is as it always was.
+  if (!s.fields().empty()) absl::StrAppend(&text, " | fields ", FieldsToText(s.fields()));
+  return text;
 }
 
 absl::Status StokerClient::Next(Batch* batch, bool* end_of_epoch) {

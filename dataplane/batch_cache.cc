@@ -22,6 +22,8 @@ std::string BatchCache::SessionKey(const v1::SessionConfig& config, const std::s
   k.set_bad_sample_policy(config.bad_sample_policy());
   k.set_sequential(config.sequential());
   *k.mutable_store() = config.store();
+  *k.mutable_fields() = config.fields();
+  k.set_max_field_bytes(config.max_field_bytes());
   std::string key = absl::StrCat(fingerprint, "|");
   k.AppendToString(&key);  // deterministic for one binary: no maps in SessionConfig
   return key;

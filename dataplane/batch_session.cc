@@ -12,6 +12,9 @@
 #include "common/rng.h"
 #include "glog/logging.h"
 #include "common/epoch_plan.h"
+#include "common/field_layout.h"
+#include "common/field_spec.h"
+#include "dataplane/sample_fields.h"
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/store_output.h"
@@ -21,6 +24,14 @@ namespace stoker {
 namespace {
 
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
+
+// The session's image field's member extensions (empty: the source's image).
+std::vector<std::string> ImageExtensions(const v1::SessionConfig& config) {
+  for (const v1::FieldSpec& f : config.fields()) {
+    if (f.kind() == v1::IMAGE) return {f.extensions().begin(), f.extensions().end()};
+  }
+  return {};
+}
 double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
 }  // namespace
@@ -31,6 +42,8 @@ struct BatchSession::Job {
   v1::BatchHeader header;
   std::shared_ptr<std::string> data;  // written by the sample tasks, one slot each
   std::vector<std::string> stored;    // a materialising session's samples, joined by Complete
+  // Each slot's value fields (SessionConfig.fields), written by its task.
+  std::vector<std::vector<std::string>> field_values;
   DoneCallback done;
   absl::Time arrived;
   std::atomic<int64_t> remaining{0};
@@ -72,7 +85,10 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       cache_key_(place_.cache && !store_ && config_.cache_mode() == v1::CACHE_NONE
                      ? BatchCache::SessionKey(config_, source_->fingerprint())
                      : std::string()),
-      job_samples_(&metrics_->JobSamples(config_.job())) {}
+      job_samples_(&metrics_->JobSamples(config_.job())),
+      value_fields_(ValueFields(config_.fields())),
+      image_extensions_(ImageExtensions(config_)),
+      max_field_bytes_(config_.max_field_bytes() > 0 ? config_.max_field_bytes() : kDefaultMaxFieldBytes) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -133,6 +149,7 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
   *h.mutable_sample_indices() = request.sample_indices();
   for (int64_t idx : request.sample_indices()) h.add_labels(source_->label(idx));
   h.add_shape(n);
+  if (!value_fields_.empty()) job->field_values.resize(static_cast<size_t>(n));
   metrics_->inflight_batches->Increment();
   if (store_) {  // sizes and total_bytes once made
     job->stored.resize(static_cast<size_t>(n));
@@ -222,8 +239,9 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   if (!cancelled_.load()) {
     const int64_t epoch = job->header.epoch(), index = job->header.sample_indices(slot);
     uint8_t* dst = store_ ? nullptr : job->Slot(slot, pipeline_.sample_bytes());
+    std::vector<std::string>* fields = value_fields_.empty() ? nullptr : &job->field_values[static_cast<size_t>(slot)];
     absl::Status status = store_ ? ProduceStored(index, &job->stored[static_cast<size_t>(slot)], *job)
-                                 : ProduceSample(epoch, index, dst, *job);
+                                 : ProduceSample(epoch, index, dst, fields, *job);
     if (!status.ok()) {
       v1::FailedSample failed;
       failed.set_sample_index(index);
@@ -234,7 +252,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
       const bool left_out = store_ && config_.bad_sample_policy() == v1::SKIP;
       if (config_.bad_sample_policy() == v1::SKIP && !store_) {
         int64_t replacement = -1;
-        absl::Status replaced = Replace(epoch, index, dst, *job, &replacement);
+        absl::Status replaced = Replace(epoch, index, dst, fields, *job, &replacement);
         if (replaced.ok()) {
           failed.set_replaced_by(replacement);
           job->header.set_labels(static_cast<int>(slot), source_->label(replacement));
@@ -259,9 +277,17 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   if (job->remaining.fetch_sub(1) == 1) Complete(job);
 }
 
-absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
+absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields,
+                                         Job& job) {
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
+  if (fields != nullptr) {  // before the image: a sample without its fields is not decoded
+    absl::Status read = ReadSampleFields(*source_, index, value_fields_, max_field_bytes_, fields);
+    if (!read.ok()) {
+      job.read_ns += Nanos(absl::Now() - t0);
+      return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
+    }
+  }
   const v1::CacheMode mode = config_.cache_mode();
   if (mode == v1::CACHE_DECODED) return ProduceFromDecodedCache(epoch, index, dst, job);
   std::shared_ptr<const std::string> cached;
@@ -428,6 +454,7 @@ absl::StatusOr<cv::Mat> BatchSession::DecodeWhole(const std::string& bytes) cons
 
 absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
   try {
+    if (!image_extensions_.empty() && source_->has_members()) return source_->ReadField(index, image_extensions_, nullptr);
     return source_->Read(index);
   } catch (const std::exception& e) {  // e.g. bad_alloc: fail the sample, never the worker thread
     return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
@@ -497,7 +524,8 @@ std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t
   return positions;
 }
 
-absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement) {
+absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields,
+                                   Job& job, int64_t* replacement) {
   // Load-bearing: the same rule on every server gives the same batch.
   constexpr int64_t kMaxTries = 64;
   std::vector<int64_t> order;
@@ -506,7 +534,7 @@ absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, J
   const int64_t start = (*positions)[index];
   for (int64_t k = 1; k <= std::min(kMaxTries, n - 1); ++k) {
     const int64_t candidate = order[(start + k) % n];
-    if (ProduceSample(epoch, candidate, dst, job).ok()) {
+    if (ProduceSample(epoch, candidate, dst, fields, job).ok()) {
       *replacement = candidate;
       return absl::OkStatus();
     }
@@ -553,6 +581,12 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
             kMaxBatchBytes, ": ask for fewer samples per batch"));
       }
     }
+  }
+  if (!value_fields_.empty() && job->data) {  // the field region follows the image buffer
+    const absl::Time t0 = absl::Now();
+    job->data->append(BuildFieldRegion(value_fields_, job->field_values, &job->header));
+    std::vector<std::vector<std::string>>().swap(job->field_values);
+    t.set_assemble_seconds(t.assemble_seconds() + absl::ToDoubleSeconds(absl::Now() - t0));
   }
   absl::Status status;
   {
@@ -625,6 +659,25 @@ absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& s
       "dataset"));
 }
 
+absl::Status CheckSessionFields(const v1::SessionConfig& config, int64_t max_field_bytes) {
+  if (config.fields().empty()) {
+    if (config.max_field_bytes() != 0) {
+      return absl::InvalidArgumentError("max_field_bytes is set but the session names no fields");
+    }
+    return absl::OkStatus();
+  }
+  if (absl::Status s = CheckFields(config, max_field_bytes); !s.ok()) return s;
+  if (config.cache_mode() != v1::CACHE_NONE) {
+    return absl::FailedPreconditionError(absl::StrCat("cache_mode ", v1::CacheMode_Name(config.cache_mode()),
+                                                      " serves images alone; a session with fields needs CACHE_NONE"));
+  }
+  if (config.has_store()) {
+    return absl::FailedPreconditionError(
+        "materialising stores the image alone; a materialising session cannot name fields");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::SessionConfig& config, Pipeline pipeline,
                                                                    std::optional<StoredFormat> store,
                                                                    SourceOrError source) {
@@ -649,6 +702,16 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     metrics_->rejected_sessions->Increment();
     return fits;
   }
+  if (!config.fields().empty() && (*source)->stored() != nullptr) {
+    metrics_->rejected_sessions->Increment();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset '", config.dataset(), "' is materialised, and a materialised dataset keeps the image alone; read "
+        "its source dataset for the fields"));
+  }
+  if (absl::Status fits = CheckFieldsFitSource(config.dataset(), **source, config.fields()); !fits.ok()) {
+    metrics_->rejected_sessions->Increment();
+    return fits;
+  }
   return Prepared{std::move(pipeline), *std::move(source), std::move(store)};
 }
 
@@ -656,6 +719,9 @@ void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Durati
   std::optional<StoredFormat> store;
   absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config);
   if (absl::Status job = CheckJob(config, config_.max_job_weight); pipeline.ok() && !job.ok()) pipeline = job;
+  if (absl::Status fields = CheckSessionFields(config, config_.max_field_bytes); pipeline.ok() && !fields.ok()) {
+    pipeline = fields;
+  }
   if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
     pipeline = absl::FailedPreconditionError(absl::StrCat(
         "cache_mode ", v1::CacheMode_Name(config.cache_mode()),
@@ -685,6 +751,7 @@ void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Du
       response.set_sample_bytes(prepared->pipeline.sample_bytes());
     }
     response.set_dataset_fingerprint(prepared->source->fingerprint());
+    response.set_unlabeled_samples(prepared->source->unlabeled_samples());
     done(std::move(response));
   });
 }

@@ -69,6 +69,9 @@ struct CoreConfig {
   // Bytes of finished batches shared between sessions with the same data
   // configuration (batch_cache.h); 0: off.
   int64_t batch_cache_bytes = 0;
+  // Largest SessionConfig.max_field_bytes a session may ask for: one text,
+  // bytes or json value of a sample (stoker-server --max-field-bytes).
+  int64_t max_field_bytes = int64_t{16} << 20;
 };
 
 // What a session holds of the server besides its config: its job's share of
@@ -112,8 +115,9 @@ class BatchSession final : public StreamSession {
  private:
   struct Job;
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
-  // Reads and produces sample `index` into dst; counts and logs a failure.
-  absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
+  // Reads and produces sample `index` into dst, and its value fields (when
+  // the session has any) into *fields; counts and logs a failure.
+  absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields, Job& job);
   // A materialising session: sample `index` encoded as stored, into *out.
   absl::Status ProduceStored(int64_t index, std::string* out, Job& job);
   // Counts and logs (once per sample) a failure; returns it.
@@ -144,7 +148,8 @@ class BatchSession final : public StreamSession {
   void CacheLocked(std::map<int64_t, T>& cache, int64_t index, T value, int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under SKIP: the next decodable sample after `index` in the epoch's order.
-  absl::Status Replace(int64_t epoch, int64_t index, uint8_t* dst, Job& job, int64_t* replacement);
+  absl::Status Replace(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields, Job& job,
+                       int64_t* replacement);
   std::shared_ptr<const std::vector<int64_t>> EpochPositions(int64_t epoch, std::vector<int64_t>* order);
   void Complete(const std::shared_ptr<Job>& job);
   bool TryServeFromCache(const std::shared_ptr<Job>& job);
@@ -176,6 +181,11 @@ class BatchSession final : public StreamSession {
   // The batch cache's key for this session's batches ("" without a cache).
   const std::string cache_key_;
   prometheus::Counter* const job_samples_;
+  // SessionConfig.fields: the value fields (all but the image), the image
+  // member's extensions (empty: the source's image), the value byte limit.
+  const std::vector<v1::FieldSpec> value_fields_;
+  const std::vector<std::string> image_extensions_;
+  const int64_t max_field_bytes_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
@@ -208,6 +218,11 @@ class FailureLog {
 // OK unless `source` is a materialised dataset whose stored prefix is not
 // where `pipeline` begins: FAILED_PRECONDITION naming both.
 absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& source, const Pipeline& pipeline);
+
+// OK unless the session's fields cannot be served: INVALID_ARGUMENT from
+// CheckFields (names, kinds, limits), FAILED_PRECONDITION with a cache mode or
+// a materialising session.
+absl::Status CheckSessionFields(const v1::SessionConfig& config, int64_t max_field_bytes);
 
 class DataServiceCore {
  public:

@@ -236,6 +236,8 @@ const char* DecodeFailureName(DecodeFailure failure) {
     case DecodeFailure::kTruncated: return "truncated";
     case DecodeFailure::kCorrupt: return "corrupt";
     case DecodeFailure::kTooLarge: return "too_large";
+    case DecodeFailure::kMissingField: return "missing_field";
+    case DecodeFailure::kBadField: return "bad_field";
   }
   return "corrupt";
 }
@@ -248,7 +250,9 @@ absl::Status DecodeError(DecodeFailure failure, absl::string_view detail) {
 
 DecodeFailure DecodeFailureOf(const absl::Status& status) {
   auto payload = status.GetPayload(kFailurePayload);
-  if (!payload || payload->size() != 1) return DecodeFailure::kCorrupt;
+  if (!payload || payload->size() != 1 || std::string(*payload)[0] > static_cast<char>(DecodeFailure::kBadField)) {
+    return DecodeFailure::kCorrupt;
+  }
   return static_cast<DecodeFailure>(std::string(*payload)[0]);
 }
 

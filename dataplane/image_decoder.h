@@ -29,7 +29,8 @@ struct ImageInfo {
 // Why a sample could not be decoded; also the `reason` label of
 // stoker_server_samples_failed_total. A small fixed set (load-bearing: the
 // label values are part of the metrics contract).
-enum class DecodeFailure { kEmpty, kNotAnImage, kTruncated, kCorrupt, kTooLarge };
+// kMissingField and kBadField are a sample's other fields (sample_fields.h).
+enum class DecodeFailure { kEmpty, kNotAnImage, kTruncated, kCorrupt, kTooLarge, kMissingField, kBadField };
 const char* DecodeFailureName(DecodeFailure failure);
 
 // Errors carry the failure kind in their payload so callers can count them.

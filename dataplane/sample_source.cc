@@ -2,9 +2,20 @@
 
 #include <xxhash.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "dataplane/image_decoder.h"
 
 namespace stoker {
+
+absl::StatusOr<std::string> SampleSource::ReadField(int64_t index, const std::vector<std::string>& extensions,
+                                                    std::string* which) const {
+  (void)which;
+  return DecodeError(DecodeFailure::kMissingField,
+                     absl::StrCat(Describe(index), " has no member ", absl::StrJoin(extensions, " or "),
+                                  ": this dataset's samples have no fields but the image and its class"));
+}
 
 FingerprintBuilder::FingerprintBuilder() : state_(XXH3_createState()) {
   XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));

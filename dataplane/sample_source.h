@@ -41,6 +41,17 @@ class SampleSource {
   // Null for sources of encoded images (Read gives a file's bytes); for a
   // materialised dataset, what Read's bytes are.
   virtual const StoredForm* stored() const { return nullptr; }
+
+  // Whether samples have named members besides the image (WebDataset
+  // shards), which ReadField finds.
+  virtual bool has_members() const { return false; }
+  // The bytes of the sample's member with the first of `extensions` it has;
+  // *which gets that extension. A sample with none of them: INVALID_ARGUMENT
+  // with DecodeFailure kMissingField (image_decoder.h) naming what it has.
+  virtual absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
+                                                std::string* which) const;
+  // Samples without a class label (label() gives 0 for them).
+  virtual int64_t unlabeled_samples() const { return 0; }
 };
 
 // Builds a fingerprint from the parts of an index, in order. Thread-compatible.

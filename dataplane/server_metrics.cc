@@ -30,9 +30,10 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
                  .Add({});
   auto& failed = prometheus::BuildCounter()
                      .Name("stoker_server_samples_failed_total")
-                     .Help("Samples that could not be read or decoded, by reason.")
+                     .Help("Samples that could not be read or decoded (or lacked a requested field), by reason.")
                      .Register(registry);
-  for (const char* reason : {"read_error", "empty", "not_an_image", "truncated", "corrupt", "too_large"}) {
+  for (const char* reason : {"read_error", "empty", "not_an_image", "truncated", "corrupt", "too_large",
+                             "missing_field", "bad_field"}) {
     samples_failed_[reason] = &failed.Add({{"reason", reason}});
   }
   auto& batches = prometheus::BuildCounter()

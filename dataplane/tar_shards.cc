@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -25,7 +27,7 @@ namespace {
 
 constexpr int64_t kBlock = 512;
 // Sidecar format. Load-bearing: bump the version when the format changes.
-constexpr char kIndexMagic[] = "stoker-tar-index 1";
+constexpr char kIndexMagic[] = "stoker-tar-index 2";
 constexpr char kIndexSuffix[] = ".stoker-index";
 
 bool ReadAt(int fd, void* buf, int64_t size, int64_t offset) {
@@ -109,20 +111,58 @@ bool IsImageField(const std::string& field, const std::string& wanted) {
 }
 
 struct ShardIndex {
-  std::vector<TarShardSource::Sample> samples;
+  std::vector<TarShardSource::Sample> samples;  // Member::extension indexes `extensions`
+  std::vector<std::string> extensions;
   std::string damage;
-  int64_t bad_labels = 0;  // samples left out: a .cls beyond kMaxClasses
+  int64_t bad_labels = 0;     // samples left out: a .cls beyond kMaxClasses
+  int64_t unparsed_labels = 0;  // a .cls that is not an integer: unlabeled
+  int64_t duplicates = 0;     // members whose key and extension came before
+  std::string first_duplicate;
+  int64_t skipped = 0;        // members ScanTar left out
+  std::string first_skipped;
 };
 
 bool ValidLabel(int64_t label) { return label >= 0 && label < TarShardSource::kMaxClasses; }
+
+// Interns extensions into one table.
+class ExtensionTable {
+ public:
+  explicit ExtensionTable(std::vector<std::string>* names) : names_(names) {
+    for (size_t i = 0; i < names_->size(); ++i) ids_.emplace((*names_)[i], static_cast<int32_t>(i));
+  }
+  int32_t Id(const std::string& ext) {
+    auto [it, inserted] = ids_.emplace(ext, static_cast<int32_t>(names_->size()));
+    if (inserted) names_->push_back(ext);
+    return it->second;
+  }
+
+ private:
+  std::vector<std::string>* names_;
+  std::map<std::string, int32_t> ids_;
+};
+
+// Reads a .cls member: label and labeled, or a bad label (-1).
+void ReadLabel(int fd, const TarMember& m, TarShardSource::Sample* s, ShardIndex* index) {
+  std::string text(static_cast<size_t>(std::min<int64_t>(m.size, 64)), '\0');
+  int64_t label = 0;
+  if (m.size < 64 && ReadAt(fd, text.data(), m.size, m.offset) &&
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label)) {
+    s->label = ValidLabel(label) ? static_cast<int32_t>(label) : -1;
+    s->labeled = ValidLabel(label);
+  } else {
+    ++index->unparsed_labels;
+  }
+}
 
 absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::string& image_field) {
   absl::StatusOr<TarScan> scan = ScanTar(shard);
   if (!scan.ok()) return scan.status();
   ShardIndex index;
   index.damage = scan->damage;
+  index.skipped = scan->skipped;
+  index.first_skipped = scan->first_skipped;
+  ExtensionTable table(&index.extensions);
   std::map<std::string, size_t> by_key;  // key -> position in index.samples
-  std::vector<bool> has_image;
   for (const TarMember& m : scan->members) {
     const auto [key, field] = SplitKey(m.name);
     auto [it, inserted] = by_key.emplace(key, index.samples.size());
@@ -133,15 +173,17 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::
       index.samples.push_back(std::move(s));
     }
     TarShardSource::Sample& s = index.samples[it->second];
+    const int32_t ext = table.Id(field);
+    if (std::any_of(s.members.begin(), s.members.end(), [&](const auto& o) { return o.extension == ext; })) {
+      if (index.duplicates++ == 0) index.first_duplicate = m.name;
+      continue;  // the first member of a key and extension is the sample's
+    }
+    s.members.push_back({ext, m.offset, m.size});
     if (IsImageField(field, image_field) && s.offset < 0) {
       s.offset = m.offset;
       s.size = m.size;
-    } else if (field == "cls" && m.size < 64) {
-      std::string text(static_cast<size_t>(m.size), '\0');
-      int64_t label = 0;
-      if (ReadAt(fd, text.data(), m.size, m.offset) && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label)) {
-        s.label = ValidLabel(label) ? static_cast<int32_t>(label) : -1;
-      }
+    } else if (field == "cls") {
+      ReadLabel(fd, m, &s, &index);
     }
   }
   // Samples without an image cannot be served; those with a label past the
@@ -162,27 +204,52 @@ std::string IndexHeader(const struct stat& st, const std::string& image_field) {
   return header;
 }
 
+// One sidecar line: key, image offset, size, label ("u": unlabeled), then
+// extension, offset, size of each member; key and extensions C-escaped.
+bool ParseSidecarLine(const std::string& line, const struct stat& st, ExtensionTable& table,
+                      TarShardSource::Sample* s) {
+  std::vector<std::string> parts = absl::StrSplit(line, '\t');
+  if (parts.size() < 4 || (parts.size() - 4) % 3 != 0 || parts[0].empty() ||
+      !absl::CUnescape(parts[0], &s->key) || !absl::SimpleAtoi(parts[1], &s->offset) ||
+      !absl::SimpleAtoi(parts[2], &s->size)) {
+    return false;
+  }
+  s->labeled = parts[3] != "u";
+  if (s->labeled && !absl::SimpleAtoi(parts[3], &s->label)) return false;
+  auto in_file = [&](int64_t offset, int64_t size) {
+    return offset >= 0 && size >= 0 && offset <= st.st_size && size <= st.st_size - offset;
+  };
+  // Every range is checked: a stale or forged sidecar is rebuilt, not trusted.
+  if (!in_file(s->offset, s->size) || !ValidLabel(s->label)) return false;
+  for (size_t i = 4; i < parts.size(); i += 3) {
+    TarShardSource::Member m;
+    std::string ext;
+    if (!absl::CUnescape(parts[i], &ext) || !absl::SimpleAtoi(parts[i + 1], &m.offset) ||
+        !absl::SimpleAtoi(parts[i + 2], &m.size) || !in_file(m.offset, m.size)) {
+      return false;
+    }
+    m.extension = table.Id(ext);
+    s->members.push_back(m);
+  }
+  return true;
+}
+
 bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field, ShardIndex* index) {
   std::ifstream in(shard.string() + kIndexSuffix);
   std::string line;
   if (!in || !std::getline(in, line) || line != IndexHeader(st, image_field)) return false;
   if (!std::getline(in, line) || line.rfind("damage\t", 0) != 0) return false;
   index->damage = line.substr(7);
+  ExtensionTable table(&index->extensions);
   while (std::getline(in, line)) {
-    std::vector<std::string> parts = absl::StrSplit(line, '\t');
     TarShardSource::Sample s;
-    if (parts.size() != 4 || !absl::SimpleAtoi(parts[1], &s.offset) || !absl::SimpleAtoi(parts[2], &s.size) ||
-        !absl::SimpleAtoi(parts[3], &s.label)) {
-      return false;
-    }
-    // Every range is checked: a stale or forged sidecar is rebuilt, not trusted.
-    if (s.offset < 0 || s.size < 0 || s.offset > st.st_size || s.size > st.st_size - s.offset ||
-        !ValidLabel(s.label) || parts[0].empty()) {
-      LOG(WARNING) << "ignoring sidecar " << shard.string() << kIndexSuffix << ": entry out of range: " << line;
+    if (!ParseSidecarLine(line, st, table, &s)) {
+      LOG(WARNING) << "ignoring sidecar " << shard.string() << kIndexSuffix << ": entry malformed or out of range: "
+                   << absl::CHexEscape(line.substr(0, 200));
       index->samples.clear();
+      index->extensions.clear();
       return false;
     }
-    s.key = parts[0];
     index->samples.push_back(std::move(s));
   }
   return true;
@@ -201,7 +268,19 @@ void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << IndexHeader(st, image_field) << "\ndamage\t" << index.damage << "\n";
-    for (const auto& s : index.samples) out << s.key << '\t' << s.offset << '\t' << s.size << '\t' << s.label << '\n';
+    for (const auto& s : index.samples) {
+      out << absl::CEscape(s.key) << '\t' << s.offset << '\t' << s.size << '\t';
+      if (s.labeled) {
+        out << s.label;
+      } else {
+        out << 'u';
+      }
+      for (const auto& m : s.members) {
+        out << '\t' << absl::CEscape(index.extensions[static_cast<size_t>(m.extension)]) << '\t' << m.offset << '\t'
+            << m.size;
+      }
+      out << '\n';
+    }
     out.flush();
     ok = static_cast<bool>(out);
   }
@@ -219,7 +298,7 @@ absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
   fstat(fd, &st);
   const int64_t file_size = st.st_size;
   TarScan scan;
-  std::string long_name, pax_path;
+  std::string long_name, pax_path, skip_reason;
   int64_t pax_size = -1;
   int64_t offset = 0;
   unsigned char h[kBlock];
@@ -247,8 +326,12 @@ absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
       break;
     }
     const char type = static_cast<char>(h[156]);
-    if (type == 'L' || type == 'x') {  // the next header's long name / pax records
-      std::string payload(static_cast<size_t>(std::min<int64_t>(size, 1 << 20)), '\0');
+    if ((type == 'L' || type == 'x') && size > kMaxTarRecordBytes) {
+      // Its member is skipped: the name (or size) it carries is unknowable.
+      skip_reason = absl::StrCat(type == 'L' ? "GNU long-name" : "pax", " record of ", size, " bytes at offset ",
+                                 offset, " (at most ", kMaxTarRecordBytes, ")");
+    } else if (type == 'L' || type == 'x') {  // the next header's long name / pax records
+      std::string payload(static_cast<size_t>(size), '\0');
       if (!ReadAt(fd, payload.data(), static_cast<int64_t>(payload.size()), data)) {
         scan.damage = absl::StrCat("read error at offset ", data);
         break;
@@ -265,11 +348,20 @@ absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
         if (std::memcmp(h + 257, "ustar", 5) == 0 && !prefix.empty()) name = prefix + "/" + name;
         if (!long_name.empty()) name = long_name;
         if (!pax_path.empty()) name = pax_path;
-        scan.members.push_back({name, data, size});
+        if (skip_reason.empty() && static_cast<int64_t>(name.size()) > kMaxTarMemberName) {
+          skip_reason = absl::StrCat("member name of ", name.size(), " bytes at offset ", offset, " (at most ",
+                                     kMaxTarMemberName, ")");
+        }
+        if (skip_reason.empty()) {
+          scan.members.push_back({name, data, size});
+        } else if (scan.skipped++ == 0) {
+          scan.first_skipped = skip_reason;
+        }
       }
       long_name.clear();
       pax_path.clear();
       pax_size = -1;
+      skip_reason.clear();
     }
     offset = data + (size + kBlock - 1) / kBlock * kBlock;
   }
@@ -281,6 +373,27 @@ absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
 }
 
 namespace {
+
+void LogIndexProblems(const std::string& shard, const ShardIndex& index) {
+  if (index.bad_labels > 0) {
+    LOG(WARNING) << "shard " << shard << ": " << index.bad_labels << " samples left out: their .cls label is not in 0.."
+                 << TarShardSource::kMaxClasses - 1;
+  }
+  if (index.unparsed_labels > 0) {
+    LOG(WARNING) << "shard " << shard << ": " << index.unparsed_labels
+                 << " samples have a .cls member that is not an integer (or over 63 bytes): served unlabeled";
+  }
+  if (index.duplicates > 0) {
+    LOG(WARNING) << "shard " << shard << ": " << index.duplicates
+                 << " members repeat a key and extension seen before in the shard (first: '"
+                 << absl::CHexEscape(index.first_duplicate.substr(0, 200))
+                 << "'); the first member of each key and extension is used, the others ignored";
+  }
+  if (index.skipped > 0) {
+    LOG(WARNING) << "shard " << shard << ": " << index.skipped << " members skipped (first: " << index.first_skipped
+                 << ")";
+  }
+}
 
 // The *.tar files directly in `dir`, sorted; the non-throwing filesystem
 // calls only (an unreadable entry is skipped, never an exception).
@@ -312,6 +425,8 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
     source->shard_paths_ = ListShards(dir);
   }
   int32_t max_label = -1;
+  int64_t bad_labels = 0;
+  ExtensionTable table(&source->extension_names_);
   for (size_t i = 0; i < source->shard_paths_.size(); ++i) {
     const fs::path& shard = source->shard_paths_[i];
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
@@ -330,9 +445,13 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
       index = *std::move(built);
       SaveSidecar(shard, st, image_field, index);
     }
-    if (index.bad_labels > 0) {
-      LOG(WARNING) << "shard " << shard.filename().string() << ": " << index.bad_labels
-                   << " samples left out: their .cls label is not in 0.." << kMaxClasses - 1;
+    LogIndexProblems(shard.filename().string(), index);
+    bad_labels += index.bad_labels;
+    std::vector<int32_t> ids;  // the shard's extension ids in the source's table
+    for (const std::string& ext : index.extensions) ids.push_back(table.Id(ext));
+    for (Sample& s : index.samples) {
+      for (Member& m : s.members) m.extension = ids[static_cast<size_t>(m.extension)];
+      if (!s.labeled) ++source->unlabeled_;
     }
     if (!index.damage.empty()) {
       const std::string what = absl::StrCat(shard.filename().string(), ": ", index.damage);
@@ -345,8 +464,17 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
       source->samples_.push_back(std::move(s));
     }
   }
+  if (source->samples_.empty() && bad_labels > 0) {
+    return absl::DataLossError(absl::StrCat("dataset ", dir.string(), ": every sample with an image (", bad_labels,
+                                            ") has a .cls label outside 0..", kMaxClasses - 1));
+  }
   if (source->samples_.empty()) {
     return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), " has tar shards but no samples with an image"));
+  }
+  if (source->unlabeled_ > 0) {
+    LOG(WARNING) << "dataset " << dir.string() << ": " << source->unlabeled_ << " of " << source->samples_.size()
+                 << " samples have no class label (no .cls member, or one that is not an integer): they are served "
+                    "with label 0 in (images, labels) batches, and a class field fails them as missing_field";
   }
   for (int32_t l = 0; l <= max_label; ++l) source->class_names_.push_back(std::to_string(l));
   FingerprintBuilder fingerprint;
@@ -354,6 +482,37 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
   for (const Sample& s : source->samples_) fingerprint.Add(s.shard).Add(s.key).Add(s.size).Add(s.label);
   source->fingerprint_ = fingerprint.Finish();
   return std::shared_ptr<const TarShardSource>(std::move(source));
+}
+
+absl::StatusOr<std::string> TarShardSource::ReadField(int64_t index, const std::vector<std::string>& extensions,
+                                                      std::string* which) const {
+  const Sample& s = samples_[index];
+  for (const std::string& ext : extensions) {
+    for (const Member& m : s.members) {
+      if (extension_names_[static_cast<size_t>(m.extension)] != ext) continue;
+      if (which != nullptr) *which = ext;
+      return ReadRange(index, ext, m.offset, m.size);
+    }
+  }
+  std::vector<std::string> present;
+  for (const Member& m : s.members) present.push_back(extension_names_[static_cast<size_t>(m.extension)]);
+  return DecodeError(DecodeFailure::kMissingField,
+                     absl::StrCat(Describe(index), " has no member ", absl::StrJoin(extensions, " or "), " (it has ",
+                                  absl::StrJoin(present, ", "), ")"));
+}
+
+absl::StatusOr<std::string> TarShardSource::ReadRange(int64_t index, const std::string& ext, int64_t offset,
+                                                      int64_t size) const {
+  const std::string where = ext.empty() ? Describe(index) : absl::StrCat(Describe(index), ".", ext);
+  if (max_file_bytes_ > 0 && size > max_file_bytes_) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat(where, " holds ", size, " bytes; --max-file-bytes is ", max_file_bytes_));
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (!ReadAt(fds_[samples_[index].shard], bytes.data(), size, offset)) {
+    return absl::DataLossError(absl::StrCat("short read of ", where, " at offset ", offset));
+  }
+  return bytes;
 }
 
 TarShardSource::~TarShardSource() {
@@ -367,15 +526,7 @@ std::string TarShardSource::Describe(int64_t index) const {
 
 absl::StatusOr<std::string> TarShardSource::Read(int64_t index) const {
   const Sample& s = samples_[index];
-  if (max_file_bytes_ > 0 && s.size > max_file_bytes_) {
-    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(Describe(index), " holds ", s.size,
-                                                              " bytes; --max-file-bytes is ", max_file_bytes_));
-  }
-  std::string bytes(static_cast<size_t>(s.size), '\0');
-  if (!ReadAt(fds_[s.shard], bytes.data(), s.size, s.offset)) {
-    return absl::DataLossError(absl::StrCat("short read of ", Describe(index), " at offset ", s.offset));
-  }
-  return bytes;
+  return ReadRange(index, "", s.offset, s.size);
 }
 
 }  // namespace stoker

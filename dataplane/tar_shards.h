@@ -2,7 +2,8 @@
 // name-000000.tar, name-000001.tar, ... whose members are grouped into samples
 // by key (the member path up to the first '.' of its file name); the rest of
 // the name is the field: .jpg/.jpeg/.png/.webp is the image, .cls the integer
-// label, .json metadata (ignored). Samples are numbered over all shards in
+// label; every member is indexed, so a session may ask for any of them as a
+// field (ReadField). Samples are numbered over all shards in
 // shard-name order, then tar order, so an epoch's order spans every shard.
 //
 // Random access needs each member's offset: the first open of a shard scans
@@ -32,9 +33,21 @@ struct TarMember {
   int64_t size = 0;
 };
 
+// Member names longer than this many bytes are skipped (and counted): a
+// WebDataset key is short, and a shard of huge names must not make an index
+// of gigabytes. Load-bearing: documented in the README's bad-input table.
+inline constexpr int64_t kMaxTarMemberName = 1024;
+// GNU long-name and pax records longer than this are skipped with the member
+// they describe.
+inline constexpr int64_t kMaxTarRecordBytes = int64_t{1} << 20;
+
 struct TarScan {
   std::vector<TarMember> members;  // regular files, in order
   std::string damage;              // empty, or what is wrong and where
+  // Members left out (a name over kMaxTarMemberName, a record over
+  // kMaxTarRecordBytes): how many, and what the first one was.
+  int64_t skipped = 0;
+  std::string first_skipped;
 };
 
 // Reads a tar file's headers (ustar, GNU long names, pax path/size records).
@@ -73,20 +86,38 @@ class TarShardSource final : public SampleSource {
   std::string Describe(int64_t index) const override;
   absl::StatusOr<std::string> Read(int64_t index) const override;
   const std::string& fingerprint() const override { return fingerprint_; }
+  bool has_members() const override { return true; }
+  absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
+                                        std::string* which) const override;
+  int64_t unlabeled_samples() const override { return unlabeled_; }
+  // The member extensions present in the dataset, sorted (for messages).
+  std::vector<std::string> extensions() const { return extension_names_; }
 
   // What was wrong with each damaged shard ("shard: damage"), for logs/tests.
   const std::vector<std::string>& damage() const { return damage_; }
 
+  // One member of a sample: its extension (an index into the source's
+  // table of extensions) and where its data is.
+  struct Member {
+    int32_t extension = 0;
+    int64_t offset = 0;
+    int64_t size = 0;
+  };
   struct Sample {
     int32_t shard = 0;
     std::string key;
     int64_t offset = 0;  // of the image member's data
     int64_t size = 0;
-    int32_t label = 0;
+    int32_t label = 0;   // 0 when unlabeled
+    bool labeled = false;  // has a .cls member with a valid label
+    std::vector<Member> members;  // every member, in tar order
   };
 
  private:
   TarShardSource() = default;
+  // Bytes [offset, offset + size) of sample `index`'s shard; `ext` names the
+  // member in errors ("": the image).
+  absl::StatusOr<std::string> ReadRange(int64_t index, const std::string& ext, int64_t offset, int64_t size) const;
 
   int64_t max_file_bytes_ = 0;
   std::string fingerprint_;
@@ -95,6 +126,8 @@ class TarShardSource final : public SampleSource {
   std::vector<Sample> samples_;
   std::vector<std::string> class_names_;
   std::vector<std::string> damage_;
+  std::vector<std::string> extension_names_;  // Member::extension indexes it
+  int64_t unlabeled_ = 0;
 };
 
 }  // namespace stoker

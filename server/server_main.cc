@@ -48,6 +48,9 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "Largest image decoded, in pixels (width x height), checked from the header; larger ones fail as too_large");
 ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20,
           "Largest sample file (or tar member) read, in bytes; larger ones fail as too_large; 0: no limit");
+ABSL_FLAG(int64_t, max_field_bytes, int64_t{16} << 20,
+          "Largest per-sample text, bytes or json field value a session may allow itself (its max_field_bytes, "
+          "default 1 MiB), in bytes; larger values fail the sample as too_large");
 ABSL_FLAG(int, max_datasets, 64,
           "Datasets kept open for later sessions; past this the least recently used idle one is closed");
 ABSL_FLAG(bool, allow_synthetic, true,
@@ -119,6 +122,11 @@ int main(int argc, char** argv) {
   config.core.admission.max_streams = absl::GetFlag(FLAGS_max_streams);
   config.core.max_job_weight = absl::GetFlag(FLAGS_max_job_weight);
   config.core.batch_cache_bytes = absl::GetFlag(FLAGS_batch_cache_bytes);
+  config.core.max_field_bytes = absl::GetFlag(FLAGS_max_field_bytes);
+  if (config.core.max_field_bytes < 1) {
+    LOG(ERROR) << "--max-field-bytes must be >= 1 (got " << config.core.max_field_bytes << ")";
+    return 2;
+  }
   if (config.core.admission.max_sessions < 0 || config.core.admission.max_streams < 0 ||
       !(config.core.max_job_weight > 0) || config.core.batch_cache_bytes < 0) {
     LOG(ERROR) << "--max-sessions, --max-streams and --batch-cache-bytes must be >= 0, --max-job-weight > 0";

@@ -1,0 +1,84 @@
+#include "common/field_layout.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace stoker {
+
+std::vector<v1::FieldSpec> ValueFields(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
+  std::vector<v1::FieldSpec> out;
+  for (const v1::FieldSpec& f : fields) {
+    if (f.kind() != v1::IMAGE) out.push_back(f);
+  }
+  return out;
+}
+
+std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
+                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header) {
+  size_t total = 0;
+  for (const auto& sample : values) {
+    for (const std::string& v : sample) total += v.size();
+  }
+  std::string region;
+  region.reserve(total);
+  header->clear_fields();
+  for (size_t f = 0; f < fields.size(); ++f) {
+    v1::FieldData* data = header->add_fields();
+    data->set_name(fields[f].name());
+    data->set_kind(fields[f].kind());
+    data->set_offset(static_cast<int64_t>(region.size()));
+    int64_t bytes = 0;
+    data->add_sample_offsets(0);
+    for (const auto& sample : values) {
+      if (f < sample.size()) {
+        region.append(sample[f]);
+        bytes += static_cast<int64_t>(sample[f].size());
+      }
+      data->add_sample_offsets(bytes);
+    }
+    data->set_bytes(bytes);
+  }
+  header->set_field_bytes(static_cast<int64_t>(region.size()));
+  return region;
+}
+
+absl::Status CheckFieldLayout(const v1::BatchHeader& h, const std::vector<v1::FieldSpec>& fields) {
+  if (h.fields_size() != static_cast<int>(fields.size())) {
+    return absl::DataLossError(absl::StrCat("batch ", h.batch_index(), " has ", h.fields_size(),
+                                            " fields; the session asked for ", fields.size()));
+  }
+  if (h.field_bytes() < 0 || (fields.empty() && h.field_bytes() != 0)) {
+    return absl::DataLossError(absl::StrCat("batch ", h.batch_index(), " claims ", h.field_bytes(), " field bytes"));
+  }
+  const int64_t n = h.sample_indices_size();
+  for (size_t f = 0; f < fields.size(); ++f) {
+    const v1::FieldData& d = h.fields(static_cast<int>(f));
+    auto bad = [&](const std::string& what) {
+      return absl::DataLossError(absl::StrCat("batch ", h.batch_index(), ", field '", fields[f].name(), "': ", what));
+    };
+    if (d.name() != fields[f].name() || d.kind() != fields[f].kind()) {
+      return bad(absl::StrCat("sent as '", d.name(), "' of kind ", d.kind()));
+    }
+    if (d.offset() < 0 || d.bytes() < 0 || d.offset() > h.field_bytes() || d.bytes() > h.field_bytes() - d.offset()) {
+      return bad(absl::StrCat("bytes [", d.offset(), ", +", d.bytes(), ") outside the ", h.field_bytes(),
+                              " field bytes"));
+    }
+    if (d.sample_offsets_size() != n + 1 || d.sample_offsets(0) != 0 || d.sample_offsets(static_cast<int>(n)) != d.bytes()) {
+      return bad(absl::StrCat(d.sample_offsets_size(), " sample offsets for ", n, " samples and ", d.bytes(), " bytes"));
+    }
+    const bool ints = d.kind() == v1::CLASS || d.kind() == v1::CLASSES;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t a = d.sample_offsets(static_cast<int>(i)), b = d.sample_offsets(static_cast<int>(i + 1));
+      if (b < a || (ints && (b - a) % 4 != 0) || (d.kind() == v1::CLASS && b - a != 4)) {
+        return bad(absl::StrCat("sample ", i, " has values [", a, ", ", b, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i) {
+  const int64_t a = field.sample_offsets(static_cast<int>(i)), b = field.sample_offsets(static_cast<int>(i + 1));
+  return region.substr(static_cast<size_t>(field.offset() + a), static_cast<size_t>(b - a));
+}
+
+}  // namespace stoker

@@ -1,0 +1,41 @@
+// The field region of a batch (stoker.proto: BatchHeader.field_bytes and
+// FieldData): building it from each sample's values on the producing side,
+// and checking a received header's layout before any of it is trusted.
+// Pure functions; thread-safe.
+#ifndef STOKER_COMMON_FIELD_LAYOUT_H_
+#define STOKER_COMMON_FIELD_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "proto/stoker/v1/stoker.pb.h"
+
+namespace stoker {
+
+// The session's fields other than the image, in order: those a batch's
+// FieldData lists.
+std::vector<v1::FieldSpec> ValueFields(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields);
+
+// Lays out values[slot][field] (one entry per sample, one string per value
+// field, already in its kind's encoding) as the field region: each field's
+// values in sample order, fields one after another. Sets header->fields and
+// header->field_bytes and returns the region.
+std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
+                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header);
+
+// OK when `header`'s fields are exactly `fields` (names and kinds, in
+// order) for its sample count, each within field_bytes with offsets that
+// start at 0, never decrease and end at the field's bytes (CLASS: 4 bytes per
+// sample; CLASS/CLASSES: multiples of 4). DATA_LOSS naming what is wrong
+// otherwise. A header without fields passes when `fields` is empty.
+absl::Status CheckFieldLayout(const v1::BatchHeader& header, const std::vector<v1::FieldSpec>& fields);
+
+// Sample `i`'s values of `field` within the region (a checked header).
+absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i);
+
+}  // namespace stoker
+
+#endif  // STOKER_COMMON_FIELD_LAYOUT_H_

@@ -1,0 +1,159 @@
+#include "dataplane/sample_fields.h"
+
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/field_spec.h"
+#include "dataplane/image_decoder.h"
+#include "nlohmann/json.hpp"
+
+namespace stoker {
+namespace {
+
+void AppendInt32(int32_t v, std::string* out) {
+  const uint32_t u = static_cast<uint32_t>(v);
+  const char bytes[4] = {static_cast<char>(u & 0xff), static_cast<char>((u >> 8) & 0xff),
+                         static_cast<char>((u >> 16) & 0xff), static_cast<char>((u >> 24) & 0xff)};
+  out->append(bytes, 4);
+}
+
+absl::Status BadField(const std::string& where, absl::string_view what) {
+  return DecodeError(DecodeFailure::kBadField, absl::StrCat(where, ": ", what));
+}
+
+// Decimal class ids separated by commas or white space.
+absl::StatusOr<std::string> EncodeClasses(v1::FieldKind kind, const std::string& bytes, const std::string& where) {
+  std::string out;
+  int count = 0;
+  for (absl::string_view token : absl::StrSplit(bytes, absl::ByAnyChar(", \t\r\n"), absl::SkipEmpty())) {
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(token, &id) || id < std::numeric_limits<int32_t>::min() ||
+        id > std::numeric_limits<int32_t>::max()) {
+      return BadField(where, absl::StrCat("'", absl::CHexEscape(token.substr(0, 40)), "' is not a 32-bit integer class id"));
+    }
+    if (++count > kMaxClassesPerSample) {
+      return BadField(where, absl::StrCat("more than ", kMaxClassesPerSample, " class ids"));
+    }
+    AppendInt32(static_cast<int32_t>(id), &out);
+  }
+  if (kind == v1::CLASS && count != 1) {
+    return BadField(where, absl::StrCat(count, " class ids; a class field holds exactly one (use kind classes for "
+                                               "several)"));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool IsValidUtf8(absl::string_view text, size_t* bad_at) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    int len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      len = 2, cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, cp = c & 0x07;
+    } else {
+      *bad_at = i;
+      return false;
+    }
+    if (i + static_cast<size_t>(len) > n) {
+      *bad_at = i;
+      return false;
+    }
+    for (int k = 1; k < len; ++k) {
+      if ((s[i + static_cast<size_t>(k)] & 0xc0) != 0x80) {
+        *bad_at = i;
+        return false;
+      }
+      cp = (cp << 6) | (s[i + static_cast<size_t>(k)] & 0x3f);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      *bad_at = i;
+      return false;
+    }
+    i += static_cast<size_t>(len);
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where) {
+  switch (kind) {
+    case v1::CLASS:
+    case v1::CLASSES:
+      return EncodeClasses(kind, bytes, where);
+    case v1::TEXT: {
+      size_t bad_at = 0;
+      if (!IsValidUtf8(bytes, &bad_at)) return BadField(where, absl::StrCat("not UTF-8 (byte ", bad_at, ")"));
+      return bytes;
+    }
+    case v1::JSON:
+      // The SAX parser keeps its nesting on the heap: deep documents cannot
+      // overflow the stack.
+      if (!nlohmann::json::accept(bytes)) return BadField(where, "JSON that does not parse");
+      return bytes;
+    case v1::BYTES:
+      return bytes;
+    default:
+      return BadField(where, absl::StrCat("kind ", kind, " is not a value field"));
+  }
+}
+
+absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
+                              int64_t max_bytes, std::vector<std::string>* values) {
+  values->resize(fields.size());
+  static const std::vector<std::string> kClassMember = {"cls"};
+  for (size_t f = 0; f < fields.size(); ++f) {
+    const v1::FieldSpec& spec = fields[f];
+    const bool classes = spec.kind() == v1::CLASS || spec.kind() == v1::CLASSES;
+    std::string& out = (*values)[f];
+    out.clear();
+    if (classes && spec.extensions().empty() && !source.has_members()) {  // an ImageFolder's class
+      AppendInt32(source.label(index), &out);
+      continue;
+    }
+    const std::vector<std::string> extensions =
+        spec.extensions().empty() ? kClassMember : std::vector<std::string>(spec.extensions().begin(), spec.extensions().end());
+    std::string which;
+    absl::StatusOr<std::string> bytes = source.ReadField(index, extensions, &which);
+    if (!bytes.ok()) return bytes.status();
+    const std::string where = absl::StrCat(source.Describe(index), ".", which, " (field '", spec.name(), "')");
+    if (static_cast<int64_t>(bytes->size()) > max_bytes) {
+      return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(where, " holds ", bytes->size(),
+                                                                " bytes; the session's max_field_bytes is ", max_bytes));
+    }
+    absl::StatusOr<std::string> value = EncodeFieldValue(spec.kind(), *std::move(bytes), where);
+    if (!value.ok()) return value.status();
+    out = *std::move(value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFieldsFitSource(const std::string& dataset, const SampleSource& source,
+                                  const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
+  if (source.has_members()) return absl::OkStatus();
+  for (const v1::FieldSpec& f : fields) {
+    const bool class_of_tree = (f.kind() == v1::CLASS || f.kind() == v1::CLASSES) && f.extensions().empty();
+    if (f.kind() == v1::IMAGE || class_of_tree) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field '", f.name(), "' (", FieldKindName(f.kind()), ") cannot be read from dataset '", dataset,
+        "': its samples have only an image and a class (fields of kind image and class); other fields come from "
+        "WebDataset shards"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stoker

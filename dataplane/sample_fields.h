@@ -1,0 +1,47 @@
+// A sample's fields besides the image (SessionConfig.fields): read from the
+// sample's source and checked against their kind before they join a batch.
+// Values come out in the wire encoding of FieldData (stoker.proto): int32
+// little-endian for CLASS/CLASSES, the member's bytes otherwise. Errors are
+// decode failures (image_decoder.h): missing_field, bad_field or too_large,
+// with a message naming the sample, the member and the problem.
+// Stateless functions; thread-safe.
+#ifndef STOKER_DATAPLANE_SAMPLE_FIELDS_H_
+#define STOKER_DATAPLANE_SAMPLE_FIELDS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/stoker/v1/stoker.pb.h"
+#include "dataplane/sample_source.h"
+
+namespace stoker {
+
+// Most class ids one CLASSES value may hold.
+inline constexpr int kMaxClassesPerSample = 4096;
+
+// Reads every field of `fields` (none of kind IMAGE) of sample `index` into
+// (*values)[i], replacing what was there. A value over `max_bytes` is
+// too_large.
+absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
+                              int64_t max_bytes, std::vector<std::string>* values);
+
+// `bytes` (from member `where`) checked and encoded as `kind` wants.
+absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where);
+
+// Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates, at
+// most U+10FFFF); *bad_at gets the offset of the first bad byte.
+bool IsValidUtf8(absl::string_view text, size_t* bad_at);
+
+// OK unless a field of `fields` cannot exist in `source`'s samples (an
+// ImageFolder tree has only its image and class): INVALID_ARGUMENT naming
+// the field and what the dataset has.
+absl::Status CheckFieldsFitSource(const std::string& dataset, const SampleSource& source,
+                                  const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields);
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_SAMPLE_FIELDS_H_
