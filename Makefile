@@ -17,6 +17,9 @@ PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2
 # Test-only validators: the Kubernetes API schemas, and JSON patches where no
 # kubectl renders overlays (tests/deploy_k8s_test.py).
 PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
+# Test-only references the parity tests compare with (python/tests/test_fields.py:
+# shards written by webdataset's own ShardWriter).
+PYREFERENCES := webdataset==0.2.100
 
 .PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean
 
@@ -27,7 +30,7 @@ deps:
 
 $(PYENV)/.ready: Makefile | deps
 	@/usr/bin/python3 -m venv --system-site-packages $(PYENV)
-	@$(PYENV)/bin/pip install -q --disable-pip-version-check $(PYTOOLS) $(PYVALIDATORS)
+	@$(PYENV)/bin/pip install -q --disable-pip-version-check $(PYTOOLS) $(PYVALIDATORS) $(PYREFERENCES)
 	@touch $@
 
 pyenv: $(PYENV)/.ready

@@ -55,6 +55,37 @@ TEST(ChunkAssemblerTest, JoinsChunksInOrderIntoOneBatch) {
   EXPECT_EQ((*third)->data.view(), "xy");
 }
 
+TEST(ChunkAssemblerTest, FieldBytesAfterTheImageGoToTheFieldRegion) {
+  ChunkAssembler a("s:1");
+  // 6 image bytes then 5 field bytes, in chunks that straddle the boundary.
+  v1::BatchChunk first = Chunk(4, 0, "abcd", 6);
+  first.mutable_header()->set_field_bytes(5);
+  v1::FieldData* f = first.mutable_header()->add_fields();
+  f->set_name("caption");
+  f->set_kind(v1::TEXT);
+  f->set_bytes(5);
+  for (int64_t o : {0, 2, 5}) f->add_sample_offsets(o);
+  grpc::ByteBuffer b1 = Serialize(first), b2 = Serialize(Chunk(4, 4, "efHI")), b3 = Serialize(Chunk(4, 8, "abc"));
+  ASSERT_TRUE(a.Add(&b1).ok());
+  auto partial = a.Add(&b2);
+  ASSERT_TRUE(partial.ok() && !partial->has_value());
+  auto done = a.Add(&b3);
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_TRUE(done->has_value());
+  const Batch& batch = **done;
+  EXPECT_EQ(batch.data.view(), "abcdef");
+  EXPECT_EQ(batch.field_data, "HIabc");
+  ASSERT_NE(batch.Field("caption"), nullptr);
+  EXPECT_EQ(batch.Field("other"), nullptr);
+  EXPECT_EQ(batch.FieldValue(*batch.Field("caption"), 0), "HI");
+  EXPECT_EQ(batch.FieldValue(*batch.Field("caption"), 1), "abc");
+  // More bytes than image + fields is refused.
+  ChunkAssembler b("s:1");
+  grpc::ByteBuffer c1 = Serialize(first), c2 = Serialize(Chunk(4, 4, "efHIabcX"));
+  ASSERT_TRUE(b.Add(&c1).ok());
+  EXPECT_EQ(b.Add(&c2).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(ChunkAssemblerTest, RefusesChunksThatDoNotContinueTheBatch) {
   struct Case {
     std::vector<v1::BatchChunk> chunks;

@@ -58,6 +58,8 @@ Batch TakeOrDescribe(const Batch& source, Batch* owned) {
   b.stage_times = source.stage_times;
   b.failed_samples = source.failed_samples;
   b.receive_latency = source.receive_latency;
+  b.fields = source.fields;  // small: the values travel in field_data
+  b.field_data = source.field_data;
   return b;
 }
 

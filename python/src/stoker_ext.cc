@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/ladder.h"
 #include "client/training_loader.h"
+#include "common/field_spec.h"
 #include "common/malloc_tuning.h"
 #include "common/pipeline_text.h"
 
@@ -80,6 +81,8 @@ struct Options {
   std::string tls_ca, tls_cert, tls_key, tls_server_name, auth_token_file;
   std::string dataset;
   std::string pipeline;
+  std::string fields;  // common/field_spec.h's text form; empty: none
+  int64_t max_field_bytes = 0;
   int batch_size = 256;
   uint64_t seed = 0;
   bool drop_last = false;
@@ -128,6 +131,10 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   }
   if (o.dataset.empty()) return absl::InvalidArgumentError("dataset: a name under the servers' --data-root");
   cc.session.set_dataset(o.dataset);
+  absl::StatusOr<std::vector<v1::FieldSpec>> fields = ParseFieldsText(o.fields);
+  if (!fields.ok()) return fields.status();
+  for (v1::FieldSpec& f : *fields) *cc.session.add_fields() = std::move(f);
+  cc.session.set_max_field_bytes(o.max_field_bytes);
   cc.session.set_batch_size(o.batch_size);
   cc.session.set_seed(o.seed);
   auto ops = ParsePipelineText(o.pipeline.empty() ? std::string(kDefaultTrainPipeline) : o.pipeline);
@@ -243,6 +250,16 @@ nb::tuple BatchTuple(DeviceTensor tensor, void* consumer_stream) {
   info["server"] = b.server;
   info["failed_samples"] = b.failed_samples.size();
   info["receive_ms"] = absl::ToDoubleMilliseconds(b.receive_latency);
+  if (!b.fields.empty()) {  // name -> (kind, the field's values, N + 1 offsets into them)
+    nb::dict fields;
+    for (const v1::FieldData& f : b.fields) {
+      const absl::string_view values = absl::string_view(b.field_data).substr(f.offset(), f.bytes());
+      fields[f.name().c_str()] = nb::make_tuple(FieldKindName(f.kind()), nb::bytes(values.data(), values.size()),
+                                                Int64Array(std::vector<int64_t>(f.sample_offsets().begin(),
+                                                                                f.sample_offsets().end())));
+    }
+    info["fields"] = fields;
+  }
   return nb::make_tuple(ImagesArray(std::move(tensor), consumer_stream), labels, indices, info);
 }
 
@@ -320,6 +337,8 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("auth_token_file", &Options::auth_token_file)
       .def_rw("dataset", &Options::dataset)
       .def_rw("pipeline", &Options::pipeline)
+      .def_rw("fields", &Options::fields)
+      .def_rw("max_field_bytes", &Options::max_field_bytes)
       .def_rw("batch_size", &Options::batch_size)
       .def_rw("seed", &Options::seed)
       .def_rw("drop_last", &Options::drop_last)
@@ -368,6 +387,7 @@ NB_MODULE(_stoker_ext, m) {
                    [](const TrainingLoader& l) {
                      return std::vector<std::string>(l.dataset().class_names().begin(), l.dataset().class_names().end());
                    })
+      .def_prop_ro("unlabeled_samples", [](const TrainingLoader& l) { return l.dataset().unlabeled_samples(); })
       .def_prop_ro("sample_shape",
                    [](const TrainingLoader& l) {
                      return std::vector<int64_t>(l.dataset().sample_shape().begin(), l.dataset().sample_shape().end());
@@ -419,6 +439,16 @@ NB_MODULE(_stoker_ext, m) {
     for (const LadderStep& s : LadderSteps()) out.emplace_back(s.name, s.adds);
     return out;
   });
+  m.def(
+      "parse_fields",
+      [](const std::string& text) {
+        absl::StatusOr<std::vector<v1::FieldSpec>> fields = ParseFieldsText(text);
+        if (!fields.ok()) Raise(fields.status());
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const v1::FieldSpec& f : *fields) out.emplace_back(f.name(), FieldKindName(f.kind()));
+        return out;
+      },
+      "(name, kind) of each field in a fields text (README 'Fields'), in order; raises InvalidArgument");
   m.def("tune_malloc", &TuneMallocForLargeBuffers,
         "Keeps large buffers on the heap for reuse (see common/malloc_tuning.h); call once at start-up");
   m.def("cuda_usable", [](int gpu) {

@@ -17,11 +17,13 @@ GPU is usable), and hands each batch over without another copy.
 
 import os
 import time
+import warnings
 
 from . import _frameworks
 from . import _stoker_ext as _ext
 
 DEFAULT_PIPELINE = "random_resized_crop(224), random_horizontal_flip(0.5)"
+FIELD_PAD = -1  # class ids past a sample's count in a padded "classes" field
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 STATE_VERSION = 1
@@ -38,6 +40,18 @@ def _distributed_rank():
     except ImportError:
         pass
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _fields_text(fields):
+    """The extension's text form of `fields`: a string as is; a dict
+    {name: "ext;ext" or "kind:ext" or None}; or a list of names."""
+    if fields is None:
+        return ""
+    if isinstance(fields, str):
+        return fields
+    if isinstance(fields, dict):
+        return ", ".join(f"{name}={spec}" if spec else str(name) for name, spec in fields.items())
+    return ", ".join(str(name) for name in fields)
 
 
 def _servers_list(servers):
@@ -69,6 +83,15 @@ class Loader:
       auth_token_file: file whose first line is the servers' bearer token;
         None: $STOKER_AUTH_TOKEN if set (README "Security").
       pipeline: the servers' ops, e.g. "resize(256), center_crop(224)".
+      fields: the sample's fields besides the image (README "Fields"): a
+        dict {"image": "jpg;png;webp", "caption": "txt", "meta": "json",
+        "label": "cls"}, a list of names ["image", "label"], or the text
+        "image=jpg, caption=txt". Set: each batch is a dict by field name
+        (the image field: the images tensor; class: int64 tensor [N];
+        classes: int64 [N, K] padded with -1 plus NAME_count [N]; text:
+        list[str]; json and bytes: list[bytes]). None: (images, labels).
+      max_field_bytes: largest text/json/bytes value per sample; larger
+        ones fail the sample as too_large (0: 1 MiB).
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
       device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
@@ -111,7 +134,7 @@ class Loader:
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
                  metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None, auth_token_file=None, _test_h2d_delay_ms=0):
+                 tls_server_name=None, auth_token_file=None, fields=None, max_field_bytes=0, _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -133,6 +156,10 @@ class Loader:
         o.auth_token_file = os.fspath(auth_token_file or "")
         o.dataset = dataset or ""
         o.pipeline = pipeline
+        o.fields = _fields_text(fields)
+        o.max_field_bytes = int(max_field_bytes)
+        # (name, kind) of each field, checked here before any connection.
+        self._fields = _ext.parse_fields(o.fields)
         o.batch_size = int(batch_size)
         o.seed = int(seed)
         o.drop_last = bool(drop_last)
@@ -166,6 +193,11 @@ class Loader:
         o.test_h2d_delay_ms = int(_test_h2d_delay_ms)
         self._options = o
         self._client = _ext.Client.connect(o)
+        unlabeled = self._client.unlabeled_samples
+        if unlabeled and not self._fields:  # (images, labels) batches: say what their labels are
+            warnings.warn(f"dataset {o.dataset!r}: {unlabeled} of {self._client.num_samples} samples have no class "
+                          "label (no .cls member); their label is 0 in (images, labels) batches (ask for fields "
+                          "such as {'image': None, 'caption': 'txt'} for image-text data)", stacklevel=2)
         self._gpu = gpu
         self._cuda = self._client.device_path == "cuda"
         self._epoch = 0
@@ -222,10 +254,41 @@ class Loader:
                 return
             array, labels, indices, info = item
             images, labels = self._hand_over(array, labels)
+            values = info.pop("fields", None)
             self._last = (indices, info)
             self._batches += 1
+            out = (images, labels) if not self._fields else self._field_dict(images, values or {})
             self._python_seconds += time.perf_counter() - t0
-            yield images, labels
+            yield out
+
+    def _field_dict(self, images, values):
+        """A batch with fields as {name: value} (see `fields`)."""
+        out = {}
+        for name, kind in self._fields:
+            if kind == "image":
+                out[name] = images
+                continue
+            _, data, offsets = values[name]
+            offsets = memoryview(offsets).tolist()
+            if kind == "text":
+                out[name] = [data[a:b].decode("utf-8") for a, b in zip(offsets, offsets[1:])]
+            elif kind in ("json", "bytes"):
+                out[name] = [data[a:b] for a, b in zip(offsets, offsets[1:])]
+            else:  # class ids: int32 little-endian
+                import numpy as np
+
+                ids = np.frombuffer(data, dtype="<i4").astype(np.int64)
+                if kind == "class":
+                    out[name] = self._framework.labels(ids, images)
+                else:
+                    counts = np.diff(np.asarray(offsets, dtype=np.int64)) // 4
+                    padded = np.full((len(counts), int(counts.max(initial=0))), FIELD_PAD, dtype=np.int64)
+                    starts = np.asarray(offsets[:-1], dtype=np.int64) // 4
+                    for i, (s, c) in enumerate(zip(starts, counts)):
+                        padded[i, :c] = ids[s:s + c]
+                    out[name] = self._framework.labels(padded, images)
+                    out[name + "_count"] = self._framework.labels(counts, images)
+        return out
 
     # -- the diagnosis's host-cached step ------------------------------------
     def _cache_one_batch(self):
@@ -246,7 +309,7 @@ class Loader:
         return {"version": STATE_VERSION, "epoch": self._epoch,
                 "position": self._client.position() if self._started else None,
                 "dataset": o.dataset, "seed": o.seed, "batch_size": o.batch_size, "pipeline": o.pipeline,
-                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size}
+                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size, "fields": o.fields}
 
     def load_state_dict(self, state):
         """Continues from a saved state: the next iteration yields exactly the
@@ -258,6 +321,8 @@ class Loader:
         o = self._options
         mine = {"dataset": o.dataset, "seed": o.seed, "batch_size": o.batch_size, "pipeline": o.pipeline,
                 "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size}
+        if state.get("fields", "") != o.fields:  # states from before fields have none
+            mine["fields"] = o.fields
         differ = [f"{k}: saved {state.get(k)!r}, loader has {v!r}" for k, v in mine.items() if state.get(k) != v]
         if differ:
             raise _ext.FailedPrecondition("the saved loader state is for another run; " + "; ".join(differ))
@@ -301,6 +366,12 @@ class Loader:
     @property
     def class_names(self):
         return self._client.class_names
+
+    @property
+    def unlabeled_samples(self):
+        """Samples without a class label (WebDataset shards without .cls):
+        their label is 0 in (images, labels) batches."""
+        return self._client.unlabeled_samples
 
     def close(self):
         """Stops the streams. Tensors already yielded stay valid."""

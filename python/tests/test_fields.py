@@ -1,0 +1,187 @@
+"""Sample fields end to end: WebDataset shards written by the webdataset
+library's own ShardWriter (PyPI, installed by `make pyenv`) served by real
+stoker-server processes; captions and json come back byte-identical per
+sample index, class labels equal the .cls members, the images equal those of
+an (images, labels) loader, and bad fields are clear errors."""
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+
+import numpy as np
+import pytest
+import xxhash
+
+import stoker
+from conftest import BENCH, SMALL, Server
+
+# Captions a tokenizer-free pass-through must keep byte for byte.
+CAPTIONS = ["a photo of a cat", "", "Zürich — überall ☃ 雪", "line one\nline two\r\n", "emoji 🚀🔥", "  spaces  ",
+            "tab\tseparated", "quote \" and backslash \\"]
+
+
+def _require_webdataset():
+    if os.environ.get("STOKER_REQUIRE_REFERENCES"):
+        import webdataset  # noqa: F401  (a missing reference is a failure where it is required)
+    return pytest.importorskip("webdataset", reason="webdataset (PyPI) is not installed here; `make pyenv` installs it "
+                                                     "and ctest's python_fields_parity runs this with it")
+
+
+def _jpeg(seed):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    img = Image.fromarray(rng.integers(0, 255, size=(40 + seed % 7, 48, 3), dtype=np.uint8))
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=90)
+    return out.getvalue()
+
+
+def _write_shards(wds, out_dir, samples, with_cls=True, per_shard=16):
+    os.makedirs(out_dir, exist_ok=True)
+    with wds.ShardWriter(os.path.join(out_dir, "train-%06d.tar"), maxcount=per_shard, verbose=0) as sink:
+        for i in range(samples):
+            sample = {"__key__": f"sample{i:05d}", "jpg": _jpeg(i), "txt": CAPTIONS[i % len(CAPTIONS)] + f" #{i}",
+                      "json": {"i": i, "caption_len": len(CAPTIONS[i % len(CAPTIONS)]), "tags": ["x", "ÿ"]}}
+            if with_cls:
+                sample["cls"] = i % 5
+            sink.write(sample)
+
+
+def _members_by_index(out_dir):
+    """{sample index: {ext: bytes}} in Stoker's order: shards by name, then tar order."""
+    samples = []
+    for shard in sorted(f for f in os.listdir(out_dir) if f.endswith(".tar")):
+        keys = {}
+        with tarfile.open(os.path.join(out_dir, shard)) as tar:
+            for m in tar.getmembers():
+                if not m.isfile():
+                    continue
+                key, ext = m.name.split(".", 1)
+                if key not in keys:
+                    keys[key] = {}
+                    samples.append(keys[key])
+                keys[key][ext] = tar.extractfile(m).read()
+    return dict(enumerate(samples))
+
+
+@pytest.fixture(scope="module")
+def wds_root(tmp_path_factory):
+    wds = _require_webdataset()
+    root = tmp_path_factory.mktemp("wds")
+    _write_shards(wds, str(root / "pairs"), 40)
+    _write_shards(wds, str(root / "clip"), 24, with_cls=False)
+    return str(root)
+
+
+@pytest.fixture
+def wds_server(wds_root, tmp_path):
+    servers = [Server(wds_root, str(tmp_path), "--workers=2")]
+    yield servers[0].address
+    for s in servers:
+        s.stop()
+
+
+def fields_loader(address, **kw):
+    args = dict(servers=address, dataset="pairs", pipeline=SMALL, batch_size=8, seed=3, device="cpu",
+                dtype="uint8", layout="nhwc",
+                fields={"image": "jpg;png;webp", "caption": "txt", "meta": "json", "label": "cls"})
+    args.update(kw)
+    return stoker.Loader(**args)
+
+
+def test_captions_and_json_come_back_byte_identical_per_sample_index(wds_root, wds_server):
+    expected = _members_by_index(os.path.join(wds_root, "pairs"))
+    assert len(expected) == 40
+    l = fields_loader(wds_server)
+    seen = set()
+    for epoch in range(2):
+        l.set_epoch(epoch)
+        for batch in l:
+            assert set(batch) == {"image", "caption", "meta", "label"}
+            indices = l.last_batch["sample_indices"]
+            assert tuple(batch["image"].shape[1:]) == (32, 32, 3)
+            assert len(batch["caption"]) == len(indices) == len(batch["meta"]) == batch["label"].shape[0]
+            for i, caption, meta, label in zip(indices, batch["caption"], batch["meta"], batch["label"].tolist()):
+                assert caption.encode("utf-8") == expected[i]["txt"]
+                assert isinstance(meta, bytes) and meta == expected[i]["json"]
+                assert json.loads(meta)["i"] == i
+                assert label == int(expected[i]["cls"])
+                seen.add(i)
+    assert seen == set(range(40))
+
+
+def test_images_and_labels_equal_a_loader_without_fields(wds_server):
+    plain = fields_loader(wds_server, fields=None)
+    with_fields = fields_loader(wds_server)
+    for epoch in (0, 1):
+        plain.set_epoch(epoch)
+        with_fields.set_epoch(epoch)
+        for (images, labels), batch in zip(plain, with_fields):
+            assert images.numpy().tobytes() == batch["image"].numpy().tobytes()
+            assert labels.tolist() == batch["label"].tolist()
+
+
+def test_fields_are_deterministic_across_servers_and_in_stoker_bench(wds_root, wds_server, tmp_path):
+    other = Server(wds_root, str(tmp_path), "--workers=1")
+    try:
+        logs = []
+        for address in (wds_server, f"{wds_server},{other.address}"):
+            log = tmp_path / f"bench-{len(logs)}.jsonl"
+            r = subprocess.run([BENCH, f"--servers={address}", "--dataset=pairs", f"--pipeline={SMALL}",
+                                "--batch-size=8", "--seed=3", "--epochs=1", "--device=none", "--metrics-port=-1",
+                                "--fields=image=jpg, caption=txt, meta=json", f"--log-batches={log}"],
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            assert "per-field bytes" in r.stdout and "caption" in r.stdout and "% of the image bytes" in r.stdout
+            logs.append({(b["epoch"], b["batch"]): (b["hash"], b["field_hashes"])
+                         for b in map(json.loads, log.read_text().splitlines())})
+        assert len(logs[0]) == 5 and logs[0] == logs[1]
+    finally:
+        other.stop()
+
+
+def test_shards_without_cls_are_said_unlabeled_and_a_label_field_fails_clearly(wds_server):
+    with pytest.warns(UserWarning, match="24 of 24 samples have no class label"):
+        plain = fields_loader(wds_server, dataset="clip", fields=None)
+    assert plain.unlabeled_samples == 24
+    clip = fields_loader(wds_server, dataset="clip", fields={"image": None, "caption": "txt"})
+    batch = next(iter(clip))
+    assert all(isinstance(c, str) for c in batch["caption"])
+    wants_label = fields_loader(wds_server, dataset="clip", fields=["image", "label"], bad_sample_policy="fail")
+    with pytest.raises(stoker.DataLoss, match="has no member cls"):
+        next(iter(wants_label))
+
+
+def test_bad_fields_are_refused_by_name(wds_server, start_server):
+    with pytest.raises(stoker.InvalidArgument, match="exactly one field must be of kind image"):
+        fields_loader(wds_server, fields={"caption": "txt"})
+    with pytest.raises(stoker.InvalidArgument, match="unknown kind 'wat'"):
+        fields_loader(wds_server, fields="image, c=wat:txt")
+    # An ImageFolder tree has no captions: refused at connect, naming the field.
+    folder = start_server("--workers=1")
+    with pytest.raises(stoker.InvalidArgument, match="field 'caption' \\(text\\) cannot be read"):
+        stoker.Loader(servers=folder.address, dataset="ds", pipeline=SMALL, batch_size=8, device="cpu",
+                      fields=["image", "caption"])
+    # ...but its image and class are fields too.
+    l = stoker.Loader(servers=folder.address, dataset="ds", pipeline=SMALL, batch_size=8, device="cpu",
+                      fields=["image", "label"], dtype="uint8")
+    batch = next(iter(l))
+    assert batch["label"].dtype.is_floating_point is False and batch["label"].shape == (8,)
+
+
+def test_a_saved_state_names_its_fields(wds_server):
+    l = fields_loader(wds_server)
+    it = iter(l)
+    next(it)
+    state = l.state_dict()
+    assert state["fields"] == "image=jpg;png;webp, caption=txt, meta=json, label=cls"
+    other = fields_loader(wds_server, fields={"image": None, "caption": "txt"})
+    with pytest.raises(stoker.FailedPrecondition, match="fields"):
+        other.load_state_dict(state)
+    same = fields_loader(wds_server)
+    same.load_state_dict(state)
+    rest = [same.last_batch["sample_indices"] for _ in same]
+    assert len(rest) == 4
