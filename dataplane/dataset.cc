@@ -326,6 +326,14 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
   }
   if (HasTarShards(dir)) {
     auto s = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_);
+    std::error_code ec;
+    if (absl::IsNotFound(s.status()) && fs::is_regular_file(dir / kManifestFileName, ec)) {
+      // Most likely a materialised dataset whose manifest was damaged into
+      // other valid JSON (an array, another kind): say so, not "no images".
+      return absl::DataLossError(absl::StrCat(
+          s.status().message(), "; its ", kManifestFileName, " is not a Stoker manifest (not a JSON object whose "
+          "\"kind\" is \"", kManifestKind, "\"): if this is a materialised dataset, its manifest is damaged"));
+    }
     if (!s.ok()) return s.status();
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }

@@ -3,11 +3,15 @@
 #include <map>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/pipeline_text.h"
 #include "nlohmann/json.hpp"
 #include "dataplane/dataset.h"
+#include "dataplane/image_decoder.h"
+#include "glog/logging.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -48,6 +52,11 @@ absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Op
   if (manifest->shards.empty()) return absl::DataLossError(absl::StrCat(where, " lists no shards"));
   absl::StatusOr<std::shared_ptr<const TarShardSource>> shards =
       TarShardSource::Open(dir, max_file_bytes, cancelled, &selection);
+  if (absl::IsNotFound(shards.status())) {  // the shards hold no member of the manifest's format
+    return absl::DataLossError(absl::StrCat(where, " says samples are stored as .", selection.image_field, " (format ",
+                                            manifest->format.Name(), "), but its shards hold no such member: the "
+                                            "manifest's format or compression does not match its shards"));
+  }
   if (!shards.ok()) return shards.status();
   if (!(*shards)->damage().empty()) {
     return absl::DataLossError(absl::StrCat("damaged shard in ", dir.string(), ": ",
@@ -81,7 +90,34 @@ absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Op
   source->stored_ = {manifest->prefix, manifest->format};
   source->manifest_ = *std::move(manifest);
   source->shards_ = *std::move(shards);
+  std::string ignored;
+  source->checksummed_ =
+      source->shards_->size() > 0 && source->shards_->ReadField(0, {kStoredChecksumField}, &ignored).ok();
+  if (!source->checksummed_) {
+    LOG(WARNING) << "materialised dataset " << dir.string()
+                 << " has no per-sample checksums (made before they were written): damage to its shards after "
+                    "they were made is not detected; materialise it again to have them";
+  }
   return std::shared_ptr<const MaterializedSource>(std::move(source));
+}
+
+absl::StatusOr<std::string> MaterializedSource::Read(int64_t index) const {
+  absl::StatusOr<std::string> bytes = shards_->Read(index);
+  if (!bytes.ok() || !checksummed_) return bytes;
+  std::string which;
+  absl::StatusOr<std::string> expected = shards_->ReadField(index, {kStoredChecksumField}, &which);
+  if (!expected.ok()) {
+    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(Describe(index), " has no checksum member (.",
+                                                             kStoredChecksumField, ") though its dataset has them"));
+  }
+  const std::string actual = StoredChecksum(*bytes);
+  if (absl::StripAsciiWhitespace(*expected) != actual) {
+    return DecodeError(DecodeFailure::kCorrupt,
+                       absl::StrCat(Describe(index), ": stored bytes have checksum ", actual, ", the shard says ",
+                                    absl::CHexEscape(expected->substr(0, 32)),
+                                    ": the shard was changed after it was made"));
+  }
+  return bytes;
 }
 
 }  // namespace stoker

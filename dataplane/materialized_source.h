@@ -34,11 +34,16 @@ class MaterializedSource final : public SampleSource {
   const std::vector<std::string>& class_names() const override { return manifest_.class_names; }
   int32_t label(int64_t index) const override { return shards_->label(index); }
   std::string Describe(int64_t index) const override { return shards_->Describe(index); }
-  absl::StatusOr<std::string> Read(int64_t index) const override { return shards_->Read(index); }
+  // The stored bytes; when the dataset has per-sample checksums (KEY.xxh3,
+  // stored_sample.h), checked against them: a mismatch or a missing checksum
+  // is a corrupt sample naming the member.
+  absl::StatusOr<std::string> Read(int64_t index) const override;
   const std::string& fingerprint() const override { return fingerprint_; }
   const StoredForm* stored() const override { return &stored_; }
 
   const Manifest& manifest() const { return manifest_; }
+  // Whether the shards carry per-sample checksums (made since they exist).
+  bool checksummed() const { return checksummed_; }
 
  private:
   MaterializedSource() = default;
@@ -47,6 +52,7 @@ class MaterializedSource final : public SampleSource {
   StoredForm stored_;
   std::shared_ptr<const TarShardSource> shards_;
   std::string fingerprint_;
+  bool checksummed_ = false;
 };
 
 }  // namespace stoker

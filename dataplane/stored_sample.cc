@@ -10,6 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include <lz4frame.h>
+#include <xxhash.h>
+
+#include "absl/strings/str_format.h"
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <zstd.h>
@@ -269,6 +272,10 @@ absl::StatusOr<std::string> Decompress(absl::string_view bytes, StoredCompressio
   if (ZSTD_isError(n)) return absl::DataLossError(absl::StrCat("zstd frame: ", ZSTD_getErrorName(n)));
   if (n != out.size()) return absl::DataLossError(absl::StrCat("zstd frame gave ", n, " of ", size, " bytes"));
   return out;
+}
+
+std::string StoredChecksum(absl::string_view stored_bytes) {
+  return absl::StrFormat("%016x", XXH3_64bits(stored_bytes.data(), stored_bytes.size()));
 }
 
 }  // namespace stoker

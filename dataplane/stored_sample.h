@@ -58,6 +58,13 @@ std::string NpyHeader(int height, int width, bool float32 = false);
 // `max_pixels` (0: no limit).
 absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixels);
 
+// Each stored sample's checksum travels beside it as a member KEY.xxh3 of 16
+// lower-case hex digits: XXH3-64 of the stored bytes. Load-bearing: the
+// member's extension and text are part of the on-disk format
+// (docs/materialize.md); datasets made before it have no such members.
+inline constexpr char kStoredChecksumField[] = "xxh3";
+std::string StoredChecksum(absl::string_view stored_bytes);
+
 }  // namespace stoker
 
 #endif  // STOKER_DATAPLANE_STORED_SAMPLE_H_

@@ -352,6 +352,10 @@ absl::Status Run::AddToShard(Building& b, int64_t index, int32_t label, const ab
   const std::string key = absl::StrFormat("%09d", index);
   if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", config_.format.Field()), *sample); !s.ok()) return s;
   if (absl::Status s = b.writer.Add(absl::StrCat(key, ".cls"), std::to_string(label)); !s.ok()) return s;
+  // Checked by the server on every read (a shard changed in place fails its samples as corrupt).
+  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", kStoredChecksumField), StoredChecksum(*sample)); !s.ok()) {
+    return s;
+  }
   ++r.shard.samples;
   return absl::OkStatus();
 }

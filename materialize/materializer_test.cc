@@ -252,6 +252,11 @@ TEST_F(MaterializeTest, DamagedOutputsGetClearErrorsAndTheServerServesOthers) {
   fs::remove(copy("missing") / "shard-000002.tar");
   rewrite(copy("miscounted") / kManifestFileName, replace(manifest_text, "\"samples\": 18", "\"samples\": 19"));
   rewrite(copy("garbled") / kManifestFileName, manifest_text.substr(0, manifest_text.size() / 2));
+  rewrite(copy("array") / kManifestFileName, "[" + manifest_text + "]");
+  // Edited consistently (compression and field agree), but not the shards.
+  rewrite(copy("edited_format") / kManifestFileName,
+          replace(replace(manifest_text, "\"compression\": \"zstd\"", "\"compression\": \"lz4\""),
+                  "\"field\": \"npy.zst\"", "\"field\": \"npy.lz4\""));
   {
     const fs::path header = copy("bad_header") / "shard-000000.tar";  // same size, a tar header broken
     std::fstream f(header, std::ios::in | std::ios::out | std::ios::binary);
@@ -265,6 +270,8 @@ TEST_F(MaterializeTest, DamagedOutputsGetClearErrorsAndTheServerServesOthers) {
            {"missing", "lists shard shard-000002.tar, which is missing"},
            {"miscounted", "manifest says 19 samples; its shards hold 18"},
            {"garbled", "manifest is not valid"},
+           {"array", "manifest.json is not a Stoker manifest"},
+           {"edited_format", "manifest's format or compression does not match its shards"},
            {"bad_header", "damaged shard"}}) {
     Served s = Batch(Session(c.dataset, "resize(48), center_crop(40)", 4), {0, 1, 2, 3});
     EXPECT_EQ(s.status.code(), absl::StatusCode::kDataLoss) << c.dataset << ": " << s.status;
@@ -276,14 +283,18 @@ TEST_F(MaterializeTest, DamagedOutputsGetClearErrorsAndTheServerServesOthers) {
   ASSERT_TRUE(scan.ok());
   {
     std::fstream f(flipped / "shard-000000.tar", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(scan->members[0].offset);  // sample 0's zstd frame: its magic
-    f.write("\0\0\0\0", 4);
+    // Sample 0's bytes changed in place, in the middle (its zstd frame still
+    // parses as far as its header): only its checksum tells.
+    f.seekp(scan->members[0].offset + scan->members[0].size / 2);
+    f.write("\x5a\xa5\x5a\xa5", 4);
   }
   Served skip_config = Batch(Session("flipped", "resize(48), center_crop(40)", 2), {0, 1});  // SKIP: the default
   ASSERT_TRUE(skip_config.status.ok()) << skip_config.status;
   ASSERT_EQ(skip_config.failed.size(), 1u);
   EXPECT_EQ(skip_config.failed[0].sample_index(), 0);
-  EXPECT_NE(skip_config.failed[0].reason().find("zstd"), std::string::npos) << skip_config.failed[0].reason();
+  EXPECT_EQ(skip_config.failed[0].reason().rfind("corrupt: ", 0), 0u) << skip_config.failed[0].reason();
+  EXPECT_NE(skip_config.failed[0].reason().find("the shard was changed after it was made"), std::string::npos)
+      << skip_config.failed[0].reason();
   Served fail = Batch([&] {
     v1::SessionConfig c = Session("flipped", "resize(48), center_crop(40)", 2);
     c.set_bad_sample_policy(v1::FAIL);
@@ -443,7 +454,8 @@ TEST_F(MaterializeTest, SigkillMidRunThenRerunGivesExactlyOneCopyOfEachSample) {
     const std::string cmd = "tar -tf " + (root_.path() / "k" / "shard-000000.tar").string() + " > " +
                             (root_.path() / "list.txt").string();
     ASSERT_EQ(std::system(cmd.c_str()), 0);
-    EXPECT_EQ(ReadAll(root_.path() / "list.txt"), "000000000.npy.zst\n000000000.cls\n000000001.npy.zst\n000000001.cls\n");
+    EXPECT_EQ(ReadAll(root_.path() / "list.txt"),
+              "000000000.npy.zst\n000000000.cls\n000000000.xxh3\n000000001.npy.zst\n000000001.cls\n000000001.xxh3\n");
   }
 }
 
