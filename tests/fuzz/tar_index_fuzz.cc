@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "dataplane/tar_shards.h"
 
@@ -32,12 +33,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto source = stoker::TarShardSource::Open(Dir(), /*max_file_bytes=*/1 << 20);
   if (!source.ok()) return 0;
+  const std::vector<std::string> extensions = (*source)->extensions();
   for (int64_t i = 0; i < (*source)->size(); ++i) {
     (void)(*source)->Read(i);
     (void)(*source)->label(i);
+    for (const std::string& ext : extensions) (void)(*source)->ReadField(i, {ext}, nullptr);  // every member
   }
-  // And again from the sidecar the first open wrote.
+  // And again from the sidecar the first open wrote: the same members.
   auto again = stoker::TarShardSource::Open(Dir(), 1 << 20);
   if (again.ok() && (*again)->size() != (*source)->size()) __builtin_trap();
+  if (again.ok() && (*again)->unlabeled_samples() != (*source)->unlabeled_samples()) __builtin_trap();
+  for (int64_t i = 0; again.ok() && i < (*source)->size(); ++i) {
+    for (const std::string& ext : extensions) {
+      if ((*source)->ReadField(i, {ext}, nullptr).ok() != (*again)->ReadField(i, {ext}, nullptr).ok()) __builtin_trap();
+    }
+  }
   return 0;
 }

@@ -1,0 +1,36 @@
+// Sample fields: the fields text parser (any text parses into fields that
+// pass CheckFields and print back to text that parses the same, or is
+// refused), and the value checks of each kind (UTF-8, JSON, class ids) on
+// any bytes. Must never crash, hang or overflow the stack (deep JSON).
+#include <cstdint>
+#include <string>
+
+#include "common/field_spec.h"
+#include "dataplane/sample_fields.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const auto kind = static_cast<stoker::v1::FieldKind>(1 + data[0] % 6);
+  if (kind != stoker::v1::IMAGE) {
+    auto value = stoker::EncodeFieldValue(kind, bytes, "fuzz");
+    if (value.ok() && (kind == stoker::v1::TEXT || kind == stoker::v1::JSON || kind == stoker::v1::BYTES) &&
+        *value != bytes) {
+      __builtin_trap();  // pass-through kinds keep every byte
+    }
+    if (value.ok() && (kind == stoker::v1::CLASS || kind == stoker::v1::CLASSES) && value->size() % 4 != 0) {
+      __builtin_trap();
+    }
+  }
+  auto fields = stoker::ParseFieldsText(bytes);
+  if (!fields.ok()) return 0;
+  stoker::v1::SessionConfig config;
+  for (const auto& f : *fields) *config.add_fields() = f;
+  if (!stoker::CheckFields(config, 0).ok()) __builtin_trap();
+  auto again = stoker::ParseFieldsText(stoker::FieldsToText(config.fields()));
+  if (!again.ok() || again->size() != fields->size()) __builtin_trap();
+  for (size_t i = 0; i < fields->size(); ++i) {
+    if ((*again)[i].SerializeAsString() != (*fields)[i].SerializeAsString()) __builtin_trap();
+  }
+  return 0;
+}
