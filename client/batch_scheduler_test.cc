@@ -233,6 +233,14 @@ TEST(BatchSchedulerTest, HeadersThatDisagreeWithTheRequestAreRefused) {
       {"missing label", [](v1::BatchHeader& h) { h.mutable_labels()->RemoveLast(); }},
       {"shape", [](v1::BatchHeader& h) { h.set_shape(1, 5); }},
       {"bytes", [](v1::BatchHeader& h) { h.set_total_bytes(int64_t{64} << 30); }},
+      // Fields the session did not ask for (it asked for none).
+      {"fields", [](v1::BatchHeader& h) {
+         h.set_field_bytes(1);
+         v1::FieldData* f = h.add_fields();
+         f->set_name("caption");
+         f->set_kind(v1::TEXT);
+       }},
+      {"field bytes", [](v1::BatchHeader& h) { h.set_field_bytes(7); }},
   };
   for (const Case& c : cases) {
     v1::BatchHeader h = Header(s, 0);

@@ -288,5 +288,23 @@ TEST_F(FieldSessionTest, SessionsThatCannotBeServedAreRefusedByName) {
   }
 }
 
+TEST_F(FieldSessionTest, TheBatchCacheKeepsFieldsAndKeysOnThem) {
+  CoreConfig c;
+  c.data_root = dir_.path();
+  c.workers = 2;
+  c.batch_cache_bytes = 64 << 20;
+  core_ = std::make_unique<DataServiceCore>(c, &metrics_);
+  const FinishedBatch first = Run(Config("image, caption=txt"), {0, 1, 2});
+  const FinishedBatch hit = Run(Config("image, caption=txt"), {0, 1, 2});
+  const FinishedBatch other = Run(Config("image, meta=json"), {0, 1, 2});
+  ASSERT_TRUE(first.status.ok() && hit.status.ok() && other.status.ok());
+  EXPECT_EQ(hit.data.get(), first.data.get());  // the kept batch itself
+  EXPECT_EQ(hit.header.fields(0).name(), "caption");
+  EXPECT_NE(other.data.get(), first.data.get());  // other fields: another key
+  EXPECT_EQ(other.header.fields(0).name(), "meta");
+  EXPECT_EQ(other.data->substr(0, static_cast<size_t>(other.header.total_bytes())),
+            first.data->substr(0, static_cast<size_t>(first.header.total_bytes())));
+}
+
 }  // namespace
 }  // namespace stoker

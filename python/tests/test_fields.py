@@ -47,6 +47,7 @@ def _write_shards(wds, out_dir, samples, with_cls=True, per_shard=16):
                       "json": {"i": i, "caption_len": len(CAPTIONS[i % len(CAPTIONS)]), "tags": ["x", "ÿ"]}}
             if with_cls:
                 sample["cls"] = i % 5
+                sample["tags"] = ",".join(str(t) for t in range(i % 4)).encode()  # 0..3 class ids
             sink.write(sample)
 
 
@@ -111,6 +112,31 @@ def test_captions_and_json_come_back_byte_identical_per_sample_index(wds_root, w
                 assert label == int(expected[i]["cls"])
                 seen.add(i)
     assert seen == set(range(40))
+
+
+def test_multi_label_classes_are_padded_with_a_count_and_bytes_pass_through(wds_root, wds_server):
+    expected = _members_by_index(os.path.join(wds_root, "pairs"))
+    l = fields_loader(wds_server, fields={"image": None, "tags": "classes:tags", "raw": "bytes:json"})
+    batch = next(iter(l))
+    indices = l.last_batch["sample_indices"]
+    counts = batch["tags_count"].tolist()
+    tags = batch["tags"]
+    assert tags.shape == (8, max(counts))
+    for row, (i, count) in enumerate(zip(indices, counts)):
+        ids = [int(t) for t in expected[i]["tags"].decode().split(",") if t]
+        assert count == len(ids)
+        assert tags[row, :count].tolist() == ids
+        assert all(v == stoker.loader.FIELD_PAD for v in tags[row, count:].tolist())
+        assert batch["raw"][row] == expected[i]["json"]
+
+
+def test_local_workers_give_the_servers_fields(wds_root, wds_server):
+    served = fields_loader(wds_server)
+    local = fields_loader(None, local_workers=1, data_root=wds_root)
+    for a, b in zip(served, local):
+        assert a["caption"] == b["caption"] and a["meta"] == b["meta"]
+        assert a["image"].numpy().tobytes() == b["image"].numpy().tobytes()
+        assert a["label"].tolist() == b["label"].tolist()
 
 
 def test_images_and_labels_equal_a_loader_without_fields(wds_server):
