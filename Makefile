@@ -17,9 +17,12 @@ PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2
 # Test-only validators: the Kubernetes API schemas, and JSON patches where no
 # kubectl renders overlays (tests/deploy_k8s_test.py).
 PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
-# Test-only references the parity tests compare with (python/tests/test_fields.py:
-# shards written by webdataset's own ShardWriter).
-PYREFERENCES := webdataset==0.2.100
+# Test-only references the parity tests compare with (python/tests/test_fields.py,
+# test_targets.py): shards written by webdataset's own ShardWriter, COCO masks
+# from pycocotools, boxes and masks through Albumentations. NumPy stays 1.x
+# so that Debian's torch (built against it) keeps working in the venv.
+PYREFERENCES := webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 numpy==1.26.4 \
+  opencv-python-headless==4.10.0.84 "scipy<1.15"
 
 .PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean
 

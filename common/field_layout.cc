@@ -13,7 +13,8 @@ std::vector<v1::FieldSpec> ValueFields(const google::protobuf::RepeatedPtrField<
 }
 
 std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
-                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header) {
+                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header,
+                             const std::vector<std::vector<int64_t>>& item_shapes) {
   size_t total = 0;
   for (const auto& sample : values) {
     for (const std::string& v : sample) total += v.size();
@@ -26,6 +27,9 @@ std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
     data->set_name(fields[f].name());
     data->set_kind(fields[f].kind());
     data->set_offset(static_cast<int64_t>(region.size()));
+    if (f < item_shapes.size()) {
+      for (int64_t d : item_shapes[f]) data->add_item_shape(d);
+    }
     int64_t bytes = 0;
     data->add_sample_offsets(0);
     for (const auto& sample : values) {

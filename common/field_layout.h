@@ -23,8 +23,10 @@ std::vector<v1::FieldSpec> ValueFields(const google::protobuf::RepeatedPtrField<
 // field, already in its kind's encoding) as the field region: each field's
 // values in sample order, fields one after another. Sets header->fields and
 // header->field_bytes and returns the region.
+// `item_shapes` (empty, or one per field) become FieldData.item_shape.
 std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
-                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header);
+                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header,
+                             const std::vector<std::vector<int64_t>>& item_shapes = {});
 
 // OK when `header`'s fields are exactly `fields` (names and kinds, in
 // order) for its sample count, each within field_bytes with offsets that

@@ -17,8 +17,11 @@ struct KindName {
   v1::FieldKind kind;
   const char* name;
 };
-constexpr KindName kKinds[] = {{v1::IMAGE, "image"}, {v1::CLASS, "class"}, {v1::CLASSES, "classes"},
-                               {v1::TEXT, "text"},   {v1::BYTES, "bytes"}, {v1::JSON, "json"}};
+constexpr KindName kKinds[] = {{v1::IMAGE, "image"}, {v1::CLASS, "class"},     {v1::CLASSES, "classes"},
+                               {v1::TEXT, "text"},   {v1::BYTES, "bytes"},     {v1::JSON, "json"},
+                               {v1::BOXES, "boxes"}, {v1::MASK, "mask"},       {v1::MASKS, "masks"},
+                               {v1::KEYPOINTS, "keypoints"}};
+constexpr char kKindList[] = "image, class, classes, text, bytes, json, boxes, mask, masks, keypoints";
 
 bool IsImageExtension(absl::string_view ext) {
   static const auto* kImage = new std::set<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "ppm", "tif", "tiff"};
@@ -43,8 +46,16 @@ v1::FieldSpec FromBareName(const std::string& name) {
     if (IsImageExtension(name)) spec.add_extensions(name);
   } else if (name == "label" || name == "class" || name == "cls") {
     spec.set_kind(v1::CLASS);
-  } else if (name == "labels" || name == "classes") {
-    spec.set_kind(v1::CLASSES);
+  } else if (name == "labels" || name == "classes" || name == "iscrowd") {
+    spec.set_kind(v1::CLASSES);  // on an annotated dataset: the boxes' labels (iscrowd: their crowd flags)
+  } else if (name == "boxes" || name == "bbox" || name == "bboxes") {
+    spec.set_kind(v1::BOXES);
+  } else if (name == "mask" || name == "segmentation") {
+    spec.set_kind(v1::MASK);
+  } else if (name == "masks") {
+    spec.set_kind(v1::MASKS);
+  } else if (name == "keypoints") {
+    spec.set_kind(v1::KEYPOINTS);
   } else if (name == "caption" || name == "txt" || name == "text") {
     spec.set_kind(v1::TEXT);
     spec.add_extensions("txt");
@@ -109,8 +120,7 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
       if (colon != absl::string_view::npos) {
         const std::string kind_name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(spec_text.substr(0, colon)));
         if (!FieldKindFromName(kind_name, &kind)) {
-          return Bad(i, absl::StrCat("unknown kind '", absl::CHexEscape(kind_name),
-                                     "'; kinds: image, class, classes, text, bytes, json"));
+          return Bad(i, absl::StrCat("unknown kind '", absl::CHexEscape(kind_name), "'; kinds: ", kKindList));
         }
         spec_text = spec_text.substr(colon + 1);
       } else if (FieldKindFromName(absl::AsciiStrToLower(spec_text), &kind)) {
@@ -165,7 +175,12 @@ absl::Status CheckFields(const v1::SessionConfig& config, int64_t server_limit) 
     }
     if (!names.insert(name).second) return Bad(i, absl::StrCat("name '", name, "' appears twice"));
     if (f.kind() == v1::FIELD_KIND_UNSPECIFIED || !v1::FieldKind_IsValid(f.kind())) {
-      return Bad(i, absl::StrCat("field '", name, "' has no kind; kinds: image, class, classes, text, bytes, json"));
+      return Bad(i, absl::StrCat("field '", name, "' has no kind; kinds: ", kKindList));
+    }
+    const bool from_annotations = f.kind() == v1::BOXES || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS;
+    if (from_annotations && !f.extensions().empty()) {
+      return Bad(i, absl::StrCat("field '", name, "' (", FieldKindName(f.kind()),
+                                 ") comes from the dataset's annotations, not from a member: give it no extension"));
     }
     if (f.kind() == v1::IMAGE) ++images;
     if (f.extensions_size() > kMaxFieldExtensions) {
@@ -173,9 +188,11 @@ absl::Status CheckFields(const v1::SessionConfig& config, int64_t server_limit) 
                                  kMaxFieldExtensions));
     }
     for (const std::string& ext : f.extensions()) {
-      if (ext.empty() || ext.size() > 32 || !std::all_of(ext.begin(), ext.end(), IsExtensionChar)) {
+      if (ext.empty() || ext.size() > 32 || !std::all_of(ext.begin(), ext.end(), IsExtensionChar) ||
+          !(absl::ascii_islower(ext[0]) || absl::ascii_isdigit(ext[0]))) {
         return Bad(i, absl::StrCat("field '", name, "': extension '", absl::CHexEscape(ext.substr(0, 40)),
-                                   "'; 1..32 characters of lower-case letters, digits, '_', '.', '-'"));
+                                   "'; 1..32 characters of lower-case letters, digits, '_', '.', '-', "
+                                   "starting with a letter or digit"));
       }
     }
   }

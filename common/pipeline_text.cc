@@ -152,6 +152,57 @@ const std::map<std::string, OpSyntax>& Syntax() {
             for (float f : *t) op.mutable_normalize()->add_std(f);
             return absl::OkStatus();
           }}}}},
+      {"random_vertical_flip",
+       {{"p"},
+        {{"p", FloatSetter([](v1::Op& op, float f) { op.mutable_random_vertical_flip()->set_p(f); })}}}},
+      {"resize_pad",
+       {{"size", "interpolation"},
+        {{"size",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInt(v);
+            if (i.ok()) op.mutable_resize_pad()->set_size(*i);
+            return i.status();
+          }},
+         {"interpolation",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInterpolation(v);
+            if (i.ok()) op.mutable_resize_pad()->set_interpolation(*i);
+            return i.status();
+          }}}}},
+      {"random_iou_crop",
+       {{"scale", "aspect_ratio", "options", "trials"},
+        {{"scale",
+          [](absl::string_view v, v1::Op& op) {
+            auto r = ParseRange(v);
+            if (!r.ok()) return r.status();
+            op.mutable_random_iou_crop()->set_min_scale(r->first);
+            op.mutable_random_iou_crop()->set_max_scale(r->second);
+            return absl::OkStatus();
+          }},
+         {"aspect_ratio",
+          [](absl::string_view v, v1::Op& op) {
+            auto r = ParseRange(v);
+            if (!r.ok()) return r.status();
+            op.mutable_random_iou_crop()->set_min_aspect_ratio(r->first);
+            op.mutable_random_iou_crop()->set_max_aspect_ratio(r->second);
+            return absl::OkStatus();
+          }},
+         {"options",
+          [](absl::string_view v, v1::Op& op) {
+            op.mutable_random_iou_crop()->clear_sampler_options();
+            for (absl::string_view part : absl::StrSplit(v, ':')) {
+              auto f = ParseFloat(part);
+              if (!f.ok()) return f.status();
+              op.mutable_random_iou_crop()->add_sampler_options(*f);
+            }
+            return absl::OkStatus();
+          }},
+         {"trials",
+          [](absl::string_view v, v1::Op& op) {
+            auto i = ParseInt(v);
+            if (i.ok()) op.mutable_random_iou_crop()->set_trials(*i);
+            return i.status();
+          }}}}},
       {"random_horizontal_flip",
        {{"p"},
         {{"p",
@@ -200,6 +251,9 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   if (name == "random_horizontal_flip") op.mutable_random_horizontal_flip();
   if (name == "color_jitter") op.mutable_color_jitter();
   if (name == "normalize") op.mutable_normalize();
+  if (name == "random_vertical_flip") op.mutable_random_vertical_flip();
+  if (name == "resize_pad") op.mutable_resize_pad();
+  if (name == "random_iou_crop") op.mutable_random_iou_crop();
   if (open == absl::string_view::npos) return op;
   if (text.back() != ')') {
     return absl::InvalidArgumentError(absl::StrCat("pipeline: op '", text, "' lacks a closing ')'"));
@@ -297,6 +351,29 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
       case v1::Op::kRandomHorizontalFlip:
         parts.push_back(absl::StrFormat("random_horizontal_flip(%g)", op.random_horizontal_flip().p()));
         break;
+      case v1::Op::kRandomVerticalFlip:
+        parts.push_back(absl::StrFormat("random_vertical_flip(%g)", op.random_vertical_flip().p()));
+        break;
+      case v1::Op::kResizePad:
+        parts.push_back(op.resize_pad().interpolation() == v1::BILINEAR
+                            ? absl::StrFormat("resize_pad(%d)", op.resize_pad().size())
+                            : absl::StrFormat("resize_pad(%d, interpolation=%s)", op.resize_pad().size(),
+                                              InterpolationName(op.resize_pad().interpolation())));
+        break;
+      case v1::Op::kRandomIouCrop: {
+        const auto& o = op.random_iou_crop();
+        std::vector<std::string> args;  // only what is set: the server's defaults apply to the rest
+        if (o.min_scale() != 0 || o.max_scale() != 0) {
+          args.push_back(absl::StrFormat("scale=%g:%g", o.min_scale(), o.max_scale()));
+        }
+        if (o.min_aspect_ratio() != 0 || o.max_aspect_ratio() != 0) {
+          args.push_back(absl::StrFormat("aspect_ratio=%g:%g", o.min_aspect_ratio(), o.max_aspect_ratio()));
+        }
+        if (o.sampler_options_size() > 0) args.push_back("options=" + absl::StrJoin(o.sampler_options(), ":"));
+        if (o.trials() != 0) args.push_back(absl::StrCat("trials=", o.trials()));
+        parts.push_back(absl::StrCat("random_iou_crop(", absl::StrJoin(args, ", "), ")"));
+        break;
+      }
       case v1::Op::OP_NOT_SET:
         parts.push_back("<unset>");
         break;

@@ -88,7 +88,11 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       job_samples_(&metrics_->JobSamples(config_.job())),
       value_fields_(ValueFields(config_.fields())),
       image_extensions_(ImageExtensions(config_)),
-      max_field_bytes_(config_.max_field_bytes() > 0 ? config_.max_field_bytes() : kDefaultMaxFieldBytes) {}
+      max_field_bytes_(config_.max_field_bytes() > 0 ? config_.max_field_bytes() : kDefaultMaxFieldBytes),
+      target_roles_(TargetRoles(value_fields_, *source_)),
+      target_needs_(NeedsOf(target_roles_, &has_targets_)),
+      item_shapes_(ItemShapes(value_fields_, source_->keypoints_per_box(), pipeline_.out_height(),
+                              pipeline_.out_width())) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -282,11 +286,24 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
   if (fields != nullptr) {  // before the image: a sample without its fields is not decoded
-    absl::Status read = ReadSampleFields(*source_, index, value_fields_, max_field_bytes_, fields);
+    absl::Status read = ReadSampleFields(*source_, index, value_fields_, target_roles_, max_field_bytes_, fields);
     if (!read.ok()) {
       job.read_ns += Nanos(absl::Now() - t0);
       return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
     }
+  }
+  SampleTargets targets;  // moved by the geometric ops with the pixels
+  GeometrySink sink;
+  GeometrySink* geometry = nullptr;
+  if (has_targets_ && fields != nullptr) {
+    absl::Status read = ReadSampleTargets(*source_, index, value_fields_, target_roles_, target_needs_, &targets);
+    if (!read.ok()) {
+      job.read_ns += Nanos(absl::Now() - t0);
+      return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
+    }
+    sink.targets = &targets;
+    sink.options.min_visibility = config_.box_min_visibility();
+    geometry = &sink;
   }
   const v1::CacheMode mode = config_.cache_mode();
   if (mode == v1::CACHE_DECODED) return ProduceFromDecodedCache(epoch, index, dst, job);
@@ -319,7 +336,10 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     SampleTimes times;
     try {
       if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
-        status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times);
+        status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry);
+        if (status.ok() && geometry != nullptr) {
+          EncodeTargets(targets, target_roles_, pipeline_.out_height(), pipeline_.out_width(), fields);
+        }
       } else {
         status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times);
       }
@@ -584,7 +604,7 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   }
   if (!value_fields_.empty() && job->data) {  // the field region follows the image buffer
     const absl::Time t0 = absl::Now();
-    job->data->append(BuildFieldRegion(value_fields_, job->field_values, &job->header));
+    job->data->append(BuildFieldRegion(value_fields_, job->field_values, &job->header, item_shapes_));
     std::vector<std::vector<std::string>>().swap(job->field_values);
     t.set_assemble_seconds(t.assemble_seconds() + absl::ToDoubleSeconds(absl::Now() - t0));
   }
@@ -667,6 +687,10 @@ absl::Status CheckSessionFields(const v1::SessionConfig& config, int64_t max_fie
     return absl::OkStatus();
   }
   if (absl::Status s = CheckFields(config, max_field_bytes); !s.ok()) return s;
+  const float v = config.box_min_visibility();
+  if (!(v >= 0 && v <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("box_min_visibility = ", v, "; allowed 0..1"));
+  }
   if (config.cache_mode() != v1::CACHE_NONE) {
     return absl::FailedPreconditionError(absl::StrCat("cache_mode ", v1::CacheMode_Name(config.cache_mode()),
                                                       " serves images alone; a session with fields needs CACHE_NONE"));
@@ -737,7 +761,7 @@ void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Durati
       [this, config, shared, store, done = std::move(done)](SourceOrError source) {
         done(Prepare(config, std::move(*shared), store, std::move(source)));
       },
-      patience);
+      patience, config.annotations());
 }
 
 void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done) {

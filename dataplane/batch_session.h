@@ -29,6 +29,7 @@
 #include "dataplane/server_metrics.h"
 #include "dataplane/stored_sample.h"
 #include "dataplane/stream_session.h"
+#include "dataplane/target_fields.h"
 #include "dataplane/worker_pool.h"
 
 namespace stoker {
@@ -186,6 +187,12 @@ class BatchSession final : public StreamSession {
   const std::vector<v1::FieldSpec> value_fields_;
   const std::vector<std::string> image_extensions_;
   const int64_t max_field_bytes_;
+  // Which value fields are targets (target_fields.h), what the source must
+  // read for them, and their item shapes in the header.
+  const std::vector<TargetRole> target_roles_;
+  bool has_targets_ = false;
+  const TargetNeeds target_needs_;
+  const std::vector<std::vector<int64_t>> item_shapes_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;

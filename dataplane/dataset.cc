@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/cord.h"
 #include "common/await.h"
+#include "dataplane/coco_source.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/materialized_source.h"
 #include "dataplane/synthetic_source.h"
@@ -38,29 +39,34 @@ bool IsUnder(const fs::path& path, const fs::path& root) {
 }  // namespace
 
 absl::StatusOr<fs::path> ResolveDatasetDir(const fs::path& data_root, const std::string& name) {
-  if (name.empty()) return absl::InvalidArgumentError("dataset: empty name");
+  return ResolveUnderRoot(data_root, name, "dataset", /*directory=*/true);
+}
+
+absl::StatusOr<fs::path> ResolveUnderRoot(const fs::path& data_root, const std::string& name, const char* what,
+                                          bool directory) {
+  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty name"));
   const fs::path rel(name);
   if (rel.is_absolute()) {
     return absl::PermissionDeniedError(
-        absl::StrCat("dataset '", name, "' is an absolute path; give a name under --data-root"));
+        absl::StrCat(what, " '", name, "' is an absolute path; give a name under --data-root"));
   }
   for (const auto& part : rel) {
     if (part == "..") {
       return absl::PermissionDeniedError(
-          absl::StrCat("dataset '", name, "' contains '..'; it must stay under --data-root"));
+          absl::StrCat(what, " '", name, "' contains '..'; it must stay under --data-root"));
     }
   }
   std::error_code ec;
   const fs::path root = fs::canonical(data_root, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("--data-root ", data_root.string(), ": ", ec.message()));
   const fs::path dir = fs::weakly_canonical(root / rel, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat("dataset '", name, "': ", ec.message()));
+  if (ec) return absl::NotFoundError(absl::StrCat(what, " '", name, "': ", ec.message()));
   if (!IsUnder(dir, root)) {
     return absl::PermissionDeniedError(
-        absl::StrCat("dataset '", name, "' resolves outside --data-root (through a symlink)"));
+        absl::StrCat(what, " '", name, "' resolves outside --data-root (through a symlink)"));
   }
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("dataset '", name, "' not found under --data-root"));
+  if (directory ? !fs::is_directory(dir, ec) : !fs::is_regular_file(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(what, " '", name, "' not found under --data-root"));
   }
   return dir;
 }
@@ -197,8 +203,15 @@ int DatasetCatalog::size() {
   return static_cast<int>(entries_.size());
 }
 
-void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duration patience) {
+void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duration patience,
+                               const std::string& annotations) {
   std::string key = name;
+  std::string annotations_path;
+  if (!annotations.empty()) {
+    auto file = ResolveUnderRoot(data_root_, annotations, "annotations", /*directory=*/false);
+    if (!file.ok()) return done(file.status());
+    annotations_path = file->string();
+  }
   if (absl::StartsWith(name, kSyntheticPrefix)) {
     if (!options_.allow_synthetic) {
       return done(absl::PermissionDeniedError(
@@ -209,6 +222,7 @@ void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duratio
     if (!dir.ok()) return done(dir.status());
     key = dir->string();
   }
+  if (!annotations_path.empty()) absl::StrAppend(&key, "\n", annotations_path);  // images + annotations: one source
   std::optional<SourceOrError> answer;  // known now: given to `done` once the lock is released
   std::shared_ptr<Entry> scan;          // a first open: scanned once the lock is released
   {
@@ -224,6 +238,7 @@ void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duratio
       if (!entry) {
         scan = entry = std::make_shared<Entry>();
         entry->name = name;
+        entry->annotations = annotations_path;
         entry->started = absl::Now();
         entries_[key] = entry;
       }
@@ -262,7 +277,7 @@ void DatasetCatalog::Stop() {
 void DatasetCatalog::Scan(std::string name, std::string key, std::shared_ptr<Entry> entry) {
   const absl::Time start = absl::Now();
   SourceOrError source = stopped_.load() ? absl::UnavailableError("this server is shutting down")
-                                         : OpenUncached(name, key);
+                                         : OpenUncached(name, key, entry->annotations);
   const absl::Duration took = absl::Now() - start;
   if (source.ok()) {
     LOG(INFO) << "opened dataset '" << name << "': " << (*source)->size() << " samples in "
@@ -311,8 +326,17 @@ void DatasetCatalog::EvictLocked() {
   }
 }
 
-SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::string& key) {
+SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::string& key,
+                                           const std::string& annotations) {
   if (options_.opener) return options_.opener(name, key, &stopped_);
+  if (!annotations.empty()) {
+    const fs::path dir = key.substr(0, key.find('\n'));
+    auto s = CocoSource::Open(dir, annotations, options_.max_file_bytes, options_.max_annotation_bytes, &stopped_);
+    if (!s.ok()) return s.status();
+    LOG(INFO) << "dataset '" << name << "' with annotations " << annotations << ": " << (*s)->size() << " images, "
+              << (*s)->class_names().size() << " categories";
+    return std::shared_ptr<const SampleSource>(*std::move(s));
+  }
   if (absl::StartsWith(name, kSyntheticPrefix)) {
     auto s = SyntheticSource::Open(name);
     if (!s.ok()) return s.status();

@@ -30,6 +30,10 @@ namespace stoker {
 // no such directory.
 absl::StatusOr<std::filesystem::path> ResolveDatasetDir(const std::filesystem::path& data_root,
                                                         const std::string& name);
+// The same rules for any name under the root (`what` names it in errors): a
+// directory, or else a regular file.
+absl::StatusOr<std::filesystem::path> ResolveUnderRoot(const std::filesystem::path& data_root, const std::string& name,
+                                                       const char* what, bool directory);
 
 struct SampleRef {
   std::string path;  // relative to the dataset directory
@@ -80,6 +84,9 @@ struct CatalogOptions {
   bool allow_synthetic = true;
   // Threads that scan datasets (never gRPC's: a large tree takes minutes).
   int scan_threads = 2;
+  // Largest annotation file read (COCO instances JSON), in bytes; larger
+  // ones are refused at open. 0: no limit.
+  int64_t max_annotation_bytes = int64_t{1} << 30;
   // How a resolved dataset is opened: (name, resolved key, cancelled flag).
   // Empty: the real sources. Tests inject slow or failing openers here.
   std::function<SourceOrError(const std::string& name, const std::string& key, const std::atomic<bool>* cancelled)>
@@ -109,7 +116,10 @@ class DatasetCatalog {
   // scanned, instead; the scan goes on. Errors as
   // ResolveDatasetDir and the sources' Open/Scan; PERMISSION_DENIED for a
   // synthetic name when those are not allowed.
-  void OpenAsync(const std::string& name, Done done, absl::Duration patience = absl::InfiniteDuration());
+  // `annotations` (a file under the data root) makes the dataset an
+  // annotated one (CocoSource): images and annotations opened as one source.
+  void OpenAsync(const std::string& name, Done done, absl::Duration patience = absl::InfiniteDuration(),
+                 const std::string& annotations = "");
   // Waits for OpenAsync's answer (tools and tests).
   SourceOrError Open(const std::string& name);
   // Shutting down: every caller still waiting gets UNAVAILABLE, running scans
@@ -123,6 +133,7 @@ class DatasetCatalog {
   struct Entry {
     bool opening = true;
     std::string name;  // as asked for (for messages)
+    std::string annotations;  // resolved annotation file, or empty
     absl::Status status;
     std::shared_ptr<const SampleSource> source;
     int64_t last_used = 0;
@@ -136,7 +147,7 @@ class DatasetCatalog {
   // Answers waiters whose patience has run out, until Stop.
   void RunTimer();
   void Scan(std::string name, std::string key, std::shared_ptr<Entry> entry);
-  SourceOrError OpenUncached(const std::string& name, const std::string& key);
+  SourceOrError OpenUncached(const std::string& name, const std::string& key, const std::string& annotations);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::filesystem::path data_root_;

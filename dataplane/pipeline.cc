@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/detection_ops.h"
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
 
@@ -20,6 +22,40 @@ absl::Status CheckSide(const std::string& field, int value) {
   if (value < 1 || value > kMaxImageSide) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " = ", value, "; allowed range is 1..", kMaxImageSide, " pixels"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckIouCrop(const std::string& where, v1::RandomIoUCrop& o) {
+  if (o.min_scale() == 0) o.set_min_scale(0.3f);
+  if (o.max_scale() == 0) o.set_max_scale(1.0f);
+  if (o.min_aspect_ratio() == 0) o.set_min_aspect_ratio(0.5f);
+  if (o.max_aspect_ratio() == 0) o.set_max_aspect_ratio(2.0f);
+  if (o.sampler_options().empty()) {
+    for (float v : {0.0f, 0.1f, 0.3f, 0.5f, 0.7f, 0.9f, 1.0f}) o.add_sampler_options(v);
+  }
+  if (o.trials() == 0) o.set_trials(40);
+  if (!(o.min_scale() > 0 && o.min_scale() <= o.max_scale() && o.max_scale() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s.random_iou_crop.scale = %g:%g; need 0 < min <= max <= 1",
+                                                      where, o.min_scale(), o.max_scale()));
+  }
+  if (!(o.min_aspect_ratio() > 0 && o.min_aspect_ratio() <= o.max_aspect_ratio() && o.max_aspect_ratio() <= 100)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s.random_iou_crop.aspect_ratio = %g:%g; need 0 < min <= max <= 100", where, o.min_aspect_ratio(),
+        o.max_aspect_ratio()));
+  }
+  if (o.trials() < 1 || o.trials() > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".random_iou_crop.trials = ", o.trials(), "; allowed 1..1000"));
+  }
+  if (o.sampler_options_size() > 32) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".random_iou_crop has ", o.sampler_options_size(),
+                                                   " sampler options; at most 32"));
+  }
+  for (float v : o.sampler_options()) {
+    if (!(v >= 0 && v <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s.random_iou_crop.sampler_options has %g; each in 0..1 (1: no crop)", where, v));
+    }
   }
   return absl::OkStatus();
 }
@@ -86,6 +122,22 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
       }
       return absl::OkStatus();
     }
+    case v1::Op::kRandomVerticalFlip: {
+      const float p = op.random_vertical_flip().p();
+      if (!(p >= 0 && p <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s.random_vertical_flip.p = %g; allowed range is 0..1", where, p));
+      }
+      return absl::OkStatus();
+    }
+    case v1::Op::kResizePad:
+      if (auto s = CheckSide(where + ".resize_pad.size", op.resize_pad().size()); !s.ok()) return s;
+      fixed = true;
+      h = w = op.resize_pad().size();
+      return absl::OkStatus();
+    case v1::Op::kRandomIouCrop:
+      fixed = false;
+      return CheckIouCrop(where, *op.mutable_random_iou_crop());
     case v1::Op::OP_NOT_SET:
       break;
   }
@@ -141,8 +193,16 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
   }
   if (!fixed) {
     return absl::InvalidArgumentError(
-        "pipeline output size is not fixed, so samples cannot be batched: add center_crop(size) or "
-        "random_resized_crop(size) after the last resize");
+        "pipeline output size is not fixed, so samples cannot be batched: add center_crop(size), "
+        "random_resized_crop(size) or resize_pad(size) after the last resize or random_iou_crop");
+  }
+  const bool has_boxes = std::any_of(config.fields().begin(), config.fields().end(),
+                                     [](const v1::FieldSpec& f) { return f.kind() == v1::BOXES; });
+  for (int i = 0; i < config.pipeline_size(); ++i) {
+    if (config.pipeline(i).has_random_iou_crop() && !has_boxes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].random_iou_crop chooses its crop by the boxes: the session needs a field of kind boxes"));
+    }
   }
   return p;
 }
@@ -153,7 +213,8 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops) 
   for (size_t i = 0; i < ops.size(); ++i) {
     v1::Op op = ops[i];
     const std::string where = absl::StrCat("prefix[", i, "]");
-    if (op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter()) {
+    if (op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter() ||
+        op.has_random_vertical_flip() || op.has_random_iou_crop()) {
       return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
                                                      " is random: random ops stay online (after the prefix)"));
     }
@@ -224,8 +285,8 @@ absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, in
 }  // namespace
 
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
-                               SampleTimes* times, size_t first_op) const {
-  absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times);
+                               SampleTimes* times, size_t first_op, GeometrySink* geometry) const {
+  absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times, geometry);
   if (!image.ok()) return image.status();
   const absl::Time t0 = absl::Now();
   absl::Status stored = Store(*image, dst);
@@ -234,10 +295,13 @@ absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_
 }
 
 absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels,
-                                                 size_t first_op, SampleTimes* times) const {
+                                                 size_t first_op, SampleTimes* times, GeometrySink* geometry) const {
   const absl::Time t0 = absl::Now();
   absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
   if (!info.ok()) return info.status();
+  if (geometry != nullptr) {
+    if (absl::Status s = geometry->Start(info->width, info->height); !s.ok()) return s;
+  }
   // Fuse the first op with decoding: decode only its region, shrunk in the
   // DCT domain when it is at least twice the size it is resized to.
   CropBox region;
@@ -263,9 +327,11 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   if (!decoded.ok()) return decoded.status();
   const absl::Time t1 = absl::Now();
   cv::Mat image = *std::move(decoded);
+  if (geometry != nullptr && region.width > 0) geometry->Step(GeometryStep::Crop(region));
   if (first.has_random_resized_crop()) {
     const auto& o = first.random_resized_crop();
     cv::resize(image, image, cv::Size(o.size(), o.size()), 0, 0, InterpolationFlag(o.interpolation()));
+    if (geometry != nullptr) geometry->Step(GeometryStep::Resize(o.size(), o.size()));
   } else if (first.has_resize()) {
     // The target size comes from the original dimensions, not the scaled ones.
     if (absl::Status s = CheckResize(info->height, info->width, first.resize().shorter_side(), max_pixels); !s.ok()) {
@@ -275,14 +341,20 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
     if (target != image.size()) {
       cv::resize(image, image, target, 0, 0, InterpolationFlag(first.resize().interpolation()));
     }
+    if (geometry != nullptr) geometry->Step(GeometryStep::Resize(target.width, target.height));
   }
-  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels);
+  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels, geometry);
   times->decode = t1 - t0;
   times->augment = absl::Now() - t1;
   return applied;
 }
 
-absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels) const {
+absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
+                                        GeometrySink* geometry) const {
+  auto step = [&](const GeometryStep& s) {
+    if (geometry != nullptr) geometry->Step(s);
+  };
+  if (geometry != nullptr && geometry->width == 0) geometry->width = image.cols, geometry->height = image.rows;
   for (size_t i = first_op; i < ops_.size(); ++i) {
     const v1::Op& op = ops_[i];
     switch (op.op_case()) {
@@ -291,21 +363,64 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         const CropBox box = RandomResizedCropBox(image.rows, image.cols, o.scale_min(), o.scale_max(),
                                                  o.ratio_min(), o.ratio_max(), rng);
         image = ResizedCrop(image, box, o.size(), o.interpolation());
+        step(GeometryStep::Crop(box));
+        step(GeometryStep::Resize(o.size(), o.size()));
         break;
       }
       case v1::Op::kCenterCrop:
+        step(GeometryStep::Crop(CenterCropRegion(image.rows, image.cols, op.center_crop().size())));
         image = CenterCrop(image, op.center_crop().size());
         break;
-      case v1::Op::kResize:
+      case v1::Op::kResize: {
         if (absl::Status s = CheckResize(image.rows, image.cols, op.resize().shorter_side(), max_pixels); !s.ok()) {
           return s;
         }
         image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation());
+        step(GeometryStep::Resize(image.cols, image.rows));
         break;
+      }
       case v1::Op::kRandomHorizontalFlip:
         // Always draw, so later ops see the same stream whatever the outcome.
-        if (rng.UniformDouble() < op.random_horizontal_flip().p()) FlipHorizontalInPlace(image);
+        if (rng.UniformDouble() < op.random_horizontal_flip().p()) {
+          FlipHorizontalInPlace(image);
+          step(GeometryStep::FlipHorizontal(image.cols, image.rows));
+        }
         break;
+      case v1::Op::kRandomVerticalFlip:
+        if (rng.UniformDouble() < op.random_vertical_flip().p()) {
+          cv::flip(image, image, 0);
+          step(GeometryStep::FlipVertical(image.cols, image.rows));
+        }
+        break;
+      case v1::Op::kResizePad: {
+        const auto& o = op.resize_pad();
+        const cv::Size scaled = ResizePadSize(image.rows, image.cols, o.size());
+        if (scaled != image.size()) {
+          cv::Mat out;
+          cv::resize(image, out, scaled, 0, 0, InterpolationFlag(o.interpolation()));
+          image = out;
+          step(GeometryStep::Resize(scaled.width, scaled.height));
+        }
+        const CropBox pad{0, 0, o.size(), o.size()};
+        cv::Mat padded = cv::Mat::zeros(o.size(), o.size(), image.type());
+        image.copyTo(padded(cv::Rect(0, 0, image.cols, image.rows)));
+        image = padded;
+        step(GeometryStep::Crop(pad));
+        break;
+      }
+      case v1::Op::kRandomIouCrop: {
+        static const std::vector<float> kNoBoxes;
+        const std::vector<float>& boxes =
+            geometry != nullptr && geometry->targets != nullptr ? geometry->targets->boxes : kNoBoxes;
+        const std::optional<CropBox> box = RandomIouCropBox(op.random_iou_crop(), image.rows, image.cols, boxes, rng);
+        if (box) {
+          image = image(cv::Rect(box->left, box->top, box->width, box->height)).clone();
+          GeometryStep crop = GeometryStep::Crop(*box);
+          crop.drop_outside_centers = true;
+          step(crop);
+        }
+        break;
+      }
       case v1::Op::kColorJitter:
         ApplyColorJitter(op.color_jitter(), image, rng);
         break;

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "common/rng.h"
+#include "dataplane/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
 
@@ -59,19 +60,24 @@ class Pipeline {
   // stored: a materialised dataset) and writes the sample to dst
   // (sample_bytes() bytes). Decode errors carry a DecodeFailure (see
   // image_decoder.h).
+  // `geometry` (may be null) receives every geometric step the ops take and
+  // moves the sample's targets with them (geometry.h); it is started with
+  // the decoded image's size, which fails (kBadField) when a mask does not
+  // have it.
   absl::Status Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst, SampleTimes* times,
-                       size_t first_op = 0) const;
+                       size_t first_op = 0, GeometrySink* geometry = nullptr) const;
   // Produce without Store: the RGB image after ops [first_op, end), decoding
   // fused with op first_op as Produce does.
   absl::StatusOr<cv::Mat> DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels, size_t first_op,
-                                         SampleTimes* times) const;
+                                         SampleTimes* times, GeometrySink* geometry = nullptr) const;
 
   // Runs ops [first_op, end) on an RGB image. The result of the whole list is
   // out_height x out_width x 3 (before normalize, which Store applies). A
   // resize whose output would exceed `max_pixels` (0: no limit) fails as
   // too_large before anything is allocated (review 1.11: resize(8192) of a
   // 100:1 panorama asked for gigabytes).
-  absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0) const;
+  absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0,
+                                GeometrySink* geometry = nullptr) const;
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
   // and dtype, normalizing if the last op is normalize. The image is 8-bit,

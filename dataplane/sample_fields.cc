@@ -113,10 +113,12 @@ absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string byt
 }
 
 absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
-                              int64_t max_bytes, std::vector<std::string>* values) {
+                              const std::vector<TargetRole>& roles, int64_t max_bytes,
+                              std::vector<std::string>* values) {
   values->resize(fields.size());
   static const std::vector<std::string> kClassMember = {"cls"};
   for (size_t f = 0; f < fields.size(); ++f) {
+    if (f < roles.size() && roles[f] != TargetRole::kMember) continue;  // a target: EncodeTargets
     const v1::FieldSpec& spec = fields[f];
     const bool classes = spec.kind() == v1::CLASS || spec.kind() == v1::CLASSES;
     std::string& out = (*values)[f];
@@ -144,7 +146,30 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
 
 absl::Status CheckFieldsFitSource(const std::string& dataset, const SampleSource& source,
                                   const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
-  if (source.has_members()) return absl::OkStatus();
+  for (const v1::FieldSpec& f : fields) {
+    const bool annotation = f.kind() == v1::BOXES || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS;
+    if (annotation && !source.has_annotations()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", f.name(), "' (", FieldKindName(f.kind()), ") comes from annotations, and dataset '", dataset,
+          "' has none: give the session annotations (a COCO instances file under --data-root)"));
+    }
+    if (f.kind() == v1::KEYPOINTS && source.keypoints_per_box() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' (keypoints): the annotations of '",
+                                                     dataset, "' name no keypoints in their categories"));
+    }
+    if (f.kind() == v1::MASK && (f.extensions().empty() || !source.has_members())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", f.name(), "' (mask) is read from a WebDataset member: give its extension, e.g. "
+          "'", f.name(), "=mask:seg.png', on a dataset of shards"));
+    }
+    if (source.has_annotations() && f.kind() != v1::IMAGE && !annotation &&
+        !(f.kind() == v1::CLASSES && f.extensions().empty())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", f.name(), "' (", FieldKindName(f.kind()), ") cannot be read from dataset '", dataset,
+          "': an annotated dataset has the fields image, boxes, masks, keypoints and classes (labels, iscrowd)"));
+    }
+  }
+  if (source.has_members() || source.has_annotations()) return absl::OkStatus();
   for (const v1::FieldSpec& f : fields) {
     const bool class_of_tree = (f.kind() == v1::CLASS || f.kind() == v1::CLASSES) && f.extensions().empty();
     if (f.kind() == v1::IMAGE || class_of_tree) continue;

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/sample_source.h"
+#include "dataplane/target_fields.h"
 
 namespace stoker {
 
@@ -26,8 +27,11 @@ inline constexpr int kMaxClassesPerSample = 4096;
 // Reads every field of `fields` (none of kind IMAGE) of sample `index` into
 // (*values)[i], replacing what was there. A value over `max_bytes` is
 // too_large.
+// Fields whose `roles` entry (target_fields.h) is not kMember are targets
+// and left to EncodeTargets.
 absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
-                              int64_t max_bytes, std::vector<std::string>* values);
+                              const std::vector<TargetRole>& roles, int64_t max_bytes,
+                              std::vector<std::string>* values);
 
 // `bytes` (from member `where`) checked and encoded as `kind` wants.
 absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where);

@@ -9,6 +9,11 @@
 
 namespace stoker {
 
+absl::Status SampleSource::ReadTargets(int64_t index, const TargetNeeds&, SampleTargets*) const {
+  return DecodeError(DecodeFailure::kMissingField,
+                     absl::StrCat(Describe(index), " has no annotations: this dataset has no boxes, masks or keypoints"));
+}
+
 absl::StatusOr<std::string> SampleSource::ReadField(int64_t index, const std::vector<std::string>& extensions,
                                                     std::string* which) const {
   (void)which;

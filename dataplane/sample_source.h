@@ -11,12 +11,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
+#include "dataplane/geometry.h"
 #include "dataplane/stored_sample.h"
 
 namespace stoker {
 
 // A materialised dataset's samples: the ops applied before they were stored
 // (a session's pipeline must begin with them) and how they are stored.
+// Which targets a session wants from ReadTargets (decoding masks costs).
+struct TargetNeeds {
+  bool boxes = false;      // boxes, labels and crowd flags
+  bool masks = false;      // instance masks
+  bool keypoints = false;
+};
+
 struct StoredForm {
   std::vector<v1::Op> prefix;
   StoredFormat format;
@@ -52,6 +60,13 @@ class SampleSource {
                                                 std::string* which) const;
   // Samples without a class label (label() gives 0 for them).
   virtual int64_t unlabeled_samples() const { return 0; }
+
+  // Annotated sources (COCO): each sample's targets in its image's pixel
+  // coordinates (geometry.h). Errors are decode failures naming the sample
+  // and the annotation (kBadField for one that cannot be made).
+  virtual bool has_annotations() const { return false; }
+  virtual int keypoints_per_box() const { return 0; }
+  virtual absl::Status ReadTargets(int64_t index, const TargetNeeds& needs, SampleTargets* targets) const;
 };
 
 // Builds a fingerprint from the parts of an index, in order. Thread-compatible.

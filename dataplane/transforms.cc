@@ -70,6 +70,14 @@ cv::Mat CenterCrop(const cv::Mat& image, int size) {
   return src(cv::Rect(box.left, box.top, size, size)).clone();
 }
 
+CropBox CenterCropRegion(int height, int width, int size) {
+  const int pad_h = std::max(0, size - height), pad_w = std::max(0, size - width);
+  CropBox box = CenterCropBox(height + pad_h, width + pad_w, size);
+  box.top -= pad_h / 2;
+  box.left -= pad_w / 2;
+  return box;
+}
+
 cv::Size ShorterSideSize(int height, int width, int shorter_side) {
   const bool portrait = height > width;
   const int s = portrait ? width : height, l = portrait ? height : width;

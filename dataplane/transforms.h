@@ -39,6 +39,9 @@ CropBox CenterCropBox(int height, int width, int size);
 // int(round((H - size) / 2)); a smaller image is zero-padded evenly first
 // (left/top get the smaller half).
 cv::Mat CenterCrop(const cv::Mat& image, int size);
+// CenterCrop's box in the image's own coordinates: with negative or
+// overreaching edges where a smaller image is padded.
+CropBox CenterCropRegion(int height, int width, int size);
 
 // torchvision Resize(int): shorter side becomes `shorter_side`, the longer
 // one int(shorter_side * long / short), computed from height x width.

@@ -51,6 +51,9 @@ ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20,
 ABSL_FLAG(int64_t, max_field_bytes, int64_t{16} << 20,
           "Largest per-sample text, bytes or json field value a session may allow itself (its max_field_bytes, "
           "default 1 MiB), in bytes; larger values fail the sample as too_large");
+ABSL_FLAG(int64_t, max_annotation_bytes, int64_t{1} << 30,
+          "Largest annotation file (a COCO instances JSON a session names) read, in bytes; larger ones are refused "
+          "when the dataset is opened; parsing takes several times this much memory; 0: no limit");
 ABSL_FLAG(int, max_datasets, 64,
           "Datasets kept open for later sessions; past this the least recently used idle one is closed");
 ABSL_FLAG(bool, allow_synthetic, true,
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   }
   config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
+  config.core.catalog.max_annotation_bytes = absl::GetFlag(FLAGS_max_annotation_bytes);
   config.core.catalog.allow_synthetic = absl::GetFlag(FLAGS_allow_synthetic);
   config.core.sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
   config.core.test_read_bytes_per_second = absl::GetFlag(FLAGS_test_read_bytes_per_second);

@@ -1,0 +1,173 @@
+#include "dataplane/geometry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "dataplane/image_decoder.h"
+#include <opencv2/imgproc.hpp>
+
+namespace stoker {
+namespace {
+
+// The part of `m` inside `box`, zero where the box leaves it.
+cv::Mat CropWithPadding(const cv::Mat& m, const CropBox& box) {
+  cv::Mat out = cv::Mat::zeros(box.height, box.width, m.type());
+  const cv::Rect inside = cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, m.cols, m.rows);
+  if (inside.area() > 0) {
+    m(inside).copyTo(out(cv::Rect(inside.x - box.left, inside.y - box.top, inside.width, inside.height)));
+  }
+  return out;
+}
+
+double Area(const float* b) { return std::max(0.0f, b[2] - b[0]) * static_cast<double>(std::max(0.0f, b[3] - b[1])); }
+
+// Keeps the boxes for which keep[i] holds, with everything they own.
+void KeepBoxes(const std::vector<bool>& keep, SampleTargets* t) {
+  size_t out = 0;
+  const size_t n = keep.size();
+  const size_t p = static_cast<size_t>(t->points_per_box);
+  for (size_t i = 0; i < n; ++i) {
+    if (!keep[i]) continue;
+    std::copy_n(t->boxes.begin() + static_cast<std::ptrdiff_t>(4 * i), 4, t->boxes.begin() + static_cast<std::ptrdiff_t>(4 * out));
+    if (i < t->labels.size()) t->labels[out] = t->labels[i];
+    if (i < t->crowd.size()) t->crowd[out] = t->crowd[i];
+    if (i < t->instance_masks.size()) t->instance_masks[out] = t->instance_masks[i];
+    if (p > 0) {
+      std::copy_n(t->keypoints.begin() + static_cast<std::ptrdiff_t>(3 * p * i), 3 * p,
+                  t->keypoints.begin() + static_cast<std::ptrdiff_t>(3 * p * out));
+    }
+    ++out;
+  }
+  t->boxes.resize(4 * out);
+  if (t->labels.size() > out) t->labels.resize(out);
+  if (t->crowd.size() > out) t->crowd.resize(out);
+  if (t->instance_masks.size() > out) t->instance_masks.resize(out);
+  if (p > 0) t->keypoints.resize(3 * p * out);
+}
+
+void Crop(const CropBox& box, bool drop_outside_centers, const TargetOptions& options, SampleTargets* t) {
+  const int64_t n = t->num_boxes();
+  std::vector<bool> keep(static_cast<size_t>(n), true);
+  bool dropped = false;
+  for (int64_t i = 0; i < n; ++i) {
+    float* b = &t->boxes[static_cast<size_t>(4 * i)];
+    if (drop_outside_centers) {
+      const float cx = 0.5f * (b[0] + b[2]), cy = 0.5f * (b[1] + b[3]);
+      if (!(cx > static_cast<float>(box.left) && cx < static_cast<float>(box.left + box.width) &&
+            cy > static_cast<float>(box.top) && cy < static_cast<float>(box.top + box.height))) {
+        keep[static_cast<size_t>(i)] = false;
+        dropped = true;
+      }
+    }
+    b[0] -= static_cast<float>(box.left), b[2] -= static_cast<float>(box.left);
+    b[1] -= static_cast<float>(box.top), b[3] -= static_cast<float>(box.top);
+    const double before = Area(b);
+    b[0] = std::clamp(b[0], 0.0f, static_cast<float>(box.width));
+    b[2] = std::clamp(b[2], 0.0f, static_cast<float>(box.width));
+    b[1] = std::clamp(b[1], 0.0f, static_cast<float>(box.height));
+    b[3] = std::clamp(b[3], 0.0f, static_cast<float>(box.height));
+    const double after = Area(b);
+    if (after <= 0 || (before > 0 && after < options.min_visibility * before)) {
+      keep[static_cast<size_t>(i)] = false;
+      dropped = true;
+    }
+  }
+  for (size_t k = 0; k + 2 < t->keypoints.size(); k += 3) {
+    float* kp = &t->keypoints[k];
+    kp[0] -= static_cast<float>(box.left);
+    kp[1] -= static_cast<float>(box.top);
+    if (kp[0] < 0 || kp[1] < 0 || kp[0] >= static_cast<float>(box.width) || kp[1] >= static_cast<float>(box.height)) {
+      kp[2] = 0;
+    }
+  }
+  if (!t->mask.empty()) t->mask = CropWithPadding(t->mask, box);
+  for (cv::Mat& m : t->instance_masks) m = CropWithPadding(m, box);
+  if (dropped) KeepBoxes(keep, t);
+}
+
+void Resize(int in_w, int in_h, int out_w, int out_h, SampleTargets* t) {
+  const double sx = static_cast<double>(out_w) / in_w, sy = static_cast<double>(out_h) / in_h;
+  for (size_t k = 0; k + 4 <= t->boxes.size(); k += 4) {
+    t->boxes[k] = static_cast<float>(t->boxes[k] * sx);
+    t->boxes[k + 1] = static_cast<float>(t->boxes[k + 1] * sy);
+    t->boxes[k + 2] = static_cast<float>(t->boxes[k + 2] * sx);
+    t->boxes[k + 3] = static_cast<float>(t->boxes[k + 3] * sy);
+  }
+  for (size_t k = 0; k + 2 < t->keypoints.size(); k += 3) {
+    t->keypoints[k] = static_cast<float>(t->keypoints[k] * sx);
+    t->keypoints[k + 1] = static_cast<float>(t->keypoints[k + 1] * sy);
+  }
+  auto resize = [&](cv::Mat& m) {
+    if (m.cols == out_w && m.rows == out_h) return;
+    cv::Mat out;
+    cv::resize(m, out, cv::Size(out_w, out_h), 0, 0, cv::INTER_NEAREST);
+    m = out;
+  };
+  if (!t->mask.empty()) resize(t->mask);
+  for (cv::Mat& m : t->instance_masks) resize(m);
+}
+
+void Flip(bool horizontal, int w, int h, SampleTargets* t) {
+  const float extent = static_cast<float>(horizontal ? w : h);
+  const size_t a = horizontal ? 0 : 1;  // x or y
+  for (size_t k = 0; k + 4 <= t->boxes.size(); k += 4) {
+    const float lo = t->boxes[k + a], hi = t->boxes[k + a + 2];
+    t->boxes[k + a] = extent - hi;
+    t->boxes[k + a + 2] = extent - lo;
+  }
+  for (size_t k = 0; k + 2 < t->keypoints.size(); k += 3) t->keypoints[k + a] = extent - t->keypoints[k + a];
+  const int code = horizontal ? 1 : 0;
+  if (!t->mask.empty()) cv::flip(t->mask, t->mask, code);
+  for (cv::Mat& m : t->instance_masks) cv::flip(m, m, code);
+}
+
+}  // namespace
+
+absl::Status CheckTargetsFit(int width, int height, const SampleTargets& targets) {
+  auto check = [&](const cv::Mat& m, const char* what) -> absl::Status {
+    if (m.empty() || (m.cols == width && m.rows == height)) return absl::OkStatus();
+    return DecodeError(DecodeFailure::kBadField, absl::StrCat(what, " of ", m.cols, "x", m.rows,
+                                                              " does not match its image of ", width, "x", height));
+  };
+  if (absl::Status s = check(targets.mask, "a mask"); !s.ok()) return s;
+  for (const cv::Mat& m : targets.instance_masks) {
+    if (absl::Status s = check(m, "an instance mask"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void ApplyStep(const GeometryStep& step, int in_width, int in_height, const TargetOptions& options,
+               SampleTargets* targets) {
+  switch (step.kind) {
+    case GeometryStep::Kind::kCrop:
+      Crop(step.box, step.drop_outside_centers, options, targets);
+      break;
+    case GeometryStep::Kind::kResize:
+      Resize(in_width, in_height, step.width, step.height, targets);
+      break;
+    case GeometryStep::Kind::kFlipHorizontal:
+    case GeometryStep::Kind::kFlipVertical:
+      Flip(step.kind == GeometryStep::Kind::kFlipHorizontal, in_width, in_height, targets);
+      break;
+  }
+}
+
+absl::Status ApplyGeometry(const GeometryLog& log, const TargetOptions& options, SampleTargets* targets) {
+  if (absl::Status s = CheckTargetsFit(log.width, log.height, *targets); !s.ok()) return s;
+  int w = log.width, h = log.height;
+  for (const GeometryStep& step : log.steps) {
+    ApplyStep(step, w, h, options, targets);
+    w = step.width;
+    h = step.height;
+  }
+  return absl::OkStatus();
+}
+
+void GeometrySink::Step(const GeometryStep& step) {
+  if (log != nullptr) log->Add(step);
+  if (targets != nullptr) ApplyStep(step, width, height, options, targets);
+  width = step.width;
+  height = step.height;
+}
+
+}  // namespace stoker
