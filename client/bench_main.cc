@@ -67,6 +67,11 @@ ABSL_FLAG(std::string, fields, "",
 ABSL_FLAG(int64_t, max_field_bytes, 0,
           "Largest text/bytes/json field value per sample, in bytes; larger ones fail the sample as too_large; "
           "0: 1 MiB (at most the servers' --max-field-bytes)");
+ABSL_FLAG(std::string, annotations, "",
+          "A COCO instances JSON under the servers' --data-root whose images are --dataset (for fields boxes, "
+          "labels, masks, keypoints)");
+ABSL_FLAG(double, box_min_visibility, 0,
+          "Drop a box with less than this fraction (0..1) of its area left after a crop; 0: only empty boxes");
 ABSL_FLAG(std::string, layout, "nhwc", "Image layout: nhwc or nchw");
 ABSL_FLAG(std::string, dtype, "uint8", "Pixel type: uint8, float16 or float32 (value / 255, or normalize's output)");
 ABSL_FLAG(std::string, bad_sample_policy, "skip",
@@ -130,6 +135,8 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   if (!fields.ok()) return absl::InvalidArgumentError(absl::StrCat("--fields: ", fields.status().message()));
   for (v1::FieldSpec& f : *fields) *c.session.add_fields() = std::move(f);
   c.session.set_max_field_bytes(absl::GetFlag(FLAGS_max_field_bytes));
+  c.session.set_annotations(absl::GetFlag(FLAGS_annotations));
+  c.session.set_box_min_visibility(static_cast<float>(absl::GetFlag(FLAGS_box_min_visibility)));
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (layout != "nhwc" && layout != "nchw") return absl::InvalidArgumentError("--layout must be nhwc or nchw");
   c.session.set_layout(layout == "nchw" ? v1::NCHW : v1::NHWC);

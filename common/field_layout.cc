@@ -1,6 +1,7 @@
 #include "common/field_layout.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace stoker {
 
@@ -69,15 +70,38 @@ absl::Status CheckFieldLayout(const v1::BatchHeader& h, const std::vector<v1::Fi
     if (d.sample_offsets_size() != n + 1 || d.sample_offsets(0) != 0 || d.sample_offsets(static_cast<int>(n)) != d.bytes()) {
       return bad(absl::StrCat(d.sample_offsets_size(), " sample offsets for ", n, " samples and ", d.bytes(), " bytes"));
     }
-    const bool ints = d.kind() == v1::CLASS || d.kind() == v1::CLASSES;
+    const int64_t item = ItemBytes(d);
+    if (item < 0) return bad(absl::StrCat("item shape [", absl::StrJoin(d.item_shape(), ","), "] for its kind"));
     for (int64_t i = 0; i < n; ++i) {
       const int64_t a = d.sample_offsets(static_cast<int>(i)), b = d.sample_offsets(static_cast<int>(i + 1));
-      if (b < a || (ints && (b - a) % 4 != 0) || (d.kind() == v1::CLASS && b - a != 4)) {
+      const bool one_item = d.kind() == v1::CLASS || d.kind() == v1::MASK;
+      if (b < a || (b - a) % item != 0 || (one_item && b - a != item)) {
         return bad(absl::StrCat("sample ", i, " has values [", a, ", ", b, ")"));
       }
     }
   }
   return absl::OkStatus();
+}
+
+int64_t ItemBytes(const v1::FieldData& field) {
+  const auto& shape = field.item_shape();
+  auto product = [&](int64_t element) -> int64_t {
+    int64_t p = element;
+    for (int64_t d : shape) {
+      if (d < 1 || d > 65536 || p > (int64_t{1} << 40) / d) return -1;
+      p *= d;
+    }
+    return p;
+  };
+  switch (field.kind()) {
+    case v1::CLASS:
+    case v1::CLASSES: return shape.empty() ? 4 : -1;
+    case v1::BOXES: return shape.size() == 1 && shape[0] == 4 ? 16 : -1;
+    case v1::KEYPOINTS: return shape.size() == 2 && shape[1] == 3 ? product(4) : -1;
+    case v1::MASK:
+    case v1::MASKS: return shape.size() == 2 ? product(1) : -1;
+    default: return shape.empty() ? 1 : -1;
+  }
 }
 
 absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i) {

@@ -35,6 +35,11 @@ std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
 // otherwise. A header without fields passes when `fields` is empty.
 absl::Status CheckFieldLayout(const v1::BatchHeader& header, const std::vector<v1::FieldSpec>& fields);
 
+// Bytes of one value item of the field's kind and item shape (CLASS and
+// CLASSES: 4; text, bytes, json: 1; boxes: 16; keypoints: P x 12; masks:
+// H x W); -1 when the shape does not fit the kind.
+int64_t ItemBytes(const v1::FieldData& field);
+
 // Sample `i`'s values of `field` within the region (a checked header).
 absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i);
 

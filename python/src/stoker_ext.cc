@@ -83,6 +83,8 @@ struct Options {
   std::string pipeline;
   std::string fields;  // common/field_spec.h's text form; empty: none
   int64_t max_field_bytes = 0;
+  std::string annotations;  // a COCO instances file under the data root
+  double box_min_visibility = 0;
   int batch_size = 256;
   uint64_t seed = 0;
   bool drop_last = false;
@@ -135,6 +137,8 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   if (!fields.ok()) return fields.status();
   for (v1::FieldSpec& f : *fields) *cc.session.add_fields() = std::move(f);
   cc.session.set_max_field_bytes(o.max_field_bytes);
+  cc.session.set_annotations(o.annotations);
+  cc.session.set_box_min_visibility(static_cast<float>(o.box_min_visibility));
   cc.session.set_batch_size(o.batch_size);
   cc.session.set_seed(o.seed);
   auto ops = ParsePipelineText(o.pipeline.empty() ? std::string(kDefaultTrainPipeline) : o.pipeline);
@@ -256,7 +260,8 @@ nb::tuple BatchTuple(DeviceTensor tensor, void* consumer_stream) {
       const absl::string_view values = absl::string_view(b.field_data).substr(f.offset(), f.bytes());
       fields[f.name().c_str()] = nb::make_tuple(FieldKindName(f.kind()), nb::bytes(values.data(), values.size()),
                                                 Int64Array(std::vector<int64_t>(f.sample_offsets().begin(),
-                                                                                f.sample_offsets().end())));
+                                                                                f.sample_offsets().end())),
+                                                std::vector<int64_t>(f.item_shape().begin(), f.item_shape().end()));
     }
     info["fields"] = fields;
   }
@@ -339,6 +344,8 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("pipeline", &Options::pipeline)
       .def_rw("fields", &Options::fields)
       .def_rw("max_field_bytes", &Options::max_field_bytes)
+      .def_rw("annotations", &Options::annotations)
+      .def_rw("box_min_visibility", &Options::box_min_visibility)
       .def_rw("batch_size", &Options::batch_size)
       .def_rw("seed", &Options::seed)
       .def_rw("drop_last", &Options::drop_last)

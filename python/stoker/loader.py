@@ -24,6 +24,7 @@ from . import _stoker_ext as _ext
 
 DEFAULT_PIPELINE = "random_resized_crop(224), random_horizontal_flip(0.5)"
 FIELD_PAD = -1  # class ids past a sample's count in a padded "classes" field
+_ITEM_TYPES = {"boxes": "<f4", "keypoints": "<f4", "mask": "u1", "masks": "u1"}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 STATE_VERSION = 1
@@ -90,8 +91,18 @@ class Loader:
         (the image field: the images tensor; class: int64 tensor [N];
         classes: int64 [N, K] padded with -1 plus NAME_count [N]; text:
         list[str]; json and bytes: list[bytes]). None: (images, labels).
+        Targets follow every geometric op with the pixels: boxes (float32
+        [N, K, 4] xyxy in output pixels, padded with zeros, plus
+        NAME_count [N]), masks ([N, K, H, W] uint8 per box, + count), mask
+        (the per-pixel classes, uint8 [N, H, W]), keypoints ([N, K, P, 3]:
+        x, y, visibility, + count); on an annotated dataset "labels" are
+        the boxes' classes and "iscrowd" their crowd flags (classes kind).
       max_field_bytes: largest text/json/bytes value per sample; larger
         ones fail the sample as too_large (0: 1 MiB).
+      annotations: a COCO instances JSON under the servers' --data-root
+        (as CocoDetection's annFile); `dataset` is then its image directory.
+      box_min_visibility: a box with less than this fraction of its area
+        left after a crop is dropped (0: only boxes with no area left).
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
       device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
@@ -134,7 +145,8 @@ class Loader:
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
                  metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None, auth_token_file=None, fields=None, max_field_bytes=0, _test_h2d_delay_ms=0):
+                 tls_server_name=None, auth_token_file=None, fields=None, max_field_bytes=0, annotations=None,
+                 box_min_visibility=0.0, _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -158,6 +170,8 @@ class Loader:
         o.pipeline = pipeline
         o.fields = _fields_text(fields)
         o.max_field_bytes = int(max_field_bytes)
+        o.annotations = os.fspath(annotations or "")
+        o.box_min_visibility = float(box_min_visibility)
         # (name, kind) of each field, checked here before any connection.
         self._fields = _ext.parse_fields(o.fields)
         o.batch_size = int(batch_size)
@@ -268,9 +282,11 @@ class Loader:
             if kind == "image":
                 out[name] = images
                 continue
-            _, data, offsets = values[name]
+            _, data, offsets, item_shape = values[name]
             offsets = memoryview(offsets).tolist()
-            if kind == "text":
+            if kind in _ITEM_TYPES:
+                out.update(self._items(name, kind, data, offsets, item_shape, images))
+            elif kind == "text":
                 out[name] = [data[a:b].decode("utf-8") for a, b in zip(offsets, offsets[1:])]
             elif kind in ("json", "bytes"):
                 out[name] = [data[a:b] for a, b in zip(offsets, offsets[1:])]
@@ -289,6 +305,26 @@ class Loader:
                     out[name] = self._framework.labels(padded, images)
                     out[name + "_count"] = self._framework.labels(counts, images)
         return out
+
+    def _items(self, name, kind, data, offsets, item_shape, images):
+        """A target field as one array: a mask [N, H, W]; boxes [N, K, 4],
+        keypoints [N, K, P, 3] and masks [N, K, H, W] padded to the batch's
+        most items (zeros) with NAME_count [N]."""
+        import numpy as np
+
+        dtype = _ITEM_TYPES[kind]
+        shape = tuple(int(d) for d in item_shape)
+        item = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        values = np.frombuffer(data, dtype=dtype)
+        starts = np.asarray(offsets[:-1], dtype=np.int64)
+        counts = np.diff(np.asarray(offsets, dtype=np.int64)) // item
+        if kind == "mask":
+            return {name: self._framework.labels(values.reshape((len(counts),) + shape).copy(), images)}
+        padded = np.zeros((len(counts), int(counts.max(initial=0))) + shape, dtype=dtype)
+        per_item = item // np.dtype(dtype).itemsize
+        for i, (s, c) in enumerate(zip(starts // np.dtype(dtype).itemsize, counts)):
+            padded[i, :c] = values[s:s + c * per_item].reshape((c,) + shape)
+        return {name: self._framework.labels(padded, images), name + "_count": self._framework.labels(counts, images)}
 
     # -- the diagnosis's host-cached step ------------------------------------
     def _cache_one_batch(self):
