@@ -1,0 +1,162 @@
+// Sessions with target fields on a COCO dataset: boxes, labels, crowd
+// flags, masks and keypoints move with the image through the pipeline and
+// arrive as FieldData with item shapes; bad sessions are refused by name.
+#include <cstring>
+#include <map>
+
+#include "absl/synchronization/notification.h"
+#include "common/field_layout.h"
+#include "common/field_spec.h"
+#include "common/pipeline_text.h"
+#include "dataplane/batch_session.h"
+#include "dataplane/image_decoder.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "tests/testdata/image_set.h"
+#include "tests/testdata/temp_dir.h"
+
+namespace stoker {
+namespace {
+
+using ::stoker::testing::TempDir;
+
+class TargetsSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // One 64x48 image (id 1) with a box and a square polygon, one 40x40 (id 2) without annotations.
+    dir_.Write("coco/img/a.jpg", testing::EncodeJpeg(testing::SyntheticImage(48, 64, 1), 90));
+    dir_.Write("coco/img/b.jpg", testing::EncodeJpeg(testing::SyntheticImage(40, 40, 2), 90));
+    dir_.Write("coco/ann.json", R"({
+      "images": [{"id": 1, "file_name": "a.jpg", "width": 64, "height": 48},
+                 {"id": 2, "file_name": "b.jpg", "width": 40, "height": 40}],
+      "categories": [{"id": 10, "name": "a", "keypoints": ["p"]}, {"id": 20, "name": "b"}],
+      "annotations": [{"id": 1, "image_id": 1, "category_id": 20, "bbox": [8, 4, 16, 20], "iscrowd": 0,
+                       "segmentation": [[8, 4, 24, 4, 24, 24, 8, 24]], "keypoints": [10, 6, 2]}]})");
+    CoreConfig c;
+    c.data_root = dir_.path();
+    c.workers = 2;
+    core_ = std::make_unique<DataServiceCore>(c, &metrics_);
+  }
+
+  static v1::SessionConfig Config(const std::string& pipeline_text, const std::string& fields) {
+    v1::SessionConfig c;
+    c.set_dataset("coco/img");
+    c.set_annotations("coco/ann.json");
+    c.set_batch_size(2);
+    c.set_sequential(true);
+    auto ops = ParsePipelineText(pipeline_text);
+    EXPECT_TRUE(ops.ok()) << ops.status();
+    for (const v1::Op& op : *ops) *c.add_pipeline() = op;
+    auto parsed = ParseFieldsText(fields);
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    for (const v1::FieldSpec& f : *parsed) *c.add_fields() = f;
+    return c;
+  }
+
+  FinishedBatch Run(const v1::SessionConfig& config) {
+    auto session = core_->StartSession(config);
+    EXPECT_TRUE(session.ok()) << session.status();
+    if (!session.ok()) return {};
+    v1::BatchRequest request;
+    request.add_sample_indices(0);
+    request.add_sample_indices(1);
+    absl::Notification done;
+    FinishedBatch out;
+    EXPECT_TRUE((*session)->Submit(request, [&](FinishedBatch b) {
+      out = std::move(b);
+      done.Notify();
+    }).ok());
+    done.WaitForNotification();
+    return out;
+  }
+
+  template <typename T>
+  static std::vector<T> Values(const FinishedBatch& b, int field, int sample) {
+    const absl::string_view region = absl::string_view(*b.data).substr(static_cast<size_t>(b.header.total_bytes()));
+    const absl::string_view v = FieldValue(b.header.fields(field), region, sample);
+    std::vector<T> out(v.size() / sizeof(T));
+    std::memcpy(out.data(), v.data(), v.size());
+    return out;
+  }
+
+  TempDir dir_;
+  prometheus::Registry registry_;
+  ServerMetrics metrics_{registry_};
+  std::unique_ptr<DataServiceCore> core_;
+};
+
+TEST_F(TargetsSessionTest, ResizePadAndFlipMoveBoxesMasksAndKeypoints) {
+  // 64x48 -> resize_pad(32): scale 0.5 to 32x24, padded to 32x32; then a
+  // flip of the whole 32x32 (p = 1).
+  const FinishedBatch b = Run(Config("resize_pad(32), random_horizontal_flip(1)",
+                                     "image, boxes, labels, iscrowd, masks, keypoints"));
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  std::vector<v1::FieldSpec> fields = ValueFields(Config("center_crop(8)", "image, boxes, labels, iscrowd, masks, keypoints").fields());
+  ASSERT_TRUE(CheckFieldLayout(b.header, fields).ok()) << CheckFieldLayout(b.header, fields);
+  EXPECT_EQ(std::vector<int64_t>(b.header.fields(0).item_shape().begin(), b.header.fields(0).item_shape().end()),
+            (std::vector<int64_t>{4}));
+  EXPECT_EQ(std::vector<int64_t>(b.header.fields(3).item_shape().begin(), b.header.fields(3).item_shape().end()),
+            (std::vector<int64_t>{32, 32}));
+  // Box (8,4)-(24,24) -> scaled (4,2)-(12,12) -> flipped in x: (20,2)-(28,12).
+  EXPECT_EQ(Values<float>(b, 0, 0), (std::vector<float>{20, 2, 28, 12}));
+  EXPECT_EQ(Values<int32_t>(b, 1, 0), (std::vector<int32_t>{1}));  // category 20 is label 1
+  EXPECT_EQ(Values<int32_t>(b, 2, 0), (std::vector<int32_t>{0}));
+  EXPECT_EQ(Values<float>(b, 4, 0), (std::vector<float>{27, 3, 2}));  // keypoint (10, 6) -> (5, 3) -> (27, 3)
+  const std::vector<uint8_t> mask = Values<uint8_t>(b, 3, 0);
+  ASSERT_EQ(mask.size(), 32u * 32u);
+  // The square's pixels, columns 8..23 rows 4..23 at full size, become
+  // columns 20..27, rows 2..11 after the scale and flip.
+  for (int y = 0; y < 32; ++y) {
+    for (int x = 0; x < 32; ++x) {
+      EXPECT_EQ(mask[static_cast<size_t>(y * 32 + x)], (x >= 20 && x < 28 && y >= 2 && y < 12) ? 1 : 0) << x << "," << y;
+    }
+  }
+  // The image without annotations: no boxes, no masks.
+  EXPECT_TRUE(Values<float>(b, 0, 1).empty());
+  EXPECT_TRUE(Values<uint8_t>(b, 3, 1).empty());
+}
+
+TEST_F(TargetsSessionTest, ACropThatLeavesTheBoxOutDropsItWithItsMaskAndLabel) {
+  // center_crop(8) of 64x48 keeps columns 28..35, rows 20..27: the box ends at x = 24.
+  const FinishedBatch b = Run(Config("center_crop(8)", "image, boxes, labels, masks"));
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  EXPECT_TRUE(Values<float>(b, 0, 0).empty());
+  EXPECT_TRUE(Values<int32_t>(b, 1, 0).empty());
+  EXPECT_TRUE(Values<uint8_t>(b, 2, 0).empty());
+}
+
+TEST_F(TargetsSessionTest, IouCropNeedsBoxesAndAnnotatedFieldsNeedAnnotations) {
+  auto no_boxes = core_->StartSession(Config("random_iou_crop(), resize_pad(32)", "image, labels"));
+  ASSERT_FALSE(no_boxes.ok());
+  EXPECT_NE(no_boxes.status().message().find("random_iou_crop chooses its crop by the boxes"), std::string::npos)
+      << no_boxes.status();
+  v1::SessionConfig no_annotations = Config("resize_pad(32)", "image, boxes");
+  no_annotations.clear_annotations();
+  no_annotations.set_dataset("synthetic:32x32:4:2");
+  auto refused = core_->StartSession(no_annotations);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("comes from annotations"), std::string::npos) << refused.status();
+  v1::SessionConfig missing_file = Config("resize_pad(32)", "image, boxes");
+  missing_file.set_annotations("coco/nope.json");
+  refused = core_->StartSession(missing_file);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsNotFound(refused.status())) << refused.status();
+  v1::SessionConfig escaping = Config("resize_pad(32)", "image, boxes");
+  escaping.set_annotations("../etc/passwd");
+  refused = core_->StartSession(escaping);
+  EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  auto with_boxes = core_->StartSession(Config("random_iou_crop(), resize_pad(32)", "image, boxes, labels"));
+  EXPECT_TRUE(with_boxes.ok()) << with_boxes.status();
+}
+
+TEST_F(TargetsSessionTest, BoxesAreDeterministicPerSeedEpochAndIndex) {
+  v1::SessionConfig c = Config("random_resized_crop(24, scale=0.5:1), random_vertical_flip(0.5), "
+                               "random_horizontal_flip(0.5)", "image, boxes, masks");
+  c.set_seed(11);
+  const FinishedBatch a = Run(c), b = Run(c);
+  ASSERT_TRUE(a.status.ok() && b.status.ok());
+  EXPECT_EQ(*a.data, *b.data);
+}
+
+}  // namespace
+}  // namespace stoker
