@@ -58,7 +58,8 @@ SAN_DIR := $(BUILD_DIR)-asan
 SAN_TESTS := common/common_test dataplane/dataplane_test server/server_test client/client_core_test \
   client/client_test tests/bad_input_test materialize/materialize_test materialize/profile_test \
   materialize/remote_maker_test
-FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample sample_fields
+FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample sample_fields \
+  coco_annotations
 FUZZ_SECONDS ?= 15
 sanitizers: deps
 	@cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \

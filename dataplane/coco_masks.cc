@@ -40,7 +40,7 @@ void WalkEdge(Point a, Point b, std::vector<Point>* out) {
 
 }  // namespace
 
-RunLengths PolygonRuns(const std::vector<double>& xy, int height, int width) {
+absl::StatusOr<RunLengths> PolygonRuns(const std::vector<double>& xy, int height, int width) {
   RunLengths runs;
   runs.height = height;
   runs.width = width;
@@ -50,7 +50,16 @@ RunLengths PolygonRuns(const std::vector<double>& xy, int height, int width) {
     vertices[j] = {static_cast<int64_t>(kUpsample * xy[2 * j] + 0.5), static_cast<int64_t>(kUpsample * xy[2 * j + 1] + 0.5)};
   }
   vertices[k] = vertices[0];
+  int64_t points = 0;
+  for (size_t j = 0; j < k; ++j) {
+    points += std::max(std::llabs(vertices[j + 1].x - vertices[j].x), std::llabs(vertices[j + 1].y - vertices[j].y)) + 1;
+    if (points > kMaxPolygonBoundaryPoints) {
+      return absl::InvalidArgumentError(absl::StrCat("a polygon whose boundary passes ", kMaxPolygonBoundaryPoints,
+                                                     " points on pycocotools' 5x grid"));
+    }
+  }
   std::vector<Point> boundary;
+  boundary.reserve(static_cast<size_t>(points));
   for (size_t j = 0; j < k; ++j) WalkEdge(vertices[j], vertices[j + 1], &boundary);
   // Where the boundary moves to another fine column, it crosses a pixel
   // column's centre at most once: that pixel (and those below it, up to the

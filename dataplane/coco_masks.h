@@ -24,9 +24,14 @@ struct RunLengths {
   std::vector<uint32_t> counts;
 };
 
+// Boundary points one polygon may walk on pycocotools' 5x grid (its
+// perimeter in pixels x 5); a longer one is refused rather than allocated.
+inline constexpr int64_t kMaxPolygonBoundaryPoints = int64_t{1} << 22;
+
 // One polygon (x0, y0, x1, y1, ...), at least 3 points, as pycocotools'
-// frPyObjects/frPoly.
-RunLengths PolygonRuns(const std::vector<double>& xy, int height, int width);
+// frPyObjects/frPoly. INVALID_ARGUMENT when its boundary is longer than
+// kMaxPolygonBoundaryPoints.
+absl::StatusOr<RunLengths> PolygonRuns(const std::vector<double>& xy, int height, int width);
 
 // COCO's compressed counts string. INVALID_ARGUMENT naming the problem when
 // it does not decode to runs that fill height x width.

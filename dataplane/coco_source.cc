@@ -1,6 +1,7 @@
 #include "dataplane/coco_source.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 
 #include <xxhash.h>
@@ -179,6 +180,16 @@ class CocoIndexer {
       if (total > kMaxPolygonCoordinates) {
         return MarkBad(ann, absl::StrCat("polygons of ", total, " coordinates: at most ", kMaxPolygonCoordinates));
       }
+      for (const json& poly : seg) {
+        if (!poly.is_array()) continue;
+        for (size_t v = 0; v < poly.size(); ++v) {
+          const double extent = v % 2 == 0 ? img.width : img.height;
+          if (IsNumber(poly[v]) && std::fabs(poly[v].get<double>() - extent / 2) > (0.5 + kMaxPolygonReach) * extent) {
+            return MarkBad(ann, absl::StrCat("a polygon point ", poly[v].get<double>(), " far outside its image of ",
+                                             img.width, "x", img.height));
+          }
+        }
+      }
       ann->segmentation = CocoSource::Segmentation::kPolygons;
       ann->first = static_cast<int64_t>(s_->polygon_sizes_.size());
       ann->first_coordinate = static_cast<int64_t>(s_->polygon_coordinates_.size());
@@ -295,6 +306,11 @@ absl::StatusOr<std::string> CocoSource::Read(int64_t index) const {
 absl::Status CocoSource::ReadTargets(int64_t index, const TargetNeeds& needs, SampleTargets* t) const {
   const Image& im = images_[static_cast<size_t>(index)];
   t->points_per_box = needs.keypoints ? keypoints_per_box_ : 0;
+  if (needs.masks && int64_t{im.width} * im.height * im.annotations > kMaxMaskBytesPerSample) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat(Describe(index), ": ", im.annotations, " instance masks of ", im.width, "x",
+                                    im.height, " would take more than ", kMaxMaskBytesPerSample, " bytes"));
+  }
   for (int64_t k = 0; k < im.annotations; ++k) {
     const int64_t i = im.first_annotation + k;
     const Annotation& a = annotations_[static_cast<size_t>(i)];
@@ -324,7 +340,12 @@ absl::Status CocoSource::ReadTargets(int64_t index, const TargetNeeds& needs, Sa
         for (int64_t p = a.first; p < a.first + a.count; ++p) {
           const int64_t n = polygon_sizes_[static_cast<size_t>(p)];
           std::vector<double> xy(polygon_coordinates_.begin() + at, polygon_coordinates_.begin() + at + n);
-          PaintRuns(PolygonRuns(xy, im.height, im.width), &mask);
+          absl::StatusOr<RunLengths> runs = PolygonRuns(xy, im.height, im.width);
+          if (!runs.ok()) {
+            return DecodeError(DecodeFailure::kBadField,
+                               absl::StrCat(Describe(index), ": annotation ", a.id, ": ", runs.status().message()));
+          }
+          PaintRuns(*runs, &mask);
           at += n;
         }
         if (mask.empty()) mask = cv::Mat::zeros(im.height, im.width, CV_8U);

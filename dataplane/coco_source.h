@@ -26,6 +26,13 @@ namespace stoker {
 // documented contract.
 inline constexpr int64_t kMaxPolygonCoordinates = 100'000;  // per annotation, all its polygons
 inline constexpr int kMaxCocoCategories = 100'000;
+// Polygon points may lie at most this far outside their image (in image
+// sizes); farther ones mark the annotation bad (pycocotools would walk
+// billions of boundary points).
+inline constexpr double kMaxPolygonReach = 1.0;
+// Bytes of instance masks one sample may make (all its annotations at full
+// resolution); more fails the sample as too_large.
+inline constexpr int64_t kMaxMaskBytesPerSample = int64_t{256} << 20;
 
 class CocoSource final : public SampleSource {
  public:

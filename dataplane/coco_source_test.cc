@@ -128,6 +128,24 @@ TEST_F(CocoSourceTest, AMillionPointPolygonFailsItsSampleNotTheServer) {
   EXPECT_NE(s.message().find("polygons of 600000 coordinates"), std::string::npos) << s;
 }
 
+TEST_F(CocoSourceTest, APolygonFarOutsideItsImageOrAHugeMaskFailsItsSample) {
+  dir_.Write("coco/instances.json", R"({"categories": [{"id": 1}], "images": [
+    {"id": 1, "file_name": "b.jpg", "width": 20, "height": 10},
+    {"id": 2, "file_name": "a.jpg", "width": 60000, "height": 60000}], "annotations": [
+    {"id": 9, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "segmentation": [[0, 0, 1e9, 0, 5, 5]]},
+    {"id": 10, "image_id": 2, "category_id": 1, "bbox": [0, 0, 1, 1], "segmentation": [[0, 0, 9, 0, 5, 5]]}]})");
+  auto source = Open();
+  ASSERT_TRUE(source.ok()) << source.status();
+  SampleTargets t;
+  absl::Status far = (*source)->ReadTargets(0, {true, true, false}, &t);
+  EXPECT_EQ(DecodeFailureOf(far), DecodeFailure::kBadField);
+  EXPECT_NE(far.message().find("far outside its image of 20x10"), std::string::npos) << far;
+  SampleTargets huge;
+  absl::Status big = (*source)->ReadTargets(1, {true, true, false}, &huge);
+  EXPECT_EQ(DecodeFailureOf(big), DecodeFailure::kTooLarge) << big;
+  EXPECT_TRUE((*source)->ReadTargets(1, {true, false, false}, &huge).ok());  // boxes alone are fine
+}
+
 TEST(CocoMasksTest, CompressedRunsDecodeAndBadOnesAreNamed) {
   // COCO's string form of counts [3, 2, 1]: each a 5-bit group ('0' + value).
   absl::StatusOr<RunLengths> runs = DecodeCompressedRuns("321", 3, 2);
