@@ -14,14 +14,13 @@
 #include "dataplane/coco_source.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/materialized_source.h"
+#include "dataplane/segmentation_source.h"
 #include "dataplane/synthetic_source.h"
 #include "dataplane/tar_shards.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
-namespace {
 
-// torchvision.datasets.folder.IMG_EXTENSIONS.
 const std::set<std::string>& ImageExtensions() {
   static const auto* ext = new std::set<std::string>{".jpg", ".jpeg", ".png", ".ppm", ".bmp",
                                                      ".pgm", ".tif", ".tiff", ".webp"};
@@ -35,6 +34,8 @@ bool IsUnder(const fs::path& path, const fs::path& root) {
   }
   return true;
 }
+
+namespace {
 
 }  // namespace
 
@@ -345,6 +346,11 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
   const fs::path dir(key);
   if (HasManifest(dir)) {  // a materialised dataset: its manifest says which shards
     auto s = MaterializedSource::Open(dir, options_.max_file_bytes, &stopped_);
+    if (!s.ok()) return s.status();
+    return std::shared_ptr<const SampleSource>(*std::move(s));
+  }
+  if (IsSegmentationLayout(dir)) {
+    auto s = SegmentationSource::Open(dir, data_root_, options_.max_file_bytes, &stopped_);
     if (!s.ok()) return s.status();
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }

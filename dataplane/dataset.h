@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ absl::StatusOr<std::filesystem::path> ResolveDatasetDir(const std::filesystem::p
 // directory, or else a regular file.
 absl::StatusOr<std::filesystem::path> ResolveUnderRoot(const std::filesystem::path& data_root, const std::string& name,
                                                        const char* what, bool directory);
+
+// torchvision.datasets.folder.IMG_EXTENSIONS (lower case, with the dot).
+const std::set<std::string>& ImageExtensions();
+// Whether `path` is `root` or below it (both canonical).
+bool IsUnder(const std::filesystem::path& path, const std::filesystem::path& root);
 
 struct SampleRef {
   std::string path;  // relative to the dataset directory

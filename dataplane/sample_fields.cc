@@ -157,10 +157,11 @@ absl::Status CheckFieldsFitSource(const std::string& dataset, const SampleSource
       return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' (keypoints): the annotations of '",
                                                      dataset, "' name no keypoints in their categories"));
     }
-    if (f.kind() == v1::MASK && (f.extensions().empty() || !source.has_members())) {
+    if (f.kind() == v1::MASK && (f.extensions().empty() ? !source.has_masks() : !source.has_members())) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "field '", f.name(), "' (mask) is read from a WebDataset member: give its extension, e.g. "
-          "'", f.name(), "=mask:seg.png', on a dataset of shards"));
+          "field '", f.name(), "' (mask) comes from a segmentation dataset (images/ and masks/) without an extension, "
+          "or from a WebDataset member with one (e.g. '", f.name(), "=mask:seg.png'); dataset '", dataset,
+          "' is neither"));
     }
     if (source.has_annotations() && f.kind() != v1::IMAGE && !annotation &&
         !(f.kind() == v1::CLASSES && f.extensions().empty())) {
@@ -170,6 +171,16 @@ absl::Status CheckFieldsFitSource(const std::string& dataset, const SampleSource
     }
   }
   if (source.has_members() || source.has_annotations()) return absl::OkStatus();
+  if (source.has_masks()) {
+    for (const v1::FieldSpec& f : fields) {
+      if (f.kind() != v1::IMAGE && f.kind() != v1::MASK) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' (", FieldKindName(f.kind()),
+                                                       ") cannot be read from segmentation dataset '", dataset,
+                                                       "': it has the fields image and mask"));
+      }
+    }
+    return absl::OkStatus();
+  }
   for (const v1::FieldSpec& f : fields) {
     const bool class_of_tree = (f.kind() == v1::CLASS || f.kind() == v1::CLASSES) && f.extensions().empty();
     if (f.kind() == v1::IMAGE || class_of_tree) continue;

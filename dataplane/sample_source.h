@@ -23,6 +23,7 @@ struct TargetNeeds {
   bool boxes = false;      // boxes, labels and crowd flags
   bool masks = false;      // instance masks
   bool keypoints = false;
+  bool mask = false;       // the per-pixel mask of a segmentation source
 };
 
 struct StoredForm {
@@ -65,6 +66,8 @@ class SampleSource {
   // coordinates (geometry.h). Errors are decode failures naming the sample
   // and the annotation (kBadField for one that cannot be made).
   virtual bool has_annotations() const { return false; }
+  // Segmentation sources: ReadTargets gives the per-pixel mask.
+  virtual bool has_masks() const { return false; }
   virtual int keypoints_per_box() const { return 0; }
   virtual absl::Status ReadTargets(int64_t index, const TargetNeeds& needs, SampleTargets* targets) const;
 };

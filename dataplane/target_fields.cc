@@ -87,7 +87,7 @@ std::vector<TargetRole> TargetRoles(const std::vector<v1::FieldSpec>& fields, co
       case v1::BOXES: role = TargetRole::kBoxes; break;
       case v1::MASKS: role = TargetRole::kMasks; break;
       case v1::KEYPOINTS: role = TargetRole::kKeypoints; break;
-      case v1::MASK: role = TargetRole::kMask; break;
+      case v1::MASK: role = f.extensions().empty() ? TargetRole::kSourceMask : TargetRole::kMask; break;
       case v1::CLASSES:
         if (f.extensions().empty() && source.has_annotations()) {
           role = f.name() == "iscrowd" ? TargetRole::kCrowd : TargetRole::kLabels;
@@ -109,6 +109,7 @@ TargetNeeds NeedsOf(const std::vector<TargetRole>& roles, bool* any) {
     if (r == TargetRole::kBoxes || r == TargetRole::kLabels || r == TargetRole::kCrowd) needs.boxes = true;
     if (r == TargetRole::kMasks) needs.masks = needs.boxes = true;
     if (r == TargetRole::kKeypoints) needs.keypoints = needs.boxes = true;
+    if (r == TargetRole::kSourceMask) needs.mask = true;
   }
   return needs;
 }
@@ -130,7 +131,7 @@ absl::Status DecodeMaskMember(const std::string& bytes, const std::string& where
 absl::Status ReadSampleTargets(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
                                const std::vector<TargetRole>& roles, const TargetNeeds& needs,
                                SampleTargets* targets) {
-  if (needs.boxes || needs.masks || needs.keypoints) {
+  if (needs.boxes || needs.masks || needs.keypoints || needs.mask) {
     if (absl::Status s = source.ReadTargets(index, needs, targets); !s.ok()) return s;
   }
   for (size_t f = 0; f < roles.size(); ++f) {
@@ -155,7 +156,8 @@ void EncodeTargets(const SampleTargets& t, const std::vector<TargetRole>& roles,
       case TargetRole::kLabels: out.clear(); Append(t.labels.data(), t.labels.size(), &out); break;
       case TargetRole::kCrowd: out.clear(); Append(t.crowd.data(), t.crowd.size(), &out); break;
       case TargetRole::kKeypoints: out.clear(); Append(t.keypoints.data(), t.keypoints.size(), &out); break;
-      case TargetRole::kMask: out.clear(); AppendMask(t.mask, height, width, &out); break;
+      case TargetRole::kMask:
+      case TargetRole::kSourceMask: out.clear(); AppendMask(t.mask, height, width, &out); break;
       case TargetRole::kMasks:
         out.clear();
         for (const cv::Mat& m : t.instance_masks) AppendMask(m, height, width, &out);

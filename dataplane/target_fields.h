@@ -25,6 +25,7 @@ enum class TargetRole {
   kCrowd,      // ... named "iscrowd"
   kMasks,
   kMask,       // the per-pixel mask, from a WebDataset member (PNG, lossless)
+  kSourceMask, // the per-pixel mask of a segmentation source (images/ + masks/)
   kKeypoints,
 };
 

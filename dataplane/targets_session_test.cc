@@ -160,3 +160,91 @@ TEST_F(TargetsSessionTest, BoxesAreDeterministicPerSeedEpochAndIndex) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// images/ + masks/: the mask (palette indices, not colours) follows the pipeline.
+class SegmentationSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cv::Mat indices(6, 8, CV_8U);
+    for (int y = 0; y < 6; ++y) {
+      for (int x = 0; x < 8; ++x) indices.at<uint8_t>(y, x) = static_cast<uint8_t>(x < 4 ? 3 : 250);
+    }
+    const std::vector<cv::Vec3b> palette(256, cv::Vec3b(10, 20, 30));  // every colour alike: only indices tell
+    dir_.Write("seg/images/a.jpg", testing::EncodeJpeg(testing::SyntheticImage(6, 8, 1), 90));
+    dir_.Write("seg/masks/a.png", testing::EncodePalettePng(indices, palette));
+    dir_.Write("seg/images/sub/b.jpg", testing::EncodeJpeg(testing::SyntheticImage(6, 8, 2), 90));
+    dir_.Write("seg/masks/sub/b.png", testing::EncodePalettePng(indices(cv::Rect(0, 0, 8, 5)).clone(), palette));
+    dir_.Write("seg/images/c.jpg", testing::EncodeJpeg(testing::SyntheticImage(6, 8, 3), 90));  // no mask
+    CoreConfig c;
+    c.data_root = dir_.path();
+    c.workers = 1;
+    core_ = std::make_unique<DataServiceCore>(c, &metrics_);
+  }
+  FinishedBatch Run(const std::string& fields, std::vector<int64_t> indices) {
+    v1::SessionConfig c;
+    c.set_dataset("seg");
+    c.set_batch_size(4);
+    const auto ops = ParsePipelineText("random_horizontal_flip(1), resize_pad(16)");
+    for (const v1::Op& op : *ops) *c.add_pipeline() = op;
+    const auto parsed = ParseFieldsText(fields);  // kept: the loop must not outlive it
+    for (const v1::FieldSpec& f : *parsed) *c.add_fields() = f;
+    auto session = core_->StartSession(c);
+    EXPECT_TRUE(session.ok()) << session.status();
+    if (!session.ok()) return {};
+    v1::BatchRequest request;
+    for (int64_t i : indices) request.add_sample_indices(i);
+    absl::Notification done;
+    FinishedBatch out;
+    EXPECT_TRUE((*session)->Submit(request, [&](FinishedBatch b) {
+      out = std::move(b);
+      done.Notify();
+    }).ok());
+    done.WaitForNotification();
+    return out;
+  }
+  TempDir dir_;
+  prometheus::Registry registry_;
+  ServerMetrics metrics_{registry_};
+  std::unique_ptr<DataServiceCore> core_;
+};
+
+TEST_F(SegmentationSessionTest, PaletteIndicesFollowTheFlipAndTheResize) {
+  const FinishedBatch b = Run("image, mask", {0});  // a.jpg (sorted: a.jpg, c.jpg, sub/b.jpg)
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  ASSERT_EQ(b.header.fields_size(), 1);
+  EXPECT_EQ(b.header.fields(0).item_shape(0), 16);
+  const std::string region = b.data->substr(static_cast<size_t>(b.header.total_bytes()));
+  ASSERT_EQ(region.size(), 256u);
+  // 8x6 flipped (250 on the left now), doubled to 16x12, padded to 16x16 with 0.
+  for (int y = 0; y < 16; ++y) {
+    for (int x = 0; x < 16; ++x) {
+      const uint8_t want = y >= 12 ? 0 : (x < 8 ? 250 : 3);
+      EXPECT_EQ(static_cast<uint8_t>(region[static_cast<size_t>(y * 16 + x)]), want) << x << "," << y;
+    }
+  }
+}
+
+TEST_F(SegmentationSessionTest, AMissingOrMisSizedMaskFailsItsSample) {
+  const FinishedBatch b = Run("image, mask", {1, 2});  // c.jpg has none; sub/b's mask is 8x5 for an 8x6 image
+  std::map<int64_t, std::string> reasons;
+  for (const auto& f : b.header.failed_samples()) reasons[f.sample_index()] = f.reason();
+  EXPECT_EQ(reasons[1].rfind("missing_field: images/c.jpg has no mask", 0), 0u) << reasons[1];
+  EXPECT_EQ(reasons[2].rfind("bad_field: a mask of 8x5 does not match its image of 8x6", 0), 0u) << reasons[2];
+  auto refused = core_->StartSession([] {
+    v1::SessionConfig c;
+    c.set_dataset("seg");
+    c.set_batch_size(1);
+    c.add_pipeline()->mutable_center_crop()->set_size(4);
+    const auto parsed = ParseFieldsText("image, caption=txt");
+    for (const v1::FieldSpec& f : *parsed) *c.add_fields() = f;
+    return c;
+  }());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("it has the fields image and mask"), std::string::npos) << refused.status();
+}
+
+}  // namespace
+}  // namespace stoker
