@@ -13,7 +13,7 @@ namespace {
 
 template <typename T>
 void Append(const T* values, size_t n, std::string* out) {  // little-endian hosts (x86-64, aarch64)
-  out->append(reinterpret_cast<const char*>(values), n * sizeof(T));
+  if (n > 0) out->append(reinterpret_cast<const char*>(values), n * sizeof(T));
 }
 
 void AppendMask(const cv::Mat& m, int height, int width, std::string* out) {

@@ -75,7 +75,7 @@ class TargetsSessionTest : public ::testing::Test {
     const absl::string_view region = absl::string_view(*b.data).substr(static_cast<size_t>(b.header.total_bytes()));
     const absl::string_view v = FieldValue(b.header.fields(field), region, sample);
     std::vector<T> out(v.size() / sizeof(T));
-    std::memcpy(out.data(), v.data(), v.size());
+    if (!v.empty()) std::memcpy(out.data(), v.data(), v.size());
     return out;
   }
 
