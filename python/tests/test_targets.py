@@ -201,3 +201,46 @@ def test_detection_sessions_refuse_what_they_cannot_serve(coco_server):
     with pytest.raises(stoker.NotFound, match="annotations 'missing.json' not found"):
         stoker.Loader(servers=coco_server, dataset="images", annotations="missing.json", pipeline="resize_pad(64)",
                       fields=["image", "boxes"], batch_size=2, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def seg_root(tmp_path_factory):
+    """images/ + masks/: palette PNG masks whose colours are all alike (only the indices carry the classes)."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("seg")
+    rng = np.random.default_rng(9)
+    for i, (w, h) in enumerate(SIZES):
+        os.makedirs(root / "ds" / "images" / "part", exist_ok=True)
+        os.makedirs(root / "ds" / "masks" / "part", exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, size=(h, w, 3), dtype=np.uint8)).save(root / "ds" / "images" / "part" / f"{i}.jpg")
+        classes = (_blob(rng, h, w) * rng.integers(1, 20) + _blob(rng, h, w) * 7).astype(np.uint8)
+        classes[0, :] = 255  # VOC's "ignore" border value
+        mask = Image.fromarray(classes, mode="P")
+        mask.putpalette([40, 50, 60] * 256)
+        mask.save(root / "ds" / "masks" / "part" / f"{i}.png")
+    return str(root)
+
+
+def test_segmentation_masks_follow_the_pipeline_as_albumentations_moves_them(seg_root, tmp_path):
+    from PIL import Image
+
+    A = _require("albumentations")
+    server = Server(seg_root, str(tmp_path), "--workers=1")
+    try:
+        loader = stoker.Loader(servers=server.address, dataset="ds", fields=["image", "mask"], batch_size=len(SIZES),
+                               pipeline="center_crop(48), random_vertical_flip(1), resize_pad(40)", device="cpu",
+                               dtype="uint8", layout="nhwc")
+        batch = next(iter(loader))
+        files = sorted(f"{i}" for i in range(len(SIZES)))
+        assert tuple(batch["mask"].shape) == (len(SIZES), 40, 40)
+        for row, index in enumerate(loader.last_batch["sample_indices"]):
+            name = files[index]
+            mask = np.array(Image.open(os.path.join(seg_root, "ds", "masks", "part", name + ".png")))
+            h, w = mask.shape
+            top, left = round((h - 48) / 2), round((w - 48) / 2)
+            out = A.Compose([A.Crop(x_min=left, y_min=top, x_max=left + 48, y_max=top + 48), A.VerticalFlip(p=1),
+                             A.Resize(40, 40)])(image=np.zeros((h, w, 3), np.uint8), mask=mask)["mask"]
+            assert np.array_equal(batch["mask"][row].numpy(), np.asarray(out)), name
+    finally:
+        server.stop()
