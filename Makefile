@@ -21,7 +21,7 @@ PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
 # test_targets.py): shards written by webdataset's own ShardWriter, COCO masks
 # from pycocotools, boxes and masks through Albumentations. NumPy stays 1.x
 # so that Debian's torch (built against it) keeps working in the venv.
-PYREFERENCES := webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 numpy==1.26.4 \
+PYREFERENCES := webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 sentencepiece==0.2.0 numpy==1.26.4 \
   opencv-python-headless==4.10.0.84 "scipy<1.15"
 
 .PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean

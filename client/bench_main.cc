@@ -72,6 +72,9 @@ ABSL_FLAG(std::string, annotations, "",
           "labels, masks, keypoints)");
 ABSL_FLAG(double, box_min_visibility, 0,
           "Drop a box with less than this fraction (0..1) of its area left after a crop; 0: only empty boxes");
+ABSL_FLAG(std::string, tokenizer, "",
+          "A SentencePiece model file under the servers' --data-root that tokenises fields of kind tokens");
+ABSL_FLAG(int, max_tokens, 0, "Most token ids kept per sample (0: all)");
 ABSL_FLAG(std::string, layout, "nhwc", "Image layout: nhwc or nchw");
 ABSL_FLAG(std::string, dtype, "uint8", "Pixel type: uint8, float16 or float32 (value / 255, or normalize's output)");
 ABSL_FLAG(std::string, bad_sample_policy, "skip",
@@ -137,6 +140,8 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   c.session.set_max_field_bytes(absl::GetFlag(FLAGS_max_field_bytes));
   c.session.set_annotations(absl::GetFlag(FLAGS_annotations));
   c.session.set_box_min_visibility(static_cast<float>(absl::GetFlag(FLAGS_box_min_visibility)));
+  c.session.set_tokenizer(absl::GetFlag(FLAGS_tokenizer));
+  c.session.set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (layout != "nhwc" && layout != "nchw") return absl::InvalidArgumentError("--layout must be nhwc or nchw");
   c.session.set_layout(layout == "nchw" ? v1::NCHW : v1::NHWC);

@@ -95,7 +95,8 @@ int64_t ItemBytes(const v1::FieldData& field) {
   };
   switch (field.kind()) {
     case v1::CLASS:
-    case v1::CLASSES: return shape.empty() ? 4 : -1;
+    case v1::CLASSES:
+    case v1::TOKENS: return shape.empty() ? 4 : -1;
     case v1::BOXES: return shape.size() == 1 && shape[0] == 4 ? 16 : -1;
     case v1::KEYPOINTS: return shape.size() == 2 && shape[1] == 3 ? product(4) : -1;
     case v1::MASK:

@@ -20,8 +20,8 @@ struct KindName {
 constexpr KindName kKinds[] = {{v1::IMAGE, "image"}, {v1::CLASS, "class"},     {v1::CLASSES, "classes"},
                                {v1::TEXT, "text"},   {v1::BYTES, "bytes"},     {v1::JSON, "json"},
                                {v1::BOXES, "boxes"}, {v1::MASK, "mask"},       {v1::MASKS, "masks"},
-                               {v1::KEYPOINTS, "keypoints"}};
-constexpr char kKindList[] = "image, class, classes, text, bytes, json, boxes, mask, masks, keypoints";
+                               {v1::KEYPOINTS, "keypoints"}, {v1::TOKENS, "tokens"}};
+constexpr char kKindList[] = "image, class, classes, text, bytes, json, boxes, mask, masks, keypoints, tokens";
 
 bool IsImageExtension(absl::string_view ext) {
   static const auto* kImage = new std::set<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "ppm", "tif", "tiff"};
@@ -56,6 +56,9 @@ v1::FieldSpec FromBareName(const std::string& name) {
     spec.set_kind(v1::MASKS);
   } else if (name == "keypoints") {
     spec.set_kind(v1::KEYPOINTS);
+  } else if (name == "tokens" || name == "ids" || name == "input_ids") {
+    spec.set_kind(v1::TOKENS);
+    spec.add_extensions("txt");
   } else if (name == "caption" || name == "txt" || name == "text") {
     spec.set_kind(v1::TEXT);
     spec.add_extensions("txt");
@@ -134,8 +137,8 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
         kind = KindOfExtension(spec.extensions(0));
       }
       spec.set_kind(kind);
-      if (spec.extensions().empty() && (kind == v1::TEXT || kind == v1::JSON || kind == v1::BYTES)) {
-        spec.add_extensions(kind == v1::TEXT ? "txt" : kind == v1::JSON ? "json" : name);
+      if (spec.extensions().empty() && (kind == v1::TEXT || kind == v1::JSON || kind == v1::BYTES || kind == v1::TOKENS)) {
+        spec.add_extensions(kind == v1::TEXT || kind == v1::TOKENS ? "txt" : kind == v1::JSON ? "json" : name);
       }
       fields.push_back(std::move(spec));
     }

@@ -24,6 +24,10 @@ std::string BatchCache::SessionKey(const v1::SessionConfig& config, const std::s
   *k.mutable_store() = config.store();
   *k.mutable_fields() = config.fields();
   k.set_max_field_bytes(config.max_field_bytes());
+  k.set_annotations(config.annotations());
+  k.set_box_min_visibility(config.box_min_visibility());
+  k.set_tokenizer(config.tokenizer());
+  k.set_max_tokens(config.max_tokens());
   std::string key = absl::StrCat(fingerprint, "|");
   k.AppendToString(&key);  // deterministic for one binary: no maps in SessionConfig
   return key;

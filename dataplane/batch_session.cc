@@ -286,7 +286,8 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
   if (fields != nullptr) {  // before the image: a sample without its fields is not decoded
-    absl::Status read = ReadSampleFields(*source_, index, value_fields_, target_roles_, max_field_bytes_, fields);
+    absl::Status read = ReadSampleFields(*source_, index, value_fields_, target_roles_, max_field_bytes_, fields,
+                                         place_.tokenizer.get(), config_.max_tokens());
     if (!read.ok()) {
       job.read_ns += Nanos(absl::Now() - t0);
       return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
@@ -635,6 +636,7 @@ DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
       admission_(config_.admission),
       batch_cache_(config_.batch_cache_bytes > 0 ? std::make_unique<BatchCache>(config_.batch_cache_bytes, metrics)
                                                  : nullptr),
+      tokenizers_(config_.data_root),
       pool_(config_.workers, [metrics](const std::string& share, absl::Duration worked) {
         metrics->JobWorkerSeconds(share).Increment(absl::ToDoubleSeconds(worked));
       }) {
@@ -687,6 +689,15 @@ absl::Status CheckSessionFields(const v1::SessionConfig& config, int64_t max_fie
     return absl::OkStatus();
   }
   if (absl::Status s = CheckFields(config, max_field_bytes); !s.ok()) return s;
+  const bool tokens = std::any_of(config.fields().begin(), config.fields().end(),
+                                  [](const v1::FieldSpec& f) { return f.kind() == v1::TOKENS; });
+  if (tokens && config.tokenizer().empty()) {
+    return absl::InvalidArgumentError(
+        "a field of kind tokens needs the session's tokenizer: a SentencePiece model file under --data-root");
+  }
+  if (config.max_tokens() < 0 || config.max_tokens() > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens = ", config.max_tokens(), "; allowed 0 (all) up to 65536"));
+  }
   const float v = config.box_min_visibility();
   if (!(v >= 0 && v <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("box_min_visibility = ", v, "; allowed 0..1"));
@@ -726,6 +737,15 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     metrics_->rejected_sessions->Increment();
     return fits;
   }
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (!config.tokenizer().empty()) {
+    absl::StatusOr<std::shared_ptr<const Tokenizer>> loaded = tokenizers_.Get(config.tokenizer());
+    if (!loaded.ok()) {
+      metrics_->rejected_sessions->Increment();
+      return loaded.status();
+    }
+    tokenizer = *std::move(loaded);
+  }
   if (!config.fields().empty() && (*source)->stored() != nullptr) {
     metrics_->rejected_sessions->Increment();
     return absl::FailedPreconditionError(absl::StrCat(
@@ -736,7 +756,7 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     metrics_->rejected_sessions->Increment();
     return fits;
   }
-  return Prepared{std::move(pipeline), *std::move(source), std::move(store)};
+  return Prepared{std::move(pipeline), *std::move(source), std::move(store), std::move(tokenizer)};
 }
 
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
@@ -792,6 +812,7 @@ void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::fu
     place.share = pool_.Join(config.job().empty() ? "unnamed" : config.job(), config.weight() > 0 ? config.weight() : 1.0);
     place.ticket = *std::move(ticket);
     place.cache = batch_cache_.get();
+    place.tokenizer = prepared->tokenizer;
     done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
                                         metrics_, &failure_log_, &budget_, config_, std::move(prepared->store),
                                         std::move(place)));

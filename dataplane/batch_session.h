@@ -30,6 +30,7 @@
 #include "dataplane/stored_sample.h"
 #include "dataplane/stream_session.h"
 #include "dataplane/target_fields.h"
+#include "dataplane/tokenizer.h"
 #include "dataplane/worker_pool.h"
 
 namespace stoker {
@@ -81,6 +82,7 @@ struct SessionPlace {
   std::unique_ptr<WorkerPool::Share> share;
   std::unique_ptr<Admission::Ticket> ticket;
   BatchCache* cache = nullptr;
+  std::shared_ptr<const Tokenizer> tokenizer;  // SessionConfig.tokenizer, loaded (null: none)
 };
 
 // The smallest SessionConfig.weight besides 0 (which means 1).
@@ -265,6 +267,7 @@ class DataServiceCore {
     Pipeline pipeline;
     std::shared_ptr<const SampleSource> source;
     std::optional<StoredFormat> store;  // a materialising session's format (SessionConfig.store)
+    std::shared_ptr<const Tokenizer> tokenizer;  // SessionConfig.tokenizer
   };
   using PreparedDone = std::function<void(absl::StatusOr<Prepared>)>;
   // Checks the opened (or failed) dataset against the config; counts refusals.
@@ -282,6 +285,7 @@ class DataServiceCore {
   MemoryBudget budget_;
   Admission admission_;
   std::unique_ptr<BatchCache> batch_cache_;  // null: --batch-cache-bytes 0
+  TokenizerCache tokenizers_;
   WorkerPool pool_;  // last: its threads stop before the rest is destroyed
 };
 

@@ -114,7 +114,7 @@ absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string byt
 
 absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
                               const std::vector<TargetRole>& roles, int64_t max_bytes,
-                              std::vector<std::string>* values) {
+                              std::vector<std::string>* values, const Tokenizer* tokenizer, int max_tokens) {
   values->resize(fields.size());
   static const std::vector<std::string> kClassMember = {"cls"};
   for (size_t f = 0; f < fields.size(); ++f) {
@@ -136,6 +136,15 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
     if (static_cast<int64_t>(bytes->size()) > max_bytes) {
       return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(where, " holds ", bytes->size(),
                                                                 " bytes; the session's max_field_bytes is ", max_bytes));
+    }
+    if (spec.kind() == v1::TOKENS) {
+      absl::StatusOr<std::string> text = EncodeFieldValue(v1::TEXT, *std::move(bytes), where);  // UTF-8 checked
+      if (!text.ok()) return text.status();
+      std::vector<int32_t> ids;
+      if (tokenizer == nullptr) return DecodeError(DecodeFailure::kBadField, absl::StrCat(where, ": no tokenizer"));
+      if (absl::Status s = tokenizer->Encode(*text, max_tokens, where, &ids); !s.ok()) return s;
+      for (int32_t id : ids) AppendInt32(id, &out);
+      continue;
     }
     absl::StatusOr<std::string> value = EncodeFieldValue(spec.kind(), *std::move(bytes), where);
     if (!value.ok()) return value.status();

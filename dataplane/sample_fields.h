@@ -18,6 +18,7 @@
 #include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/sample_source.h"
 #include "dataplane/target_fields.h"
+#include "dataplane/tokenizer.h"
 
 namespace stoker {
 
@@ -29,9 +30,12 @@ inline constexpr int kMaxClassesPerSample = 4096;
 // too_large.
 // Fields whose `roles` entry (target_fields.h) is not kMember are targets
 // and left to EncodeTargets.
+// Fields of kind tokens are tokenised with `tokenizer` (at most `max_tokens`
+// ids each, 0: all); it must be set when there are any.
 absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
                               const std::vector<TargetRole>& roles, int64_t max_bytes,
-                              std::vector<std::string>* values);
+                              std::vector<std::string>* values, const Tokenizer* tokenizer = nullptr,
+                              int max_tokens = 0);
 
 // `bytes` (from member `where`) checked and encoded as `kind` wants.
 absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where);

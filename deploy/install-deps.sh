@@ -13,8 +13,9 @@ PACKAGES=(
   libturbojpeg0-dev libjpeg62-turbo-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # metrics, logging, hashing, JSON
   prometheus-cpp-dev libgoogle-glog-dev libxxhash-dev nlohmann-json3-dev
-  # materialised datasets (tar shards, zstd / lz4) and segmentation masks (libpng)
-  libarchive-dev libzstd-dev liblz4-dev libpng-dev
+  # materialised datasets (tar shards, zstd / lz4), segmentation masks (libpng),
+  # caption tokenisation (SentencePiece)
+  libarchive-dev libzstd-dev liblz4-dev libpng-dev libsentencepiece-dev
   # tests and benchmarks: GoogleTest, promtool/prometheus, iperf3, curl
   libgtest-dev libgmock-dev prometheus iperf3 curl
   # TLS: OpenSSL checks certificate files and hashes tokens; the openssl tool

@@ -13,7 +13,13 @@ mkdir -p "$out/usr/local/bin" "$out/usr/local/lib/stoker" "$out/etc/ld.so.conf.d
 for b in "${bins[@]}"; do
   install -m 755 -s "$build/$b" "$out/usr/local/bin/"
 done
-for b in "${bins[@]}"; do
+# SentencePiece's module (loaded with dlopen, so ldd does not see it): beside
+# the binaries, where stoker-server looks for it.
+modules=(dataplane/libstoker_spm.so)
+for m in "${modules[@]}"; do
+  install -m 755 -s "$build/$m" "$out/usr/local/bin/"
+done
+for b in "${bins[@]}" "${modules[@]}"; do
   ldd "$build/$b" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in

@@ -85,6 +85,8 @@ struct Options {
   int64_t max_field_bytes = 0;
   std::string annotations;  // a COCO instances file under the data root
   double box_min_visibility = 0;
+  std::string tokenizer;  // a SentencePiece model under the data root
+  int max_tokens = 0;
   int batch_size = 256;
   uint64_t seed = 0;
   bool drop_last = false;
@@ -139,6 +141,8 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.session.set_max_field_bytes(o.max_field_bytes);
   cc.session.set_annotations(o.annotations);
   cc.session.set_box_min_visibility(static_cast<float>(o.box_min_visibility));
+  cc.session.set_tokenizer(o.tokenizer);
+  cc.session.set_max_tokens(o.max_tokens);
   cc.session.set_batch_size(o.batch_size);
   cc.session.set_seed(o.seed);
   auto ops = ParsePipelineText(o.pipeline.empty() ? std::string(kDefaultTrainPipeline) : o.pipeline);
@@ -346,6 +350,8 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("max_field_bytes", &Options::max_field_bytes)
       .def_rw("annotations", &Options::annotations)
       .def_rw("box_min_visibility", &Options::box_min_visibility)
+      .def_rw("tokenizer", &Options::tokenizer)
+      .def_rw("max_tokens", &Options::max_tokens)
       .def_rw("batch_size", &Options::batch_size)
       .def_rw("seed", &Options::seed)
       .def_rw("drop_last", &Options::drop_last)

@@ -103,6 +103,10 @@ class Loader:
         (as CocoDetection's annFile); `dataset` is then its image directory.
       box_min_visibility: a box with less than this fraction of its area
         left after a crop is dropped (0: only boxes with no area left).
+      tokenizer, max_tokens: a SentencePiece model file under the servers'
+        --data-root that tokenises fields of kind tokens on the servers
+        ({"ids": "tokens:txt"}), keeping at most max_tokens ids (0: all);
+        they arrive as int64 [N, L] padded with 0, plus NAME_count [N].
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
       device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
@@ -146,7 +150,7 @@ class Loader:
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
                  metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, auth_token_file=None, fields=None, max_field_bytes=0, annotations=None,
-                 box_min_visibility=0.0, _test_h2d_delay_ms=0):
+                 box_min_visibility=0.0, tokenizer=None, max_tokens=0, _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -172,6 +176,8 @@ class Loader:
         o.max_field_bytes = int(max_field_bytes)
         o.annotations = os.fspath(annotations or "")
         o.box_min_visibility = float(box_min_visibility)
+        o.tokenizer = os.fspath(tokenizer or "")
+        o.max_tokens = int(max_tokens)
         # (name, kind) of each field, checked here before any connection.
         self._fields = _ext.parse_fields(o.fields)
         o.batch_size = int(batch_size)
@@ -296,6 +302,13 @@ class Loader:
                 ids = np.frombuffer(data, dtype="<i4").astype(np.int64)
                 if kind == "class":
                     out[name] = self._framework.labels(ids, images)
+                elif kind == "tokens":
+                    counts = np.diff(np.asarray(offsets, dtype=np.int64)) // 4
+                    padded = np.zeros((len(counts), int(counts.max(initial=0))), dtype=np.int64)
+                    for i, (s, c) in enumerate(zip(np.asarray(offsets[:-1]) // 4, counts)):
+                        padded[i, :c] = ids[s:s + c]
+                    out[name] = self._framework.labels(padded, images)
+                    out[name + "_count"] = self._framework.labels(counts, images)
                 else:
                     counts = np.diff(np.asarray(offsets, dtype=np.int64)) // 4
                     padded = np.full((len(counts), int(counts.max(initial=0))), FIELD_PAD, dtype=np.int64)

@@ -2,7 +2,8 @@
 library's own ShardWriter (PyPI, installed by `make pyenv`) served by real
 stoker-server processes; captions and json come back byte-identical per
 sample index, class labels equal the .cls members, the images equal those of
-an (images, labels) loader, and bad fields are clear errors."""
+an (images, labels) loader, captions tokenised on the server equal PyPI's
+sentencepiece for the same model, and bad fields are clear errors."""
 
 import io
 import json
@@ -211,3 +212,42 @@ def test_a_saved_state_names_its_fields(wds_server):
     same.load_state_dict(state)
     rest = [same.last_batch["sample_indices"] for _ in same]
     assert len(rest) == 4
+
+
+def _train_tokenizer(root):
+    """A small unigram SentencePiece model trained by PyPI's sentencepiece, under the data root."""
+    if os.environ.get("STOKER_REQUIRE_REFERENCES"):
+        import sentencepiece as spm
+    else:
+        spm = pytest.importorskip("sentencepiece", reason="sentencepiece (PyPI) is not installed here")
+    text = os.path.join(root, "corpus.txt")
+    with open(text, "w", encoding="utf-8") as f:
+        for i in range(400):
+            f.write(CAPTIONS[i % len(CAPTIONS)].replace("\n", " ") + f" number {i} of the set\n")
+    spm.SentencePieceTrainer.train(input=text, model_prefix=os.path.join(root, "tok"), vocab_size=120,
+                                   model_type="unigram", character_coverage=1.0, minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=os.path.join(root, "tok.model"))
+
+
+def test_captions_tokenised_on_the_server_equal_sentencepiece(wds_root, wds_server):
+    reference = _train_tokenizer(wds_root)
+    expected = _members_by_index(os.path.join(wds_root, "pairs"))
+    l = fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt", "caption": "txt"},
+                      tokenizer="tok.model", max_tokens=12)
+    compared = 0
+    for batch in l:
+        ids, counts = batch["ids"].numpy(), batch["ids_count"].tolist()
+        assert ids.shape[1] <= 12
+        for row, i in enumerate(l.last_batch["sample_indices"]):
+            want = reference.encode(expected[i]["txt"].decode("utf-8"))[:12]
+            assert counts[row] == len(want)
+            assert ids[row, :counts[row]].tolist() == want, (i, expected[i]["txt"])
+            assert (ids[row, counts[row]:] == 0).all()
+            compared += 1
+    assert compared == 40
+    with pytest.raises(stoker.InvalidArgument, match="needs the session's tokenizer"):
+        fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt"})
+    with pytest.raises(stoker.InvalidArgument, match="is not a SentencePiece model"):
+        fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt"}, tokenizer="clip/train-000000.tar")
+    with pytest.raises(stoker.NotFound, match="tokenizer 'nope.model' not found"):
+        fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt"}, tokenizer="nope.model")
