@@ -383,6 +383,10 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
     }
     return absl::OkStatus();
   }
+  if (h.field_bytes() > n * options_.max_sample_field_bytes) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.field_bytes(), " field bytes; its ", n,
+                                            " samples may have at most ", n * options_.max_sample_field_bytes));
+  }
   if (absl::Status fields = CheckFieldLayout(h, options_.value_fields); !fields.ok()) {
     return absl::DataLossError(absl::StrCat("sent batch ", b, " with bad fields: ", fields.message()));
   }

@@ -88,6 +88,7 @@ struct SchedulerOptions {
   // SessionConfig.fields without the image: each header's FieldData must
   // match them (common/field_layout.h).
   std::vector<v1::FieldSpec> value_fields;
+  int64_t max_sample_field_bytes = 0;  // MaxSampleFieldBytes of the session
   std::set<int64_t> already_delivered;  // resume: batches not to fetch again
   // The run's last epoch, if known: once its batches are all received, the
   // streams are half-closed. -1: not known; streams stay open (idle) while

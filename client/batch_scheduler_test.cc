@@ -250,6 +250,37 @@ TEST(BatchSchedulerTest, HeadersThatDisagreeWithTheRequestAreRefused) {
   }
 }
 
+// Fields: the header's region must be the session's fields, within the
+// bound the session allows, so a hostile server cannot make the client
+// allocate at will.
+TEST(BatchSchedulerTest, FieldRegionsAreBoundedAndMustMatchTheSession) {
+  SchedulerOptions o = Options();
+  o.value_fields.resize(1);
+  o.value_fields[0].set_name("caption");
+  o.value_fields[0].set_kind(v1::TEXT);
+  o.max_sample_field_bytes = 100;
+  BatchScheduler s(Plan(), o, nullptr);
+  for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  const StreamId id = s.Dispatch(kT0)[0].stream;
+  auto with_region = [&](int64_t bytes) {
+    v1::BatchHeader h = Header(s, 0);
+    h.set_field_bytes(bytes);
+    v1::FieldData* f = h.add_fields();
+    f->set_name("caption");
+    f->set_kind(v1::TEXT);
+    f->set_bytes(bytes);
+    f->add_sample_offsets(0);
+    f->add_sample_offsets(bytes / 2);
+    f->add_sample_offsets(bytes);
+    return h;
+  };
+  EXPECT_TRUE(s.CheckHeader(id, with_region(200)).ok());  // 2 samples x 100
+  const absl::Status big = s.CheckHeader(id, with_region(int64_t{1} << 30));
+  EXPECT_EQ(big.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(big.message().find("may have at most 200"), std::string::npos) << big;
+  EXPECT_EQ(s.CheckHeader(id, Header(s, 0)).code(), absl::StatusCode::kDataLoss);  // the caption is missing
+}
+
 // Materialising sessions: each sample's size, adding up to total_bytes.
 TEST(BatchSchedulerTest, VariableSampleSizesMustAddUpWithoutOverflow) {
   SchedulerOptions o = Options();

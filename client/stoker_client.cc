@@ -250,6 +250,12 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   s.sample_shape.assign(dataset_.sample_shape().begin(), dataset_.sample_shape().end());
   s.variable_samples = config_.session.has_store();
   s.value_fields = ValueFields(config_.session.fields());
+  {
+    const auto& shape = dataset_.sample_shape();  // {H, W, 3} or {3, H, W}
+    const bool nchw = config_.session.layout() == v1::NCHW;
+    const int64_t h = shape.size() == 3 ? shape[nchw ? 1 : 0] : 0, w = shape.size() == 3 ? shape[nchw ? 2 : 1] : 0;
+    s.max_sample_field_bytes = MaxSampleFieldBytes(s.value_fields, config_.session, h, w);
+  }
   s.already_delivered = std::move(delivered);
   if (!config_.overlap_epochs) {
     s.final_epoch = epoch;  // never armed past this one

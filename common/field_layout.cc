@@ -105,6 +105,25 @@ int64_t ItemBytes(const v1::FieldData& field) {
   }
 }
 
+int64_t MaxSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const v1::SessionConfig& config, int64_t height,
+                            int64_t width) {
+  const int64_t text = config.max_field_bytes() > 0 ? config.max_field_bytes() : int64_t{1} << 20;
+  int64_t total = 0;
+  for (const v1::FieldSpec& f : fields) {
+    switch (f.kind()) {
+      case v1::CLASS: total += 4; break;
+      case v1::CLASSES: total += 4 * 4096; break;
+      case v1::TOKENS: total += 4 * (config.max_tokens() > 0 ? config.max_tokens() : text); break;
+      case v1::BOXES: total += int64_t{1} << 20; break;
+      case v1::KEYPOINTS: total += int64_t{16} << 20; break;
+      case v1::MASK: total += height * width; break;
+      case v1::MASKS: total += int64_t{256} << 20; break;
+      default: total += text; break;
+    }
+  }
+  return total;
+}
+
 absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i) {
   const int64_t a = field.sample_offsets(static_cast<int>(i)), b = field.sample_offsets(static_cast<int>(i + 1));
   return region.substr(static_cast<size_t>(field.offset() + a), static_cast<size_t>(b - a));

@@ -40,6 +40,16 @@ absl::Status CheckFieldLayout(const v1::BatchHeader& header, const std::vector<v
 // H x W); -1 when the shape does not fit the kind.
 int64_t ItemBytes(const v1::FieldData& field);
 
+// The most bytes one sample's values of these fields may take in a session
+// (`config`'s max_field_bytes and max_tokens; `height` x `width` the
+// output): what a client allows a header's field_bytes per sample, so that a
+// hostile server cannot make it allocate more. Text, bytes and json:
+// max_field_bytes; class 4; classes 4 x 4096; tokens 4 x max_tokens (or x
+// max_field_bytes); boxes 1 MiB; keypoints 16 MiB; a mask H x W; masks
+// 256 MiB.
+int64_t MaxSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const v1::SessionConfig& config, int64_t height,
+                            int64_t width);
+
 // Sample `i`'s values of `field` within the region (a checked header).
 absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i);
 
