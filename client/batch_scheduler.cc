@@ -367,6 +367,9 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
     return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.labels_size(), " labels for ", n,
                                             " samples"));
   }
+  if (options_.variable_samples && (h.field_bytes() != 0 || h.fields_size() != 0)) {
+    return absl::DataLossError(absl::StrCat("sent batch ", b, " of stored samples with fields"));
+  }
   if (options_.variable_samples) {
     int64_t sum = 0;
     for (int64_t size : h.sample_sizes()) {

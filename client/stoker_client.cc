@@ -335,7 +335,12 @@ std::string StokerClient::PipelineDescription() const {
   std::string text = absl::StrCat(PipelineToText({s.pipeline().begin(), s.pipeline().end()}), " | ",
                                   v1::DType_Name(s.dtype()), " ", v1::Layout_Name(s.layout()));
   // Fields change what a batch holds; without them the text is as it always was.
-  if (!s.fields().empty()) absl::StrAppend(&text, " | fields ", FieldsToText(s.fields()));
+  if (!s.fields().empty()) {
+    absl::StrAppend(&text, " | fields ", FieldsToText(s.fields()));
+    if (!s.annotations().empty()) absl::StrAppend(&text, " | annotations ", s.annotations());
+    if (s.box_min_visibility() != 0) absl::StrAppend(&text, " | box_min_visibility ", s.box_min_visibility());
+    if (!s.tokenizer().empty()) absl::StrAppend(&text, " | tokenizer ", s.tokenizer(), " max_tokens ", s.max_tokens());
+  }
   return text;
 }
 

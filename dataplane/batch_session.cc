@@ -83,7 +83,8 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       store_(std::move(store)),
       place_(std::move(place)),
       cache_key_(place_.cache && !store_ && config_.cache_mode() == v1::CACHE_NONE
-                     ? BatchCache::SessionKey(config_, source_->fingerprint())
+                     ? BatchCache::SessionKey(config_, source_->fingerprint()) +
+                           (place_.tokenizer ? "|" + place_.tokenizer->version() : std::string())
                      : std::string()),
       job_samples_(&metrics_->JobSamples(config_.job())),
       value_fields_(ValueFields(config_.fields())),
@@ -286,8 +287,10 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
   if (fields != nullptr) {  // before the image: a sample without its fields is not decoded
-    absl::Status read = ReadSampleFields(*source_, index, value_fields_, target_roles_, max_field_bytes_, fields,
-                                         place_.tokenizer.get(), config_.max_tokens());
+    absl::Status read = Guarded(index, [&] {
+      return ReadSampleFields(*source_, index, value_fields_, target_roles_, max_field_bytes_, fields,
+                              place_.tokenizer.get(), config_.max_tokens());
+    });
     if (!read.ok()) {
       job.read_ns += Nanos(absl::Now() - t0);
       return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
@@ -297,7 +300,11 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   GeometrySink sink;
   GeometrySink* geometry = nullptr;
   if (has_targets_ && fields != nullptr) {
-    absl::Status read = ReadSampleTargets(*source_, index, value_fields_, target_roles_, target_needs_, &targets);
+    TargetNeeds needs = target_needs_;
+    needs.max_pixels = max_pixels_;
+    absl::Status read = Guarded(index, [&] {
+      return ReadSampleTargets(*source_, index, value_fields_, target_roles_, needs, &targets);
+    });
     if (!read.ok()) {
       job.read_ns += Nanos(absl::Now() - t0);
       return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
@@ -338,6 +345,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     try {
       if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
         status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry);
+        if (status.ok() && geometry != nullptr) status = sink.status;
         if (status.ok() && geometry != nullptr) {
           EncodeTargets(targets, target_roles_, pipeline_.out_height(), pipeline_.out_width(), fields);
         }
@@ -355,6 +363,16 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   }
   if (status.ok()) return status;
   return Failed(index, status, reason);
+}
+
+absl::Status BatchSession::Guarded(int64_t index, const std::function<absl::Status()>& read) const {
+  try {
+    return read();
+  } catch (const std::bad_alloc& e) {  // a field or mask too large to hold: the sample's, never the worker's
+    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(source_->Describe(index), ": ", e.what()));
+  } catch (const std::exception& e) {
+    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(source_->Describe(index), ": ", e.what()));
+  }
 }
 
 absl::Status BatchSession::Failed(int64_t index, const absl::Status& status, const std::string& reason) {

@@ -123,6 +123,9 @@ class BatchSession final : public StreamSession {
   absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields, Job& job);
   // A materialising session: sample `index` encoded as stored, into *out.
   absl::Status ProduceStored(int64_t index, std::string* out, Job& job);
+  // Runs a read of fields or targets with any exception (bad_alloc of a huge
+  // mask, a library's throw) turned into the sample's failure.
+  absl::Status Guarded(int64_t index, const std::function<absl::Status()>& read) const;
   // Counts and logs (once per sample) a failure; returns it.
   absl::Status Failed(int64_t index, const absl::Status& status, const std::string& reason);
   // The source's Read, with any exception turned into an error.

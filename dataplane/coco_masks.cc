@@ -40,6 +40,20 @@ void WalkEdge(Point a, Point b, std::vector<Point>* out) {
 
 }  // namespace
 
+int64_t PolygonBoundaryPoints(const std::vector<double>& xy) {
+  const size_t k = xy.size() / 2;
+  int64_t points = 0;
+  auto at = [&](size_t j) {
+    const size_t i = j % k;
+    return Point{static_cast<int64_t>(kUpsample * xy[2 * i] + 0.5), static_cast<int64_t>(kUpsample * xy[2 * i + 1] + 0.5)};
+  };
+  for (size_t j = 0; j < k; ++j) {
+    const Point a = at(j), b = at(j + 1);
+    points += std::max(std::llabs(b.x - a.x), std::llabs(b.y - a.y)) + 1;
+  }
+  return points;
+}
+
 absl::StatusOr<RunLengths> PolygonRuns(const std::vector<double>& xy, int height, int width) {
   RunLengths runs;
   runs.height = height;

@@ -32,6 +32,8 @@ inline constexpr int64_t kMaxPolygonBoundaryPoints = int64_t{1} << 22;
 // frPyObjects/frPoly. INVALID_ARGUMENT when its boundary is longer than
 // kMaxPolygonBoundaryPoints.
 absl::StatusOr<RunLengths> PolygonRuns(const std::vector<double>& xy, int height, int width);
+// The boundary points PolygonRuns would walk for `xy` (without walking them).
+int64_t PolygonBoundaryPoints(const std::vector<double>& xy);
 
 // COCO's compressed counts string. INVALID_ARGUMENT naming the problem when
 // it does not decode to runs that fill height x width.

@@ -58,6 +58,10 @@ class CocoIndexer {
       const std::string name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "";
       cats.emplace_back(c["id"].get<int64_t>(), name);
       if (c.contains("keypoints") && c["keypoints"].is_array()) {
+        if (c["keypoints"].size() > static_cast<size_t>(kMaxKeypointsPerBox)) {
+          return Bad(absl::StrCat("names ", c["keypoints"].size(), " keypoints for category ", c["id"].get<int64_t>(),
+                                  "; at most ", kMaxKeypointsPerBox));
+        }
         s_->keypoints_per_box_ = std::max<int>(s_->keypoints_per_box_, static_cast<int>(c["keypoints"].size()));
       }
     }
@@ -306,6 +310,9 @@ absl::StatusOr<std::string> CocoSource::Read(int64_t index) const {
 absl::Status CocoSource::ReadTargets(int64_t index, const TargetNeeds& needs, SampleTargets* t) const {
   const Image& im = images_[static_cast<size_t>(index)];
   t->points_per_box = needs.keypoints ? keypoints_per_box_ : 0;
+  t->source_width = im.width;
+  t->source_height = im.height;
+  int64_t boundary_points = 0;  // walked for this sample's polygons so far: bounded
   if (needs.masks && int64_t{im.width} * im.height * im.annotations > kMaxMaskBytesPerSample) {
     return DecodeError(DecodeFailure::kTooLarge,
                        absl::StrCat(Describe(index), ": ", im.annotations, " instance masks of ", im.width, "x",
@@ -340,6 +347,12 @@ absl::Status CocoSource::ReadTargets(int64_t index, const TargetNeeds& needs, Sa
         for (int64_t p = a.first; p < a.first + a.count; ++p) {
           const int64_t n = polygon_sizes_[static_cast<size_t>(p)];
           std::vector<double> xy(polygon_coordinates_.begin() + at, polygon_coordinates_.begin() + at + n);
+          boundary_points += PolygonBoundaryPoints(xy);
+          if (boundary_points > kMaxBoundaryPointsPerSample) {
+            return DecodeError(DecodeFailure::kTooLarge,
+                               absl::StrCat(Describe(index), ": its polygons walk more than ",
+                                            kMaxBoundaryPointsPerSample, " boundary points (annotation ", a.id, ")"));
+          }
           absl::StatusOr<RunLengths> runs = PolygonRuns(xy, im.height, im.width);
           if (!runs.ok()) {
             return DecodeError(DecodeFailure::kBadField,

@@ -33,6 +33,10 @@ inline constexpr double kMaxPolygonReach = 1.0;
 // Bytes of instance masks one sample may make (all its annotations at full
 // resolution); more fails the sample as too_large.
 inline constexpr int64_t kMaxMaskBytesPerSample = int64_t{256} << 20;
+// Keypoints a category may name; boundary points all of one sample's
+// polygons may walk on pycocotools' grid.
+inline constexpr int kMaxKeypointsPerBox = 1024;
+inline constexpr int64_t kMaxBoundaryPointsPerSample = int64_t{1} << 24;
 
 class CocoSource final : public SampleSource {
  public:

@@ -7,7 +7,8 @@ namespace stoker {
 
 cv::Size ResizePadSize(int height, int width, int size) {
   const int longer = std::max(height, width), shorter = std::min(height, width);
-  const int scaled = std::max(1, static_cast<int>(std::lround(static_cast<double>(shorter) * size / longer)));
+  // Halves to even, as Python's round (and so Albumentations' LongestMaxSize).
+  const int scaled = std::max(1, static_cast<int>(std::nearbyint(static_cast<double>(shorter) * size / longer)));
   return height >= width ? cv::Size(scaled, size) : cv::Size(size, scaled);
 }
 

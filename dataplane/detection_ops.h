@@ -15,7 +15,8 @@
 namespace stoker {
 
 // The size resize_pad scales a height x width image to: the longer side
-// `size`, the shorter one int(round(short * size / long)), at least 1.
+// `size`, the shorter one round(short * size / long) (halves to even, as
+// Python's round), at least 1.
 cv::Size ResizePadSize(int height, int width, int size);
 
 // Load-bearing for determinism: how many times random_iou_crop draws an

@@ -51,10 +51,9 @@ void Crop(const CropBox& box, bool drop_outside_centers, const TargetOptions& op
   bool dropped = false;
   for (int64_t i = 0; i < n; ++i) {
     float* b = &t->boxes[static_cast<size_t>(4 * i)];
-    if (drop_outside_centers) {
-      const float cx = 0.5f * (b[0] + b[2]), cy = 0.5f * (b[1] + b[3]);
-      if (!(cx > static_cast<float>(box.left) && cx < static_cast<float>(box.left + box.width) &&
-            cy > static_cast<float>(box.top) && cy < static_cast<float>(box.top + box.height))) {
+    if (drop_outside_centers) {  // in double, as random_iou_crop chose the crop
+      const double cx = 0.5 * (static_cast<double>(b[0]) + b[2]), cy = 0.5 * (static_cast<double>(b[1]) + b[3]);
+      if (!(cx > box.left && cx < box.left + box.width && cy > box.top && cy < box.top + box.height)) {
         keep[static_cast<size_t>(i)] = false;
         dropped = true;
       }
@@ -76,7 +75,8 @@ void Crop(const CropBox& box, bool drop_outside_centers, const TargetOptions& op
     float* kp = &t->keypoints[k];
     kp[0] -= static_cast<float>(box.left);
     kp[1] -= static_cast<float>(box.top);
-    if (kp[0] < 0 || kp[1] < 0 || kp[0] >= static_cast<float>(box.width) || kp[1] >= static_cast<float>(box.height)) {
+    // Pixel edges: a point on the far edge (x = W, where a flip puts x = 0) is inside.
+    if (kp[0] < 0 || kp[1] < 0 || kp[0] > static_cast<float>(box.width) || kp[1] > static_cast<float>(box.height)) {
       kp[2] = 0;
     }
   }
@@ -163,9 +163,24 @@ absl::Status ApplyGeometry(const GeometryLog& log, const TargetOptions& options,
   return absl::OkStatus();
 }
 
+absl::Status CheckSourceSize(int width, int height, const SampleTargets& targets) {
+  return DecodeError(DecodeFailure::kBadField,
+                     absl::StrCat("the annotations are for an image of ", targets.source_width, "x",
+                                  targets.source_height, "; the image decodes to ", width, "x", height));
+}
+
 void GeometrySink::Step(const GeometryStep& step) {
   if (log != nullptr) log->Add(step);
-  if (targets != nullptr) ApplyStep(step, width, height, options, targets);
+  if (targets != nullptr && status.ok()) {
+    const int64_t masks = static_cast<int64_t>(targets->instance_masks.size()) + (targets->mask.empty() ? 0 : 1);
+    if (masks * step.width * step.height > kMaxTargetMaskBytes) {
+      status = DecodeError(DecodeFailure::kTooLarge,
+                           absl::StrCat(masks, " masks of ", step.width, "x", step.height, " would take more than ",
+                                        kMaxTargetMaskBytes, " bytes"));
+    } else {
+      ApplyStep(step, width, height, options, targets);
+    }
+  }
   width = step.width;
   height = step.height;
 }

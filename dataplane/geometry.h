@@ -60,9 +60,16 @@ struct SampleTargets {
   std::vector<float> keypoints;  // 3 per point: x, y, visibility (0: not labelled, 1: hidden, 2: visible)
   cv::Mat mask;                  // CV_8U per-pixel classes, the image's size (empty: none)
   std::vector<cv::Mat> instance_masks;  // CV_8U 0/1, one per box, the image's size (empty: none)
+  // The image size the annotations were made for (0: not known); the
+  // decoded image must have it, or its boxes would land elsewhere.
+  int source_width = 0, source_height = 0;
 
   int64_t num_boxes() const { return static_cast<int64_t>(boxes.size() / 4); }
 };
+
+// Bytes of masks (instance masks and the mask) one sample may hold at any
+// step; a step that would make more fails the sample as too_large.
+inline constexpr int64_t kMaxTargetMaskBytes = int64_t{256} << 20;
 
 // How boxes are kept after a crop: a box whose visible area is below
 // `min_visibility` of its area before the crop (or that has no area left)
@@ -83,6 +90,8 @@ absl::Status ApplyGeometry(const GeometryLog& log, const TargetOptions& options,
 // ApplyGeometry's parts: masks of the image's size (else kBadField), and
 // one step from an input of in_width x in_height.
 absl::Status CheckTargetsFit(int width, int height, const SampleTargets& targets);
+// kBadField: the annotations were made for another size than width x height.
+absl::Status CheckSourceSize(int width, int height, const SampleTargets& targets);
 void ApplyStep(const GeometryStep& step, int in_width, int in_height, const TargetOptions& options,
                SampleTargets* targets);
 
@@ -95,6 +104,9 @@ struct GeometrySink {
   GeometryLog* log = nullptr;
   TargetOptions options;
   int width = 0, height = 0;  // the image's size now
+  // Not OK once a step would have made more than kMaxTargetMaskBytes of
+  // masks (too_large); later steps are then skipped.
+  absl::Status status;
 
   // The decoded image's size; kBadField when a mask does not have it.
   absl::Status Start(int w, int h) {
@@ -104,7 +116,11 @@ struct GeometrySink {
       log->width = w;
       log->height = h;
     }
-    return targets != nullptr ? CheckTargetsFit(w, h, *targets) : absl::OkStatus();
+    if (targets == nullptr) return absl::OkStatus();
+    if (targets->source_width > 0 && (targets->source_width != w || targets->source_height != h)) {
+      return CheckSourceSize(w, h, *targets);
+    }
+    return CheckTargetsFit(w, h, *targets);
   }
   void Step(const GeometryStep& step);
 };

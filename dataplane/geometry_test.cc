@@ -97,5 +97,36 @@ TEST(GeometryTest, CentreDropsOnlyWhereTheStepSaysSo) {
   EXPECT_EQ(centred.boxes, (std::vector<float>{0, 0, 50, 20}));
 }
 
+TEST(GeometryTest, MasksThatWouldGrowPastTheBoundStopTheSampleAndSizesMustMatch) {
+  SampleTargets t;
+  t.instance_masks.assign(3, cv::Mat::zeros(10, 10, CV_8U));
+  t.boxes = {0, 0, 5, 5, 0, 0, 5, 5, 0, 0, 5, 5};
+  GeometrySink sink;
+  sink.targets = &t;
+  ASSERT_TRUE(sink.Start(10, 10).ok());
+  sink.Step(GeometryStep::Resize(10000, 10000));  // 3 x 100 MB > 256 MiB
+  EXPECT_EQ(DecodeFailureOf(sink.status), DecodeFailure::kTooLarge) << sink.status;
+  EXPECT_EQ(t.instance_masks[0].cols, 10);  // not applied
+  SampleTargets annotated;
+  annotated.source_width = 640;
+  annotated.source_height = 480;
+  GeometrySink other;
+  other.targets = &annotated;
+  const absl::Status s = other.Start(320, 240);
+  EXPECT_EQ(DecodeFailureOf(s), DecodeFailure::kBadField);
+  EXPECT_NE(s.message().find("annotations are for an image of 640x480; the image decodes to 320x240"),
+            std::string::npos) << s;
+}
+
+TEST(GeometryTest, AKeypointOnTheFarEdgeStaysVisibleThroughAFlip) {
+  SampleTargets t;
+  t.boxes = {0, 0, 4, 4};
+  t.points_per_box = 1;
+  t.keypoints = {0, 2, 2};
+  GeometryLog log{10, 8, {GeometryStep::FlipHorizontal(10, 8), GeometryStep::Crop({0, 0, 8, 10})}};
+  ASSERT_TRUE(ApplyGeometry(log, {}, &t).ok());
+  EXPECT_EQ(t.keypoints, (std::vector<float>{10, 2, 2}));
+}
+
 }  // namespace
 }  // namespace stoker

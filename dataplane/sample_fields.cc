@@ -130,7 +130,7 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
     const std::vector<std::string> extensions =
         spec.extensions().empty() ? kClassMember : std::vector<std::string>(spec.extensions().begin(), spec.extensions().end());
     std::string which;
-    absl::StatusOr<std::string> bytes = source.ReadField(index, extensions, &which);
+    absl::StatusOr<std::string> bytes = source.ReadField(index, extensions, &which, max_bytes);
     if (!bytes.ok()) return bytes.status();
     const std::string where = absl::StrCat(source.Describe(index), ".", which, " (field '", spec.name(), "')");
     if (static_cast<int64_t>(bytes->size()) > max_bytes) {
@@ -143,6 +143,10 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
       std::vector<int32_t> ids;
       if (tokenizer == nullptr) return DecodeError(DecodeFailure::kBadField, absl::StrCat(where, ": no tokenizer"));
       if (absl::Status s = tokenizer->Encode(*text, max_tokens, where, &ids); !s.ok()) return s;
+      if (static_cast<int64_t>(ids.size()) > max_bytes) {  // NFKC can make more ids than bytes: the client's bound
+        return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(where, ": ", ids.size(),
+                                                                  " tokens; at most max_field_bytes (", max_bytes, ")"));
+      }
       for (int32_t id : ids) AppendInt32(id, &out);
       continue;
     }

@@ -100,6 +100,17 @@ TEST(SampleFieldsTest, DuplicateMembersKeepTheFirstAndHugeNamesAreSkipped) {
   EXPECT_EQ(*(*source)->Read(0), "first");
 }
 
+TEST(SampleFieldsTest, AKeyWithTooManyMembersKeepsTheFirstOnes) {
+  TempDir dir;
+  std::vector<std::pair<std::string, std::string>> members = {{"k.jpg", "J"}};
+  for (int i = 0; i < kMaxMembersPerSample + 50; ++i) members.push_back({"k.m" + std::to_string(i), "x"});
+  dir.Write("ds/a-000000.tar", TarArchive(members));
+  auto source = TarShardSource::Open(dir.path() / "ds");
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_TRUE((*source)->ReadField(0, {"m0"}, nullptr).ok());
+  EXPECT_FALSE((*source)->ReadField(0, {"m" + std::to_string(kMaxMembersPerSample + 10)}, nullptr).ok());
+}
+
 TEST(SampleFieldsTest, AnOversizedPaxRecordSkipsItsMemberByName) {
   TempDir dir;
   std::string tar = testing::TarPax({"path=" + std::string(kMaxTarRecordBytes + 10, 'p') + ".jpg"});
@@ -252,7 +263,7 @@ TEST_F(FieldSessionTest, ACaptionOverTheSessionsLimitIsTooLarge) {
   // Every caption is over the limit: no replacement either.
   EXPECT_TRUE(absl::IsDataLoss(batch.status)) << batch.status;
   ASSERT_EQ(batch.header.failed_samples_size(), 1);
-  EXPECT_NE(batch.header.failed_samples(0).reason().find("too_large: a-000000.tar:s0.txt (field 'caption') holds 16 bytes"),
+  EXPECT_NE(batch.header.failed_samples(0).reason().find("too_large: a-000000.tar:s0.txt holds 16 bytes; the session's max_field_bytes is 10"),
             std::string::npos)
       << batch.header.failed_samples(0).reason();
 }

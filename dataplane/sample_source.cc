@@ -15,7 +15,7 @@ absl::Status SampleSource::ReadTargets(int64_t index, const TargetNeeds&, Sample
 }
 
 absl::StatusOr<std::string> SampleSource::ReadField(int64_t index, const std::vector<std::string>& extensions,
-                                                    std::string* which) const {
+                                                    std::string* which, int64_t) const {
   (void)which;
   return DecodeError(DecodeFailure::kMissingField,
                      absl::StrCat(Describe(index), " has no member ", absl::StrJoin(extensions, " or "),

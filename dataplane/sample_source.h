@@ -24,6 +24,7 @@ struct TargetNeeds {
   bool masks = false;      // instance masks
   bool keypoints = false;
   bool mask = false;       // the per-pixel mask of a segmentation source
+  int64_t max_pixels = 0;  // largest mask decoded (width x height; 0: no limit)
 };
 
 struct StoredForm {
@@ -57,8 +58,10 @@ class SampleSource {
   // The bytes of the sample's member with the first of `extensions` it has;
   // *which gets that extension. A sample with none of them: INVALID_ARGUMENT
   // with DecodeFailure kMissingField (image_decoder.h) naming what it has.
+  // A member over `max_bytes` (0: only the source's own limit) is too_large
+  // before it is read.
   virtual absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
-                                                std::string* which) const;
+                                                std::string* which, int64_t max_bytes = 0) const;
   // Samples without a class label (label() gives 0 for them).
   virtual int64_t unlabeled_samples() const { return 0; }
 

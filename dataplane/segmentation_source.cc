@@ -106,7 +106,7 @@ absl::Status SegmentationSource::ReadTargets(int64_t index, const TargetNeeds& n
   }
   absl::StatusOr<std::string> bytes = ReadFileBytes(dir_ / "masks" / s.mask, max_file_bytes_);
   if (!bytes.ok()) return bytes.status();
-  return DecodeMaskMember(*bytes, "masks/" + s.mask, targets);
+  return DecodeMaskMember(*bytes, "masks/" + s.mask, targets, needs.max_pixels);
 }
 
 }  // namespace stoker

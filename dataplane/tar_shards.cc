@@ -163,6 +163,7 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::
   index.first_skipped = scan->first_skipped;
   ExtensionTable table(&index.extensions);
   std::map<std::string, size_t> by_key;  // key -> position in index.samples
+  std::set<std::pair<size_t, int32_t>> seen;  // (sample, extension): duplicates found in O(log n)
   for (const TarMember& m : scan->members) {
     const auto [key, field] = SplitKey(m.name);
     auto [it, inserted] = by_key.emplace(key, index.samples.size());
@@ -174,9 +175,16 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::
     }
     TarShardSource::Sample& s = index.samples[it->second];
     const int32_t ext = table.Id(field);
-    if (std::any_of(s.members.begin(), s.members.end(), [&](const auto& o) { return o.extension == ext; })) {
+    if (!seen.emplace(it->second, ext).second) {
       if (index.duplicates++ == 0) index.first_duplicate = m.name;
       continue;  // the first member of a key and extension is the sample's
+    }
+    if (static_cast<int64_t>(s.members.size()) >= kMaxMembersPerSample) {
+      if (index.skipped++ == 0) {
+        index.first_skipped = absl::StrCat("key '", absl::CHexEscape(key.substr(0, 100)), "' has more than ",
+                                           kMaxMembersPerSample, " members");
+      }
+      continue;
     }
     s.members.push_back({ext, m.offset, m.size});
     if (IsImageField(field, image_field) && s.offset < 0) {
@@ -485,12 +493,16 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
 }
 
 absl::StatusOr<std::string> TarShardSource::ReadField(int64_t index, const std::vector<std::string>& extensions,
-                                                      std::string* which) const {
+                                                      std::string* which, int64_t max_bytes) const {
   const Sample& s = samples_[index];
   for (const std::string& ext : extensions) {
     for (const Member& m : s.members) {
       if (extension_names_[static_cast<size_t>(m.extension)] != ext) continue;
       if (which != nullptr) *which = ext;
+      if (max_bytes > 0 && m.size > max_bytes) {
+        return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(Describe(index), ".", ext, " holds ", m.size,
+                                                                  " bytes; the session's max_field_bytes is ", max_bytes));
+      }
       return ReadRange(index, ext, m.offset, m.size);
     }
   }

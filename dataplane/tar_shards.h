@@ -40,6 +40,8 @@ inline constexpr int64_t kMaxTarMemberName = 1024;
 // GNU long-name and pax records longer than this are skipped with the member
 // they describe.
 inline constexpr int64_t kMaxTarRecordBytes = int64_t{1} << 20;
+// Members one sample (key) may have; more are skipped and counted.
+inline constexpr int64_t kMaxMembersPerSample = 256;
 
 struct TarScan {
   std::vector<TarMember> members;  // regular files, in order
@@ -88,7 +90,7 @@ class TarShardSource final : public SampleSource {
   const std::string& fingerprint() const override { return fingerprint_; }
   bool has_members() const override { return true; }
   absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
-                                        std::string* which) const override;
+                                        std::string* which, int64_t max_bytes = 0) const override;
   int64_t unlabeled_samples() const override { return unlabeled_; }
   // The member extensions present in the dataset, sorted (for messages).
   std::vector<std::string> extensions() const { return extension_names_; }

@@ -46,12 +46,12 @@ void PngWarning(png_structp, png_const_charp) {}
 
 // Decodes an 8-bit gray or palette PNG into its values (palette indices,
 // not colours). Plain C state only between setjmp and longjmp.
-bool DecodeIndexedPng(const std::string& bytes, cv::Mat* out, char* what, int64_t max_pixels) {
+bool DecodeIndexedPng(const std::string& bytes, cv::Mat* out, char* what, int64_t max_pixels, bool* too_large) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, what, PngError, PngWarning);
   if (png == nullptr) return false;
   png_infop info = png_create_info_struct(png);
   PngReader reader{&bytes, 0};
-  png_bytep* rows = nullptr;
+  png_bytep* volatile rows = nullptr;  // assigned after setjmp: volatile, so a longjmp sees its value
   if (info == nullptr || setjmp(png_jmpbuf(png))) {
     png_free(png, rows);
     png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
@@ -65,13 +65,16 @@ bool DecodeIndexedPng(const std::string& bytes, cv::Mat* out, char* what, int64_
     png_error(png, "not a gray or palette image (a mask holds one class per pixel)");
   }
   if (depth > 8) png_error(png, "16-bit samples (masks hold 8-bit classes)");
-  if (static_cast<int64_t>(w) * h > max_pixels) png_error(png, "larger than --max-pixels");
+  if (max_pixels > 0 && static_cast<int64_t>(w) * h > max_pixels) {
+    *too_large = true;
+    png_error(png, "larger than --max-pixels");
+  }
   if (depth < 8) png_set_packing(png);  // 1/2/4-bit values to one byte each, unscaled
   png_read_update_info(png, info);
   *out = cv::Mat(static_cast<int>(h), static_cast<int>(w), CV_8U);
   rows = static_cast<png_bytep*>(png_malloc(png, sizeof(png_bytep) * h));
   for (png_uint_32 y = 0; y < h; ++y) rows[y] = out->ptr<uint8_t>(static_cast<int>(y));
-  png_read_image(png, rows);
+  png_read_image(png, const_cast<png_bytep*>(rows));
   png_free(png, rows);
   png_destroy_read_struct(&png, &info, nullptr);
   return true;
@@ -114,15 +117,17 @@ TargetNeeds NeedsOf(const std::vector<TargetRole>& roles, bool* any) {
   return needs;
 }
 
-absl::Status DecodeMaskMember(const std::string& bytes, const std::string& where, SampleTargets* targets) {
+absl::Status DecodeMaskMember(const std::string& bytes, const std::string& where, SampleTargets* targets,
+                              int64_t max_pixels) {
   char what[200] = "not a PNG";
   cv::Mat mask;
   if (bytes.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) != 0) {
     return DecodeError(DecodeFailure::kBadField,
                        absl::StrCat(where, ": a mask must be a PNG (lossless; JPEG would blur the classes)"));
   }
-  if (!DecodeIndexedPng(bytes, &mask, what, int64_t{1} << 31)) {
-    return DecodeError(DecodeFailure::kBadField, absl::StrCat(where, ": ", what));
+  bool too_large = false;
+  if (!DecodeIndexedPng(bytes, &mask, what, max_pixels, &too_large)) {
+    return DecodeError(too_large ? DecodeFailure::kTooLarge : DecodeFailure::kBadField, absl::StrCat(where, ": ", what));
   }
   targets->mask = std::move(mask);
   return absl::OkStatus();
@@ -141,7 +146,7 @@ absl::Status ReadSampleTargets(const SampleSource& source, int64_t index, const 
         source.ReadField(index, {fields[f].extensions().begin(), fields[f].extensions().end()}, &which);
     if (!bytes.ok()) return bytes.status();
     const std::string where = absl::StrCat(source.Describe(index), ".", which, " (field '", fields[f].name(), "')");
-    if (absl::Status s = DecodeMaskMember(*bytes, where, targets); !s.ok()) return s;
+    if (absl::Status s = DecodeMaskMember(*bytes, where, targets, needs.max_pixels); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -44,7 +44,9 @@ absl::Status ReadSampleTargets(const SampleSource& source, int64_t index, const 
 // Decodes a mask member (PNG: palette indices or 8-bit gray, never
 // resampled through colour) into targets->mask. kBadField when it is not an
 // 8-bit single-channel or palette image.
-absl::Status DecodeMaskMember(const std::string& bytes, const std::string& where, SampleTargets* targets);
+// Masks over `max_pixels` (0: no limit) are too_large, from the header.
+absl::Status DecodeMaskMember(const std::string& bytes, const std::string& where, SampleTargets* targets,
+                              int64_t max_pixels = 0);
 
 // Writes the target fields' values (roles other than kMember) of one sample
 // into (*values)[i]. `height` x `width` is the pipeline's output.

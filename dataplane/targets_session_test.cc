@@ -149,6 +149,30 @@ TEST_F(TargetsSessionTest, IouCropNeedsBoxesAndAnnotatedFieldsNeedAnnotations) {
   EXPECT_TRUE(with_boxes.ok()) << with_boxes.status();
 }
 
+TEST_F(TargetsSessionTest, AnnotationsForAnotherImageSizeFailTheSample) {
+  // b.jpg is 40x40; claim 80x80 in a second annotation file.
+  dir_.Write("coco/ann80.json", R"({"images": [{"id": 2, "file_name": "b.jpg", "width": 80, "height": 80}],
+    "categories": [{"id": 1}], "annotations": [{"id": 1, "image_id": 2, "category_id": 1, "bbox": [0, 0, 60, 60]}]})");
+  v1::SessionConfig c = Config("resize_pad(32)", "image, boxes");
+  c.set_annotations("coco/ann80.json");
+  c.set_batch_size(1);
+  c.set_bad_sample_policy(v1::FAIL);
+  auto session = core_->StartSession(c);
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::BatchRequest request;
+  request.add_sample_indices(0);
+  absl::Notification done;
+  FinishedBatch out;
+  ASSERT_TRUE((*session)->Submit(request, [&](FinishedBatch b) {
+    out = std::move(b);
+    done.Notify();
+  }).ok());
+  done.WaitForNotification();
+  EXPECT_TRUE(absl::IsDataLoss(out.status)) << out.status;
+  EXPECT_NE(out.status.message().find("annotations are for an image of 80x80; the image decodes to 40x40"),
+            std::string::npos) << out.status;
+}
+
 TEST_F(TargetsSessionTest, BoxesAreDeterministicPerSeedEpochAndIndex) {
   v1::SessionConfig c = Config("random_resized_crop(24, scale=0.5:1), random_vertical_flip(0.5), "
                                "random_horizontal_flip(0.5)", "image, boxes, masks");

@@ -9,8 +9,8 @@
 
 namespace stoker {
 
-Tokenizer::Tokenizer(std::unique_ptr<SpmModel> model, std::string name)
-    : model_(std::move(model)), name_(std::move(name)) {}
+Tokenizer::Tokenizer(std::unique_ptr<SpmModel> model, std::string name, std::string version)
+    : model_(std::move(model)), name_(std::move(name)), version_(std::move(version)) {}
 Tokenizer::~Tokenizer() = default;
 
 absl::Status Tokenizer::Encode(const std::string& text, int max_tokens, const std::string& where,
@@ -47,7 +47,8 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> TokenizerCache::Get(const std::
     return absl::InvalidArgumentError(
         absl::StrCat("tokenizer '", name, "' is not a SentencePiece model: ", error));
   }
-  auto tokenizer = std::make_shared<const Tokenizer>(std::move(model), name);
+  auto tokenizer = std::make_shared<const Tokenizer>(std::move(model), name,
+                                                     absl::StrCat(path->string(), "@", st.st_size, "@", mtime));
   absl::MutexLock lock(&mu_);
   models_[path->string()] = {tokenizer, mtime, static_cast<int64_t>(st.st_size), ++clock_};
   while (models_.size() > 16) {

@@ -21,19 +21,22 @@ class SpmModel;
 
 class Tokenizer {
  public:
-  explicit Tokenizer(std::unique_ptr<SpmModel> model, std::string name);
+  // `version` identifies the model file's content (path, size, mtime).
+  Tokenizer(std::unique_ptr<SpmModel> model, std::string name, std::string version);
   ~Tokenizer();
   // The ids of `text`, at most `max_tokens` (0: all). bad_field naming
   // `where` when SentencePiece refuses the text.
   absl::Status Encode(const std::string& text, int max_tokens, const std::string& where,
                       std::vector<int32_t>* ids) const;
   const std::string& name() const { return name_; }
+  const std::string& version() const { return version_; }
   // The id a padded batch is filled with: the model's pad id, else 0.
   int32_t pad_id() const;
 
  private:
   const std::unique_ptr<SpmModel> model_;
   const std::string name_;
+  const std::string version_;
 };
 
 // Models by file, loaded on first use and kept (a model changed on disk is

@@ -358,7 +358,7 @@ class Loader:
         return {"version": STATE_VERSION, "epoch": self._epoch,
                 "position": self._client.position() if self._started else None,
                 "dataset": o.dataset, "seed": o.seed, "batch_size": o.batch_size, "pipeline": o.pipeline,
-                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size, "fields": o.fields}
+                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size, "fields": self._fields_state()}
 
     def load_state_dict(self, state):
         """Continues from a saved state: the next iteration yields exactly the
@@ -370,13 +370,25 @@ class Loader:
         o = self._options
         mine = {"dataset": o.dataset, "seed": o.seed, "batch_size": o.batch_size, "pipeline": o.pipeline,
                 "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size}
-        if state.get("fields", "") != o.fields:  # states from before fields have none
-            mine["fields"] = o.fields
+        if state.get("fields", "") != self._fields_state():  # states from before fields have none
+            mine["fields"] = self._fields_state()
         differ = [f"{k}: saved {state.get(k)!r}, loader has {v!r}" for k, v in mine.items() if state.get(k) != v]
         if differ:
             raise _ext.FailedPrecondition("the saved loader state is for another run; " + "; ".join(differ))
         self._pending_resume = dict(state)
         self._epoch = state["epoch"]
+
+    def _fields_state(self):
+        """What the fields of a saved state must equal: the fields and what changes their values."""
+        o = self._options
+        if not o.fields:
+            return ""
+        extra = [f"annotations={o.annotations}"] if o.annotations else []
+        if o.box_min_visibility:
+            extra.append(f"box_min_visibility={o.box_min_visibility}")
+        if o.tokenizer:
+            extra.append(f"tokenizer={o.tokenizer}:{o.max_tokens}")
+        return " | ".join([o.fields] + extra)
 
     # -- what happened -------------------------------------------------------
     @property
