@@ -6,7 +6,7 @@ within 1e-3 px, masks exactly). Real stoker-server processes; run by ctest's
 python_fields_parity with the build's pyenv (PyPI's pycocotools and
 Albumentations, installed by `make pyenv`)."""
 
-import io
+import importlib
 import json
 import os
 
@@ -20,8 +20,8 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network here
 
 
 def _require(module):
-    if os.environ.get("STOKER_REQUIRE_REFERENCES"):
-        return __import__(module)
+    if os.environ.get("STOKER_REQUIRE_REFERENCES"):  # required: a missing reference fails the test
+        return importlib.import_module(module)
     return pytest.importorskip(module, reason=f"{module} (PyPI) is not installed here; `make pyenv` installs it")
 
 
