@@ -16,6 +16,7 @@
 #include "prometheus/registry.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/tar_writer.h"
+#include "tests/testdata/one_batch.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -180,22 +181,7 @@ class FieldSessionTest : public ::testing::Test {
   }
 
   FinishedBatch Run(const v1::SessionConfig& config, std::vector<int64_t> indices) {
-    auto session = core_->StartSession(config);
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return {};
-    v1::BatchRequest request;
-    for (int64_t i : indices) request.add_sample_indices(i);
-    absl::Notification done;
-    FinishedBatch out;
-    EXPECT_TRUE((*session)
-                    ->Submit(request,
-                             [&](FinishedBatch b) {
-                               out = std::move(b);
-                               done.Notify();
-                             })
-                    .ok());
-    done.WaitForNotification();
-    return out;
+    return testing::MakeOneBatch(*core_, config, indices);
   }
 
   TempDir dir_;

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "tests/testdata/image_set.h"
+#include "tests/testdata/one_batch.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -53,30 +54,11 @@ class TargetsSessionTest : public ::testing::Test {
     return c;
   }
 
-  FinishedBatch Run(const v1::SessionConfig& config) {
-    auto session = core_->StartSession(config);
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return {};
-    v1::BatchRequest request;
-    request.add_sample_indices(0);
-    request.add_sample_indices(1);
-    absl::Notification done;
-    FinishedBatch out;
-    EXPECT_TRUE((*session)->Submit(request, [&](FinishedBatch b) {
-      out = std::move(b);
-      done.Notify();
-    }).ok());
-    done.WaitForNotification();
-    return out;
-  }
+  FinishedBatch Run(const v1::SessionConfig& config) { return testing::MakeOneBatch(*core_, config, {0, 1}); }
 
   template <typename T>
   static std::vector<T> Values(const FinishedBatch& b, int field, int sample) {
-    const absl::string_view region = absl::string_view(*b.data).substr(static_cast<size_t>(b.header.total_bytes()));
-    const absl::string_view v = FieldValue(b.header.fields(field), region, sample);
-    std::vector<T> out(v.size() / sizeof(T));
-    if (!v.empty()) std::memcpy(out.data(), v.data(), v.size());
-    return out;
+    return testing::FieldValues<T>(b, field, sample);
   }
 
   TempDir dir_;
@@ -157,17 +139,7 @@ TEST_F(TargetsSessionTest, AnnotationsForAnotherImageSizeFailTheSample) {
   c.set_annotations("coco/ann80.json");
   c.set_batch_size(1);
   c.set_bad_sample_policy(v1::FAIL);
-  auto session = core_->StartSession(c);
-  ASSERT_TRUE(session.ok()) << session.status();
-  v1::BatchRequest request;
-  request.add_sample_indices(0);
-  absl::Notification done;
-  FinishedBatch out;
-  ASSERT_TRUE((*session)->Submit(request, [&](FinishedBatch b) {
-    out = std::move(b);
-    done.Notify();
-  }).ok());
-  done.WaitForNotification();
+  const FinishedBatch out = testing::MakeOneBatch(*core_, c, {0});
   EXPECT_TRUE(absl::IsDataLoss(out.status)) << out.status;
   EXPECT_NE(out.status.message().find("annotations are for an image of 80x80; the image decodes to 40x40"),
             std::string::npos) << out.status;
@@ -215,19 +187,7 @@ class SegmentationSessionTest : public ::testing::Test {
     for (const v1::Op& op : *ops) *c.add_pipeline() = op;
     const auto parsed = ParseFieldsText(fields);  // kept: the loop must not outlive it
     for (const v1::FieldSpec& f : *parsed) *c.add_fields() = f;
-    auto session = core_->StartSession(c);
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return {};
-    v1::BatchRequest request;
-    for (int64_t i : indices) request.add_sample_indices(i);
-    absl::Notification done;
-    FinishedBatch out;
-    EXPECT_TRUE((*session)->Submit(request, [&](FinishedBatch b) {
-      out = std::move(b);
-      done.Notify();
-    }).ok());
-    done.WaitForNotification();
-    return out;
+    return testing::MakeOneBatch(*core_, c, indices);
   }
   TempDir dir_;
   prometheus::Registry registry_;
