@@ -244,3 +244,53 @@ def test_segmentation_masks_follow_the_pipeline_as_albumentations_moves_them(seg
             assert np.array_equal(batch["mask"][row].numpy(), np.asarray(out)), name
     finally:
         server.stop()
+
+
+def test_keypoints_after_crop_and_resize_equal_albumentations_and_flip_about_the_edges(coco_root, coco_server):
+    """Keypoints are continuous coordinates like boxes (pixel edges): crops and resizes equal
+    Albumentations'; a flip maps x to W - x, where Albumentations, counting pixel indices, maps it to
+    W - 1 - x (so the two differ by one after a flip, by convention)."""
+    A = _require("albumentations")
+    coco = _coco(coco_root)
+    ids = sorted(coco.imgs)
+    rng = np.random.default_rng(2)
+    anns = []
+    for image_id in ids:
+        img = coco.imgs[image_id]
+        kps = []
+        for _ in range(3):
+            kps += [round(float(rng.uniform(1, img["width"] - 1)), 2), round(float(rng.uniform(1, img["height"] - 1)), 2), 2]
+        anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": 1, "iscrowd": 0,
+                     "bbox": [0, 0, img["width"], img["height"]], "keypoints": kps, "num_keypoints": 3})
+    with open(os.path.join(coco_root, "keypoints.json"), "w") as f:
+        json.dump({"images": list(coco.imgs.values()), "annotations": anns,
+                   "categories": [{"id": 1, "name": "p", "keypoints": ["a", "b", "c"]}]}, f)
+
+    def served(pipeline):
+        loader = stoker.Loader(servers=coco_server, dataset="images", annotations="keypoints.json", pipeline=pipeline,
+                               fields=["image", "boxes", "keypoints"], batch_size=len(SIZES), device="cpu",
+                               dtype="uint8", layout="nhwc")
+        batch = next(iter(loader))
+        return loader.last_batch["sample_indices"], batch["keypoints"].numpy()
+
+    def reference(transforms, image_id, points):
+        img = coco.imgs[image_id]
+        out = A.Compose(transforms(img["width"], img["height"]),
+                        keypoint_params=A.KeypointParams(format="xy", remove_invisible=False))(
+            image=np.zeros((img["height"], img["width"], 3), np.uint8), keypoints=points)
+        return np.asarray(out["keypoints"], dtype=np.float64)
+
+    crop_resize = lambda w, h: [A.Crop(x_min=round((w - 48) / 2), y_min=round((h - 48) / 2),
+                                       x_max=round((w - 48) / 2) + 48, y_max=round((h - 48) / 2) + 48),
+                                A.Resize(60, 60)]
+    indices, mine = served("center_crop(48), resize_pad(60)")
+    for row, index in enumerate(indices):
+        points = np.asarray(anns[index]["keypoints"], dtype=np.float64).reshape(-1, 3)
+        expected = reference(crop_resize, ids[index], points[:, :2].tolist())
+        assert np.allclose(mine[row, 0, :, :2], expected, atol=1e-3), (ids[index], mine[row, 0], expected)
+    indices, flipped = served("center_crop(48), resize_pad(60), random_horizontal_flip(1)")
+    for row, index in enumerate(indices):
+        points = np.asarray(anns[index]["keypoints"], dtype=np.float64).reshape(-1, 3)
+        expected = reference(lambda w, h: crop_resize(w, h) + [A.HorizontalFlip(p=1)], ids[index], points[:, :2].tolist())
+        assert np.allclose(flipped[row, 0, :, 0], expected[:, 0] + 1, atol=1e-3)  # W - x vs W - 1 - x
+        assert np.allclose(flipped[row, 0, :, 1], expected[:, 1], atol=1e-3)
