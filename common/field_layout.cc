@@ -74,7 +74,7 @@ absl::Status CheckFieldLayout(const v1::BatchHeader& h, const std::vector<v1::Fi
     if (item < 0) return bad(absl::StrCat("item shape [", absl::StrJoin(d.item_shape(), ","), "] for its kind"));
     for (int64_t i = 0; i < n; ++i) {
       const int64_t a = d.sample_offsets(static_cast<int>(i)), b = d.sample_offsets(static_cast<int>(i + 1));
-      const bool one_item = d.kind() == v1::CLASS || d.kind() == v1::MASK;
+      const bool one_item = d.kind() == v1::CLASS || d.kind() == v1::MASK || d.kind() == v1::NUMBER;
       if (b < a || (b - a) % item != 0 || (one_item && b - a != item)) {
         return bad(absl::StrCat("sample ", i, " has values [", a, ", ", b, ")"));
       }
@@ -96,7 +96,8 @@ int64_t ItemBytes(const v1::FieldData& field) {
   switch (field.kind()) {
     case v1::CLASS:
     case v1::CLASSES:
-    case v1::TOKENS: return shape.empty() ? 4 : -1;
+    case v1::TOKENS:
+    case v1::NUMBER: return shape.empty() ? 4 : -1;
     case v1::BOXES: return shape.size() == 1 && shape[0] == 4 ? 16 : -1;
     case v1::KEYPOINTS: return shape.size() == 2 && shape[1] == 3 ? product(4) : -1;
     case v1::MASK:
@@ -111,7 +112,8 @@ int64_t MaxSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const v1::
   int64_t total = 0;
   for (const v1::FieldSpec& f : fields) {
     switch (f.kind()) {
-      case v1::CLASS: total += 4; break;
+      case v1::CLASS:
+      case v1::NUMBER: total += 4; break;
       case v1::CLASSES: total += 4 * 4096; break;
       case v1::TOKENS: total += 4 * (config.max_tokens() > 0 ? config.max_tokens() : text); break;
       case v1::BOXES: total += int64_t{1} << 20; break;

@@ -20,8 +20,9 @@ struct KindName {
 constexpr KindName kKinds[] = {{v1::IMAGE, "image"}, {v1::CLASS, "class"},     {v1::CLASSES, "classes"},
                                {v1::TEXT, "text"},   {v1::BYTES, "bytes"},     {v1::JSON, "json"},
                                {v1::BOXES, "boxes"}, {v1::MASK, "mask"},       {v1::MASKS, "masks"},
-                               {v1::KEYPOINTS, "keypoints"}, {v1::TOKENS, "tokens"}};
-constexpr char kKindList[] = "image, class, classes, text, bytes, json, boxes, mask, masks, keypoints, tokens";
+                               {v1::KEYPOINTS, "keypoints"}, {v1::TOKENS, "tokens"}, {v1::NUMBER, "number"}};
+constexpr char kKindList[] =
+    "image, class, classes, text, bytes, json, boxes, mask, masks, keypoints, tokens, number";
 
 bool IsImageExtension(absl::string_view ext) {
   static const auto* kImage = new std::set<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "ppm", "tif", "tiff"};
@@ -126,6 +127,13 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
           return Bad(i, absl::StrCat("unknown kind '", absl::CHexEscape(kind_name), "'; kinds: ", kKindList));
         }
         spec_text = spec_text.substr(colon + 1);
+      }
+      if (const size_t at = spec_text.find('@'); at != absl::string_view::npos) {  // EXT@json.key.path
+        spec.set_json_path(std::string(absl::StripAsciiWhitespace(spec_text.substr(at + 1))));
+        spec_text = spec_text.substr(0, at);
+        if (kind == v1::FIELD_KIND_UNSPECIFIED) kind = v1::TEXT;  // "caption=json@text": a string
+      }
+      if (kind != v1::FIELD_KIND_UNSPECIFIED) {
       } else if (FieldKindFromName(absl::AsciiStrToLower(spec_text), &kind)) {
         spec_text = "";  // NAME=KIND: the kind's default members
       }
@@ -155,6 +163,7 @@ std::string FieldsToText(const google::protobuf::RepeatedPtrField<v1::FieldSpec>
   for (const v1::FieldSpec& f : fields) {
     std::string part = absl::StrCat(f.name(), "=", FieldKindName(f.kind()));
     if (!f.extensions().empty()) absl::StrAppend(&part, ":", absl::StrJoin(f.extensions(), ";"));
+    if (!f.json_path().empty()) absl::StrAppend(&part, "@", f.json_path());
     parts.push_back(std::move(part));
   }
   return absl::StrJoin(parts, ", ");
@@ -179,6 +188,20 @@ absl::Status CheckFields(const v1::SessionConfig& config, int64_t server_limit) 
     if (!names.insert(name).second) return Bad(i, absl::StrCat("name '", name, "' appears twice"));
     if (f.kind() == v1::FIELD_KIND_UNSPECIFIED || !v1::FieldKind_IsValid(f.kind())) {
       return Bad(i, absl::StrCat("field '", name, "' has no kind; kinds: ", kKindList));
+    }
+    if (!f.json_path().empty()) {
+      const std::string& p = f.json_path();
+      const bool chars = std::all_of(p.begin(), p.end(), [](char c) { return IsNameChar(c) && c != '-'; });
+      const bool kinds = f.kind() == v1::TEXT || f.kind() == v1::CLASS || f.kind() == v1::CLASSES ||
+                         f.kind() == v1::NUMBER || f.kind() == v1::BYTES || f.kind() == v1::JSON;
+      if (!chars || p.size() > 256 || p.front() == '.' || p.back() == '.' || p.find("..") != std::string::npos ||
+          f.extensions().empty() || !kinds) {
+        return Bad(i, absl::StrCat("field '", name, "': json path '", absl::CHexEscape(p.substr(0, 80)),
+                                   "' must be keys and indices joined by dots (letters, digits, '_'), after a "
+                                   "member extension, for a field of kind text, class, classes, number, bytes or json"));
+      }
+    } else if (f.kind() == v1::NUMBER) {
+      return Bad(i, absl::StrCat("field '", name, "' (number) needs a json path, e.g. '", name, "=number:json@score'"));
     }
     const bool from_annotations = f.kind() == v1::BOXES || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS;
     if (from_annotations && !f.extensions().empty()) {

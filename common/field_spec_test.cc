@@ -31,6 +31,24 @@ TEST(FieldSpecTest, KindsFollowFromExtensionsAndNames) {
   EXPECT_EQ((*bare)[4].extensions(0), "npy");
 }
 
+TEST(FieldSpecTest, JsonPathsTypeOneValueOfAMember) {
+  auto fields = ParseFieldsText("image, score=number:json@aesthetic.score, tag=json@tags.0, ids=classes:json@labels");
+  ASSERT_TRUE(fields.ok()) << fields.status();
+  EXPECT_EQ((*fields)[1].kind(), v1::NUMBER);
+  EXPECT_EQ((*fields)[1].extensions(0), "json");
+  EXPECT_EQ((*fields)[1].json_path(), "aesthetic.score");
+  EXPECT_EQ((*fields)[2].kind(), v1::TEXT);  // a path without a kind: a string
+  EXPECT_EQ((*fields)[3].kind(), v1::CLASSES);
+  google::protobuf::RepeatedPtrField<v1::FieldSpec> repeated(fields->begin(), fields->end());
+  auto again = ParseFieldsText(FieldsToText(repeated));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[1].json_path(), "aesthetic.score");
+  for (const char* bad : {"image, s=number:json", "image, s=number:json@a..b", "image, s=boxes:json@a",
+                          "image, s=number:json@a b"}) {
+    EXPECT_FALSE(ParseFieldsText(bad).ok()) << bad;
+  }
+}
+
 TEST(FieldSpecTest, TextRoundTrips) {
   auto fields = ParseFieldsText("image=jpg;png, caption=txt, label=class");
   ASSERT_TRUE(fields.ok());

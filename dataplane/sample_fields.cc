@@ -1,5 +1,6 @@
 #include "dataplane/sample_fields.h"
 
+#include <climits>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -48,6 +49,60 @@ absl::StatusOr<std::string> EncodeClasses(v1::FieldKind kind, const std::string&
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::string& bytes, const std::string& json_path,
+                                             const std::string& where) {
+  const nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return BadField(where, "JSON that does not parse");
+  const nlohmann::json* v = &doc;
+  for (absl::string_view key : absl::StrSplit(json_path, '.')) {
+    size_t index = 0;
+    if (v->is_object() && v->contains(std::string(key))) {
+      v = &(*v)[std::string(key)];
+    } else if (v->is_array() && absl::SimpleAtoi(key, &index) && index < v->size()) {
+      v = &(*v)[index];
+    } else {
+      return BadField(where, absl::StrCat("JSON without the path '", json_path, "' (stops at '", key, "')"));
+    }
+  }
+  auto wrong = [&](const char* want) {
+    return BadField(where, absl::StrCat("JSON path '", json_path, "' holds ", v->type_name(), ", not ", want));
+  };
+  std::string out;
+  auto int32 = [&](const nlohmann::json& x) {
+    if (!x.is_number_integer()) return false;
+    const int64_t i = x.is_number_unsigned() && x.get<uint64_t>() > INT32_MAX ? int64_t{1} << 40 : x.get<int64_t>();
+    if (i < INT32_MIN || i > INT32_MAX) return false;
+    AppendInt32(static_cast<int32_t>(i), &out);
+    return true;
+  };
+  switch (kind) {
+    case v1::TEXT:
+      if (!v->is_string()) return wrong("a string");
+      return v->get<std::string>();
+    case v1::CLASS:
+      if (!int32(*v)) return wrong("a 32-bit integer");
+      return out;
+    case v1::CLASSES:
+      if (v->is_array()) {
+        if (v->size() > static_cast<size_t>(kMaxClassesPerSample)) return wrong("at most 4096 integers");
+        for (const nlohmann::json& x : *v) {
+          if (!int32(x)) return wrong("32-bit integers");
+        }
+        return out;
+      }
+      if (!int32(*v)) return wrong("an integer or an array of them");
+      return out;
+    case v1::NUMBER: {
+      if (!v->is_number()) return wrong("a number");
+      const float f = static_cast<float>(v->get<double>());
+      out.append(reinterpret_cast<const char*>(&f), sizeof(f));  // little-endian hosts
+      return out;
+    }
+    default:
+      return v->dump();
+  }
+}
 
 bool IsValidUtf8(absl::string_view text, size_t* bad_at) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
@@ -136,6 +191,12 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
     if (static_cast<int64_t>(bytes->size()) > max_bytes) {
       return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(where, " holds ", bytes->size(),
                                                                 " bytes; the session's max_field_bytes is ", max_bytes));
+    }
+    if (!spec.json_path().empty()) {
+      absl::StatusOr<std::string> value = ExtractJsonField(spec.kind(), *bytes, spec.json_path(), where);
+      if (!value.ok()) return value.status();
+      out = *std::move(value);
+      continue;
     }
     if (spec.kind() == v1::TOKENS) {
       absl::StatusOr<std::string> text = EncodeFieldValue(v1::TEXT, *std::move(bytes), where);  // UTF-8 checked

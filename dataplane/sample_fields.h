@@ -37,6 +37,12 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
                               std::vector<std::string>* values, const Tokenizer* tokenizer = nullptr,
                               int max_tokens = 0);
 
+// The value at `json_path` of the JSON document `bytes`, typed by `kind`
+// (see FieldSpec.json_path in stoker.proto); bad_field naming `where` and the
+// path when the document does not parse, lacks the path or holds another type.
+absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::string& bytes, const std::string& json_path,
+                                             const std::string& where);
+
 // `bytes` (from member `where`) checked and encoded as `kind` wants.
 absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where);
 

@@ -125,6 +125,37 @@ TEST(SampleFieldsTest, AnOversizedPaxRecordSkipsItsMemberByName) {
   EXPECT_EQ(scan->members[0].name, "y.jpg");
 }
 
+TEST(SampleFieldsTest, JsonPathsAreExtractedAndTyped) {
+  const std::string doc = R"({"a": {"score": 6.5, "n": 7, "big": 1e20}, "tags": ["x", "y"], "ids": [3, 4], "s": "hi"})";
+  struct Case {
+    v1::FieldKind kind;
+    const char* path;
+    bool ok;
+    std::string expected;
+  } cases[] = {
+      {v1::NUMBER, "a.score", true, [] { float f = 6.5f; return std::string(reinterpret_cast<char*>(&f), 4); }()},
+      {v1::CLASS, "a.n", true, std::string("\x07\0\0\0", 4)},
+      {v1::CLASSES, "ids", true, std::string("\x03\0\0\0\x04\0\0\0", 8)},
+      {v1::TEXT, "tags.1", true, "y"},
+      {v1::JSON, "tags", true, "[\"x\",\"y\"]"},
+      {v1::TEXT, "a.missing", false, "without the path 'a.missing' (stops at 'missing')"},
+      {v1::TEXT, "tags.5", false, "stops at '5'"},
+      {v1::CLASS, "a.big", false, "holds number, not a 32-bit integer"},
+      {v1::NUMBER, "s", false, "holds string, not a number"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::string> v = ExtractJsonField(c.kind, doc, c.path, "x.json");
+    ASSERT_EQ(v.ok(), c.ok) << c.path << ": " << v.status();
+    if (c.ok) {
+      EXPECT_EQ(*v, c.expected) << c.path;
+    } else {
+      EXPECT_EQ(DecodeFailureOf(v.status()), DecodeFailure::kBadField);
+      EXPECT_NE(v.status().message().find(c.expected), std::string::npos) << v.status();
+    }
+  }
+  EXPECT_FALSE(ExtractJsonField(v1::TEXT, "{", "a", "x.json").ok());
+}
+
 TEST(SampleFieldsTest, ValuesAreCheckedAgainstTheirKind) {
   struct Case {
     v1::FieldKind kind;

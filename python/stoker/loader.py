@@ -300,7 +300,9 @@ class Loader:
                 import numpy as np
 
                 ids = np.frombuffer(data, dtype="<i4").astype(np.int64)
-                if kind == "class":
+                if kind == "number":
+                    out[name] = self._framework.labels(np.frombuffer(data, dtype="<f4").copy(), images)
+                elif kind == "class":
                     out[name] = self._framework.labels(ids, images)
                 elif kind == "tokens":
                     counts = np.diff(np.asarray(offsets, dtype=np.int64)) // 4

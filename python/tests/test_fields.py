@@ -140,6 +140,18 @@ def test_local_workers_give_the_servers_fields(wds_root, wds_server):
         assert a["label"].tolist() == b["label"].tolist()
 
 
+def test_json_key_paths_become_typed_fields(wds_root, wds_server):
+    expected = _members_by_index(os.path.join(wds_root, "pairs"))
+    l = fields_loader(wds_server, fields="image, i=class:json@i, n=number:json@caption_len, tag=json@tags.1")
+    batch = next(iter(l))
+    for row, i in enumerate(l.last_batch["sample_indices"]):
+        meta = json.loads(expected[i]["json"])
+        assert int(batch["i"][row]) == meta["i"] == i
+        assert float(batch["n"][row]) == float(meta["caption_len"])
+        assert batch["tag"][row] == meta["tags"][1] == "ÿ"
+    assert str(batch["n"].dtype) == "torch.float32"
+
+
 def test_images_and_labels_equal_a_loader_without_fields(wds_server):
     plain = fields_loader(wds_server, fields=None)
     with_fields = fields_loader(wds_server)
