@@ -91,7 +91,9 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       image_extensions_(ImageExtensions(config_)),
       max_field_bytes_(config_.max_field_bytes() > 0 ? config_.max_field_bytes() : kDefaultMaxFieldBytes),
       target_roles_(TargetRoles(value_fields_, *source_)),
-      target_needs_(NeedsOf(target_roles_, &has_targets_)),
+      has_targets_(std::any_of(target_roles_.begin(), target_roles_.end(),
+                               [](TargetRole r) { return r != TargetRole::kMember; })),
+      target_needs_(NeedsOf(target_roles_)),
       item_shapes_(ItemShapes(value_fields_, source_->keypoints_per_box(), pipeline_.out_height(),
                               pipeline_.out_width())) {}
 
@@ -286,29 +288,24 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
                                          Job& job) {
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
-  if (fields != nullptr) {  // before the image: a sample without its fields is not decoded
-    absl::Status read = Guarded(index, [&] {
-      return ReadSampleFields(*source_, index, value_fields_, target_roles_, max_field_bytes_, fields,
-                              place_.tokenizer.get(), config_.max_tokens());
-    });
-    if (!read.ok()) {
-      job.read_ns += Nanos(absl::Now() - t0);
-      return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
-    }
-  }
   SampleTargets targets;  // moved by the geometric ops with the pixels
   GeometrySink sink;
   GeometrySink* geometry = nullptr;
-  if (has_targets_ && fields != nullptr) {
-    TargetNeeds needs = target_needs_;
-    needs.max_pixels = max_pixels_;
+  if (fields != nullptr) {  // before the image: a sample without its fields is not decoded
     absl::Status read = Guarded(index, [&] {
+      absl::Status s = ReadSampleFields(*source_, index, value_fields_, target_roles_, max_field_bytes_, fields,
+                                        place_.tokenizer.get(), config_.max_tokens());
+      if (!s.ok() || !has_targets_) return s;
+      TargetNeeds needs = target_needs_;
+      needs.max_pixels = max_pixels_;
       return ReadSampleTargets(*source_, index, value_fields_, target_roles_, needs, &targets);
     });
     if (!read.ok()) {
       job.read_ns += Nanos(absl::Now() - t0);
       return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
     }
+  }
+  if (has_targets_ && fields != nullptr) {
     sink.targets = &targets;
     sink.options.min_visibility = config_.box_min_visibility();
     geometry = &sink;

@@ -195,7 +195,7 @@ class BatchSession final : public StreamSession {
   // Which value fields are targets (target_fields.h), what the source must
   // read for them, and their item shapes in the header.
   const std::vector<TargetRole> target_roles_;
-  bool has_targets_ = false;
+  const bool has_targets_;  // some role is not kMember
   const TargetNeeds target_needs_;
   const std::vector<std::vector<int64_t>> item_shapes_;
 

@@ -103,12 +103,9 @@ std::vector<TargetRole> TargetRoles(const std::vector<v1::FieldSpec>& fields, co
   return roles;
 }
 
-TargetNeeds NeedsOf(const std::vector<TargetRole>& roles, bool* any) {
+TargetNeeds NeedsOf(const std::vector<TargetRole>& roles) {
   TargetNeeds needs;
-  *any = false;
   for (TargetRole r : roles) {
-    if (r == TargetRole::kMember) continue;
-    *any = true;
     if (r == TargetRole::kBoxes || r == TargetRole::kLabels || r == TargetRole::kCrowd) needs.boxes = true;
     if (r == TargetRole::kMasks) needs.masks = needs.boxes = true;
     if (r == TargetRole::kKeypoints) needs.keypoints = needs.boxes = true;

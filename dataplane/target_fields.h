@@ -31,8 +31,8 @@ enum class TargetRole {
 
 // One role per field of `fields` (the value fields, in order).
 std::vector<TargetRole> TargetRoles(const std::vector<v1::FieldSpec>& fields, const SampleSource& source);
-// What ReadTargets must provide for these roles; `any` is false when none is a target.
-TargetNeeds NeedsOf(const std::vector<TargetRole>& roles, bool* any);
+// What ReadTargets must provide for these roles.
+TargetNeeds NeedsOf(const std::vector<TargetRole>& roles);
 
 // Reads what the target roles need of sample `index`: the source's
 // annotations (boxes, labels, crowd flags, instance masks, keypoints) and a
