@@ -25,6 +25,13 @@ namespace {
 
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
 
+// The failed_samples reason of a read's error: a decode failure's name (a
+// file over --max-file-bytes is too_large, as an image over --max-pixels),
+// read_error for the rest.
+std::string ReadFailureReason(const absl::Status& s) {
+  return absl::IsInvalidArgument(s) ? DecodeFailureName(DecodeFailureOf(s)) : "read_error";
+}
+
 // The session's image field's member extensions (empty: the source's image).
 std::vector<std::string> ImageExtensions(const v1::SessionConfig& config) {
   for (const v1::FieldSpec& f : config.fields()) {
@@ -302,7 +309,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     });
     if (!read.ok()) {
       job.read_ns += Nanos(absl::Now() - t0);
-      return Failed(index, read, absl::IsInvalidArgument(read) ? DecodeFailureName(DecodeFailureOf(read)) : "read_error");
+      return Failed(index, read, ReadFailureReason(read));
     }
   }
   if (has_targets_ && fields != nullptr) {
@@ -332,8 +339,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
   metrics_->samples->Increment();
   absl::Status status = bytes.status();
-  // A file over --max-file-bytes is too_large like an image over --max-pixels.
-  std::string reason = absl::IsInvalidArgument(status) ? DecodeFailureName(DecodeFailureOf(status)) : "read_error";
+  std::string reason = ReadFailureReason(status);
   if (bytes.ok()) {
     const std::string& encoded = cached ? *cached : *bytes;
     if (!cached) metrics_->read_bytes->Increment(static_cast<double>(encoded.size()));
@@ -395,7 +401,7 @@ absl::Status BatchSession::ProduceStored(int64_t index, std::string* out, Job& j
   metrics_->samples->Increment();
   if (!bytes.ok()) {
     const absl::Status& s = bytes.status();
-    return Failed(index, s, absl::IsInvalidArgument(s) ? DecodeFailureName(DecodeFailureOf(s)) : "read_error");
+    return Failed(index, s, ReadFailureReason(s));
   }
   metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
   SampleTimes times;
@@ -405,7 +411,27 @@ absl::Status BatchSession::ProduceStored(int64_t index, std::string* out, Job& j
   metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(times.decode));
   if (!stored.ok()) return Failed(index, stored.status(), DecodeFailureName(DecodeFailureOf(stored.status())));
   metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
-  *out = *std::move(stored);
+  if (!config_.store().fields()) {
+    *out = *std::move(stored);
+    return absl::OkStatus();
+  }
+  std::atomic<int64_t> dropped{0};
+  std::vector<StoredField> fields;
+  const absl::Status read = Guarded(index, [&] {
+    absl::StatusOr<std::vector<StoredField>> f = ReadStoredFields(*source_, index, *store_, &dropped);
+    if (!f.ok()) return f.status();
+    fields = *std::move(f);
+    return absl::OkStatus();
+  });
+  if (!read.ok()) {
+    return Failed(index, read, ReadFailureReason(read));
+  }
+  if (dropped.load() > 0 && failure_log_->FirstTime("reserved field names")) {
+    LOG(WARNING) << "materialising '" << config_.dataset() << "': " << source_->Describe(index)
+                 << " has members whose names the stored dataset reserves (" << store_->Field()
+                 << ", cls, xxh3, *.xxh3); they are left out";
+  }
+  *out = PackStoredRecord(*stored, fields);
   return absl::OkStatus();
 }
 
@@ -490,7 +516,9 @@ absl::StatusOr<cv::Mat> BatchSession::DecodeWhole(const std::string& bytes) cons
 
 absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
   try {
-    if (!image_extensions_.empty() && source_->has_members()) return source_->ReadField(index, image_extensions_, nullptr);
+    if (!image_extensions_.empty() && source_->has_members() && source_->stored() == nullptr) {
+      return source_->ReadField(index, image_extensions_, nullptr);
+    }
     return source_->Read(index);
   } catch (const std::exception& e) {  // e.g. bad_alloc: fail the sample, never the worker thread
     return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
@@ -696,6 +724,31 @@ absl::Status CheckStoredPrefix(const std::string& dataset, const SampleSource& s
       "dataset"));
 }
 
+// A materialised dataset stores its source samples' members as they were,
+// beside pixels that went through the stored prefix: value fields are
+// served, targets (a mask member) are not.
+absl::Status CheckStoredFields(const std::string& dataset, const SampleSource& source,
+                               const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields) {
+  const StoredForm* stored = source.stored();
+  if (stored == nullptr) return absl::OkStatus();
+  for (const v1::FieldSpec& f : fields) {
+    const bool of_tree = f.kind() == v1::IMAGE || ((f.kind() == v1::CLASS || f.kind() == v1::CLASSES) &&
+                                                   f.extensions().empty());
+    if (of_tree) continue;
+    if (!source.has_members()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "field '", f.name(), "': dataset '", dataset, "' was materialised before datasets stored their samples' "
+          "fields (its manifest lists none); materialise its source again to have them, or read the source"));
+    }
+    if (f.kind() == v1::MASK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "field '", f.name(), "' (mask): dataset '", dataset, "' is materialised, and it stores its members as "
+          "they were, not moved with the pixels; read the mask from the source dataset"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSessionFields(const v1::SessionConfig& config, int64_t max_field_bytes) {
   if (config.fields().empty()) {
     if (config.max_field_bytes() != 0) {
@@ -761,11 +814,9 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     }
     tokenizer = *std::move(loaded);
   }
-  if (!config.fields().empty() && (*source)->stored() != nullptr) {
+  if (absl::Status fits = CheckStoredFields(config.dataset(), **source, config.fields()); !fits.ok()) {
     metrics_->rejected_sessions->Increment();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dataset '", config.dataset(), "' is materialised, and a materialised dataset keeps the image alone; read "
-        "its source dataset for the fields"));
+    return fits;
   }
   if (absl::Status fits = CheckFieldsFitSource(config.dataset(), **source, config.fields()); !fits.ok()) {
     metrics_->rejected_sessions->Increment();

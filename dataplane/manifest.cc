@@ -76,6 +76,10 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   for (const json& f : Array(j, "failed")) {
     m.failed.push_back({Int(f, "index"), String(f, "path"), String(f, "reason")});
   }
+  if (j.contains("fields")) {  // absent in datasets made before fields were stored
+    m.stores_fields = true;
+    m.fields = Strings(j, "fields");
+  }
   return m;
 }
 
@@ -101,6 +105,7 @@ std::string Manifest::ToJson() const {
   for (const Failed& f : failed) failed_list.push_back({{"index", f.index}, {"path", f.path}, {"reason", f.reason}});
   j["failed"] = std::move(failed_list);
   j["created"] = created;
+  if (stores_fields) j["fields"] = fields;
   // Invalid UTF-8 in a path or reason is replaced, never a throw.
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }

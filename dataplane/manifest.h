@@ -47,6 +47,11 @@ struct Manifest {
   std::vector<Shard> shards;
   std::vector<Failed> failed;
   std::string created;  // RFC 3339, for people
+  // Whether the shards carry the source samples' other members (fields)
+  // beside the pixels, with their checksums (stored_sample.h); datasets made
+  // before fields were stored do not. `fields`: the extensions found, sorted.
+  bool stores_fields = false;
+  std::vector<std::string> fields;
 
   std::string ToJson() const;
 };

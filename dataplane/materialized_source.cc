@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/pipeline_text.h"
 #include "nlohmann/json.hpp"
 #include "dataplane/dataset.h"
@@ -118,6 +119,32 @@ absl::StatusOr<std::string> MaterializedSource::Read(int64_t index) const {
                                     ": the shard was changed after it was made"));
   }
   return bytes;
+}
+
+absl::StatusOr<std::string> MaterializedSource::ReadField(int64_t index, const std::vector<std::string>& extensions,
+                                                          std::string* which, int64_t max_bytes) const {
+  if (!manifest_.stores_fields) return SampleSource::ReadField(index, extensions, which, max_bytes);
+  std::string ext;
+  absl::StatusOr<std::string> bytes = shards_->ReadField(index, extensions, &ext, max_bytes);
+  if (which != nullptr) *which = ext;
+  if (!bytes.ok() || !IsStorableField(ext, manifest_.format)) return bytes;  // the label, or a missing field
+  absl::StatusOr<std::string> sums = shards_->ReadField(index, {kStoredFieldsChecksumField}, nullptr);
+  if (!sums.ok()) {
+    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(Describe(index), ".", ext, " has no checksum (no .",
+                                                             kStoredFieldsChecksumField, " member)"));
+  }
+  const std::string actual = StoredChecksum(*bytes);
+  for (absl::string_view line : absl::StrSplit(*sums, '\n', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+    if (parts.first != ext) continue;
+    if (absl::StripAsciiWhitespace(parts.second) == actual) return bytes;
+    return DecodeError(DecodeFailure::kCorrupt,
+                       absl::StrCat(Describe(index), ".", ext, " has checksum ", actual, ", the shard says ",
+                                    absl::CHexEscape(parts.second.substr(0, 32)),
+                                    ": the shard was changed after it was made"));
+  }
+  return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(Describe(index), ".", ext, " has no checksum in its .",
+                                                           kStoredFieldsChecksumField, " member"));
 }
 
 }  // namespace stoker

@@ -40,6 +40,12 @@ class MaterializedSource final : public SampleSource {
   absl::StatusOr<std::string> Read(int64_t index) const override;
   const std::string& fingerprint() const override { return fingerprint_; }
   const StoredForm* stored() const override { return &stored_; }
+  // Datasets made since fields are stored carry each source sample's other
+  // members beside the pixels; ReadField checks each against its checksum
+  // (KEY.fields.xxh3): a mismatch or a member without one is corrupt.
+  bool has_members() const override { return manifest_.stores_fields; }
+  absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
+                                        std::string* which, int64_t max_bytes = 0) const override;
 
   const Manifest& manifest() const { return manifest_; }
   // Whether the shards carry per-sample checksums (made since they exist).

@@ -62,6 +62,10 @@ class SampleSource {
   // before it is read.
   virtual absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
                                                 std::string* which, int64_t max_bytes = 0) const;
+  // The extensions of the sample's members other than its image and its
+  // label (.cls), in the sample's order: what a materialised copy stores
+  // beside the pixels. Empty for sources without members.
+  virtual std::vector<std::string> FieldMembers(int64_t index) const { return {}; }
   // Samples without a class label (label() gives 0 for them).
   virtual int64_t unlabeled_samples() const { return 0; }
 

@@ -57,6 +57,21 @@ absl::StatusOr<std::string> MakeStoredSample(const Pipeline& prefix, const Store
   }
 }
 
+absl::StatusOr<std::vector<StoredField>> ReadStoredFields(const SampleSource& source, int64_t index,
+                                                          const StoredFormat& format, std::atomic<int64_t>* dropped) {
+  std::vector<StoredField> fields;
+  for (std::string& ext : source.FieldMembers(index)) {
+    if (!IsStorableField(ext, format)) {
+      if (dropped != nullptr) dropped->fetch_add(1);
+      continue;
+    }
+    absl::StatusOr<std::string> bytes = source.ReadField(index, {ext}, nullptr);
+    if (!bytes.ok()) return bytes.status();
+    fields.push_back({std::move(ext), *std::move(bytes)});
+  }
+  return fields;
+}
+
 int64_t EstimatedStoredBytes(const Pipeline& prefix) {
   int64_t pixels = int64_t{1024} * 768;
   for (const v1::Op& op : prefix.ops()) {

@@ -5,6 +5,7 @@
 #ifndef STOKER_DATAPLANE_STORE_OUTPUT_H_
 #define STOKER_DATAPLANE_STORE_OUTPUT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/sample_source.h"
 #include "dataplane/stored_sample.h"
 
 namespace stoker {
@@ -29,6 +31,14 @@ absl::StatusOr<Pipeline> StorePipeline(const v1::SessionConfig& config, StoredFo
 // DecodeFailure (image_decoder.h). times->augment includes the encoding.
 absl::StatusOr<std::string> MakeStoredSample(const Pipeline& prefix, const StoredFormat& format,
                                              absl::string_view encoded, int64_t max_pixels, SampleTimes* times);
+
+// The sample's fields as a materialised copy stores them: each member
+// source.FieldMembers names whose extension IsStorableField allows, read
+// whole, in the sample's order. A member that cannot be read fails the
+// sample (the error names it); members with reserved names are left out
+// and counted in *dropped (may be null).
+absl::StatusOr<std::vector<StoredField>> ReadStoredFields(const SampleSource& source, int64_t index,
+                                                          const StoredFormat& format, std::atomic<int64_t>* dropped);
 
 // A guess at one stored sample's bytes, for the server's in-flight budget
 // (the real size is known only once made): exact after a center_crop, a 4:3

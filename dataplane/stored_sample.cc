@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -276,6 +277,93 @@ absl::StatusOr<std::string> Decompress(absl::string_view bytes, StoredCompressio
 
 std::string StoredChecksum(absl::string_view stored_bytes) {
   return absl::StrFormat("%016x", XXH3_64bits(stored_bytes.data(), stored_bytes.size()));
+}
+
+std::string StoredFieldsChecksums(const std::vector<StoredField>& fields) {
+  std::string text;
+  for (const StoredField& f : fields) absl::StrAppend(&text, f.extension, " ", StoredChecksum(f.bytes), "\n");
+  return text;
+}
+
+bool IsStorableField(absl::string_view extension, const StoredFormat& format) {
+  return !extension.empty() && extension != format.Field() && extension != "cls" &&
+         extension != kStoredChecksumField && !absl::EndsWith(extension, ".xxh3");
+}
+
+namespace {
+
+constexpr absl::string_view kRecordMagic = "STKF1\n";
+
+void AppendLE(std::string* out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+bool TakeLE(absl::string_view* in, int bytes, uint64_t* value) {
+  if (in->size() < static_cast<size_t>(bytes)) return false;
+  *value = 0;
+  for (int i = 0; i < bytes; ++i) *value |= uint64_t{static_cast<unsigned char>((*in)[i])} << (8 * i);
+  in->remove_prefix(static_cast<size_t>(bytes));
+  return true;
+}
+
+void AppendPart(std::string* out, absl::string_view extension, absl::string_view bytes) {
+  AppendLE(out, extension.size(), 4);
+  out->append(extension.data(), extension.size());
+  AppendLE(out, bytes.size(), 8);
+  out->append(bytes.data(), bytes.size());
+}
+
+}  // namespace
+
+std::string PackStoredRecord(absl::string_view image, const std::vector<StoredField>& fields) {
+  size_t total = kRecordMagic.size() + 12 + image.size();
+  for (const StoredField& f : fields) total += 12 + f.extension.size() + f.bytes.size();
+  std::string out;
+  out.reserve(total);
+  out.append(kRecordMagic.data(), kRecordMagic.size());
+  AppendPart(&out, "", image);
+  for (const StoredField& f : fields) AppendPart(&out, f.extension, f.bytes);
+  return out;
+}
+
+absl::Status UnpackStoredRecord(absl::string_view packed, size_t max_parts, std::string* image,
+                                std::vector<StoredField>* fields) {
+  if (!absl::StartsWith(packed, kRecordMagic)) {
+    return absl::DataLossError("a stored record without its header: the server sent a bare sample (a server older "
+                               "than this tool, which does not send fields?)");
+  }
+  packed.remove_prefix(kRecordMagic.size());
+  fields->clear();
+  bool first = true;
+  while (!packed.empty()) {
+    if (fields->size() + 1 > max_parts) {
+      return absl::DataLossError(absl::StrCat("a stored record of more than ", max_parts, " parts"));
+    }
+    uint64_t name_size = 0, size = 0;
+    if (!TakeLE(&packed, 4, &name_size) || name_size > packed.size()) {
+      return absl::DataLossError("a stored record's part name runs past its end");
+    }
+    const absl::string_view name = packed.substr(0, static_cast<size_t>(name_size));
+    packed.remove_prefix(static_cast<size_t>(name_size));
+    if (!TakeLE(&packed, 8, &size) || size > packed.size()) {
+      return absl::DataLossError(absl::StrCat("a stored record's part '", absl::CHexEscape(name.substr(0, 64)),
+                                              "' runs past its end"));
+    }
+    const absl::string_view bytes = packed.substr(0, static_cast<size_t>(size));
+    packed.remove_prefix(static_cast<size_t>(size));
+    if (first != name.empty()) {
+      return absl::DataLossError(first ? "a stored record that does not begin with its image"
+                                       : "a stored record with a second image or a field without a name");
+    }
+    if (first) {
+      image->assign(bytes.data(), bytes.size());
+      first = false;
+    } else {
+      fields->push_back({std::string(name), std::string(bytes)});
+    }
+  }
+  if (first) return absl::DataLossError("a stored record without its image");
+  return absl::OkStatus();
 }
 
 }  // namespace stoker

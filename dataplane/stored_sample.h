@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -64,6 +65,33 @@ absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixel
 // (docs/materialize.md); datasets made before it have no such members.
 inline constexpr char kStoredChecksumField[] = "xxh3";
 std::string StoredChecksum(absl::string_view stored_bytes);
+
+// A sample's other members (captions, json, ...; WebDataset fields) travel
+// into a materialised dataset as they were, beside the stored pixels, under
+// their own extensions. Their checksums are one member KEY.fields.xxh3: a
+// line "EXT HASH" per member, in the sample's order, HASH as
+// StoredChecksum. Load-bearing (docs/materialize.md).
+inline constexpr char kStoredFieldsChecksumField[] = "fields.xxh3";
+struct StoredField {
+  std::string extension;  // e.g. "txt", "json"
+  std::string bytes;
+};
+std::string StoredFieldsChecksums(const std::vector<StoredField>& fields);
+// Whether a source member's extension can be stored beside the pixels: not
+// the stored image's, the label's (cls) or a checksum's (xxh3, *.xxh3),
+// which the materialised dataset writes itself.
+bool IsStorableField(absl::string_view extension, const StoredFormat& format);
+
+// A stored sample with its fields as one string, for the wire between a
+// materialising session (SessionConfig.store.fields) and stoker-materialize:
+// "STKF1\n", then per part a u32 extension length, the extension, a u64
+// length and the bytes (little-endian); the stored image first, with the
+// empty extension. Pure functions.
+std::string PackStoredRecord(absl::string_view image, const std::vector<StoredField>& fields);
+// DATA_LOSS naming what is wrong: no magic, a length past the end, more than
+// `max_parts` parts, an image part missing or not first.
+absl::Status UnpackStoredRecord(absl::string_view packed, size_t max_parts, std::string* image,
+                                std::vector<StoredField>* fields);
 
 }  // namespace stoker
 

@@ -3,6 +3,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "dataplane/image_decoder.h"
 #include "tests/testdata/image_set.h"
@@ -171,6 +172,47 @@ TEST(StoredSampleTest, DamagedFramesAndArraysAreDataLossNamingTheProblem) {
         << c.name;
     EXPECT_NE(parsed.status().message().find(c.fragment), std::string::npos) << c.name << ": " << parsed.status();
   }
+}
+
+TEST(StoredSampleTest, ARecordWithFieldsRoundTripsAndDamageIsDataLossNamingIt) {
+  const std::vector<StoredField> fields = {{"txt", "a caption"}, {"json", "{\"a\": 1}"}, {"empty", ""}};
+  const std::string packed = PackStoredRecord(std::string("\0pixels\0", 8), fields);
+  std::string image;
+  std::vector<StoredField> got;
+  ASSERT_TRUE(UnpackStoredRecord(packed, 8, &image, &got).ok());
+  EXPECT_EQ(image, std::string("\0pixels\0", 8));
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].extension, fields[i].extension);
+    EXPECT_EQ(got[i].bytes, fields[i].bytes);
+  }
+  // Every cut short is refused, never read past its end.
+  for (size_t n = 0; n < packed.size(); ++n) {
+    const absl::Status s = UnpackStoredRecord(packed.substr(0, n), 8, &image, &got);
+    if (n == 26 || n == 50 || n == 74) continue;  // whole parts (magic 6, then 12 + name + bytes each): valid
+    EXPECT_TRUE(absl::IsDataLoss(s)) << n << ": " << s;
+  }
+  const absl::Status bare = UnpackStoredRecord("\x93NUMPY", 8, &image, &got);
+  EXPECT_NE(bare.message().find("without its header"), std::string::npos) << bare;
+  const absl::Status many = UnpackStoredRecord(packed, 2, &image, &got);
+  EXPECT_NE(many.message().find("more than 2 parts"), std::string::npos) << many;
+  const absl::Status no_image = UnpackStoredRecord(PackStoredRecord("", {}).substr(0, 6) + packed.substr(26), 8,
+                                                   &image, &got);
+  EXPECT_NE(no_image.message().find("does not begin with its image"), std::string::npos) << no_image;
+  // A record without fields is the image alone.
+  ASSERT_TRUE(UnpackStoredRecord(PackStoredRecord("px", {}), 8, &image, &got).ok());
+  EXPECT_EQ(image, "px");
+  EXPECT_TRUE(got.empty());
+}
+
+TEST(StoredSampleTest, OnlyTheDatasetsOwnMemberNamesAreReserved) {
+  const StoredFormat format = *ParseStoredFormat("raw", "zstd");
+  for (const char* ext : {"txt", "json", "jpg", "npy", "seg.png"}) EXPECT_TRUE(IsStorableField(ext, format)) << ext;
+  for (const char* ext : {"npy.zst", "cls", "xxh3", "fields.xxh3", "txt.xxh3", ""}) {
+    EXPECT_FALSE(IsStorableField(ext, format)) << ext;
+  }
+  EXPECT_EQ(StoredFieldsChecksums({{"txt", "abc"}, {"json", ""}}),
+            absl::StrCat("txt ", StoredChecksum("abc"), "\njson ", StoredChecksum(""), "\n"));
 }
 
 }  // namespace

@@ -513,6 +513,17 @@ absl::StatusOr<std::string> TarShardSource::ReadField(int64_t index, const std::
                                   absl::StrJoin(present, ", "), ")"));
 }
 
+std::vector<std::string> TarShardSource::FieldMembers(int64_t index) const {
+  const Sample& s = samples_[index];
+  std::vector<std::string> names;
+  for (const Member& m : s.members) {
+    const std::string& ext = extension_names_[static_cast<size_t>(m.extension)];
+    if (m.offset == s.offset || ext == "cls") continue;  // the image and the label
+    names.push_back(ext);
+  }
+  return names;
+}
+
 absl::StatusOr<std::string> TarShardSource::ReadRange(int64_t index, const std::string& ext, int64_t offset,
                                                       int64_t size) const {
   const std::string where = ext.empty() ? Describe(index) : absl::StrCat(Describe(index), ".", ext);

@@ -91,6 +91,7 @@ class TarShardSource final : public SampleSource {
   bool has_members() const override { return true; }
   absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
                                         std::string* which, int64_t max_bytes = 0) const override;
+  std::vector<std::string> FieldMembers(int64_t index) const override;
   int64_t unlabeled_samples() const override { return unlabeled_; }
   // The member extensions present in the dataset, sorted (for messages).
   std::vector<std::string> extensions() const { return extension_names_; }

@@ -10,6 +10,7 @@
 #include <exception>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -37,13 +38,18 @@ constexpr char kProgressDir[] = "progress";    // one record per finished shard
 constexpr int kEstimateSamples = 8;            // made to size shards before the run
 
 // What OUT.partial/job.json records; a resumed run must have the same.
+// How a sample's fields are stored: 0 (absent in the record) for runs made
+// before fields were stored, whose shards hold the pixels alone.
+constexpr int64_t kStoredFieldsVersion = 1;
+
 struct Job {
   std::string source_fingerprint, prefix, format;
   int64_t samples = 0, shard_samples = 0;
+  int64_t stored_fields = kStoredFieldsVersion;
 
   json ToJson() const {
     return {{"source_fingerprint", source_fingerprint}, {"prefix", prefix}, {"format", format},
-            {"samples", samples}, {"shard_samples", shard_samples}};
+            {"samples", samples}, {"shard_samples", shard_samples}, {"stored_fields", stored_fields}};
   }
   // The first setting that differs from `other`, or "".
   std::string Differs(const Job& other) const {
@@ -54,6 +60,10 @@ struct Job {
     if (prefix != other.prefix) return absl::StrCat("--prefix ('", other.prefix, "' then, '", prefix, "' now)");
     if (format != other.format) return absl::StrCat("the format (", other.format, " then, ", format, " now)");
     if (samples != other.samples) return absl::StrCat("the sample count (", other.samples, " then, ", samples, " now)");
+    if (stored_fields != other.stored_fields) {
+      return absl::StrCat("the tool's version (its shards ", other.stored_fields == 0 ? "hold no fields" : "differ",
+                          "; this one stores each sample's fields beside the pixels)");
+    }
     return "";
   }
 };
@@ -98,12 +108,13 @@ struct ShardRecord {
   Manifest::Shard shard;
   int64_t begin = 0, end = 0;  // source indices [begin, end)
   std::vector<Manifest::Failed> failed;
+  std::set<std::string> fields;  // the extensions of the fields stored
 
   json ToJson() const {
     json failures = json::array();
     for (const auto& f : failed) failures.push_back({{"index", f.index}, {"path", f.path}, {"reason", f.reason}});
     return {{"name", shard.name}, {"samples", shard.samples}, {"bytes", shard.bytes}, {"checksum", shard.checksum},
-            {"begin", begin}, {"end", end}, {"failed", failures}};
+            {"begin", begin}, {"end", end}, {"failed", failures}, {"fields", fields}};
   }
   static std::optional<ShardRecord> FromJson(const json& j) {
     try {
@@ -116,6 +127,7 @@ struct ShardRecord {
       for (const json& f : json_fields::Array(j, "failed")) {
         r.failed.push_back({Int(f, "index"), String(f, "path"), String(f, "reason")});
       }
+      for (std::string& f : json_fields::Strings(j, "fields")) r.fields.insert(std::move(f));
       return r;
     } catch (const std::exception&) {
       return std::nullopt;
@@ -150,7 +162,8 @@ class Run {
   std::optional<Manifest> FinishedManifest() const;
   absl::StatusOr<int64_t> EstimateShardSamples();
   std::optional<ShardRecord> LoadRecord(int64_t shard) const;
-  absl::StatusOr<std::string> MakeSample(int64_t index) const;
+  // The sample with its fields, or why it failed.
+  MadeSample MakeSample(int64_t index);
   // A shard being written: opened, each of its samples added in order, closed.
   struct Building {
     ShardRecord record;
@@ -158,8 +171,7 @@ class Run {
     ShardWriter writer;
   };
   absl::Status OpenShard(int64_t shard, Building* b);
-  absl::Status AddToShard(Building& b, int64_t index, int32_t label, const absl::StatusOr<std::string>& sample,
-                          const std::string& path);
+  absl::Status AddToShard(Building& b, const MadeSample& sample);
   absl::Status CloseShard(int64_t shard, Building& b);
   absl::Status MakeShard(int64_t shard);
   // Remote: samples per request, dividing shard_samples_ unless one shard holds all.
@@ -202,6 +214,7 @@ class Run {
   std::atomic<size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> done_{0}, failed_{0}, stored_bytes_{0};
+  std::atomic<int64_t> dropped_fields_{0};  // source members whose names the stored dataset reserves
   absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
@@ -212,32 +225,49 @@ Job Run::ThisJob(int64_t shard_samples) const {
           shard_samples};
 }
 
-absl::StatusOr<std::string> Run::MakeSample(int64_t index) const {
+MadeSample Run::MakeSample(int64_t index) {
   if (config_.test_sample_delay > absl::ZeroDuration()) absl::SleepFor(config_.test_sample_delay);
-  absl::StatusOr<std::string> bytes;
-  try {
-    bytes = source_->Read(index);
-  } catch (const std::exception& e) {  // e.g. bad_alloc: this sample's failure
-    return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
+  MadeSample m;
+  m.index = index;
+  m.label = source_->label(index);
+  m.stored = [&]() -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::string> bytes;
+    try {
+      bytes = source_->Read(index);
+      if (bytes.ok()) {
+        absl::StatusOr<std::vector<StoredField>> fields =
+            ReadStoredFields(*source_, index, config_.format, &dropped_fields_);
+        if (!fields.ok()) return fields.status();
+        m.fields = *std::move(fields);
+      }
+    } catch (const std::exception& e) {  // e.g. bad_alloc: this sample's failure
+      return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
+    }
+    if (!bytes.ok()) return bytes.status();
+    SampleTimes times;
+    return MakeStoredSample(prefix_, config_.format, *bytes, config_.max_pixels, &times);
+  }();
+  if (!m.stored.ok()) {
+    m.fields.clear();
+    m.path = source_->Describe(index);
   }
-  if (!bytes.ok()) return bytes.status();
-  SampleTimes times;
-  return MakeStoredSample(prefix_, config_.format, *bytes, config_.max_pixels, &times);
+  return m;
 }
 
 absl::StatusOr<int64_t> Run::EstimateShardSamples() {
   if (config_.shard_samples > 0) return std::min(config_.shard_samples, size_);
   const int64_t n = size_;
   int64_t made = 0, bytes = 0;
-  auto count = [&](const absl::StatusOr<std::string>& sample) {
-    if (!sample.ok()) return;
+  auto count = [&](const MadeSample& sample) {
+    if (!sample.stored.ok()) return;
     ++made;
-    bytes += static_cast<int64_t>(sample->size()) + 2048;  // two tar headers and padding
+    bytes += static_cast<int64_t>(sample.stored->size()) + 2048;  // two tar headers and padding
+    for (const StoredField& f : sample.fields) bytes += static_cast<int64_t>(f.bytes.size()) + 1024;
   };
   const int64_t batch = std::clamp<int64_t>(config_.batch_size, 1, n);
   if (remote_) {  // the first batch, made by the servers
     absl::Status s = remote_->Make(batch, {0}, [&](MadeSample m) {
-      count(m.stored);
+      count(m);
       return absl::OkStatus();
     }, config_.cancel);
     if (!s.ok()) return s;
@@ -264,7 +294,7 @@ absl::Status Run::PrepareWorkDir() {
       using json_fields::Int;
       using json_fields::String;
       old = Job{String(*j, "source_fingerprint"), String(*j, "prefix"), String(*j, "format"), Int(*j, "samples"),
-                Int(*j, "shard_samples")};
+                Int(*j, "shard_samples"), j->value("stored_fields", int64_t{0})};
       if (old->shard_samples < 1) throw std::invalid_argument("\"shard_samples\" is not positive");
     } catch (const std::exception& e) {  // never wipe finished shards on a settings file we cannot read
       return absl::FailedPreconditionError(absl::StrCat("cannot read the interrupted run's settings in ",
@@ -340,21 +370,29 @@ absl::Status Run::OpenShard(int64_t shard, Building* b) {
   return b->writer.Open(b->tmp);
 }
 
-absl::Status Run::AddToShard(Building& b, int64_t index, int32_t label, const absl::StatusOr<std::string>& sample,
-                             const std::string& path) {
+absl::Status Run::AddToShard(Building& b, const MadeSample& m) {
   ShardRecord& r = b.record;
   done_.fetch_add(1);
-  if (!sample.ok()) {
-    r.failed.push_back({index, path, std::string(sample.status().message())});
+  if (!m.stored.ok()) {
+    r.failed.push_back({m.index, m.path, std::string(m.stored.status().message())});
     failed_.fetch_add(1);
     return absl::OkStatus();
   }
-  const std::string key = absl::StrFormat("%09d", index);
-  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", config_.format.Field()), *sample); !s.ok()) return s;
-  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".cls"), std::to_string(label)); !s.ok()) return s;
+  const std::string key = absl::StrFormat("%09d", m.index);
+  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", config_.format.Field()), *m.stored); !s.ok()) return s;
+  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".cls"), std::to_string(m.label)); !s.ok()) return s;
   // Checked by the server on every read (a shard changed in place fails its samples as corrupt).
-  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", kStoredChecksumField), StoredChecksum(*sample)); !s.ok()) {
+  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", kStoredChecksumField), StoredChecksum(*m.stored));
+      !s.ok()) {
     return s;
+  }
+  for (const StoredField& f : m.fields) {
+    if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", f.extension), f.bytes); !s.ok()) return s;
+    r.fields.insert(f.extension);
+  }
+  if (!m.fields.empty()) {
+    const std::string sums = StoredFieldsChecksums(m.fields);
+    if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", kStoredFieldsChecksumField), sums); !s.ok()) return s;
   }
   ++r.shard.samples;
   return absl::OkStatus();
@@ -386,9 +424,7 @@ absl::Status Run::MakeShard(int64_t shard) {
   if (absl::Status s = OpenShard(shard, &b); !s.ok()) return s;
   for (int64_t i = b.record.begin; i < b.record.end; ++i) {
     if (stop_.load() || Cancelled()) return absl::CancelledError("stopped");
-    absl::StatusOr<std::string> sample = MakeSample(i);
-    const std::string path = sample.ok() ? std::string() : source_->Describe(i);
-    if (absl::Status s = AddToShard(b, i, source_->label(i), sample, path); !s.ok()) return s;
+    if (absl::Status s = AddToShard(b, MakeSample(i)); !s.ok()) return s;
   }
   return CloseShard(shard, b);
 }
@@ -432,7 +468,7 @@ absl::Status Run::RunRemote(const ProgressFn& progress) {
                                               " was due; nothing of ", ShardName(shard), " was kept"));
     }
     ++expected;
-    if (absl::Status s = AddToShard(*building, m.index, m.label, m.stored, m.path); !s.ok()) return s;
+    if (absl::Status s = AddToShard(*building, m); !s.ok()) return s;
     if (expected == building->record.end) {
       if (absl::Status s = CloseShard(shard, *building); !s.ok()) return s;
       building.reset();
@@ -511,11 +547,15 @@ absl::StatusOr<Manifest> Run::WriteManifest() {
   m.format = config_.format;
   m.class_names = class_names_;
   m.created = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  m.stores_fields = true;
+  std::set<std::string> fields;
   for (const ShardRecord& r : records_) {
     m.shards.push_back(r.shard);
     m.samples += r.shard.samples;
     m.failed.insert(m.failed.end(), r.failed.begin(), r.failed.end());
+    fields.insert(r.fields.begin(), r.fields.end());
   }
+  m.fields.assign(fields.begin(), fields.end());
   if (absl::Status s = WriteFileDurably(work_ / kManifestFileName, m.ToJson()); !s.ok()) return s;
   return m;
 }
@@ -603,6 +643,10 @@ absl::Status Run::RunWorkers(const ProgressFn& progress) {
   for (std::thread& t : threads) t.join();
   if (!error.ok()) return error;
   if (Cancelled()) return CancelledError();
+  if (const int64_t dropped = dropped_fields_.load(); dropped > 0) {
+    LOG(WARNING) << dropped << " source members were left out: their names (" << config_.format.Field()
+                 << ", cls, xxh3, *.xxh3) are the stored dataset's own; rename them in the source to keep them";
+  }
   Report(progress, true);
   return absl::OkStatus();
 }

@@ -35,6 +35,9 @@ struct MadeSample {
   int64_t index = 0;
   int32_t label = 0;
   absl::StatusOr<std::string> stored;
+  // The source sample's other members (WebDataset fields), stored beside
+  // the pixels under their own extensions.
+  std::vector<StoredField> fields;
   std::string path;  // names the sample (file, or shard:member) when it failed
 };
 
@@ -58,7 +61,8 @@ class RemoteMaker {
                             const std::function<absl::Status(MadeSample)>& sink, const std::atomic<bool>* cancel) = 0;
 };
 
-// Opens the session for (dataset, prefix, format) on the servers; their
+// Opens the session for (dataset, prefix, format) on the servers, asking
+// for each sample's fields (StoredOutput.fields); their
 // refusals (a random op, a bad format, an unknown or materialised dataset)
 // come back as they are.
 using ConnectRemote = std::function<absl::StatusOr<std::unique_ptr<RemoteMaker>>(

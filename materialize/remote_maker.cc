@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/stoker_client.h"
+#include "dataplane/stored_sample.h"
+#include "dataplane/tar_shards.h"
 
 namespace stoker {
 namespace {
@@ -81,7 +83,13 @@ class ServerMaker final : public RemoteMaker {
         return absl::DataLossError(absl::StrCat("server ", batch.server, " sent sample ", m.index,
                                                 " empty without saying why"));
       } else {
-        m.stored = std::string(reinterpret_cast<const char*>(batch.data.data()) + offset, size);
+        const absl::string_view packed(reinterpret_cast<const char*>(batch.data.data()) + offset, size);
+        std::string image;
+        if (absl::Status s = UnpackStoredRecord(packed, 1 + kMaxMembersPerSample, &image, &m.fields); !s.ok()) {
+          return absl::DataLossError(absl::StrCat("server ", batch.server, " sent sample ", m.index, " as ",
+                                                  s.message()));
+        }
+        m.stored = std::move(image);
       }
       offset += size;
       if (absl::Status s = sink(std::move(m)); !s.ok()) return s;
@@ -117,6 +125,7 @@ ConnectRemote RemoteOnServers(RemoteOptions options) {
     s.set_bad_sample_policy(v1::SKIP);  // a failed sample is left out and listed
     s.mutable_store()->set_format(format.EncodingText());
     s.mutable_store()->set_compression(format.CompressionText());
+    s.mutable_store()->set_fields(true);
     auto maker = std::make_unique<ServerMaker>(std::move(config));
     if (absl::Status st = maker->Open(); !st.ok()) return st;
     return std::unique_ptr<RemoteMaker>(std::move(maker));

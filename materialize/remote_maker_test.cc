@@ -17,6 +17,7 @@
 #include "dataplane/batch_session.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
+#include "tests/testdata/tar_writer.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -129,6 +130,31 @@ TEST_F(RemoteMakerTest, ReEncodedJpegShardsEqualLocalOnesToo) {
   absl::StatusOr<MaterializeReport> remote = Materialize(config);
   ASSERT_TRUE(remote.ok()) << remote.status();
   ExpectSameOutput(*local, *remote);
+}
+
+TEST_F(RemoteMakerTest, TheFieldsOfWebDatasetSamplesAreStoredAsLocalWorkersStoreThem) {
+  std::vector<std::pair<std::string, std::string>> members;
+  for (int i = 0; i < 7; ++i) {
+    const std::string key = "s" + std::to_string(i);
+    members.push_back({key + ".jpg", testing::EncodeJpeg(testing::SyntheticImage(50, 60, static_cast<uint64_t>(i)), 90)});
+    members.push_back({key + ".cls", std::to_string(i % 2)});
+    if (i != 2) members.push_back({key + ".txt", "caption " + key});
+    members.push_back({key + ".json", "{\"i\": " + std::to_string(i) + "}"});
+    if (i == 4) members.push_back({key + ".xxh3", "reserved: left out on both"});
+  }
+  root_.Write("wds/a-000000.tar", testing::TarArchive(members));
+  MaterializeConfig config = Config("local");
+  config.dataset = "wds";
+  absl::StatusOr<MaterializeReport> local = Materialize(config);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->manifest.fields, (std::vector<std::string>{"json", "txt"}));
+  Server a = StartServer(root_.path(), 0);
+  config.out = root_.path() / "remote";
+  config.remote = On({a.address});
+  absl::StatusOr<MaterializeReport> remote = Materialize(config);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  ExpectSameOutput(*local, *remote);
+  EXPECT_EQ(remote->manifest.fields, local->manifest.fields);
 }
 
 TEST_F(RemoteMakerTest, ShardsSizedFromTheServersFirstBatchHoldWholeBatches) {

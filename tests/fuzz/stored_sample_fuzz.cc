@@ -1,5 +1,6 @@
 // A materialised dataset's untrusted bytes: the first byte picks the reader
-// (a .npy array, a zstd or lz4 frame, a manifest), the rest is its input.
+// (a .npy array, a zstd or lz4 frame, a manifest; 0xF0: a stored record as a
+// server sends it to stoker-materialize), the rest is its input.
 // Each must give an image, bytes or an error, within its limits, never a crash.
 #include <cstdint>
 #include <string>
@@ -11,6 +12,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
   constexpr int64_t kMaxBytes = 1 << 20;
+  if (data[0] == 0xF0) {  // a record that unpacks is the one packing its parts gives
+    std::string image;
+    std::vector<stoker::StoredField> fields;
+    if (stoker::UnpackStoredRecord(input, 8, &image, &fields).ok() &&
+        (fields.size() > 7 || stoker::PackStoredRecord(image, fields) != input)) {
+      __builtin_trap();
+    }
+    return 0;
+  }
   switch (data[0] % 4) {
     case 0: {
       absl::StatusOr<cv::Mat> image = stoker::ParseNpyImage(input, 1 << 16);
