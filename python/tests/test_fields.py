@@ -8,6 +8,7 @@ sentencepiece for the same model, and bad fields are clear errors."""
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 
@@ -263,3 +264,37 @@ def test_captions_tokenised_on_the_server_equal_sentencepiece(wds_root, wds_serv
         fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt"}, tokenizer="clip/train-000000.tar")
     with pytest.raises(stoker.NotFound, match="tokenizer 'nope.model' not found"):
         fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt"}, tokenizer="nope.model")
+
+
+def test_a_materialised_copy_serves_the_sources_fields_and_webdataset_reads_them(wds_root, tmp_path):
+    wds = _require_webdataset()
+    from conftest import BUILD
+
+    out = os.path.join(str(tmp_path), "pairs-r40")
+    tool = os.path.join(BUILD, "materialize", "stoker-materialize")
+    subprocess.run([tool, f"--data-root={wds_root}", "--dataset=pairs", "--prefix=resize(40)", "--format=raw",
+                    "--compression=none", f"--out={out}", "--local-workers=1", "--progress=log"],
+                   check=True, capture_output=True, timeout=120)
+    with open(os.path.join(out, "manifest.json")) as f:
+        assert json.load(f)["fields"] == ["json", "tags", "txt"]
+    shutil.copytree(os.path.join(wds_root, "pairs"), os.path.join(str(tmp_path), "pairs"))
+    pipeline = "resize(40), " + SMALL
+    source = fields_loader(None, local_workers=1, data_root=str(tmp_path), pipeline=pipeline)
+    stored = fields_loader(None, local_workers=1, data_root=str(tmp_path), pipeline=pipeline, dataset="pairs-r40")
+    n = 0
+    for a, b in zip(source, stored):
+        assert a["caption"] == b["caption"] and a["meta"] == b["meta"]
+        assert a["label"].tolist() == b["label"].tolist()
+        assert a["image"].numpy().tobytes() == b["image"].numpy().tobytes()  # raw pixels: exact
+        n += len(a["caption"])
+    assert n == 40
+    # The webdataset library reads the stored captions beside the stored pixels, per source index.
+    expected = _members_by_index(os.path.join(wds_root, "pairs"))
+    shards = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".tar"))
+    seen = 0
+    for sample in wds.WebDataset(shards, shardshuffle=False):
+        i = int(sample["__key__"])
+        assert sample["txt"] == expected[i]["txt"] and sample["json"] == expected[i]["json"]
+        assert sample["npy"][:6] == b"\x93NUMPY"
+        seen += 1
+    assert seen == 40
