@@ -66,6 +66,20 @@ absl::StatusOr<std::vector<float>> ParseTriple(absl::string_view v) {
   return out;
 }
 
+absl::StatusOr<bool> ParseBool(absl::string_view v) {
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not true or false"));
+}
+
+Setter BoolSetter(void (*set)(v1::Op&, bool)) {
+  return [set](absl::string_view v, v1::Op& op) {
+    auto b = ParseBool(v);
+    if (b.ok()) set(op, *b);
+    return b.status();
+  };
+}
+
 Setter FloatSetter(void (*set)(v1::Op&, float)) {
   return [set](absl::string_view v, v1::Op& op) {
     auto f = ParseFloat(v);
@@ -77,8 +91,9 @@ Setter FloatSetter(void (*set)(v1::Op&, float)) {
 const std::map<std::string, OpSyntax>& Syntax() {
   static const auto* syntax = new std::map<std::string, OpSyntax>{
       {"random_resized_crop",
-       {{"size", "scale", "ratio", "interpolation"},
-        {{"interpolation",
+       {{"size", "scale", "ratio", "interpolation", "antialias"},
+        {{"antialias", BoolSetter([](v1::Op& op, bool b) { op.mutable_random_resized_crop()->set_antialias(b); })},
+         {"interpolation",
           [](absl::string_view v, v1::Op& op) {
             auto i = ParseInterpolation(v);
             if (i.ok()) op.mutable_random_resized_crop()->set_interpolation(*i);
@@ -115,8 +130,9 @@ const std::map<std::string, OpSyntax>& Syntax() {
             return i.status();
           }}}}},
       {"resize",
-       {{"size", "interpolation"},
-        {{"size",
+       {{"size", "interpolation", "antialias"},
+        {{"antialias", BoolSetter([](v1::Op& op, bool b) { op.mutable_resize()->set_antialias(b); })},
+         {"size",
           [](absl::string_view v, v1::Op& op) {
             auto i = ParseInt(v);
             if (i.ok()) op.mutable_resize()->set_shorter_side(*i);
@@ -156,8 +172,9 @@ const std::map<std::string, OpSyntax>& Syntax() {
        {{"p"},
         {{"p", FloatSetter([](v1::Op& op, float f) { op.mutable_random_vertical_flip()->set_p(f); })}}}},
       {"resize_pad",
-       {{"size", "interpolation"},
-        {{"size",
+       {{"size", "interpolation", "antialias"},
+        {{"antialias", BoolSetter([](v1::Op& op, bool b) { op.mutable_resize_pad()->set_antialias(b); })},
+         {"size",
           [](absl::string_view v, v1::Op& op) {
             auto i = ParseInt(v);
             if (i.ok()) op.mutable_resize_pad()->set_size(*i);
@@ -321,18 +338,22 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
         if (o.interpolation() != v1::BILINEAR) {
           absl::StrAppend(&text, ", interpolation=", InterpolationName(o.interpolation()));
         }
+        if (o.has_antialias() && !o.antialias()) absl::StrAppend(&text, ", antialias=false");
         parts.push_back(text + ")");
         break;
       }
       case v1::Op::kCenterCrop:
         parts.push_back(absl::StrFormat("center_crop(%d)", op.center_crop().size()));
         break;
-      case v1::Op::kResize:
-        parts.push_back(op.resize().interpolation() == v1::BILINEAR
-                            ? absl::StrFormat("resize(%d)", op.resize().shorter_side())
-                            : absl::StrFormat("resize(%d, interpolation=%s)", op.resize().shorter_side(),
-                                              InterpolationName(op.resize().interpolation())));
+      case v1::Op::kResize: {
+        std::string text = absl::StrFormat("resize(%d", op.resize().shorter_side());
+        if (op.resize().interpolation() != v1::BILINEAR) {
+          absl::StrAppend(&text, ", interpolation=", InterpolationName(op.resize().interpolation()));
+        }
+        if (op.resize().has_antialias() && !op.resize().antialias()) absl::StrAppend(&text, ", antialias=false");
+        parts.push_back(text + ")");
         break;
+      }
       case v1::Op::kColorJitter: {
         const auto& o = op.color_jitter();
         parts.push_back(absl::StrFormat("color_jitter(%g, %g, %g, %g)", o.brightness(), o.contrast(), o.saturation(),
@@ -354,12 +375,17 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
       case v1::Op::kRandomVerticalFlip:
         parts.push_back(absl::StrFormat("random_vertical_flip(%g)", op.random_vertical_flip().p()));
         break;
-      case v1::Op::kResizePad:
-        parts.push_back(op.resize_pad().interpolation() == v1::BILINEAR
-                            ? absl::StrFormat("resize_pad(%d)", op.resize_pad().size())
-                            : absl::StrFormat("resize_pad(%d, interpolation=%s)", op.resize_pad().size(),
-                                              InterpolationName(op.resize_pad().interpolation())));
+      case v1::Op::kResizePad: {
+        std::string text = absl::StrFormat("resize_pad(%d", op.resize_pad().size());
+        if (op.resize_pad().interpolation() != v1::BILINEAR) {
+          absl::StrAppend(&text, ", interpolation=", InterpolationName(op.resize_pad().interpolation()));
+        }
+        if (op.resize_pad().has_antialias() && !op.resize_pad().antialias()) {
+          absl::StrAppend(&text, ", antialias=false");
+        }
+        parts.push_back(text + ")");
         break;
+      }
       case v1::Op::kRandomIouCrop: {
         const auto& o = op.random_iou_crop();
         std::vector<std::string> args;  // only what is set: the server's defaults apply to the rest

@@ -74,6 +74,21 @@ TEST(PipelineTextTest, RoundTripsThroughText) {
   for (size_t i = 0; i < ops->size(); ++i) EXPECT_EQ((*again)[i].SerializeAsString(), (*ops)[i].SerializeAsString());
 }
 
+TEST(PipelineTextTest, AntialiasIsOnUnlessTurnedOffAndPrintsOnlyWhenOff) {
+  auto ops = ParsePipelineText(
+      "resize(256, antialias=false), random_resized_crop(224, antialias=0), resize_pad(64, antialias=false), "
+      "resize(128), random_resized_crop(32, antialias=true)");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_TRUE((*ops)[0].resize().has_antialias() && !(*ops)[0].resize().antialias());
+  EXPECT_TRUE((*ops)[1].random_resized_crop().has_antialias() && !(*ops)[1].random_resized_crop().antialias());
+  EXPECT_FALSE((*ops)[3].resize().has_antialias());  // the server fills in true
+  EXPECT_TRUE((*ops)[4].random_resized_crop().antialias());
+  EXPECT_EQ(PipelineToText(*ops),
+            "resize(256, antialias=false), random_resized_crop(224, antialias=false), resize_pad(64, antialias=false), "
+            "resize(128), random_resized_crop(32)");
+  EXPECT_FALSE(ParsePipelineText("resize(256, antialias=maybe)").ok());
+}
+
 // Found by the pipeline_text fuzzer: a normalize with only a mean printed
 // "std=", which did not parse back.
 TEST(PipelineTextTest, PartialNormalizePrintsBackToTextThatParses) {

@@ -38,6 +38,12 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   absl::StatusOr<std::vector<v1::Op>> prefix =
       prefix_text.empty() ? std::vector<v1::Op>{} : ParsePipelineText(prefix_text);  // empty: decoded pixels
   if (!prefix.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", prefix.status().message()));
+  if (version < 2) {  // made before resizes antialiased
+    for (v1::Op& op : *prefix) {
+      if (op.has_resize() && !op.resize().has_antialias()) op.mutable_resize()->set_antialias(false);
+      if (op.has_resize_pad() && !op.resize_pad().has_antialias()) op.mutable_resize_pad()->set_antialias(false);
+    }
+  }
   absl::StatusOr<Pipeline> checked = Pipeline::CreatePrefix(*prefix);
   if (!checked.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", checked.status().message()));
   m.prefix = checked->ops();

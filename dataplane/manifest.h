@@ -21,7 +21,9 @@ namespace stoker {
 // Load-bearing: the file name the server looks for, and the format version
 // it understands.
 inline constexpr char kManifestFileName[] = "manifest.json";
-inline constexpr int kManifestVersion = 1;
+// Version 2: resizes antialias unless the prefix says antialias=false; a
+// version-1 manifest's resizes were made without (and are read so).
+inline constexpr int kManifestVersion = 2;
 inline constexpr char kManifestKind[] = "stoker-materialized-dataset";
 
 struct Manifest {

@@ -9,6 +9,7 @@
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/detection_ops.h"
+#include "dataplane/resample.h"
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
 
@@ -70,6 +71,7 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
       if (o.scale_max() == 0) o.set_scale_max(1.0f);
       if (o.ratio_min() == 0) o.set_ratio_min(3.0f / 4.0f);
       if (o.ratio_max() == 0) o.set_ratio_max(4.0f / 3.0f);
+      if (!o.has_antialias()) o.set_antialias(true);
       if (auto s = CheckSide(where + ".random_resized_crop.size", o.size()); !s.ok()) return s;
       if (!(o.scale_min() > 0 && o.scale_min() <= o.scale_max() && o.scale_max() <= 1)) {
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -92,6 +94,7 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
       return absl::OkStatus();
     case v1::Op::kResize:
       fixed = false;
+      if (!op.resize().has_antialias()) op.mutable_resize()->set_antialias(true);
       return CheckSide(where + ".resize.shorter_side", op.resize().shorter_side());
     case v1::Op::kColorJitter: {
       const auto& o = op.color_jitter();
@@ -131,6 +134,7 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
       return absl::OkStatus();
     }
     case v1::Op::kResizePad:
+      if (!op.resize_pad().has_antialias()) op.mutable_resize_pad()->set_antialias(true);
       if (auto s = CheckSide(where + ".resize_pad.size", op.resize_pad().size()); !s.ok()) return s;
       fixed = true;
       h = w = op.resize_pad().size();
@@ -245,10 +249,16 @@ cv::Mat Pipeline::Normalized(const cv::Mat& rgb) const {
   return f;
 }
 
-int DctScaleFor(int crop, int out) {
+int DctScaleFor(int crop, int out, bool antialias) {
   // libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8 only; the
   // other M/8 use slow C code that costs more than the pixels they save
   // (measured with callgrind on the standard photo set).
+  //
+  // Not with antialias: a scaled IDCT is not the widened filter, and it put
+  // 3-5 % of the pixels more than 2 levels from PIL's antialiased resample
+  // even where 4x of the shrink was left to the filter (measured on the
+  // photo set; python/tests/test_antialias.py holds the bound).
+  if (antialias) return 8;
   for (int m : {1, 2, 4}) {
     if (int64_t{crop} * m >= int64_t{8} * out) return m;
   }
@@ -313,14 +323,15 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
     const auto& o = first.random_resized_crop();
     region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(),
                                   o.ratio_max(), rng);
-    scale = DctScaleFor(std::min(region.height, region.width), o.size());
+    scale = DctScaleFor(std::min(region.height, region.width), o.size(), o.antialias());
     next_op = first_op + 1;
   } else if (first.has_center_crop() && info->height >= first.center_crop().size() &&
              info->width >= first.center_crop().size()) {
     region = CenterCropBox(info->height, info->width, first.center_crop().size());
     next_op = first_op + 1;
   } else if (first.has_resize()) {
-    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side());
+    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side(),
+                        first.resize().antialias());
     next_op = first_op + 1;
   }
   absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
@@ -330,7 +341,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   if (geometry != nullptr && region.width > 0) geometry->Step(GeometryStep::Crop(region));
   if (first.has_random_resized_crop()) {
     const auto& o = first.random_resized_crop();
-    cv::resize(image, image, cv::Size(o.size(), o.size()), 0, 0, InterpolationFlag(o.interpolation()));
+    image = Resample(image, cv::Size(o.size(), o.size()), o.interpolation(), o.antialias());
     if (geometry != nullptr) geometry->Step(GeometryStep::Resize(o.size(), o.size()));
   } else if (first.has_resize()) {
     // The target size comes from the original dimensions, not the scaled ones.
@@ -339,7 +350,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
     }
     const cv::Size target = ShorterSideSize(info->height, info->width, first.resize().shorter_side());
     if (target != image.size()) {
-      cv::resize(image, image, target, 0, 0, InterpolationFlag(first.resize().interpolation()));
+      image = Resample(image, target, first.resize().interpolation(), first.resize().antialias());
     }
     if (geometry != nullptr) geometry->Step(GeometryStep::Resize(target.width, target.height));
   }
@@ -362,7 +373,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         const auto& o = op.random_resized_crop();
         const CropBox box = RandomResizedCropBox(image.rows, image.cols, o.scale_min(), o.scale_max(),
                                                  o.ratio_min(), o.ratio_max(), rng);
-        image = ResizedCrop(image, box, o.size(), o.interpolation());
+        image = ResizedCrop(image, box, o.size(), o.interpolation(), o.antialias());
         step(GeometryStep::Crop(box));
         step(GeometryStep::Resize(o.size(), o.size()));
         break;
@@ -375,7 +386,8 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         if (absl::Status s = CheckResize(image.rows, image.cols, op.resize().shorter_side(), max_pixels); !s.ok()) {
           return s;
         }
-        image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation());
+        image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation(),
+                                  op.resize().antialias());
         step(GeometryStep::Resize(image.cols, image.rows));
         break;
       }
@@ -396,9 +408,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         const auto& o = op.resize_pad();
         const cv::Size scaled = ResizePadSize(image.rows, image.cols, o.size());
         if (scaled != image.size()) {
-          cv::Mat out;
-          cv::resize(image, out, scaled, 0, 0, InterpolationFlag(o.interpolation()));
-          image = out;
+          image = Resample(image, scaled, o.interpolation(), o.antialias());
           step(GeometryStep::Resize(scaled.width, scaled.height));
         }
         const CropBox pad{0, 0, o.size(), o.size()};

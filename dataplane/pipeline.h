@@ -103,8 +103,8 @@ class Pipeline {
 // The DCT scale, in eighths, for shrinking a crop to an output: the smallest
 // of 1/8, 2/8, 4/8 such that `crop` x M / 8 still covers `out` pixels (the
 // resize after it never enlarges), else 8/8: shrinking starts when the crop
-// is at least twice the output.
-int DctScaleFor(int crop, int out);
+// is at least twice the output. Always 8/8 for an antialiased resize.
+int DctScaleFor(int crop, int out, bool antialias = false);
 
 }  // namespace stoker
 

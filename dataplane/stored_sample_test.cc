@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/manifest.h"
 #include "tests/testdata/image_set.h"
 
 namespace stoker {
@@ -213,6 +214,29 @@ TEST(StoredSampleTest, OnlyTheDatasetsOwnMemberNamesAreReserved) {
   }
   EXPECT_EQ(StoredFieldsChecksums({{"txt", "abc"}, {"json", ""}}),
             absl::StrCat("txt ", StoredChecksum("abc"), "\njson ", StoredChecksum(""), "\n"));
+}
+
+TEST(ManifestTest, AVersionOneManifestsResizesWereMadeWithoutAntialias) {
+  const std::string v1_text =
+      R"j({"format_version":1,"kind":"stoker-materialized-dataset","source":{"dataset":"d","fingerprint":"xxh3:0",)j"
+      R"j("samples":1},"prefix":"resize(8), center_crop(8)","format":"raw","compression":"none","field":"npy",)j"
+      R"j("samples":1,"class_names":["a"],"shards":[{"name":"s.tar","samples":1,"bytes":1,"checksum":"x"}],)j"
+      R"j("failed":[]})j";
+  absl::StatusOr<Manifest> old = ParseManifest(v1_text);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(old->prefix[0].resize().has_antialias());
+  EXPECT_FALSE(old->prefix[0].resize().antialias());
+  // Written again, it is version 2 and says so in the prefix.
+  EXPECT_NE(old->ToJson().find("resize(8, antialias=false)"), std::string::npos) << old->ToJson();
+  absl::StatusOr<Manifest> again = ParseManifest(old->ToJson());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->prefix[0].resize().antialias());
+  // A version-2 manifest's plain resize antialiases.
+  std::string v2_text = v1_text;
+  v2_text.replace(v2_text.find("\"format_version\":1"), 18, "\"format_version\":2");
+  absl::StatusOr<Manifest> current = ParseManifest(v2_text);
+  ASSERT_TRUE(current.ok()) << current.status();
+  EXPECT_TRUE(current->prefix[0].resize().antialias());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dataplane/resample.h"
 #include <opencv2/imgproc.hpp>
 
 namespace stoker {
@@ -48,11 +49,9 @@ int InterpolationFlag(int interpolation) {
   }
 }
 
-cv::Mat ResizedCrop(const cv::Mat& image, const CropBox& box, int size, int interpolation) {
-  cv::Mat out;
-  cv::resize(image(cv::Rect(box.left, box.top, box.width, box.height)), out, cv::Size(size, size), 0,
-             0, InterpolationFlag(interpolation));
-  return out;
+cv::Mat ResizedCrop(const cv::Mat& image, const CropBox& box, int size, int interpolation, bool antialias) {
+  return Resample(image(cv::Rect(box.left, box.top, box.width, box.height)), cv::Size(size, size), interpolation,
+                  antialias);
 }
 
 CropBox CenterCropBox(int height, int width, int size) {
@@ -85,12 +84,10 @@ cv::Size ShorterSideSize(int height, int width, int shorter_side) {
   return portrait ? cv::Size(shorter_side, new_long) : cv::Size(new_long, shorter_side);
 }
 
-cv::Mat ResizeShorterSide(const cv::Mat& image, int shorter_side, int interpolation) {
+cv::Mat ResizeShorterSide(const cv::Mat& image, int shorter_side, int interpolation, bool antialias) {
   const cv::Size size = ShorterSideSize(image.rows, image.cols, shorter_side);
   if (size == image.size()) return image.clone();
-  cv::Mat out;
-  cv::resize(image, out, size, 0, 0, InterpolationFlag(interpolation));
-  return out;
+  return Resample(image, size, interpolation, antialias);
 }
 
 namespace {

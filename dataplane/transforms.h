@@ -28,8 +28,10 @@ CropBox RandomResizedCropBox(int height, int width, double scale_min, double sca
 // (0 bilinear, 1 nearest, 2 bicubic).
 int InterpolationFlag(int interpolation);
 
-// The box cut out and resized to size x size.
-cv::Mat ResizedCrop(const cv::Mat& image, const CropBox& box, int size, int interpolation = 0);
+// The box cut out and resized to size x size (antialiased when shrinking
+// if asked: resample.h).
+cv::Mat ResizedCrop(const cv::Mat& image, const CropBox& box, int size, int interpolation = 0,
+                    bool antialias = false);
 
 // torchvision CenterCrop's box for an image at least size x size:
 // top = int(round((H - size) / 2)), left likewise (round half to even).
@@ -46,7 +48,7 @@ CropBox CenterCropRegion(int height, int width, int size);
 // torchvision Resize(int): shorter side becomes `shorter_side`, the longer
 // one int(shorter_side * long / short), computed from height x width.
 cv::Size ShorterSideSize(int height, int width, int shorter_side);
-cv::Mat ResizeShorterSide(const cv::Mat& image, int shorter_side, int interpolation = 0);
+cv::Mat ResizeShorterSide(const cv::Mat& image, int shorter_side, int interpolation = 0, bool antialias = false);
 
 // ColorJitter's four adjustments on uint8 RGB, as torchvision's tensor
 // functions: blend(a, b, f) = clamp(f * a + (1 - f) * b) truncated to uint8.

@@ -28,7 +28,7 @@ def _require_webdataset():
     if os.environ.get("STOKER_REQUIRE_REFERENCES"):
         import webdataset  # noqa: F401  (a missing reference is a failure where it is required)
     return pytest.importorskip("webdataset", reason="webdataset (PyPI) is not installed here; `make pyenv` installs it "
-                                                     "and ctest's python_fields_parity runs this with it")
+                                                     "and ctest's python_reference_parity runs this with it")
 
 
 def _jpeg(seed):

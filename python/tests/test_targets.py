@@ -3,7 +3,7 @@ COCO dataset whose masks (polygons, compressed and uncompressed RLE) equal
 pycocotools' annToMask before augmentation, and whose boxes and masks after
 crop, flip and resize equal Albumentations' given the same parameters (boxes
 within 1e-3 px, masks exactly). Real stoker-server processes; run by ctest's
-python_fields_parity with the build's pyenv (PyPI's pycocotools and
+python_reference_parity with the build's pyenv (PyPI's pycocotools and
 Albumentations, installed by `make pyenv`)."""
 
 import importlib
