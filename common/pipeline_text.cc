@@ -1,9 +1,11 @@
 #include "common/pipeline_text.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -86,6 +88,178 @@ Setter FloatSetter(void (*set)(v1::Op&, float)) {
     if (f.ok()) set(op, *f);
     return f.status();
   };
+}
+
+// Ops added after the table below are read and printed from their message's
+// fields: the fields in declaration order are the positional arguments; a
+// pair NAME_min, NAME_max is one argument NAME=lo:hi; repeated floats are
+// a:b:c; enums are their lower-case names; bools true or false.
+using google::protobuf::FieldDescriptor;
+
+struct Param {
+  std::string name;
+  const FieldDescriptor* field = nullptr;
+  const FieldDescriptor* max = nullptr;  // set for a range: `field` is NAME_min
+};
+
+const FieldDescriptor* ReflectedOp(absl::string_view name) {
+  const FieldDescriptor* f = v1::Op::descriptor()->FindFieldByName(std::string(name));
+  if (f == nullptr || f->containing_oneof() == nullptr || f->message_type() == nullptr) return nullptr;
+  return f;
+}
+
+std::vector<Param> Params(const google::protobuf::Descriptor* d) {
+  std::vector<Param> params;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    const std::string& n = f->name();
+    if (absl::EndsWith(n, "_max") && d->FindFieldByName(n.substr(0, n.size() - 4) + "_min") != nullptr) continue;
+    if (absl::EndsWith(n, "_min")) {
+      if (const FieldDescriptor* max = d->FindFieldByName(n.substr(0, n.size() - 4) + "_max")) {
+        params.push_back({n.substr(0, n.size() - 4), f, max});
+        continue;
+      }
+    }
+    params.push_back({n, f, nullptr});
+  }
+  return params;
+}
+
+absl::Status SetScalar(absl::string_view v, const FieldDescriptor* f, google::protobuf::Message* m) {
+  const google::protobuf::Reflection* r = m->GetReflection();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_FLOAT: {
+      auto x = ParseFloat(v);
+      if (x.ok()) f->is_repeated() ? r->AddFloat(m, f, *x) : r->SetFloat(m, f, *x);
+      return x.status();
+    }
+    case FieldDescriptor::CPPTYPE_INT32: {
+      auto x = ParseInt(v);
+      if (x.ok()) f->is_repeated() ? r->AddInt32(m, f, *x) : r->SetInt32(m, f, *x);
+      return x.status();
+    }
+    case FieldDescriptor::CPPTYPE_BOOL: {
+      auto x = ParseBool(v);
+      if (x.ok()) r->SetBool(m, f, *x);
+      return x.status();
+    }
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const auto* value = f->enum_type()->FindValueByName(absl::AsciiStrToUpper(v));
+      if (value == nullptr) return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not one of its values"));
+      r->SetEnum(m, f, value);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InvalidArgumentError("an argument of a type the text form does not have");
+  }
+}
+
+absl::Status SetParam(absl::string_view v, const Param& p, google::protobuf::Message* m) {
+  if (p.max != nullptr) {
+    auto range = ParseRange(v);
+    if (!range.ok()) return range.status();
+    m->GetReflection()->SetFloat(m, p.field, range->first);
+    m->GetReflection()->SetFloat(m, p.max, range->second);
+    return absl::OkStatus();
+  }
+  if (p.field->is_repeated()) {
+    m->GetReflection()->ClearField(m, p.field);
+    for (absl::string_view part : absl::StrSplit(v, ':')) {
+      if (absl::Status s = SetScalar(part, p.field, m); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  return SetScalar(v, p.field, m);
+}
+
+// The shortest %g form that reads back as the same float.
+std::string FloatText(float f) {
+  for (int digits : {6, 9}) {
+    const std::string text = absl::StrFormat("%.*g", digits, f);
+    float back = 0;
+    if (absl::SimpleAtof(text, &back) && back == f) return text;
+  }
+  return absl::StrFormat("%.9g", f);
+}
+
+std::string ScalarText(const google::protobuf::Message& m, const FieldDescriptor* f, int index) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return FloatText(index < 0 ? r->GetFloat(m, f) : r->GetRepeatedFloat(m, f, index));
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(index < 0 ? r->GetInt32(m, f) : r->GetRepeatedInt32(m, f, index));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return r->GetBool(m, f) ? "true" : "false";
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return absl::AsciiStrToLower(r->GetEnum(m, f)->name());
+    default:
+      return "?";
+  }
+}
+
+// NAME(arg=value, ...) with the arguments that are set.
+std::string ReflectedText(const v1::Op& op, const FieldDescriptor* which) {
+  const google::protobuf::Message& m = op.GetReflection()->GetMessage(op, which);
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<std::string> args;
+  for (const Param& p : Params(m.GetDescriptor())) {
+    if (p.max != nullptr) {
+      if (r->HasField(m, p.field) || r->HasField(m, p.max)) {
+        args.push_back(absl::StrCat(p.name, "=", ScalarText(m, p.field, -1), ":", ScalarText(m, p.max, -1)));
+      }
+    } else if (p.field->is_repeated()) {
+      std::vector<std::string> values;
+      for (int i = 0; i < r->FieldSize(m, p.field); ++i) values.push_back(ScalarText(m, p.field, i));
+      if (!values.empty()) args.push_back(absl::StrCat(p.name, "=", absl::StrJoin(values, ":")));
+    } else if (r->HasField(m, p.field)) {
+      args.push_back(absl::StrCat(p.name, "=", ScalarText(m, p.field, -1)));
+    }
+  }
+  return absl::StrCat(which->name(), "(", absl::StrJoin(args, ", "), ")");
+}
+
+absl::StatusOr<v1::Op> ParseReflectedOp(const std::string& name, absl::string_view text, size_t open,
+                                        const FieldDescriptor* which) {
+  v1::Op op;
+  google::protobuf::Message* m = op.GetReflection()->MutableMessage(&op, which);
+  if (open == absl::string_view::npos) return op;
+  if (text.back() != ')') {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline: op '", text, "' lacks a closing ')'"));
+  }
+  const std::vector<Param> params = Params(m->GetDescriptor());
+  absl::string_view args = text.substr(open + 1, text.size() - open - 2);
+  if (absl::StripAsciiWhitespace(args).empty()) return op;
+  size_t position = 0;
+  std::vector<std::string> names;
+  for (const Param& p : params) names.push_back(p.name);
+  for (absl::string_view arg : absl::StrSplit(args, ',')) {
+    arg = absl::StripAsciiWhitespace(arg);
+    const Param* param = nullptr;
+    absl::string_view value = arg;
+    const size_t eq = arg.find('=');
+    if (eq != absl::string_view::npos) {
+      const absl::string_view key = absl::StripAsciiWhitespace(arg.substr(0, eq));
+      value = absl::StripAsciiWhitespace(arg.substr(eq + 1));
+      for (const Param& p : params) {
+        if (p.name == key) param = &p;
+      }
+      if (param == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, " has no argument '", key, "'; it takes ",
+                                                       names.empty() ? "none" : absl::StrJoin(names, ", ")));
+      }
+    } else if (position < params.size()) {
+      param = &params[position];
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline: ", name, " takes at most ", params.size(), " arguments"));
+    }
+    ++position;
+    if (absl::Status s = SetParam(value, *param, m); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ".", param->name, ": ", s.message()));
+    }
+  }
+  return op;
 }
 
 const std::map<std::string, OpSyntax>& Syntax() {
@@ -254,8 +428,12 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   std::string name(absl::StripAsciiWhitespace(text.substr(0, open)));
   auto it = Syntax().find(name);
   if (it == Syntax().end()) {
+    if (const FieldDescriptor* which = ReflectedOp(name)) return ParseReflectedOp(name, text, open, which);
     std::vector<std::string> known;
-    for (const auto& [k, _] : Syntax()) known.push_back(k);
+    for (int i = 0; i < v1::Op::descriptor()->field_count(); ++i) {
+      known.push_back(v1::Op::descriptor()->field(i)->name());
+    }
+    std::sort(known.begin(), known.end());
     return absl::InvalidArgumentError(absl::StrCat("pipeline: unknown op '", name,
                                                    "'; known ops: ", absl::StrJoin(known, ", ")));
   }
@@ -402,6 +580,9 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
       }
       case v1::Op::OP_NOT_SET:
         parts.push_back("<unset>");
+        break;
+      default:
+        parts.push_back(ReflectedText(op, v1::Op::descriptor()->FindFieldByNumber(op.op_case())));
         break;
     }
   }

@@ -89,6 +89,33 @@ TEST(PipelineTextTest, AntialiasIsOnUnlessTurnedOffAndPrintsOnlyWhenOff) {
   EXPECT_FALSE(ParsePipelineText("resize(256, antialias=maybe)").ok());
 }
 
+TEST(PipelineTextTest, OpsReadFromTheirMessagesRoundTripAndNameTheirArguments) {
+  const std::string text =
+      "solarize(threshold=100, p=0.5), gaussian_blur(kernel_size=5, sigma=0.5:1.5), posterize(bits=3), "
+      "random_erasing(p=1, scale=0.1:0.2, value=1:2:3), equalize(), adjust_hue(factor=-0.1), "
+      "random_erasing(value_random=true)";
+  auto ops = ParsePipelineText(text);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_EQ(PipelineToText(*ops), text);
+  EXPECT_EQ((*ops)[0].solarize().threshold(), 100);
+  EXPECT_TRUE((*ops)[4].has_equalize());
+  // Positional arguments in the message's field order.
+  auto positional = ParsePipelineText("gaussian_blur(7, 0.2:0.4), adjust_brightness(1.5, 0.25)");
+  ASSERT_TRUE(positional.ok()) << positional.status();
+  EXPECT_EQ((*positional)[0].gaussian_blur().kernel_size(), 7);
+  EXPECT_FLOAT_EQ((*positional)[0].gaussian_blur().sigma_max(), 0.4f);
+  EXPECT_FLOAT_EQ((*positional)[1].adjust_brightness().p(), 0.25f);
+  // A float that %g would round prints with enough digits to read back.
+  auto precise = ParsePipelineText("adjust_brightness(1.23456789)");
+  EXPECT_EQ((*ParsePipelineText(PipelineToText(*precise)))[0].adjust_brightness().factor(),
+            (*precise)[0].adjust_brightness().factor());
+  const absl::Status unknown = ParsePipelineText("solarize(level=3)").status();
+  EXPECT_NE(unknown.message().find("solarize has no argument 'level'; it takes threshold, p"), std::string::npos)
+      << unknown;
+  EXPECT_NE(ParsePipelineText("solarize(x)").status().message().find("solarize.threshold"), std::string::npos);
+  EXPECT_NE(ParsePipelineText("sharpen(2)").status().message().find("adjust_sharpness"), std::string::npos);
+}
+
 // Found by the pipeline_text fuzzer: a normalize with only a mean printed
 // "std=", which did not parse back.
 TEST(PipelineTextTest, PartialNormalizePrintsBackToTextThatParses) {

@@ -9,6 +9,7 @@
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/detection_ops.h"
+#include "dataplane/op_registry.h"
 #include "dataplane/resample.h"
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
@@ -144,6 +145,9 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
       return CheckIouCrop(where, *op.mutable_random_iou_crop());
     case v1::Op::OP_NOT_SET:
       break;
+    default:
+      if (const OpEntry* entry = FindOp(op.op_case())) return entry->check(where, op);  // op_registry.h
+      break;
   }
   return absl::InvalidArgumentError(absl::StrCat(where, " has no op set"));
 }
@@ -217,12 +221,13 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops) 
   for (size_t i = 0; i < ops.size(); ++i) {
     v1::Op op = ops[i];
     const std::string where = absl::StrCat("prefix[", i, "]");
+    if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_); !s.ok()) return s;
+    const OpEntry* entry = FindOp(op.op_case());
     if (op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter() ||
-        op.has_random_vertical_flip() || op.has_random_iou_crop()) {
+        op.has_random_vertical_flip() || op.has_random_iou_crop() || (entry != nullptr && entry->random(op))) {
       return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
                                                      " is random: random ops stay online (after the prefix)"));
     }
-    if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_); !s.ok()) return s;
     if (op.has_normalize()) {
       if (i + 1 != ops.size()) {
         return absl::InvalidArgumentError(absl::StrCat(where, " normalize must be the last op of the prefix"));
@@ -366,6 +371,11 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
     if (geometry != nullptr) geometry->Step(s);
   };
   if (geometry != nullptr && geometry->width == 0) geometry->width = image.cols, geometry->height = image.rows;
+  OpContext context;
+  if (normalize_) {
+    std::copy(mean_, mean_ + 3, context.mean);
+    std::copy(std_, std_ + 3, context.std);
+  }
   for (size_t i = first_op; i < ops_.size(); ++i) {
     const v1::Op& op = ops_[i];
     switch (op.op_case()) {
@@ -436,6 +446,9 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         break;
       case v1::Op::kNormalize:  // applied by Store, with the dtype conversion
       case v1::Op::OP_NOT_SET:
+        break;
+      default:
+        if (const OpEntry* entry = FindOp(op.op_case())) entry->apply(op, image, rng, context);
         break;
     }
   }

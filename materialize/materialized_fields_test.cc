@@ -81,7 +81,9 @@ class MaterializedFieldsTest : public ::testing::Test {
   void Flip(const std::string& member) {
     for (const Manifest::Shard& s : report_.manifest.shards) {
       const fs::path path = root_.path() / "out" / s.name;
-      for (const TarMember& m : ScanTar(path)->members) {
+      const absl::StatusOr<TarScan> scan = ScanTar(path);
+      ASSERT_TRUE(scan.ok()) << scan.status();
+      for (const TarMember& m : scan->members) {
         if (m.name != member) continue;
         std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
         ASSERT_TRUE(f.is_open()) << path;

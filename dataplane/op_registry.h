@@ -1,0 +1,55 @@
+// The ops a pipeline runs besides its built-in ones (pipeline.cc: crops,
+// resizes, flips, color_jitter, normalize): each family of ops registers its
+// entries here, one file per family with its tests (photometric_ops.h,
+// erasing_ops.h). Pipeline::Create validates an op with `check`, Apply runs
+// it with `apply`; `random` tells the materialiser that an op draws random
+// numbers (and so is never stored). The table is immutable; thread-safe.
+#ifndef STOKER_DATAPLANE_OP_REGISTRY_H_
+#define STOKER_DATAPLANE_OP_REGISTRY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/rng.h"
+#include "proto/stoker/v1/stoker.pb.h"
+#include <opencv2/core.hpp>
+
+namespace stoker {
+
+// What an op may need to know about the pipeline it runs in.
+struct OpContext {
+  // The pipeline's normalize op (mean, std per channel, 0..1 units), or
+  // ImageNet's when it has none.
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+};
+
+struct OpEntry {
+  v1::Op::OpCase op;
+  const char* torchvision;  // the counterpart, for documentation
+  // Fills in defaults and validates; INVALID_ARGUMENT names `where` (e.g.
+  // "pipeline[2].solarize.threshold") and the allowed range.
+  absl::Status (*check)(const std::string& where, v1::Op& op);
+  // Whether the (checked) op draws random numbers.
+  bool (*random)(const v1::Op& op);
+  // Runs the (checked) op on an 8-bit RGB image, in place or by replacing it.
+  void (*apply)(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context);
+};
+
+// The entry for `op`, or null for the built-in ops.
+const OpEntry* FindOp(v1::Op::OpCase op);
+
+// The families' tables (defined in their files).
+const std::vector<OpEntry>& PhotometricOps();
+const std::vector<OpEntry>& ErasingOps();
+
+// The probability gate every registered op has ("p", unset: `otherwise`):
+// INVALID_ARGUMENT unless 0..1; ApplyGate draws only when p < 1, so that a
+// deterministic op never moves the random stream of the ops after it.
+absl::Status CheckProbability(const std::string& where, bool has_p, float p);
+bool PassesGate(bool has_p, float p, float otherwise, Rng& rng);
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_OP_REGISTRY_H_
