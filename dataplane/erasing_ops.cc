@@ -33,7 +33,7 @@ double StandardNormal(Rng& rng) {
 
 namespace {
 
-absl::Status CheckErasing(const std::string& where, v1::Op& op) {
+absl::Status CheckErasing(const std::string& where, v1::Op& op, OpShape*) {
   auto& o = *op.mutable_random_erasing();
   if (!o.has_p()) o.set_p(0.5f);
   if (o.scale_min() == 0) o.set_scale_min(0.02f);
@@ -64,7 +64,7 @@ absl::Status CheckErasing(const std::string& where, v1::Op& op) {
   return absl::OkStatus();
 }
 
-void ApplyErasing(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context) {
+void ApplyErasing(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context, GeometrySink*) {
   const auto& o = op.random_erasing();
   if (!PassesGate(true, o.p(), 1, rng)) return;
   const std::optional<CropBox> box =

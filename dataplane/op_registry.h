@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "common/rng.h"
+#include "dataplane/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
 
@@ -25,16 +26,34 @@ struct OpContext {
   float std[3] = {0.229f, 0.224f, 0.225f};
 };
 
+// The pipeline's output size as its ops are checked: `fixed` once an op
+// makes a known size (height x width), unset by one that makes a size that
+// depends on the input.
+struct OpShape {
+  bool fixed = false;
+  int height = 0, width = 0;
+};
+
+// What an op does to a sample's targets (boxes, masks, keypoints).
+enum class OpTargets {
+  kUntouched,  // photometric: the pixels stay where they are
+  kMoved,      // crops, pads and flips: moved with the pixels (geometry.h)
+  kRefused,    // warps not yet described to the targets: a session with targets is refused
+};
+
 struct OpEntry {
   v1::Op::OpCase op;
   const char* torchvision;  // the counterpart, for documentation
   // Fills in defaults and validates; INVALID_ARGUMENT names `where` (e.g.
-  // "pipeline[2].solarize.threshold") and the allowed range.
-  absl::Status (*check)(const std::string& where, v1::Op& op);
+  // "pipeline[2].solarize.threshold") and the allowed range. Updates
+  // `shape` when the op changes the image's size.
+  absl::Status (*check)(const std::string& where, v1::Op& op, OpShape* shape);
   // Whether the (checked) op draws random numbers.
   bool (*random)(const v1::Op& op);
-  // Runs the (checked) op on an 8-bit RGB image, in place or by replacing it.
-  void (*apply)(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context);
+  // Runs the (checked) op on an 8-bit RGB image, in place or by replacing
+  // it; a kMoved op reports its steps to `geometry` (may be null).
+  void (*apply)(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context, GeometrySink* geometry);
+  OpTargets targets = OpTargets::kUntouched;
 };
 
 // The entry for `op`, or null for the built-in ops.
@@ -43,6 +62,7 @@ const OpEntry* FindOp(v1::Op::OpCase op);
 // The families' tables (defined in their files).
 const std::vector<OpEntry>& PhotometricOps();
 const std::vector<OpEntry>& ErasingOps();
+const std::vector<OpEntry>& GeometricOps();
 
 // The probability gate every registered op has ("p", unset: `otherwise`):
 // INVALID_ARGUMENT unless 0..1; ApplyGate draws only when p < 1, so that a

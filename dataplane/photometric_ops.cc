@@ -155,40 +155,40 @@ absl::Status FactorAtLeastZero(const std::string& where, const char* name, float
 const std::vector<OpEntry>& PhotometricOps() {
   static const auto* ops = new std::vector<OpEntry>{
       {v1::Op::kAdjustBrightness, "F.adjust_brightness",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.adjust_brightness();
          if (auto s = FactorAtLeastZero(w, "adjust_brightness", o.factor()); !s.ok()) return s;
          return CheckProbability(w + ".adjust_brightness", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return Gated(op.adjust_brightness()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.adjust_brightness();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustBrightness(image, o.factor());
        }},
       {v1::Op::kAdjustContrast, "F.adjust_contrast",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.adjust_contrast();
          if (auto s = FactorAtLeastZero(w, "adjust_contrast", o.factor()); !s.ok()) return s;
          return CheckProbability(w + ".adjust_contrast", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return Gated(op.adjust_contrast()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.adjust_contrast();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustContrast(image, o.factor());
        }},
       {v1::Op::kAdjustSaturation, "F.adjust_saturation",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.adjust_saturation();
          if (auto s = FactorAtLeastZero(w, "adjust_saturation", o.factor()); !s.ok()) return s;
          return CheckProbability(w + ".adjust_saturation", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return Gated(op.adjust_saturation()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.adjust_saturation();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustSaturation(image, o.factor());
        }},
       {v1::Op::kAdjustHue, "F.adjust_hue",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.adjust_hue();
          if (!(o.factor() >= -0.5f && o.factor() <= 0.5f)) {
            return absl::InvalidArgumentError(
@@ -197,12 +197,12 @@ const std::vector<OpEntry>& PhotometricOps() {
          return CheckProbability(w + ".adjust_hue", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return Gated(op.adjust_hue()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.adjust_hue();
          if (PassesGate(o.has_p(), o.p(), 1, rng) && o.factor() != 0) AdjustHue(image, o.factor());
        }},
       {v1::Op::kSolarize, "F.solarize",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.solarize();
          if (!(o.threshold() >= 0 && o.threshold() <= 256)) {
            return absl::InvalidArgumentError(
@@ -211,12 +211,12 @@ const std::vector<OpEntry>& PhotometricOps() {
          return CheckProbability(w + ".solarize", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return Gated(op.solarize()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.solarize();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) Solarize(image, o.threshold());
        }},
       {v1::Op::kPosterize, "F.posterize",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.posterize();
          if (o.bits() < 0 || o.bits() > 8) {
            return absl::InvalidArgumentError(absl::StrFormat("%s.posterize.bits = %d; allowed range is 0..8", w, o.bits()));
@@ -224,65 +224,65 @@ const std::vector<OpEntry>& PhotometricOps() {
          return CheckProbability(w + ".posterize", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return Gated(op.posterize()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.posterize();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) Posterize(image, o.bits());
        }},
       {v1::Op::kEqualize, "F.equalize",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          return CheckProbability(w + ".equalize", op.equalize().has_p(), op.equalize().p());
        },
        [](const v1::Op& op) { return Gated(op.equalize()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          if (PassesGate(op.equalize().has_p(), op.equalize().p(), 1, rng)) Equalize(image);
        }},
       {v1::Op::kAutocontrast, "F.autocontrast",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          return CheckProbability(w + ".autocontrast", op.autocontrast().has_p(), op.autocontrast().p());
        },
        [](const v1::Op& op) { return Gated(op.autocontrast()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          if (PassesGate(op.autocontrast().has_p(), op.autocontrast().p(), 1, rng)) Autocontrast(image);
        }},
       {v1::Op::kAdjustSharpness, "F.adjust_sharpness",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.adjust_sharpness();
          if (auto s = FactorAtLeastZero(w, "adjust_sharpness", o.factor()); !s.ok()) return s;
          return CheckProbability(w + ".adjust_sharpness", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return Gated(op.adjust_sharpness()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.adjust_sharpness();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustSharpness(image, o.factor());
        }},
       {v1::Op::kInvert, "F.invert",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          return CheckProbability(w + ".invert", op.invert().has_p(), op.invert().p());
        },
        [](const v1::Op& op) { return Gated(op.invert()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          if (PassesGate(op.invert().has_p(), op.invert().p(), 1, rng)) Invert(image);
        }},
       {v1::Op::kGrayscale, "F.rgb_to_grayscale(num_output_channels=3)",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          return CheckProbability(w + ".grayscale", op.grayscale().has_p(), op.grayscale().p());
        },
        [](const v1::Op& op) { return Gated(op.grayscale()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          if (PassesGate(op.grayscale().has_p(), op.grayscale().p(), 1, rng)) GrayscaleInPlace(image);
        }},
       {v1::Op::kRandomGrayscale, "transforms.RandomGrayscale",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_random_grayscale();
          if (!o.has_p()) o.set_p(0.1f);
          return CheckProbability(w + ".random_grayscale", o.has_p(), o.p());
        },
        [](const v1::Op& op) { return op.random_grayscale().p() < 1; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          if (PassesGate(true, op.random_grayscale().p(), 1, rng)) GrayscaleInPlace(image);
        }},
       {v1::Op::kGaussianBlur, "transforms.GaussianBlur",
-       [](const std::string& w, v1::Op& op) {
+       [](const std::string& w, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_gaussian_blur();
          if (o.sigma_min() == 0) o.set_sigma_min(0.1f);
          if (o.sigma_max() == 0) o.set_sigma_max(2.0f);
@@ -299,7 +299,7 @@ const std::vector<OpEntry>& PhotometricOps() {
        [](const v1::Op& op) {
          return Gated(op.gaussian_blur()) || op.gaussian_blur().sigma_min() < op.gaussian_blur().sigma_max();
        },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.gaussian_blur();
          if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
          const double sigma = o.sigma_min() < o.sigma_max() ? rng.Uniform(o.sigma_min(), o.sigma_max()) : o.sigma_min();

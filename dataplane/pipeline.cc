@@ -146,7 +146,14 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
     case v1::Op::OP_NOT_SET:
       break;
     default:
-      if (const OpEntry* entry = FindOp(op.op_case())) return entry->check(where, op);  // op_registry.h
+      if (const OpEntry* entry = FindOp(op.op_case())) {  // op_registry.h
+        OpShape shape{fixed, h, w};
+        absl::Status s = entry->check(where, op, &shape);
+        fixed = shape.fixed;
+        h = shape.height;
+        w = shape.width;
+        return s;
+      }
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat(where, " has no op set"));
@@ -206,10 +213,19 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
   }
   const bool has_boxes = std::any_of(config.fields().begin(), config.fields().end(),
                                      [](const v1::FieldSpec& f) { return f.kind() == v1::BOXES; });
+  const bool has_targets = std::any_of(config.fields().begin(), config.fields().end(), [](const v1::FieldSpec& f) {
+    return f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS;
+  });
   for (int i = 0; i < config.pipeline_size(); ++i) {
     if (config.pipeline(i).has_random_iou_crop() && !has_boxes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pipeline[", i, "].random_iou_crop chooses its crop by the boxes: the session needs a field of kind boxes"));
+    }
+    const OpEntry* entry = FindOp(config.pipeline(i).op_case());
+    if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].", v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
+          " does not move boxes, masks or keypoints yet: a session with target fields cannot use it"));
     }
   }
   return p;
@@ -448,7 +464,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
       case v1::Op::OP_NOT_SET:
         break;
       default:
-        if (const OpEntry* entry = FindOp(op.op_case())) entry->apply(op, image, rng, context);
+        if (const OpEntry* entry = FindOp(op.op_case())) entry->apply(op, image, rng, context, geometry);
         break;
     }
   }

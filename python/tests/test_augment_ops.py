@@ -132,3 +132,64 @@ def test_the_same_seed_gives_the_same_bytes_and_bad_parameters_are_named(root):
                        ("random_erasing(value=1:2)", "random_erasing.value")]:
         with pytest.raises(Exception, match=field.replace(".", r"\.")):
             _run(root, bad)
+
+
+GEOMETRIC = [
+    ("rotate(degrees=30:30)", lambda t: F.rotate(t, 30.0, fill=[0.0, 0.0, 0.0])),
+    ("rotate(degrees=-71:-71, interpolation=bilinear, fill=200)",
+     lambda t: F.rotate(t, -71.0, interpolation=F.InterpolationMode.BILINEAR, fill=[200.0] * 3)),
+    ("affine(degrees=10:10, scale=1.2:1.2, shear_x=5:5, shear_y=-3:-3, interpolation=bilinear, fill=10:20:30)",
+     lambda t: F.affine(t, angle=10.0, translate=[0, 0], scale=1.2, shear=[5.0, -3.0],
+                        interpolation=F.InterpolationMode.BILINEAR, fill=[10.0, 20.0, 30.0])),
+    ("affine(degrees=-25:-25, scale=0.8:0.8)",
+     lambda t: F.affine(t, angle=-25.0, translate=[0, 0], scale=0.8, shear=[0.0, 0.0], fill=[0.0, 0.0, 0.0])),
+    ("vertical_flip()", F.vflip),
+    ("pad(4), center_crop(56)", lambda t: F.pad(t, [4])),
+    ("pad(4, fill=9:8:7), center_crop(56)", lambda t: F.pad(t, [4], fill=0) * 0 + F.pad(t, [4], fill=0)
+     + _border(t, 4, [9, 8, 7])),
+    ("pad(padding=4, padding_mode=reflect), center_crop(56)", lambda t: F.pad(t, [4], padding_mode="reflect")),
+    ("pad(padding=4, padding_mode=edge), center_crop(56)", lambda t: F.pad(t, [4], padding_mode="edge")),
+    ("pad(padding=4, padding_mode=symmetric), center_crop(56)", lambda t: F.pad(t, [4], padding_mode="symmetric")),
+    ("random_crop(56, padding=4)", lambda t: F.pad(t, [4])),  # exactly the padded size: no draw
+    ("perspective(distortion_scale=0, p=1)", lambda t: t),
+]
+
+
+def _border(t, n, fill):
+    """What F.pad with a per-channel fill adds: the fill in the border, zero inside."""
+    out = torch.zeros(3, t.shape[1] + 2 * n, t.shape[2] + 2 * n, dtype=torch.uint8)
+    for c in range(3):
+        out[c] = fill[c]
+    out[:, n:-n, n:-n] = 0
+    return out
+
+
+@pytest.mark.parametrize("text,reference", GEOMETRIC, ids=[c[0] for c in GEOMETRIC])
+def test_each_geometric_op_is_within_two_levels_of_torchvision_on_999_of_1000_pixels(root, text, reference):
+    out, indices = _run(root, text)
+    for k, t in enumerate(_inputs(indices)):
+        expected = _hwc(reference(t))
+        assert out[k].shape == expected.shape, (text, out[k].shape, expected.shape)
+        diff = np.abs(out[k].astype(int) - expected.astype(int))
+        assert (diff <= 2).mean() >= 0.999, (text, indices[k], diff.max(), (diff > 2).mean())
+
+
+def test_random_crop_and_random_rotation_draw_positions_and_angles(root):
+    positions = set()
+    for epoch in range(8):
+        out, indices = _run(root, "random_crop(40, padding=4)", epoch=epoch)
+        for k, t in enumerate(_inputs(indices)):
+            padded = _hwc(F.pad(t, [4]))
+            found = [(i, j) for i in range(17) for j in range(17) if np.array_equal(padded[i:i + 40, j:j + 40], out[k])]
+            assert found, "the crop is a 40x40 window of the padded image"
+            positions.add(found[0])
+    assert len(positions) > 20  # uniform over 17 x 17 positions, 48 draws
+    a, _ = _run(root, "rotate(degrees=-30:30)", epoch=0)
+    b, _ = _run(root, "rotate(degrees=-30:30)", epoch=1)
+    assert not np.array_equal(a, b)
+
+
+def test_a_warp_is_refused_with_targets_by_name(root):
+    with pytest.raises(Exception, match=r"rotate does not move boxes"):
+        stoker.Loader(servers=None, local_workers=1, data_root=root, dataset="imgs", batch_size=2, device="cpu",
+                      pipeline="center_crop(48), rotate(degrees=-10:10)", fields="image, seg=mask:png")

@@ -1,0 +1,348 @@
+#include "dataplane/geometric_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/str_format.h"
+#include "dataplane/op_registry.h"
+#include <opencv2/imgproc.hpp>
+
+namespace stoker {
+
+std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, double translate_y, double scale,
+                                          double shear_x, double shear_y) {
+  const double rot = angle * M_PI / 180, sx = shear_x * M_PI / 180, sy = shear_y * M_PI / 180;
+  // Rotation, scale and shear: R(a) S(s) SHy(sy) SHx(sx), inverted (its
+  // determinant without the scale is 1).
+  const double a = std::cos(rot - sy) / std::cos(sy);
+  const double b = -std::cos(rot - sy) * std::tan(sx) / std::cos(sy) - std::sin(rot);
+  const double c = std::sin(rot - sy) / std::cos(sy);
+  const double d = -std::sin(rot - sy) * std::tan(sx) / std::cos(sy) + std::cos(rot);
+  std::array<double, 6> m = {d / scale, -b / scale, 0, -c / scale, a / scale, 0};
+  m[2] += m[0] * -translate_x + m[1] * -translate_y;
+  m[5] += m[3] * -translate_x + m[4] * -translate_y;
+  return m;
+}
+
+namespace {
+
+// grid_sample(align_corners=False, padding_mode="zeros") at input position
+// (ix, iy) in pixel-index units, with torchvision's fill: bilinear blends the
+// fill in by the sampled coverage (value x coverage + (1 - coverage) x fill,
+// as torchvision's _apply_grid_transform), nearest takes it outside.
+inline void Sample(const cv::Mat& image, double ix, double iy, bool bilinear, const cv::Scalar& fill, uint8_t* out) {
+  const int w = image.cols, h = image.rows;
+  if (!bilinear) {
+    const int x = static_cast<int>(std::nearbyint(ix)), y = static_cast<int>(std::nearbyint(iy));
+    if (x >= 0 && x < w && y >= 0 && y < h) {
+      const uint8_t* p = image.ptr<uint8_t>(y) + x * 3;
+      out[0] = p[0], out[1] = p[1], out[2] = p[2];
+    } else {
+      for (int c = 0; c < 3; ++c) out[c] = static_cast<uint8_t>(fill[c]);
+    }
+    return;
+  }
+  const double fx = std::floor(ix), fy = std::floor(iy);
+  const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
+  const double ax = ix - fx, ay = iy - fy;
+  const double weights[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
+  const int xs[4] = {x0, x0 + 1, x0, x0 + 1}, ys[4] = {y0, y0, y0 + 1, y0 + 1};
+  double value[3] = {0, 0, 0}, coverage = 0;
+  for (int k = 0; k < 4; ++k) {
+    if (xs[k] < 0 || xs[k] >= w || ys[k] < 0 || ys[k] >= h) continue;
+    const uint8_t* p = image.ptr<uint8_t>(ys[k]) + xs[k] * 3;
+    for (int c = 0; c < 3; ++c) value[c] += weights[k] * p[c];
+    coverage += weights[k];
+  }
+  for (int c = 0; c < 3; ++c) {
+    const double v = value[c] * coverage + (1 - coverage) * fill[c];
+    out[c] = static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0, 255.0));
+  }
+}
+
+}  // namespace
+
+cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& m, bool bilinear, const cv::Scalar& fill) {
+  const int w = image.cols, h = image.rows;
+  cv::Mat out(h, w, CV_8UC3);
+  for (int j = 0; j < h; ++j) {
+    const double y = -h * 0.5 + 0.5 + j;  // the output pixel's centre, relative to the image's
+    uint8_t* row = out.ptr<uint8_t>(j);
+    for (int i = 0; i < w; ++i) {
+      const double x = -w * 0.5 + 0.5 + i;
+      const double sx = m[0] * x + m[1] * y + m[2], sy = m[3] * x + m[4] * y + m[5];
+      Sample(image, sx + w * 0.5 - 0.5, sy + h * 0.5 - 0.5, bilinear, fill, row + i * 3);
+    }
+  }
+  return out;
+}
+
+std::array<double, 8> PerspectiveCoefficients(const std::array<cv::Point2d, 4>& start,
+                                              const std::array<cv::Point2d, 4>& end) {
+  cv::Mat a(8, 8, CV_64F), b(8, 1, CV_64F), x;
+  for (int i = 0; i < 4; ++i) {
+    const cv::Point2d p1 = end[static_cast<size_t>(i)], p2 = start[static_cast<size_t>(i)];
+    const double r0[8] = {p1.x, p1.y, 1, 0, 0, 0, -p2.x * p1.x, -p2.x * p1.y};
+    const double r1[8] = {0, 0, 0, p1.x, p1.y, 1, -p2.y * p1.x, -p2.y * p1.y};
+    for (int k = 0; k < 8; ++k) a.at<double>(2 * i, k) = r0[k], a.at<double>(2 * i + 1, k) = r1[k];
+    b.at<double>(2 * i) = p2.x;
+    b.at<double>(2 * i + 1) = p2.y;
+  }
+  cv::solve(a, b, x, cv::DECOMP_SVD);
+  std::array<double, 8> c;
+  for (int k = 0; k < 8; ++k) c[static_cast<size_t>(k)] = x.at<double>(k);
+  return c;
+}
+
+cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& c, bool bilinear, const cv::Scalar& fill) {
+  const int w = image.cols, h = image.rows;
+  cv::Mat out(h, w, CV_8UC3);
+  for (int j = 0; j < h; ++j) {
+    const double y = j + 0.5;
+    uint8_t* row = out.ptr<uint8_t>(j);
+    for (int i = 0; i < w; ++i) {
+      const double x = i + 0.5;
+      const double den = c[6] * x + c[7] * y + 1;
+      Sample(image, (c[0] * x + c[1] * y + c[2]) / den - 0.5, (c[3] * x + c[4] * y + c[5]) / den - 0.5, bilinear,
+             fill, row + i * 3);
+    }
+  }
+  return out;
+}
+
+std::array<int, 4> PaddingSides(const std::vector<int>& p) {
+  if (p.size() == 1) return {p[0], p[0], p[0], p[0]};
+  if (p.size() == 2) return {p[0], p[1], p[0], p[1]};
+  if (p.size() == 4) return {p[0], p[1], p[2], p[3]};
+  return {0, 0, 0, 0};
+}
+
+cv::Mat PadImage(const cv::Mat& image, int left, int top, int right, int bottom, int mode, const cv::Scalar& fill) {
+  static const int kBorders[] = {cv::BORDER_CONSTANT, cv::BORDER_REPLICATE, cv::BORDER_REFLECT_101, cv::BORDER_REFLECT};
+  cv::Mat out;
+  cv::copyMakeBorder(image, out, top, bottom, left, right, kBorders[std::clamp(mode, 0, 3)], fill);
+  return out;
+}
+
+namespace {
+
+template <typename Repeated>
+cv::Scalar FillOf(const Repeated& fill) {
+  if (fill.empty()) return cv::Scalar::all(0);
+  if (fill.size() == 1) return cv::Scalar::all(std::nearbyint(fill[0]));
+  return cv::Scalar(std::nearbyint(fill[0]), std::nearbyint(fill[1]), std::nearbyint(fill[2]));
+}
+
+template <typename Repeated>
+absl::Status CheckFill(const std::string& where, const Repeated& fill) {
+  if (fill.size() != 0 && fill.size() != 1 && fill.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %d values; give 1 or 3 (R:G:B)", where, fill.size()));
+  }
+  for (float v : fill) {
+    if (!(v >= 0 && v <= 255)) return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %g; each in 0..255", where, v));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRange(const std::string& where, float lo, float hi, float min, float max) {
+  if (!(lo >= min && lo <= hi && hi <= max)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s = %g:%g; need %g <= min <= max <= %g", where, lo, hi, min, max));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWarpInterpolation(const std::string& where, bool has, v1::Interpolation i) {
+  if (has && i == v1::BICUBIC) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".interpolation = bicubic; warps take nearest or bilinear"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPadding(const std::string& where, const google::protobuf::RepeatedField<int32_t>& padding) {
+  if (padding.size() != 0 && padding.size() != 1 && padding.size() != 2 && padding.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s.padding has %d values; give 1, 2 (left/right:top/bottom) or 4 (left:top:right:bottom)",
+                        where, padding.size()));
+  }
+  for (int v : padding) {
+    if (v < 0 || v > 8192) return absl::InvalidArgumentError(absl::StrFormat("%s.padding has %d; each in 0..8192", where, v));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> Ints(const google::protobuf::RepeatedField<int32_t>& r) { return std::vector<int>(r.begin(), r.end()); }
+
+double Draw(float lo, float hi, Rng& rng) { return lo < hi ? rng.Uniform(lo, hi) : lo; }
+
+// Crops and pads as geometry steps: a box in the input's coordinates (parts outside are padding).
+void Step(GeometrySink* geometry, const GeometryStep& step) {
+  if (geometry != nullptr) geometry->Step(step);
+}
+
+}  // namespace
+
+const std::vector<OpEntry>& GeometricOps() {
+  static const auto* ops = new std::vector<OpEntry>{
+      {v1::Op::kRotate, "transforms.RandomRotation / F.rotate",
+       [](const std::string& where, v1::Op& op, OpShape*) {
+         const auto& o = op.rotate();
+         const std::string w = where + ".rotate";
+         if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
+         if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
+         if (auto s = CheckFill(w, o.fill()); !s.ok()) return s;
+         return CheckProbability(w, o.has_p(), o.p());
+       },
+       [](const v1::Op& op) {
+         const auto& o = op.rotate();
+         return (o.has_p() && o.p() < 1) || o.degrees_min() < o.degrees_max();
+       },
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+         const auto& o = op.rotate();
+         if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
+         const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
+         const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
+         image = WarpAffine(image, InverseAffineMatrix(-angle, 0, 0, 1, 0, 0), bilinear, FillOf(o.fill()));
+       },
+       OpTargets::kRefused},
+      {v1::Op::kAffine, "transforms.RandomAffine",
+       [](const std::string& where, v1::Op& op, OpShape*) {
+         auto& o = *op.mutable_affine();
+         const std::string w = where + ".affine";
+         if (o.scale_min() == 0 && o.scale_max() == 0) o.set_scale_min(1), o.set_scale_max(1);
+         if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
+         if (auto s = CheckRange(w + ".scale", o.scale_min(), o.scale_max(), 0.01f, 100); !s.ok()) return s;
+         if (auto s = CheckRange(w + ".shear_x", o.shear_x_min(), o.shear_x_max(), -89, 89); !s.ok()) return s;
+         if (auto s = CheckRange(w + ".shear_y", o.shear_y_min(), o.shear_y_max(), -89, 89); !s.ok()) return s;
+         if (!(o.translate_x() >= 0 && o.translate_x() <= 1 && o.translate_y() >= 0 && o.translate_y() <= 1)) {
+           return absl::InvalidArgumentError(absl::StrFormat("%s.translate = %g, %g; each 0..1 of the side", w,
+                                                             o.translate_x(), o.translate_y()));
+         }
+         if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
+         if (auto s = CheckFill(w, o.fill()); !s.ok()) return s;
+         return CheckProbability(w, o.has_p(), o.p());
+       },
+       [](const v1::Op& op) {
+         const auto& o = op.affine();
+         return (o.has_p() && o.p() < 1) || o.degrees_min() < o.degrees_max() || o.translate_x() > 0 ||
+                o.translate_y() > 0 || o.scale_min() < o.scale_max() || o.shear_x_min() < o.shear_x_max() ||
+                o.shear_y_min() < o.shear_y_max();
+       },
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+         const auto& o = op.affine();
+         if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
+         const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
+         double tx = 0, ty = 0;
+         if (o.translate_x() > 0 || o.translate_y() > 0) {
+           const double dx = o.translate_x() * image.cols, dy = o.translate_y() * image.rows;
+           tx = std::nearbyint(rng.Uniform(-dx, dx));
+           ty = std::nearbyint(rng.Uniform(-dy, dy));
+         }
+         const double scale = Draw(o.scale_min(), o.scale_max(), rng);
+         const double shear_x = Draw(o.shear_x_min(), o.shear_x_max(), rng);
+         const double shear_y = Draw(o.shear_y_min(), o.shear_y_max(), rng);
+         const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
+         image = WarpAffine(image, InverseAffineMatrix(angle, tx, ty, scale, shear_x, shear_y), bilinear,
+                            FillOf(o.fill()));
+       },
+       OpTargets::kRefused},
+      {v1::Op::kPerspective, "transforms.RandomPerspective",
+       [](const std::string& where, v1::Op& op, OpShape*) {
+         auto& o = *op.mutable_perspective();
+         const std::string w = where + ".perspective";
+         if (!o.has_distortion_scale()) o.set_distortion_scale(0.5f);
+         if (!o.has_p()) o.set_p(0.5f);
+         if (!(o.distortion_scale() >= 0 && o.distortion_scale() <= 1)) {
+           return absl::InvalidArgumentError(
+               absl::StrFormat("%s.distortion_scale = %g; allowed range is 0..1", w, o.distortion_scale()));
+         }
+         if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
+         if (auto s = CheckFill(w, o.fill()); !s.ok()) return s;
+         return CheckProbability(w, true, o.p());
+       },
+       [](const v1::Op& op) { return true; },
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+         const auto& o = op.perspective();
+         if (!PassesGate(true, o.p(), 1, rng)) return;
+         const int w = image.cols, h = image.rows;
+         const int dw = static_cast<int>(o.distortion_scale() * (w / 2)), dh = static_cast<int>(o.distortion_scale() * (h / 2));
+         auto pick = [&](int lo, int hi) { return static_cast<double>(rng.UniformInt(lo, hi)); };  // [lo, hi]
+         std::array<cv::Point2d, 4> end;
+         end[0] = {pick(0, dw), pick(0, dh)};
+         end[1] = {pick(w - dw - 1, w - 1), pick(0, dh)};
+         end[2] = {pick(w - dw - 1, w - 1), pick(h - dh - 1, h - 1)};
+         end[3] = {pick(0, dw), pick(h - dh - 1, h - 1)};
+         const std::array<cv::Point2d, 4> start = {cv::Point2d(0, 0), cv::Point2d(w - 1, 0),
+                                                   cv::Point2d(w - 1, h - 1), cv::Point2d(0, h - 1)};
+         const bool bilinear = !o.has_interpolation() || o.interpolation() == v1::BILINEAR;
+         image = WarpPerspective(image, PerspectiveCoefficients(start, end), bilinear, FillOf(o.fill()));
+       },
+       OpTargets::kRefused},
+      {v1::Op::kPad, "transforms.Pad / F.pad",
+       [](const std::string& where, v1::Op& op, OpShape* shape) {
+         const auto& o = op.pad();
+         if (o.padding().empty()) {
+           return absl::InvalidArgumentError(absl::StrCat(where, ".pad has no padding; give 1, 2 or 4 values"));
+         }
+         if (auto s = CheckPadding(where + ".pad", o.padding()); !s.ok()) return s;
+         shape->fixed = false;  // the size now depends on the input
+         return CheckFill(where + ".pad", o.fill());
+       },
+       [](const v1::Op&) { return false; },
+       [](const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, GeometrySink* geometry) {
+         const auto& o = op.pad();
+         const std::array<int, 4> p = PaddingSides(Ints(o.padding()));
+         Step(geometry, GeometryStep::Crop({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]}));
+         image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
+       },
+       OpTargets::kMoved},
+      {v1::Op::kRandomCrop, "transforms.RandomCrop",
+       [](const std::string& where, v1::Op& op, OpShape* shape) {
+         const auto& o = op.random_crop();
+         if (o.size() < 1 || o.size() > 8192) {
+           return absl::InvalidArgumentError(
+               absl::StrFormat("%s.random_crop.size = %d; allowed range is 1..8192 pixels", where, o.size()));
+         }
+         if (auto s = CheckPadding(where + ".random_crop", o.padding()); !s.ok()) return s;
+         shape->fixed = true;
+         shape->height = shape->width = o.size();
+         return CheckFill(where + ".random_crop", o.fill());
+       },
+       [](const v1::Op&) { return true; },
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+         const auto& o = op.random_crop();
+         std::array<int, 4> p = PaddingSides(Ints(o.padding()));
+         const int size = o.size();
+         // Then up to size (pad_if_needed, or always: torchvision raises there).
+         const int grow_w = std::max(0, size - (image.cols + p[0] + p[2]));
+         const int grow_h = std::max(0, size - (image.rows + p[1] + p[3]));
+         p[0] += grow_w, p[2] += grow_w, p[1] += grow_h, p[3] += grow_h;
+         if (p[0] || p[1] || p[2] || p[3]) {
+           Step(geometry, GeometryStep::Crop({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]}));
+           image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
+         }
+         int top = 0, left = 0;
+         if (image.rows != size || image.cols != size) {
+           top = static_cast<int>(rng.UniformInt(0, image.rows - size));
+           left = static_cast<int>(rng.UniformInt(0, image.cols - size));
+         }
+         Step(geometry, GeometryStep::Crop({top, left, size, size}));
+         image = image(cv::Rect(left, top, size, size)).clone();
+       },
+       OpTargets::kMoved},
+      {v1::Op::kVerticalFlip, "F.vflip / transforms.RandomVerticalFlip",
+       [](const std::string& where, v1::Op& op, OpShape*) {
+         return CheckProbability(where + ".vertical_flip", op.vertical_flip().has_p(), op.vertical_flip().p());
+       },
+       [](const v1::Op& op) { return op.vertical_flip().has_p() && op.vertical_flip().p() < 1; },
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+         if (!PassesGate(op.vertical_flip().has_p(), op.vertical_flip().p(), 1, rng)) return;
+         cv::flip(image, image, 0);
+         Step(geometry, GeometryStep::FlipVertical(image.cols, image.rows));
+       },
+       OpTargets::kMoved},
+  };
+  return *ops;
+}
+
+}  // namespace stoker

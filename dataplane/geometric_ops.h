@@ -1,0 +1,43 @@
+// Geometric ops with torchvision's semantics: rotation, affine and
+// perspective warps sampled as its tensor path samples them
+// (torch.nn.functional.grid_sample with align_corners=False, zeros outside,
+// then the fill blended in by a sampled mask, rounded), padding and the
+// CIFAR-style random crop. Pure functions on 8-bit RGB cv::Mat images;
+// thread-safe. Registered as pipeline ops (op_registry.h).
+#ifndef STOKER_DATAPLANE_GEOMETRIC_OPS_H_
+#define STOKER_DATAPLANE_GEOMETRIC_OPS_H_
+
+#include <array>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+namespace stoker {
+
+// torchvision's _get_inverse_affine_matrix(center (0, 0), angle, translate,
+// scale, shear) for the tensor path: maps an output position (relative to
+// the image centre) to the input position it samples.
+std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, double translate_y, double scale,
+                                          double shear_x, double shear_y);
+
+// Samples `image` through `matrix` (InverseAffineMatrix's form) into an
+// image of the same size. `bilinear` or nearest (round half to even).
+cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& matrix, bool bilinear, const cv::Scalar& fill);
+
+// The coefficients (a..h) that map an output position to its input,
+// (a x + b y + c) / (g x + h y + 1) and (d x + e y + f) / (g x + h y + 1),
+// for the corners `start` (in the input) moved to `end` (in the output);
+// each corner is (x, y): top-left, top-right, bottom-right, bottom-left.
+std::array<double, 8> PerspectiveCoefficients(const std::array<cv::Point2d, 4>& start,
+                                              const std::array<cv::Point2d, 4>& end);
+cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& coefficients, bool bilinear,
+                        const cv::Scalar& fill);
+
+// Padding (left, top, right, bottom) in a stoker.v1.PaddingMode.
+cv::Mat PadImage(const cv::Mat& image, int left, int top, int right, int bottom, int mode, const cv::Scalar& fill);
+// A Pad / RandomCrop padding list (1, 2 or 4 values) as left, top, right, bottom.
+std::array<int, 4> PaddingSides(const std::vector<int>& padding);
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_GEOMETRIC_OPS_H_
