@@ -11,7 +11,7 @@
 namespace stoker {
 
 std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, double translate_y, double scale,
-                                          double shear_x, double shear_y) {
+                                          double shear_x, double shear_y, double center_x, double center_y) {
   const double rot = angle * M_PI / 180, sx = shear_x * M_PI / 180, sy = shear_y * M_PI / 180;
   // Rotation, scale and shear: R(a) S(s) SHy(sy) SHx(sx), inverted (its
   // determinant without the scale is 1).
@@ -20,59 +20,79 @@ std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, doub
   const double c = std::sin(rot - sy) / std::cos(sy);
   const double d = -std::sin(rot - sy) * std::tan(sx) / std::cos(sy) + std::cos(rot);
   std::array<double, 6> m = {d / scale, -b / scale, 0, -c / scale, a / scale, 0};
-  m[2] += m[0] * -translate_x + m[1] * -translate_y;
-  m[5] += m[3] * -translate_x + m[4] * -translate_y;
+  m[2] += m[0] * (-center_x - translate_x) + m[1] * (-center_y - translate_y);
+  m[5] += m[3] * (-center_x - translate_x) + m[4] * (-center_y - translate_y);
+  m[2] += center_x;
+  m[5] += center_y;
   return m;
 }
 
 namespace {
 
-// grid_sample(align_corners=False, padding_mode="zeros") at input position
-// (ix, iy) in pixel-index units, with torchvision's fill: bilinear blends the
-// fill in by the sampled coverage (value x coverage + (1 - coverage) x fill,
-// as torchvision's _apply_grid_transform), nearest takes it outside.
-inline void Sample(const cv::Mat& image, double ix, double iy, bool bilinear, const cv::Scalar& fill, uint8_t* out) {
+// torch.linspace(start, end, steps)[i] in float32 (its two-sided formula).
+inline float LinspaceF(float start, float end, int steps, int i) {
+  if (steps == 1) return start;
+  const float step = (end - start) / static_cast<float>(steps - 1);
+  return i < steps / 2 ? start + step * static_cast<float>(i) : end - step * static_cast<float>(steps - 1 - i);
+}
+
+// grid_sample(align_corners=False, padding_mode="zeros") at the normalised
+// grid position (gx, gy), in float32 step by step as torch computes it (a
+// nearest pixel at a tie depends on it), with torchvision's fill: masked,
+// the fill is blended in by the sampled coverage (value x coverage + (1 -
+// coverage) x fill, as its _apply_grid_transform); nearest takes the fill
+// outside.
+inline void Sample(const cv::Mat& image, float gx, float gy, bool bilinear, const cv::Scalar& fill, bool masked,
+                   uint8_t* out) {
   const int w = image.cols, h = image.rows;
+  const float ix = ((gx + 1.0f) * static_cast<float>(w) - 1.0f) / 2.0f;
+  const float iy = ((gy + 1.0f) * static_cast<float>(h) - 1.0f) / 2.0f;
   if (!bilinear) {
     const int x = static_cast<int>(std::nearbyint(ix)), y = static_cast<int>(std::nearbyint(iy));
     if (x >= 0 && x < w && y >= 0 && y < h) {
       const uint8_t* p = image.ptr<uint8_t>(y) + x * 3;
       out[0] = p[0], out[1] = p[1], out[2] = p[2];
     } else {
-      for (int c = 0; c < 3; ++c) out[c] = static_cast<uint8_t>(fill[c]);
+      for (int c = 0; c < 3; ++c) out[c] = masked ? static_cast<uint8_t>(fill[c]) : 0;
     }
     return;
   }
-  const double fx = std::floor(ix), fy = std::floor(iy);
-  const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
-  const double ax = ix - fx, ay = iy - fy;
-  const double weights[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
-  const int xs[4] = {x0, x0 + 1, x0, x0 + 1}, ys[4] = {y0, y0, y0 + 1, y0 + 1};
-  double value[3] = {0, 0, 0}, coverage = 0;
+  const float x0 = std::floor(ix), y0 = std::floor(iy), x1 = x0 + 1, y1 = y0 + 1;
+  const float weights[4] = {(x1 - ix) * (y1 - iy), (ix - x0) * (y1 - iy), (x1 - ix) * (iy - y0), (ix - x0) * (iy - y0)};
+  const int xs[4] = {static_cast<int>(x0), static_cast<int>(x1), static_cast<int>(x0), static_cast<int>(x1)};
+  const int ys[4] = {static_cast<int>(y0), static_cast<int>(y0), static_cast<int>(y1), static_cast<int>(y1)};
+  float value[3] = {0, 0, 0}, coverage = 0;
   for (int k = 0; k < 4; ++k) {
     if (xs[k] < 0 || xs[k] >= w || ys[k] < 0 || ys[k] >= h) continue;
     const uint8_t* p = image.ptr<uint8_t>(ys[k]) + xs[k] * 3;
-    for (int c = 0; c < 3; ++c) value[c] += weights[k] * p[c];
+    for (int c = 0; c < 3; ++c) value[c] += static_cast<float>(p[c]) * weights[k];
     coverage += weights[k];
   }
   for (int c = 0; c < 3; ++c) {
-    const double v = value[c] * coverage + (1 - coverage) * fill[c];
-    out[c] = static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0, 255.0));
+    const float v = masked ? value[c] * coverage + (1.0f - coverage) * static_cast<float>(fill[c]) : value[c];
+    out[c] = static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
   }
 }
 
 }  // namespace
 
-cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& m, bool bilinear, const cv::Scalar& fill) {
+cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& m, bool bilinear, const cv::Scalar& fill,
+                   bool masked) {
   const int w = image.cols, h = image.rows;
+  // torchvision's _gen_affine_grid in float32: theta^T / (w / 2, h / 2),
+  // applied to the output pixels' centres relative to the image's.
+  const float half_w = 0.5f * static_cast<float>(w), half_h = 0.5f * static_cast<float>(h);
+  const float r[6] = {static_cast<float>(m[0]) / half_w, static_cast<float>(m[1]) / half_w,
+                      static_cast<float>(m[2]) / half_w, static_cast<float>(m[3]) / half_h,
+                      static_cast<float>(m[4]) / half_h, static_cast<float>(m[5]) / half_h};
   cv::Mat out(h, w, CV_8UC3);
   for (int j = 0; j < h; ++j) {
-    const double y = -h * 0.5 + 0.5 + j;  // the output pixel's centre, relative to the image's
+    const float y = LinspaceF(-static_cast<float>(h) * 0.5f + 0.5f, static_cast<float>(h) * 0.5f + 0.5f - 1, h, j);
     uint8_t* row = out.ptr<uint8_t>(j);
     for (int i = 0; i < w; ++i) {
-      const double x = -w * 0.5 + 0.5 + i;
-      const double sx = m[0] * x + m[1] * y + m[2], sy = m[3] * x + m[4] * y + m[5];
-      Sample(image, sx + w * 0.5 - 0.5, sy + h * 0.5 - 0.5, bilinear, fill, row + i * 3);
+      const float x = LinspaceF(-static_cast<float>(w) * 0.5f + 0.5f, static_cast<float>(w) * 0.5f + 0.5f - 1, w, i);
+      const float gx = x * r[0] + y * r[1] + r[2], gy = x * r[3] + y * r[4] + r[5];
+      Sample(image, gx, gy, bilinear, fill, masked, row + i * 3);
     }
   }
   return out;
@@ -95,17 +115,23 @@ std::array<double, 8> PerspectiveCoefficients(const std::array<cv::Point2d, 4>& 
   return c;
 }
 
-cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& c, bool bilinear, const cv::Scalar& fill) {
+cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& c, bool bilinear, const cv::Scalar& fill,
+                        bool masked) {
   const int w = image.cols, h = image.rows;
+  // torchvision's _perspective_grid in float32.
+  const float half_w = 0.5f * static_cast<float>(w), half_h = 0.5f * static_cast<float>(h);
+  float k[8];
+  for (int i = 0; i < 8; ++i) k[i] = static_cast<float>(c[static_cast<size_t>(i)]);
   cv::Mat out(h, w, CV_8UC3);
   for (int j = 0; j < h; ++j) {
-    const double y = j + 0.5;
+    const float y = LinspaceF(0.5f, static_cast<float>(h) + 0.5f - 1.0f, h, j);
     uint8_t* row = out.ptr<uint8_t>(j);
     for (int i = 0; i < w; ++i) {
-      const double x = i + 0.5;
-      const double den = c[6] * x + c[7] * y + 1;
-      Sample(image, (c[0] * x + c[1] * y + c[2]) / den - 0.5, (c[3] * x + c[4] * y + c[5]) / den - 0.5, bilinear,
-             fill, row + i * 3);
+      const float x = LinspaceF(0.5f, static_cast<float>(w) + 0.5f - 1.0f, w, i);
+      const float den = x * k[6] + y * k[7] + 1.0f;
+      const float gx = (x * (k[0] / half_w) + y * (k[1] / half_w) + k[2] / half_w) / den - 1.0f;
+      const float gy = (x * (k[3] / half_h) + y * (k[4] / half_h) + k[5] / half_h) / den - 1.0f;
+      Sample(image, gx, gy, bilinear, fill, masked, row + i * 3);
     }
   }
   return out;

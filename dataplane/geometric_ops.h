@@ -17,12 +17,18 @@ namespace stoker {
 // torchvision's _get_inverse_affine_matrix(center (0, 0), angle, translate,
 // scale, shear) for the tensor path: maps an output position (relative to
 // the image centre) to the input position it samples.
+// `center_x`, `center_y`: the centre of rotation relative to the image's
+// centre (torchvision's center argument minus half the size).
 std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, double translate_y, double scale,
-                                          double shear_x, double shear_y);
+                                          double shear_x, double shear_y, double center_x = 0, double center_y = 0);
 
 // Samples `image` through `matrix` (InverseAffineMatrix's form) into an
 // image of the same size. `bilinear` or nearest (round half to even).
-cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& matrix, bool bilinear, const cv::Scalar& fill);
+// `masked`: torchvision with a fill (its transforms' default, fill=0): the
+// fill blended in by the sampled coverage; unmasked: fill=None, zeros
+// outside and no blending (the functional ops' and the policies' default).
+cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& matrix, bool bilinear, const cv::Scalar& fill,
+                   bool masked = true);
 
 // The coefficients (a..h) that map an output position to its input,
 // (a x + b y + c) / (g x + h y + 1) and (d x + e y + f) / (g x + h y + 1),
@@ -31,7 +37,7 @@ cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& matrix, bo
 std::array<double, 8> PerspectiveCoefficients(const std::array<cv::Point2d, 4>& start,
                                               const std::array<cv::Point2d, 4>& end);
 cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& coefficients, bool bilinear,
-                        const cv::Scalar& fill);
+                        const cv::Scalar& fill, bool masked = true);
 
 // Padding (left, top, right, bottom) in a stoker.v1.PaddingMode.
 cv::Mat PadImage(const cv::Mat& image, int left, int top, int right, int bottom, int mode, const cv::Scalar& fill);

@@ -9,7 +9,7 @@ namespace stoker {
 const OpEntry* FindOp(v1::Op::OpCase op) {
   static const auto* table = [] {
     auto* t = new std::map<v1::Op::OpCase, OpEntry>();
-    for (const auto* family : {&PhotometricOps(), &ErasingOps(), &GeometricOps()}) {
+    for (const auto* family : {&PhotometricOps(), &ErasingOps(), &GeometricOps(), &PolicyOps()}) {
       for (const OpEntry& e : *family) t->emplace(e.op, e);
     }
     return t;

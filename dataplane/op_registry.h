@@ -63,6 +63,7 @@ const OpEntry* FindOp(v1::Op::OpCase op);
 const std::vector<OpEntry>& PhotometricOps();
 const std::vector<OpEntry>& ErasingOps();
 const std::vector<OpEntry>& GeometricOps();
+const std::vector<OpEntry>& PolicyOps();
 
 // The probability gate every registered op has ("p", unset: `otherwise`):
 // INVALID_ARGUMENT unless 0..1; ApplyGate draws only when p < 1, so that a
