@@ -21,6 +21,9 @@ PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
 # test_targets.py): shards written by webdataset's own ShardWriter, COCO masks
 # from pycocotools, boxes and masks through Albumentations. NumPy stays 1.x
 # so that Debian's torch (built against it) keeps working in the venv.
+# timm: only its mixup module is loaded (python/tests/test_mixup.py); without
+# its dependencies, which would replace Debian's torch.
+PYNODEPS := timm==0.9.16
 PYREFERENCES := webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 sentencepiece==0.2.0 numpy==1.26.4 \
   opencv-python-headless==4.10.0.84 "scipy<1.15"
 
@@ -34,6 +37,7 @@ deps:
 $(PYENV)/.ready: Makefile | deps
 	@/usr/bin/python3 -m venv --system-site-packages $(PYENV)
 	@$(PYENV)/bin/pip install -q --disable-pip-version-check $(PYTOOLS) $(PYVALIDATORS) $(PYREFERENCES)
+	@$(PYENV)/bin/pip install -q --disable-pip-version-check --no-deps $(PYNODEPS)
 	@touch $@
 
 pyenv: $(PYENV)/.ready

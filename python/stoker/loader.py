@@ -107,6 +107,13 @@ class Loader:
         --data-root that tokenises fields of kind tokens on the servers
         ({"ids": "tokens:txt"}), keeping at most max_tokens ids (0: all);
         they arrive as int64 [N, L] padded with 0, plus NAME_count [N].
+      mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
+        num_classes: MixUp / CutMix as timm's Mixup in batch mode, on the
+        device after the batch arrives (stoker.mixup); either alpha > 0
+        turns it on, and labels are then soft targets float32 [N,
+        num_classes] (num_classes: the dataset's classes when None). Needs a
+        float dtype and (images, labels) batches. Deterministic per (seed,
+        epoch, batch).
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
       device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
@@ -150,7 +157,8 @@ class Loader:
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
                  metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, auth_token_file=None, fields=None, max_field_bytes=0, annotations=None,
-                 box_min_visibility=0.0, tokenizer=None, max_tokens=0, _test_h2d_delay_ms=0):
+                 box_min_visibility=0.0, tokenizer=None, max_tokens=0, mixup_alpha=0.0, cutmix_alpha=0.0,
+                 mix_prob=1.0, switch_prob=0.5, label_smoothing=0.1, num_classes=None, _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -180,6 +188,20 @@ class Loader:
         o.max_tokens = int(max_tokens)
         # (name, kind) of each field, checked here before any connection.
         self._fields = _ext.parse_fields(o.fields)
+        self._mixup = None
+        if mixup_alpha or cutmix_alpha:
+            if framework != "torch":
+                raise ValueError("mixup_alpha / cutmix_alpha mix on the device with torch; framework is " + framework)
+            if self._fields:
+                raise ValueError("mixup_alpha / cutmix_alpha mix (images, labels) batches; the loader names fields")
+            if _frameworks.dtype_name(dtype) == "uint8":
+                raise ValueError("MixUp and CutMix mix float images: give dtype float32, float16 or bfloat16")
+            from .mixup import Mixup
+
+            self._mixup = Mixup(mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
+                                num_classes if num_classes is not None else 1, seed)
+            self._mixup_classes_given = num_classes is not None
+            self._channels_last = layout == "nhwc"
         o.batch_size = int(batch_size)
         o.seed = int(seed)
         o.drop_last = bool(drop_last)
@@ -274,6 +296,12 @@ class Loader:
                 return
             array, labels, indices, info = item
             images, labels = self._hand_over(array, labels)
+            if self._mixup is not None:
+                if not self._mixup_classes_given:  # the dataset's, known once connected
+                    self._mixup.num_classes, self._mixup_classes_given = max(1, len(self.class_names)), True
+                h, w = (images.shape[1], images.shape[2]) if self._channels_last else (images.shape[2], images.shape[3])
+                draw = self._mixup.draw(info["epoch"], info["batch"], h, w)
+                images, labels = self._mixup.apply(images, labels, draw, channels_last=self._channels_last)
             values = info.pop("fields", None)
             self._last = (indices, info)
             self._batches += 1

@@ -1,0 +1,102 @@
+"""MixUp and CutMix on the device, with timm's ``Mixup`` semantics in batch
+mode (one lambda and one box per batch; the batch mixed with itself
+reversed; soft targets with label smoothing).
+
+The draws (whether to mix, MixUp or CutMix, lambda, the box's centre) come
+from a generator seeded by (seed, epoch, batch index), so a batch is mixed
+the same way whoever made it and on resume. The mixing runs as torch ops on
+the images' device: CUDA kernels when the batch is on a GPU, the CPU
+otherwise. ``python/tests/test_mixup.py`` compares it with timm's ``Mixup``
+given the same draws.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_STREAM = 0x4D49_5855  # "MIXU": keeps these draws apart from any other use of the seed
+
+
+@dataclass
+class MixDraw:
+    """One batch's draws: `lam` is the weight of the batch itself (1: not
+    mixed); `box` (y_low, y_high, x_low, x_high) when CutMix pasted a box."""
+    lam: float = 1.0
+    cutmix: bool = False
+    box: tuple = None
+    raw: tuple = ()  # the draws in timm's order (rand, [rand,] beta, [randint, randint]), for tests
+
+
+class Mixup:
+    """timm.data.Mixup(mixup_alpha, cutmix_alpha, prob=mix_prob, switch_prob,
+    mode="batch", correct_lam=True, label_smoothing, num_classes)."""
+
+    def __init__(self, mixup_alpha=0.8, cutmix_alpha=1.0, mix_prob=1.0, switch_prob=0.5, label_smoothing=0.1,
+                 num_classes=1000, seed=0):
+        for name, value in (("mixup_alpha", mixup_alpha), ("cutmix_alpha", cutmix_alpha)):
+            if not value >= 0:
+                raise ValueError(f"{name} = {value}; need >= 0 (0 turns it off)")
+        if mixup_alpha == 0 and cutmix_alpha == 0:
+            raise ValueError("mixup_alpha and cutmix_alpha are both 0: nothing to mix")
+        for name, value in (("mix_prob", mix_prob), ("switch_prob", switch_prob), ("label_smoothing", label_smoothing)):
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name} = {value}; allowed range is 0..1")
+        if not (isinstance(num_classes, int) and num_classes >= 1):
+            raise ValueError(f"num_classes = {num_classes!r}; give the number of classes (soft targets are "
+                             "[N, num_classes])")
+        self.mixup_alpha, self.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
+        self.mix_prob, self.switch_prob = float(mix_prob), float(switch_prob)
+        self.label_smoothing, self.num_classes, self.seed = float(label_smoothing), num_classes, int(seed)
+
+    def draw(self, epoch, batch, height, width):
+        """The draws for batch `batch` of `epoch`, in timm's order."""
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, int(epoch), int(batch), _STREAM])))
+        raw = [rng.random()]
+        if not raw[0] < self.mix_prob:
+            return MixDraw(raw=tuple(raw))
+        if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
+            raw.append(rng.random())
+            cutmix = bool(raw[-1] < self.switch_prob)
+        else:
+            cutmix = self.cutmix_alpha > 0
+        alpha = self.cutmix_alpha if cutmix else self.mixup_alpha
+        lam = float(rng.beta(alpha, alpha))
+        raw.append(lam)
+        if not cutmix:
+            return MixDraw(lam=lam, raw=tuple(raw))
+        # timm's rand_bbox: a box of sqrt(1 - lam) of each side around a
+        # uniform centre, clipped; lam then corrected to the pasted area.
+        ratio = np.sqrt(1 - lam)
+        cut_h, cut_w = int(height * ratio), int(width * ratio)
+        cy, cx = int(rng.integers(0, height)), int(rng.integers(0, width))
+        raw += [cy, cx]
+        yl, yh = int(np.clip(cy - cut_h // 2, 0, height)), int(np.clip(cy + cut_h // 2, 0, height))
+        xl, xh = int(np.clip(cx - cut_w // 2, 0, width)), int(np.clip(cx + cut_w // 2, 0, width))
+        lam = 1.0 - (yh - yl) * (xh - xl) / float(height * width)
+        return MixDraw(lam=lam, cutmix=True, box=(yl, yh, xl, xh), raw=tuple(raw))
+
+    def apply(self, images, labels, draw, channels_last=False):
+        """Mixes a float image batch in place ([N, C, H, W], or [N, H, W, C]
+        with `channels_last`) and returns (images, soft targets [N,
+        num_classes] float32 on the images' device)."""
+        import torch
+
+        if not images.is_floating_point():
+            raise TypeError("MixUp and CutMix mix float images: ask the loader for dtype float32, float16 or bfloat16")
+        if draw.lam != 1.0:
+            if draw.cutmix:
+                yl, yh, xl, xh = draw.box
+                if channels_last:
+                    images[:, yl:yh, xl:xh, :] = images.flip(0)[:, yl:yh, xl:xh, :]
+                else:
+                    images[:, :, yl:yh, xl:xh] = images.flip(0)[:, :, yl:yh, xl:xh]
+            else:
+                flipped = images.flip(0).mul_(1.0 - draw.lam)
+                images.mul_(draw.lam).add_(flipped)
+        labels = labels.to(device=images.device, dtype=torch.int64)
+        off = self.label_smoothing / self.num_classes
+        on = 1.0 - self.label_smoothing + off
+        def one_hot(y):
+            return torch.full((y.shape[0], self.num_classes), off, device=images.device).scatter_(1, y.view(-1, 1), on)
+        targets = one_hot(labels) * draw.lam + one_hot(labels.flip(0)) * (1.0 - draw.lam)
+        return images, targets
