@@ -9,6 +9,11 @@ written every --checkpoint-every batches and at the end of each epoch;
 --resume continues from it with exactly the batches not yet trained on.
 
   python3 examples/train_classifier.py --servers 127.0.0.1:50051 --dataset imagenet/train --epochs 90
+
+--recipe timm trains with the augmentation of timm's ImageNet recipes on the
+data servers (RandomResizedCrop, flip, RandAugment(2, 9), RandomErasing 0.25
+with per-pixel noise) and MixUp 0.8 / CutMix 1.0 with label smoothing 0.1 on
+the device (the loss then takes soft targets).
 """
 import argparse
 import contextlib
@@ -56,6 +61,8 @@ def parse_args():
                    help="checkpoint and exit after this many batches in this run (to try --resume)")
     p.add_argument("--log-batches", help="append a JSON line per batch (epoch, batch, samples, digest) here")
     p.add_argument("--metrics-port", type=int, help="serve the loader's Prometheus metrics on this port")
+    p.add_argument("--recipe", choices=("basic", "timm"), default="basic",
+                   help="basic: random_resized_crop + flip; timm: + rand_augment, random_erasing, MixUp/CutMix")
     return p.parse_args()
 
 
@@ -66,11 +73,15 @@ def main():
         device = "cuda" if torch.cuda.is_available() else "cpu"
     amp = device.startswith("cuda")
     torch.manual_seed(args.seed)
-    loader = stoker.Loader(servers=args.servers, dataset=args.dataset,
-                           pipeline=f"random_resized_crop({args.image_size}), random_horizontal_flip(0.5)",
+    pipeline = f"random_resized_crop({args.image_size}), random_horizontal_flip(0.5)"
+    mixing = {}
+    if args.recipe == "timm":
+        pipeline += ", rand_augment(num_ops=2, magnitude=9), random_erasing(p=0.25, value_random=true)"
+        mixing = dict(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1)
+    loader = stoker.Loader(servers=args.servers, dataset=args.dataset, pipeline=pipeline,
                            batch_size=args.batch_size, seed=args.seed, drop_last=True, device=device,
                            dtype=torch.bfloat16 if amp else torch.float32, layout="nchw", normalize="imagenet",
-                           metrics_port=args.metrics_port)
+                           metrics_port=args.metrics_port, **mixing)
     model = torchvision.models.resnet18(num_classes=len(loader.class_names)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     start_epoch = 0

@@ -41,6 +41,12 @@ def train(servers, workdir, *extra):
     return r.stdout
 
 
+def test_train_classifier_runs_the_timm_recipe(two_servers, tmp_path):
+    out = train(two_servers, tmp_path, "--recipe=timm", "--log-batches=log.jsonl", "--checkpoint=ckpt.pt")
+    assert "epoch 1:" in out and "loss" in out, out
+    assert len(read_log(tmp_path / "log.jsonl")) == 16
+
+
 def test_train_classifier_checkpoints_mid_epoch_and_resumes_exactly(two_servers, tmp_path):
     whole = tmp_path / "whole"
     whole.mkdir()
