@@ -22,11 +22,20 @@ def main():
     p.add_argument("--output", choices=["float", "uint8"], default="float")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--warmup-batches", type=int, default=2, help="left out of the rate (worker start-up)")
+    p.add_argument("--recipe", choices=["basic", "randaugment", "trivialaugment"], default="basic",
+                   help="basic: RandomResizedCrop(224) + flip; randaugment / trivialaugment: + RandAugment(2, 9) or "
+                        "TrivialAugmentWide, and RandomErasing(0.25, value='random') on the float output")
     args = p.parse_args()
 
     ops = [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
+    if args.recipe == "randaugment":
+        ops.append(T.RandAugment(2, 9))
+    elif args.recipe == "trivialaugment":
+        ops.append(T.TrivialAugmentWide())
     if args.output == "float":
         ops += [T.ToTensor(), T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])]
+        if args.recipe != "basic":
+            ops.append(T.RandomErasing(0.25, value="random"))
     else:
         ops += [T.PILToTensor()]
     dataset = torchvision.datasets.ImageFolder(args.data, transform=T.Compose(ops))
