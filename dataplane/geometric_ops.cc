@@ -151,6 +151,19 @@ cv::Mat PadImage(const cv::Mat& image, int left, int top, int right, int bottom,
   return out;
 }
 
+cv::Size PaddedSize(const v1::Op& op, cv::Size size) {
+  if (op.has_pad()) {
+    const std::array<int, 4> p = PaddingSides(std::vector<int>(op.pad().padding().begin(), op.pad().padding().end()));
+    return {size.width + p[0] + p[2], size.height + p[1] + p[3]};
+  }
+  if (op.has_random_crop()) {
+    const auto& o = op.random_crop();
+    const std::array<int, 4> p = PaddingSides(std::vector<int>(o.padding().begin(), o.padding().end()));
+    return {std::max(size.width + p[0] + p[2], o.size()), std::max(size.height + p[1] + p[3], o.size())};
+  }
+  return size;
+}
+
 namespace {
 
 template <typename Repeated>

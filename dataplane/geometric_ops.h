@@ -12,6 +12,8 @@
 
 #include <opencv2/core.hpp>
 
+#include "proto/stoker/v1/stoker.pb.h"
+
 namespace stoker {
 
 // torchvision's _get_inverse_affine_matrix(center (0, 0), angle, translate,
@@ -43,6 +45,10 @@ cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& coeff
 cv::Mat PadImage(const cv::Mat& image, int left, int top, int right, int bottom, int mode, const cv::Scalar& fill);
 // A Pad / RandomCrop padding list (1, 2 or 4 values) as left, top, right, bottom.
 std::array<int, 4> PaddingSides(const std::vector<int>& padding);
+// The size a pad or random_crop op pads an image of `size` to before it
+// crops (the input's size for other ops), so that a pipeline can refuse a
+// sample too large to hold before it is allocated.
+cv::Size PaddedSize(const v1::Op& op, cv::Size size);
 
 }  // namespace stoker
 

@@ -5,7 +5,9 @@
 #include "dataplane/geometric_ops.h"
 
 #include "common/pipeline_text.h"
+#include "dataplane/image_decoder.h"
 #include "dataplane/op_registry.h"
+#include "dataplane/pipeline.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -88,6 +90,20 @@ TEST(GeometricOpsTest, PadCropAndFlipMoveTheBoxes) {
   ASSERT_EQ(small.size(), cv::Size(10, 10));
   EXPECT_EQ(c.boxes, (std::vector<float>{0, 0, 10, 10}));  // the whole image's box, cut to the crop
   EXPECT_EQ(FindOp(v1::Op::kRotate)->targets, OpTargets::kRefused);
+}
+
+TEST(GeometricOpsTest, APaddingPastThePixelLimitFailsTheSampleBeforeAllocating) {
+  v1::SessionConfig c;
+  c.set_batch_size(1);
+  const absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText("pad(8000), center_crop(16)");
+  for (const v1::Op& op : *ops) *c.add_pipeline() = op;
+  const absl::StatusOr<Pipeline> p = Pipeline::Create(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  Rng rng(1);
+  const absl::StatusOr<cv::Mat> out = p->Apply(cv::Mat(20, 20, CV_8UC3, cv::Scalar::all(1)), rng, 0, 1'000'000);
+  EXPECT_EQ(DecodeFailureOf(out.status()), DecodeFailure::kTooLarge) << out.status();
+  EXPECT_NE(out.status().message().find("would make 16020x16020 pixels"), std::string::npos) << out.status();
+  EXPECT_EQ(PaddedSize(*ParsePipelineText("random_crop(64, padding=2)")->begin(), {20, 30}), cv::Size(64, 64));
 }
 
 }  // namespace

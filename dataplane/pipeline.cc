@@ -9,6 +9,7 @@
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/detection_ops.h"
+#include "dataplane/geometric_ops.h"
 #include "dataplane/op_registry.h"
 #include "dataplane/resample.h"
 #include "dataplane/transforms.h"
@@ -464,7 +465,16 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
       case v1::Op::OP_NOT_SET:
         break;
       default:
-        if (const OpEntry* entry = FindOp(op.op_case())) entry->apply(op, image, rng, context, geometry);
+        if (const OpEntry* entry = FindOp(op.op_case())) {
+          const cv::Size padded = PaddedSize(op, image.size());
+          const int64_t pixels = int64_t{padded.width} * padded.height;
+          if (pixels > (max_pixels > 0 ? max_pixels : int64_t{1} << 28)) {
+            return DecodeError(DecodeFailure::kTooLarge,
+                               absl::StrCat(PipelineToText({op}), " of ", image.cols, "x", image.rows, " would make ",
+                                            padded.width, "x", padded.height, " pixels; --max-pixels is ", max_pixels));
+          }
+          entry->apply(op, image, rng, context, geometry);
+        }
         break;
     }
   }
