@@ -166,34 +166,13 @@ cv::Size PaddedSize(const v1::Op& op, cv::Size size) {
 
 namespace {
 
-template <typename Repeated>
-cv::Scalar FillOf(const Repeated& fill) {
-  if (fill.empty()) return cv::Scalar::all(0);
-  if (fill.size() == 1) return cv::Scalar::all(std::nearbyint(fill[0]));
-  return cv::Scalar(std::nearbyint(fill[0]), std::nearbyint(fill[1]), std::nearbyint(fill[2]));
-}
-
-template <typename Repeated>
-absl::Status CheckFill(const std::string& where, const Repeated& fill) {
-  if (fill.size() != 0 && fill.size() != 1 && fill.size() != 3) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %d values; give 1 or 3 (R:G:B)", where, fill.size()));
-  }
-  for (float v : fill) {
-    if (!(v >= 0 && v <= 255)) return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %g; each in 0..255", where, v));
-  }
-  return absl::OkStatus();
+cv::Scalar FillOf(const google::protobuf::RepeatedField<float>& fill) {
+  return FillColour(fill).value_or(cv::Scalar::all(0));  // the transforms' default fill, 0
 }
 
 absl::Status CheckRange(const std::string& where, float lo, float hi, float min, float max) {
   if (!(lo >= min && lo <= hi && hi <= max)) {
     return absl::InvalidArgumentError(absl::StrFormat("%s = %g:%g; need %g <= min <= max <= %g", where, lo, hi, min, max));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckWarpInterpolation(const std::string& where, bool has, v1::Interpolation i) {
-  if (has && i == v1::BICUBIC) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".interpolation = bicubic; warps take nearest or bilinear"));
   }
   return absl::OkStatus();
 }

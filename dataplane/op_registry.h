@@ -7,6 +7,7 @@
 #ifndef STOKER_DATAPLANE_OP_REGISTRY_H_
 #define STOKER_DATAPLANE_OP_REGISTRY_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,15 @@ const std::vector<OpEntry>& PolicyOps();
 // deterministic op never moves the random stream of the ops after it.
 absl::Status CheckProbability(const std::string& where, bool has_p, float p);
 bool PassesGate(bool has_p, float p, float otherwise, Rng& rng);
+
+// A warp's or pad's `fill` (repeated float: empty, one level, or R:G:B):
+// INVALID_ARGUMENT naming `where` unless 0, 1 or 3 values in 0..255.
+absl::Status CheckFill(const std::string& where, const google::protobuf::RepeatedField<float>& fill);
+// The fill as a colour (empty: none, which callers read as 0 or as
+// torchvision's fill=None).
+std::optional<cv::Scalar> FillColour(const google::protobuf::RepeatedField<float>& fill);
+// The warps take nearest or bilinear: INVALID_ARGUMENT for bicubic.
+absl::Status CheckWarpInterpolation(const std::string& where, bool has, v1::Interpolation interpolation);
 
 }  // namespace stoker
 

@@ -299,26 +299,13 @@ void ApplyAugMix(cv::Mat& image, const AugMixDraw& draw, bool bilinear, const st
 
 namespace {
 
-template <typename Repeated>
-std::optional<cv::Scalar> PolicyFill(const Repeated& fill) {
-  if (fill.empty()) return std::nullopt;  // torchvision's fill=None
-  if (fill.size() == 1) return cv::Scalar::all(std::nearbyint(fill[0]));
-  return cv::Scalar(std::nearbyint(fill[0]), std::nearbyint(fill[1]), std::nearbyint(fill[2]));
-}
+// torchvision's policies default to fill=None: no fill blended in.
+std::optional<cv::Scalar> PolicyFill(const google::protobuf::RepeatedField<float>& fill) { return FillColour(fill); }
 
-template <typename Repeated>
-absl::Status CheckPolicyFill(const std::string& where, const Repeated& fill, bool has_interpolation,
-                             v1::Interpolation interpolation) {
-  if (fill.size() != 0 && fill.size() != 1 && fill.size() != 3) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %d values; give 1 or 3 (R:G:B)", where, fill.size()));
-  }
-  for (float v : fill) {
-    if (!(v >= 0 && v <= 255)) return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %g; each in 0..255", where, v));
-  }
-  if (has_interpolation && interpolation == v1::BICUBIC) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".interpolation = bicubic; the warps take nearest or bilinear"));
-  }
-  return absl::OkStatus();
+absl::Status CheckPolicyFill(const std::string& where, const google::protobuf::RepeatedField<float>& fill,
+                             bool has_interpolation, v1::Interpolation interpolation) {
+  if (auto s = CheckFill(where, fill); !s.ok()) return s;
+  return CheckWarpInterpolation(where, has_interpolation, interpolation);
 }
 
 bool Bilinear(bool has, v1::Interpolation i) { return has && i == v1::BILINEAR; }
