@@ -47,14 +47,21 @@ inline void Sample(const cv::Mat& image, float gx, float gy, bool bilinear, cons
   const int w = image.cols, h = image.rows;
   const float ix = ((gx + 1.0f) * static_cast<float>(w) - 1.0f) / 2.0f;
   const float iy = ((gy + 1.0f) * static_cast<float>(h) - 1.0f) / 2.0f;
+  // Far outside (or not a number: a degenerate warp): nothing is read, and
+  // no float that does not fit an int is converted.
+  const bool near = ix > -2.0f && ix < static_cast<float>(w) + 1 && iy > -2.0f && iy < static_cast<float>(h) + 1;
   if (!bilinear) {
-    const int x = static_cast<int>(std::nearbyint(ix)), y = static_cast<int>(std::nearbyint(iy));
+    const int x = near ? static_cast<int>(std::nearbyint(ix)) : -1, y = near ? static_cast<int>(std::nearbyint(iy)) : -1;
     if (x >= 0 && x < w && y >= 0 && y < h) {
       const uint8_t* p = image.ptr<uint8_t>(y) + x * 3;
       out[0] = p[0], out[1] = p[1], out[2] = p[2];
     } else {
       for (int c = 0; c < 3; ++c) out[c] = masked ? static_cast<uint8_t>(fill[c]) : 0;
     }
+    return;
+  }
+  if (!near) {
+    for (int c = 0; c < 3; ++c) out[c] = masked ? static_cast<uint8_t>(fill[c]) : 0;
     return;
   }
   const float x0 = std::floor(ix), y0 = std::floor(iy), x1 = x0 + 1, y1 = y0 + 1;
