@@ -10,6 +10,12 @@
 
 namespace stoker {
 
+float TorchLinspace(float start, float end, int steps, int i) {
+  if (steps == 1) return start;
+  const float step = (end - start) / static_cast<float>(steps - 1);
+  return i < steps / 2 ? start + step * static_cast<float>(i) : end - step * static_cast<float>(steps - 1 - i);
+}
+
 std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, double translate_y, double scale,
                                           double shear_x, double shear_y, double center_x, double center_y) {
   const double rot = angle * M_PI / 180, sx = shear_x * M_PI / 180, sy = shear_y * M_PI / 180;
@@ -28,13 +34,6 @@ std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, doub
 }
 
 namespace {
-
-// torch.linspace(start, end, steps)[i] in float32 (its two-sided formula).
-inline float LinspaceF(float start, float end, int steps, int i) {
-  if (steps == 1) return start;
-  const float step = (end - start) / static_cast<float>(steps - 1);
-  return i < steps / 2 ? start + step * static_cast<float>(i) : end - step * static_cast<float>(steps - 1 - i);
-}
 
 // grid_sample(align_corners=False, padding_mode="zeros") at the normalised
 // grid position (gx, gy), in float32 step by step as torch computes it (a
@@ -92,12 +91,17 @@ cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& m, bool bi
   const float r[6] = {static_cast<float>(m[0]) / half_w, static_cast<float>(m[1]) / half_w,
                       static_cast<float>(m[2]) / half_w, static_cast<float>(m[3]) / half_h,
                       static_cast<float>(m[4]) / half_h, static_cast<float>(m[5]) / half_h};
+  std::vector<float> xs(static_cast<size_t>(w));  // the columns' centres, once
+  for (int i = 0; i < w; ++i) {
+    xs[static_cast<size_t>(i)] =
+        TorchLinspace(-static_cast<float>(w) * 0.5f + 0.5f, static_cast<float>(w) * 0.5f + 0.5f - 1, w, i);
+  }
   cv::Mat out(h, w, CV_8UC3);
   for (int j = 0; j < h; ++j) {
-    const float y = LinspaceF(-static_cast<float>(h) * 0.5f + 0.5f, static_cast<float>(h) * 0.5f + 0.5f - 1, h, j);
+    const float y = TorchLinspace(-static_cast<float>(h) * 0.5f + 0.5f, static_cast<float>(h) * 0.5f + 0.5f - 1, h, j);
     uint8_t* row = out.ptr<uint8_t>(j);
     for (int i = 0; i < w; ++i) {
-      const float x = LinspaceF(-static_cast<float>(w) * 0.5f + 0.5f, static_cast<float>(w) * 0.5f + 0.5f - 1, w, i);
+      const float x = xs[static_cast<size_t>(i)];
       const float gx = x * r[0] + y * r[1] + r[2], gy = x * r[3] + y * r[4] + r[5];
       Sample(image, gx, gy, bilinear, fill, masked, row + i * 3);
     }
@@ -129,12 +133,14 @@ cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& c, bo
   const float half_w = 0.5f * static_cast<float>(w), half_h = 0.5f * static_cast<float>(h);
   float k[8];
   for (int i = 0; i < 8; ++i) k[i] = static_cast<float>(c[static_cast<size_t>(i)]);
+  std::vector<float> xs(static_cast<size_t>(w));  // the columns' centres, once
+  for (int i = 0; i < w; ++i) xs[static_cast<size_t>(i)] = TorchLinspace(0.5f, static_cast<float>(w) + 0.5f - 1.0f, w, i);
   cv::Mat out(h, w, CV_8UC3);
   for (int j = 0; j < h; ++j) {
-    const float y = LinspaceF(0.5f, static_cast<float>(h) + 0.5f - 1.0f, h, j);
+    const float y = TorchLinspace(0.5f, static_cast<float>(h) + 0.5f - 1.0f, h, j);
     uint8_t* row = out.ptr<uint8_t>(j);
     for (int i = 0; i < w; ++i) {
-      const float x = LinspaceF(0.5f, static_cast<float>(w) + 0.5f - 1.0f, w, i);
+      const float x = xs[static_cast<size_t>(i)];
       const float den = x * k[6] + y * k[7] + 1.0f;
       const float gx = (x * (k[0] / half_w) + y * (k[1] / half_w) + k[2] / half_w) / den - 1.0f;
       const float gy = (x * (k[3] / half_h) + y * (k[4] / half_h) + k[5] / half_h) / den - 1.0f;
@@ -220,7 +226,7 @@ const std::vector<OpEntry>& GeometricOps() {
        },
        [](const v1::Op& op) {
          const auto& o = op.rotate();
-         return (o.has_p() && o.p() < 1) || o.degrees_min() < o.degrees_max();
+         return IsGated(o) || o.degrees_min() < o.degrees_max();
        },
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.rotate();
@@ -249,7 +255,7 @@ const std::vector<OpEntry>& GeometricOps() {
        },
        [](const v1::Op& op) {
          const auto& o = op.affine();
-         return (o.has_p() && o.p() < 1) || o.degrees_min() < o.degrees_max() || o.translate_x() > 0 ||
+         return IsGated(o) || o.degrees_min() < o.degrees_max() || o.translate_x() > 0 ||
                 o.translate_y() > 0 || o.scale_min() < o.scale_max() || o.shear_x_min() < o.shear_x_max() ||
                 o.shear_y_min() < o.shear_y_max();
        },
@@ -359,7 +365,7 @@ const std::vector<OpEntry>& GeometricOps() {
        [](const std::string& where, v1::Op& op, OpShape*) {
          return CheckProbability(where + ".vertical_flip", op.vertical_flip().has_p(), op.vertical_flip().p());
        },
-       [](const v1::Op& op) { return op.vertical_flip().has_p() && op.vertical_flip().p() < 1; },
+       [](const v1::Op& op) { return IsGated(op.vertical_flip()); },
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          if (!PassesGate(op.vertical_flip().has_p(), op.vertical_flip().p(), 1, rng)) return;
          cv::flip(image, image, 0);

@@ -41,6 +41,11 @@ std::array<double, 8> PerspectiveCoefficients(const std::array<cv::Point2d, 4>& 
 cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& coefficients, bool bilinear,
                         const cv::Scalar& fill, bool masked = true);
 
+// torch.linspace(start, end, steps)[i] in float32 (its two-sided formula:
+// from the start for the first half, from the end for the rest), which both
+// torchvision's sampling grids and its policies' magnitude bins use.
+float TorchLinspace(float start, float end, int steps, int i);
+
 // Padding (left, top, right, bottom) in a stoker.v1.PaddingMode.
 cv::Mat PadImage(const cv::Mat& image, int left, int top, int right, int bottom, int mode, const cv::Scalar& fill);
 // A Pad / RandomCrop padding list (1, 2 or 4 values) as left, top, right, bottom.

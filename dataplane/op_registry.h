@@ -71,6 +71,11 @@ const std::vector<OpEntry>& PolicyOps();
 // deterministic op never moves the random stream of the ops after it.
 absl::Status CheckProbability(const std::string& where, bool has_p, float p);
 bool PassesGate(bool has_p, float p, float otherwise, Rng& rng);
+// Whether an op message's own gate (an optional p, unset: 1) makes it random.
+template <typename Message>
+bool IsGated(const Message& m) {
+  return m.has_p() && m.p() < 1;
+}
 
 // A warp's or pad's `fill` (repeated float: empty, one level, or R:G:B):
 // INVALID_ARGUMENT naming `where` unless 0, 1 or 3 values in 0..255.

@@ -137,56 +137,47 @@ void GaussianBlur(cv::Mat& image, int kernel_size, double sigma) {
 
 namespace {
 
-// Check/random/apply for the ops whose message has a factor-like value and p.
-template <typename M>
-bool Gated(const M& m) {
-  return m.has_p() && m.p() < 1;
+std::string OpName(v1::Op::OpCase c) { return v1::Op::descriptor()->FindFieldByNumber(c)->name(); }
+
+// An op whose message is {factor 0..1000, p}: kApply(image, factor).
+template <v1::Op::OpCase kCase, auto kGet, void (*kApply)(cv::Mat&, double)>
+OpEntry FactorOp(const char* torchvision) {
+  return {kCase, torchvision,
+          [](const std::string& w, v1::Op& op, OpShape*) {
+            const auto& o = (op.*kGet)();
+            if (!(o.factor() >= 0 && o.factor() <= 1000)) {
+              return absl::InvalidArgumentError(absl::StrFormat("%s.%s.factor = %g; allowed range is 0..1000", w,
+                                                                OpName(kCase), o.factor()));
+            }
+            return CheckProbability(w + "." + OpName(kCase), o.has_p(), o.p());
+          },
+          [](const v1::Op& op) { return IsGated((op.*kGet)()); },
+          [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+            const auto& o = (op.*kGet)();
+            if (PassesGate(o.has_p(), o.p(), 1, rng)) kApply(image, o.factor());
+          }};
 }
 
-absl::Status FactorAtLeastZero(const std::string& where, const char* name, float factor) {
-  if (!(factor >= 0 && factor <= 1000)) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s.%s.factor = %g; allowed range is 0..1000", where, name, factor));
-  }
-  return absl::OkStatus();
+// An op whose message is {p}: kApply(image).
+template <v1::Op::OpCase kCase, auto kGet, void (*kApply)(cv::Mat&)>
+OpEntry GatedOp(const char* torchvision) {
+  return {kCase, torchvision,
+          [](const std::string& w, v1::Op& op, OpShape*) {
+            return CheckProbability(w + "." + OpName(kCase), (op.*kGet)().has_p(), (op.*kGet)().p());
+          },
+          [](const v1::Op& op) { return IsGated((op.*kGet)()); },
+          [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+            if (PassesGate((op.*kGet)().has_p(), (op.*kGet)().p(), 1, rng)) kApply(image);
+          }};
 }
 
 }  // namespace
 
 const std::vector<OpEntry>& PhotometricOps() {
   static const auto* ops = new std::vector<OpEntry>{
-      {v1::Op::kAdjustBrightness, "F.adjust_brightness",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         const auto& o = op.adjust_brightness();
-         if (auto s = FactorAtLeastZero(w, "adjust_brightness", o.factor()); !s.ok()) return s;
-         return CheckProbability(w + ".adjust_brightness", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return Gated(op.adjust_brightness()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.adjust_brightness();
-         if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustBrightness(image, o.factor());
-       }},
-      {v1::Op::kAdjustContrast, "F.adjust_contrast",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         const auto& o = op.adjust_contrast();
-         if (auto s = FactorAtLeastZero(w, "adjust_contrast", o.factor()); !s.ok()) return s;
-         return CheckProbability(w + ".adjust_contrast", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return Gated(op.adjust_contrast()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.adjust_contrast();
-         if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustContrast(image, o.factor());
-       }},
-      {v1::Op::kAdjustSaturation, "F.adjust_saturation",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         const auto& o = op.adjust_saturation();
-         if (auto s = FactorAtLeastZero(w, "adjust_saturation", o.factor()); !s.ok()) return s;
-         return CheckProbability(w + ".adjust_saturation", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return Gated(op.adjust_saturation()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.adjust_saturation();
-         if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustSaturation(image, o.factor());
-       }},
+      FactorOp<v1::Op::kAdjustBrightness, &v1::Op::adjust_brightness, AdjustBrightness>("F.adjust_brightness"),
+      FactorOp<v1::Op::kAdjustContrast, &v1::Op::adjust_contrast, AdjustContrast>("F.adjust_contrast"),
+      FactorOp<v1::Op::kAdjustSaturation, &v1::Op::adjust_saturation, AdjustSaturation>("F.adjust_saturation"),
       {v1::Op::kAdjustHue, "F.adjust_hue",
        [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.adjust_hue();
@@ -196,7 +187,7 @@ const std::vector<OpEntry>& PhotometricOps() {
          }
          return CheckProbability(w + ".adjust_hue", o.has_p(), o.p());
        },
-       [](const v1::Op& op) { return Gated(op.adjust_hue()); },
+       [](const v1::Op& op) { return IsGated(op.adjust_hue()); },
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.adjust_hue();
          if (PassesGate(o.has_p(), o.p(), 1, rng) && o.factor() != 0) AdjustHue(image, o.factor());
@@ -210,7 +201,7 @@ const std::vector<OpEntry>& PhotometricOps() {
          }
          return CheckProbability(w + ".solarize", o.has_p(), o.p());
        },
-       [](const v1::Op& op) { return Gated(op.solarize()); },
+       [](const v1::Op& op) { return IsGated(op.solarize()); },
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.solarize();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) Solarize(image, o.threshold());
@@ -223,54 +214,16 @@ const std::vector<OpEntry>& PhotometricOps() {
          }
          return CheckProbability(w + ".posterize", o.has_p(), o.p());
        },
-       [](const v1::Op& op) { return Gated(op.posterize()); },
+       [](const v1::Op& op) { return IsGated(op.posterize()); },
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.posterize();
          if (PassesGate(o.has_p(), o.p(), 1, rng)) Posterize(image, o.bits());
        }},
-      {v1::Op::kEqualize, "F.equalize",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         return CheckProbability(w + ".equalize", op.equalize().has_p(), op.equalize().p());
-       },
-       [](const v1::Op& op) { return Gated(op.equalize()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         if (PassesGate(op.equalize().has_p(), op.equalize().p(), 1, rng)) Equalize(image);
-       }},
-      {v1::Op::kAutocontrast, "F.autocontrast",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         return CheckProbability(w + ".autocontrast", op.autocontrast().has_p(), op.autocontrast().p());
-       },
-       [](const v1::Op& op) { return Gated(op.autocontrast()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         if (PassesGate(op.autocontrast().has_p(), op.autocontrast().p(), 1, rng)) Autocontrast(image);
-       }},
-      {v1::Op::kAdjustSharpness, "F.adjust_sharpness",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         const auto& o = op.adjust_sharpness();
-         if (auto s = FactorAtLeastZero(w, "adjust_sharpness", o.factor()); !s.ok()) return s;
-         return CheckProbability(w + ".adjust_sharpness", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return Gated(op.adjust_sharpness()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.adjust_sharpness();
-         if (PassesGate(o.has_p(), o.p(), 1, rng)) AdjustSharpness(image, o.factor());
-       }},
-      {v1::Op::kInvert, "F.invert",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         return CheckProbability(w + ".invert", op.invert().has_p(), op.invert().p());
-       },
-       [](const v1::Op& op) { return Gated(op.invert()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         if (PassesGate(op.invert().has_p(), op.invert().p(), 1, rng)) Invert(image);
-       }},
-      {v1::Op::kGrayscale, "F.rgb_to_grayscale(num_output_channels=3)",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         return CheckProbability(w + ".grayscale", op.grayscale().has_p(), op.grayscale().p());
-       },
-       [](const v1::Op& op) { return Gated(op.grayscale()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         if (PassesGate(op.grayscale().has_p(), op.grayscale().p(), 1, rng)) GrayscaleInPlace(image);
-       }},
+      GatedOp<v1::Op::kEqualize, &v1::Op::equalize, Equalize>("F.equalize"),
+      GatedOp<v1::Op::kAutocontrast, &v1::Op::autocontrast, Autocontrast>("F.autocontrast"),
+      FactorOp<v1::Op::kAdjustSharpness, &v1::Op::adjust_sharpness, AdjustSharpness>("F.adjust_sharpness"),
+      GatedOp<v1::Op::kInvert, &v1::Op::invert, Invert>("F.invert"),
+      GatedOp<v1::Op::kGrayscale, &v1::Op::grayscale, GrayscaleInPlace>("F.rgb_to_grayscale(num_output_channels=3)"),
       {v1::Op::kRandomGrayscale, "transforms.RandomGrayscale",
        [](const std::string& w, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_random_grayscale();
@@ -297,7 +250,7 @@ const std::vector<OpEntry>& PhotometricOps() {
          return CheckProbability(w + ".gaussian_blur", o.has_p(), o.p());
        },
        [](const v1::Op& op) {
-         return Gated(op.gaussian_blur()) || op.gaussian_blur().sigma_min() < op.gaussian_blur().sigma_max();
+         return IsGated(op.gaussian_blur()) || op.gaussian_blur().sigma_min() < op.gaussian_blur().sigma_max();
        },
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.gaussian_blur();

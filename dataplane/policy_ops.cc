@@ -15,13 +15,6 @@ namespace {
 
 using P = PolicyOp;
 
-// torch.linspace(start, end, steps)[i] in float32 (its two-sided formula).
-float Linspace(float start, float end, int steps, int i) {
-  if (steps == 1) return start;
-  const float step = (end - start) / static_cast<float>(steps - 1);
-  return i < steps / 2 ? start + step * static_cast<float>(i) : end - step * static_cast<float>(steps - 1 - i);
-}
-
 // 8 - round(i / ((bins - 1) / span)) (or from `top`): the posterize bits of bin i.
 float PosterizeBits(int top, float span, int bins, int i) {
   const float q = static_cast<float>(i) / (static_cast<float>(bins - 1) / span);
@@ -57,22 +50,22 @@ float Magnitude(Space space, P op, int bins, int i, int height, int width) {
   switch (op) {
     case P::kShearX:
     case P::kShearY:
-      return Linspace(0, wide ? 0.99f : 0.3f, bins, i);
+      return TorchLinspace(0, wide ? 0.99f : 0.3f, bins, i);
     case P::kTranslateX:
-      return Linspace(0, wide ? 32.0f : space == Space::kAugMix ? width / 3.0f : 150.0f / 331.0f * width, bins, i);
+      return TorchLinspace(0, wide ? 32.0f : space == Space::kAugMix ? width / 3.0f : 150.0f / 331.0f * width, bins, i);
     case P::kTranslateY:
-      return Linspace(0, wide ? 32.0f : space == Space::kAugMix ? height / 3.0f : 150.0f / 331.0f * height, bins, i);
+      return TorchLinspace(0, wide ? 32.0f : space == Space::kAugMix ? height / 3.0f : 150.0f / 331.0f * height, bins, i);
     case P::kRotate:
-      return Linspace(0, wide ? 135.0f : 30.0f, bins, i);
+      return TorchLinspace(0, wide ? 135.0f : 30.0f, bins, i);
     case P::kBrightness:
     case P::kColor:
     case P::kContrast:
     case P::kSharpness:
-      return Linspace(0, wide ? 0.99f : 0.9f, bins, i);
+      return TorchLinspace(0, wide ? 0.99f : 0.9f, bins, i);
     case P::kPosterize:
       return space == Space::kAugMix ? PosterizeBits(4, 4, bins, i) : PosterizeBits(8, wide ? 6 : 4, bins, i);
     case P::kSolarize:
-      return Linspace(255, 0, bins, i);
+      return TorchLinspace(255, 0, bins, i);
     default:
       return 0;
   }
