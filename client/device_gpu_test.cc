@@ -78,6 +78,59 @@ TEST(DeviceGpuTest, KernelMatchesTheCpuReferenceForEveryTypeAndLayout) {
   }
 }
 
+// MixUp / CutMix in the kernel against the CPU stager's mixing (client/
+// mixup_test.cc checks that one against the formula), targets included.
+TEST(DeviceGpuTest, MixingInTheKernelMatchesTheCpuStager) {
+  MixupOptions mix;
+  mix.mixup_alpha = 0.8;
+  mix.cutmix_alpha = 1.0;
+  mix.mix_prob = 0.8;
+  mix.num_classes = 10;
+  mix.seed = 3;
+  for (TensorType type : {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16}) {
+    for (TensorLayout layout : {TensorLayout::kNCHW, TensorLayout::kNHWC}) {
+      DeviceOptions o;
+      o.type = type;
+      o.layout = layout;
+      o.device = DeviceOptions::Device::kCuda;
+      auto gpu = DeviceStager::Create(o, nullptr);
+      o.device = DeviceOptions::Device::kCpu;
+      auto cpu = DeviceStager::Create(o, nullptr);
+      ASSERT_TRUE(gpu.ok() && cpu.ok());
+      ASSERT_TRUE((*gpu)->SetMixup(mix).ok());
+      ASSERT_TRUE((*cpu)->SetMixup(mix).ok());
+      for (int b = 0; b < 8; ++b) {
+        Batch x = MakeBatch((*gpu)->host_buffers(), 6, 31, 45, static_cast<uint32_t>(b));
+        Batch y = MakeBatch((*cpu)->host_buffers(), 6, 31, 45, static_cast<uint32_t>(b));
+        for (int i = 0; i < 6; ++i) {
+          x.labels.push_back((b + 3 * i) % 10);
+          y.labels.push_back((b + 3 * i) % 10);
+        }
+        x.batch_index = y.batch_index = b;
+        auto g = (*gpu)->Stage(std::move(x));
+        auto c = (*cpu)->Stage(std::move(y));
+        ASSERT_TRUE(g.ok() && c.ok());
+        ASSERT_TRUE((*gpu)->Wait(*g).ok());
+        std::vector<float> targets(60);
+        cudaMemcpy(targets.data(), g->targets, 60 * sizeof(float), cudaMemcpyDeviceToHost);
+        for (int i = 0; i < 60; ++i) ASSERT_EQ(targets[i], c->targets[i]) << i;
+        const size_t elements = 6 * 31 * 45 * 3;
+        const std::vector<uint8_t> got = ToHost(*g, elements * TensorElementBytes(type));
+        for (size_t i = 0; i < elements; ++i) {
+          if (type == TensorType::kFloat32) {
+            ASSERT_NEAR(reinterpret_cast<const float*>(got.data())[i], static_cast<const float*>(c->data)[i], 1e-5)
+                << i;
+          } else {
+            const int a = reinterpret_cast<const uint16_t*>(got.data())[i];
+            const int e = static_cast<const uint16_t*>(c->data)[i];
+            ASSERT_LE(std::abs(a - e), 2) << TensorTypeName(type) << " at " << i;  // the kernel's FMA: 1 ulp per value
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(DeviceGpuTest, CopiesOverlapButSlotsAreNotReusedWhileHeld) {
   DeviceOptions o;
   o.device = DeviceOptions::Device::kCuda;

@@ -68,6 +68,40 @@ std::vector<int64_t> ShapeOf(const ConvertSpec& s) {
   return {s.n, s.h, s.w, 3};
 }
 
+absl::Status DeviceStager::SetMixup(const MixupOptions& mixup) {
+  if (absl::Status s = ValidateMixup(mixup); !s.ok()) return s;
+  if (mixup.num_classes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("MixUp/CutMix: num_classes = ", mixup.num_classes,
+                                                   "; the soft targets need at least one class"));
+  }
+  if (type_ == TensorType::kUInt8) {
+    return absl::InvalidArgumentError(
+        "MixUp and CutMix mix float images: ask for dtype float32, float16 or bfloat16, not uint8");
+  }
+  mixup_ = mixup;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceStager::PrepareMix(const Batch& batch, ConvertSpec* spec, std::vector<float>* targets) const {
+  if (!mixup_.enabled()) return absl::OkStatus();
+  if (batch.labels.size() != static_cast<size_t>(spec->n)) {
+    return absl::InvalidArgumentError(absl::StrCat("MixUp/CutMix: batch ", batch.batch_index, " has ",
+                                                   batch.labels.size(), " labels for ", spec->n, " images"));
+  }
+  if (absl::Status s = CheckLabels(batch.labels, mixup_.num_classes); !s.ok()) return s;
+  const MixDraw draw = DrawMix(mixup_, batch.epoch, batch.batch_index, spec->h, spec->w);
+  spec->cutmix = draw.cutmix;
+  if (draw.cutmix) {
+    std::copy(draw.box, draw.box + 4, spec->box);
+  } else {
+    spec->mix_self = static_cast<float>(draw.lam);
+    spec->mix_other = static_cast<float>(1.0 - draw.lam);
+  }
+  targets->resize(batch.labels.size() * static_cast<size_t>(mixup_.num_classes));
+  SoftTargets(mixup_, draw, batch.labels, targets->data());
+  return absl::OkStatus();
+}
+
 void DeviceTensor::Release(void* consumer_stream) {
   set_consumer_stream(consumer_stream);
   *this = DeviceTensor();
@@ -82,9 +116,13 @@ namespace {
 // The fallback's output buffers, shared with the leases so that a tensor
 // outlives the stager. Slot i is touched only by the holder of slot i.
 struct CpuOutputs {
+  struct Slot {
+    std::vector<uint8_t> tensor;
+    std::vector<float> targets;  // MixUp / CutMix soft targets
+  };
   absl::Mutex mu;  // guards the deque's growth, not the buffers
-  std::deque<std::vector<uint8_t>> buffers ABSL_GUARDED_BY(mu);
-  std::vector<uint8_t>& Get(size_t slot) {
+  std::deque<Slot> buffers ABSL_GUARDED_BY(mu);
+  Slot& Get(size_t slot) {
     absl::MutexLock lock(&mu);
     while (buffers.size() <= slot) buffers.emplace_back();
     return buffers[slot];  // deque: references stay valid as it grows
@@ -101,6 +139,7 @@ class CpuStager final : public DeviceStager {
         ring_(SlotRing::Create(o.slots, o.max_slots, metrics)),
         buffers_(HostBufferPool::Create(o.host_slots)),
         outputs_(std::make_shared<CpuOutputs>()) {
+    type_ = o.type;
     if (o.batch_bytes > 0) buffers_->Reserve(o.host_slots, o.batch_bytes);
     if (metrics_) metrics_->DevicePath("cpu").Set(1);
   }
@@ -113,7 +152,7 @@ class CpuStager final : public DeviceStager {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
     const absl::Time t0 = absl::Now();
-    if (owned && spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC) {
+    if (owned && spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC && !mixup_.enabled()) {
       if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
       DeviceTensor t;
       t.shape = ShapeOf(*spec);
@@ -125,7 +164,12 @@ class CpuStager final : public DeviceStager {
     }
     absl::StatusOr<int> slot = ring_->Acquire(options_.slot_wait);
     if (!slot.ok()) return slot.status();
-    std::vector<uint8_t>& out = outputs_->Get(static_cast<size_t>(*slot));
+    CpuOutputs::Slot& buffers = outputs_->Get(static_cast<size_t>(*slot));
+    if (absl::Status s = PrepareMix(batch, &*spec, &buffers.targets); !s.ok()) {
+      ring_->Release(*slot);
+      return s;
+    }
+    std::vector<uint8_t>& out = buffers.tensor;
     out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
     if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
     ConvertOnCpu(batch.data.data(), *spec, out.data());
@@ -134,6 +178,10 @@ class CpuStager final : public DeviceStager {
     t.data = out.data();
     t.shape = ShapeOf(*spec);
     t.type = spec->type;
+    if (mixup_.enabled()) {
+      t.targets = buffers.targets.data();
+      t.targets_shape = {spec->n, mixup_.num_classes};
+    }
     t.batch = TakeOrDescribe(batch, owned);
     // The lease keeps the output buffers alive for as long as the tensor.
     t.lease = std::make_shared<SlotLease>(ring_, *slot, [keep = outputs_](void*) {});

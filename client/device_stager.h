@@ -29,6 +29,7 @@
 #include "client/batch.h"
 #include "client/client_metrics.h"
 #include "client/host_buffer.h"
+#include "client/mixup.h"
 #include "client/tensor_convert.h"
 
 namespace stoker {
@@ -79,6 +80,8 @@ struct DeviceTensor {
       ready_event = other.ready_event;
       stream = other.stream;
       batch = std::move(other.batch);
+      targets = other.targets;
+      targets_shape = std::move(other.targets_shape);
       lease = std::move(other.lease);
     }
     return *this;
@@ -99,6 +102,10 @@ struct DeviceTensor {
   void* ready_event = nullptr;  // cudaEvent_t; null on the CPU path
   void* stream = nullptr;       // cudaStream_t the copy ran on; null on CPU
   Batch batch;                  // labels, indices...; its image bytes stay until the copy finished
+  // With MixUp / CutMix (DeviceStager::SetMixup): the soft targets, float32
+  // [N, num_classes], on the same device as `data` and ready with it.
+  float* targets = nullptr;
+  std::vector<int64_t> targets_shape;
   std::shared_ptr<SlotLease> lease;  // declared after batch: destroyed (and waited on) first
 };
 
@@ -129,7 +136,19 @@ class DeviceStager {
   // Host-to-device figures so far: bytes, seconds of copy time.
   virtual void CopyStats(int64_t* bytes, double* seconds) const = 0;
 
+  // Mixes every batch staged from now on (client/mixup.h), fused into the
+  // conversion: the CUDA kernel on a GPU, the CPU otherwise. The tensors
+  // then carry soft targets. INVALID_ARGUMENT for bad settings, num_classes
+  // < 1, or a uint8 tensor type (mixing needs float images).
+  absl::Status SetMixup(const MixupOptions& mixup);
+
  protected:
+  // With mixing on: the batch's draw into `spec` and its soft targets into
+  // `targets` (resized); INVALID_ARGUMENT for a label outside the classes.
+  absl::Status PrepareMix(const Batch& batch, ConvertSpec* spec, std::vector<float>* targets) const;
+  MixupOptions mixup_;  // mixup_.enabled(): on
+  TensorType type_ = TensorType::kFloat32;  // the tensors' type (DeviceOptions::type)
+
   // Stages `source`; when `owned` is set, the tensor takes it over (keeping
   // its bytes alive until the copy finished).
   virtual absl::StatusOr<DeviceTensor> StageFrom(const Batch& source, Batch* owned) = 0;

@@ -80,6 +80,9 @@ struct Slot {
   uint8_t* input = nullptr;  // device copy of the uint8 batch
   void* output = nullptr;    // converted tensor
   size_t input_bytes = 0, output_bytes = 0;
+  float* targets = nullptr;          // MixUp / CutMix soft targets on the device
+  size_t targets_bytes = 0;
+  std::vector<float> host_targets;   // their host copy, rewritten only by the slot's holder
   cudaEvent_t start = nullptr, done = nullptr;  // timing pair; `done` is the ready event
   cudaEvent_t released = nullptr;               // recorded on the consumer's stream at release
   bool release_recorded = false;                // ordered by the ring's mutex
@@ -96,6 +99,7 @@ struct CudaSlots {
       if (s.released && s.release_recorded) cudaEventSynchronize(s.released);
       cudaFree(s.input);
       cudaFree(s.output);
+      cudaFree(s.targets);
       for (cudaEvent_t e : {s.start, s.done, s.released}) {
         if (e) cudaEventDestroy(e);
       }
@@ -130,7 +134,9 @@ class CudaStager final : public DeviceStager {
         metrics_(metrics),
         ring_(SlotRing::Create(o.slots, o.max_slots, metrics)),
         buffers_(HostBufferPool::Create(o.host_slots, PinnedAllocator(o.gpu))),
-        slots_(std::make_shared<CudaSlots>(o.gpu)) {}
+        slots_(std::make_shared<CudaSlots>(o.gpu)) {
+    type_ = o.type;
+  }
   ~CudaStager() override { ring_->DetachMetrics(); }  // tensors may outlive the metrics
 
   absl::Status Init() {
@@ -162,12 +168,17 @@ class CudaStager final : public DeviceStager {
     }
     Slot& slot = **got;
     CollectTimes(&slot);  // before the slot's timing events are recorded again
+    if (absl::Status s = PrepareMix(batch, &*spec, &slot.host_targets); !s.ok()) {
+      ring_->Release(*index);
+      return s;
+    }
     // uint8 NHWC needs no conversion: the tensor is the copied input.
-    const bool as_is = spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC;
+    const bool as_is = spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC && !spec->mixes();
     const size_t in_bytes = batch.data.size();
     const size_t out_bytes =
         as_is ? 0 : static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type);
-    if (absl::Status s = Ensure(slot, in_bytes, out_bytes); !s.ok()) {
+    const size_t targets_bytes = slot.host_targets.size() * sizeof(float);
+    if (absl::Status s = Ensure(slot, in_bytes, out_bytes, mixup_.enabled() ? targets_bytes : 0); !s.ok()) {
       ring_->Release(*index);
       return s;
     }
@@ -179,6 +190,10 @@ class CudaStager final : public DeviceStager {
       e = cudaMemcpyAsync(slot.input, batch.data.data(), in_bytes, cudaMemcpyHostToDevice, slots_->stream);
     }
     if (e == cudaSuccess && !as_is) e = LaunchConvert(slot.input, *spec, slot.output, slots_->stream);
+    if (e == cudaSuccess && mixup_.enabled()) {
+      e = cudaMemcpyAsync(slot.targets, slot.host_targets.data(), targets_bytes, cudaMemcpyHostToDevice,
+                          slots_->stream);
+    }
     if (e == cudaSuccess) e = cudaEventRecord(slot.done, slots_->stream);
     if (e != cudaSuccess) {
       cudaStreamSynchronize(slots_->stream);  // the copy may still read the caller's batch
@@ -193,6 +208,10 @@ class CudaStager final : public DeviceStager {
     t.shape = ShapeOf(*spec);
     t.type = spec->type;
     t.device = options_.gpu;
+    if (mixup_.enabled()) {
+      t.targets = slot.targets;
+      t.targets_shape = {spec->n, mixup_.num_classes};
+    }
     t.ready_event = slot.done;
     t.stream = slots_->stream;
     t.batch = TakeOrDescribe(batch, owned);  // an owned source stays alive until the lease ends
@@ -225,7 +244,13 @@ class CudaStager final : public DeviceStager {
   }
 
  private:
-  absl::Status Ensure(Slot& s, size_t in_bytes, size_t out_bytes) {
+  absl::Status Ensure(Slot& s, size_t in_bytes, size_t out_bytes, size_t targets_bytes) {
+    if (s.targets_bytes < targets_bytes) {
+      cudaFree(s.targets);
+      s.targets = nullptr;
+      if (cudaError_t e = cudaMalloc(&s.targets, targets_bytes); e != cudaSuccess) return CudaError(e, "cudaMalloc");
+      s.targets_bytes = targets_bytes;
+    }
     if (s.input_bytes < in_bytes) {
       cudaFree(s.input);
       s.input = nullptr;

@@ -141,8 +141,41 @@ void Apply(const uint8_t* in, const ConvertSpec& s, const Lut<T>& lut, T* out) {
   }
 }
 
+// The mixed conversion: each output element from its own and its partner's
+// float values (this file is built with -ffp-contract=off, so that the
+// product and the sum round as torch's do).
+template <typename T, typename Convert>
+void ApplyMixed(const uint8_t* in, const ConvertSpec& s, const Lut<float>& value, Convert convert, T* out) {
+  const int64_t plane = s.h * s.w;
+  for (int64_t n = 0; n < s.n; ++n) {
+    const uint8_t* own = in + n * plane * 3;
+    const uint8_t* partner = in + (s.n - 1 - n) * plane * 3;
+    for (int64_t p = 0; p < plane; ++p) {
+      const int64_t y = p / s.w, x = p % s.w;
+      const bool pasted = s.cutmix && y >= s.box[0] && y < s.box[1] && x >= s.box[2] && x < s.box[3];
+      for (int c = 0; c < 3; ++c) {
+        float v;
+        if (s.cutmix) {
+          v = value.value[c][(pasted ? partner : own)[3 * p + c]];
+        } else {
+          const float a = value.value[c][own[3 * p + c]] * s.mix_self;
+          const float b = value.value[c][partner[3 * p + c]] * s.mix_other;
+          v = a + b;
+        }
+        const int64_t o = s.layout == TensorLayout::kNHWC ? (n * plane + p) * 3 + c : (n * 3 + c) * plane + p;
+        out[o] = convert(v);
+      }
+    }
+  }
+}
+
 template <typename T, typename Convert>
 void ConvertWith(const uint8_t* in, const ConvertSpec& s, Convert convert, void* out) {
+  if (s.mixes()) {
+    Lut<float> value;
+    Fill(s, [](float v) { return v; }, &value);
+    return ApplyMixed(in, s, value, convert, static_cast<T*>(out));
+  }
   Lut<T> lut;
   Fill(s, convert, &lut);
   Apply(in, s, lut, static_cast<T*>(out));

@@ -10,6 +10,14 @@
 namespace stoker {
 namespace {
 
+// Element (image n, pixel p, channel c) converted to float, as ConvertOnCpu.
+__device__ float Value(const uint8_t* __restrict__ in, const ConvertSpec& s, int64_t n, int64_t p, int c) {
+  const int64_t plane = s.h * s.w;
+  // The expression (and so the compiler's contraction of it) as before the
+  // mixing was added: unmixed batches keep their bytes.
+  return (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
+}
+
 __global__ void ConvertKernel(const uint8_t* __restrict__ in, ConvertSpec s, void* __restrict__ out) {
   const int64_t plane = s.h * s.w;
   const int64_t total = s.n * plane * 3;
@@ -29,7 +37,14 @@ __global__ void ConvertKernel(const uint8_t* __restrict__ in, ConvertSpec s, voi
       static_cast<uint8_t*>(out)[o] = in[(n * plane + p) * 3 + c];
       continue;
     }
-    const float v = (static_cast<float>(in[(n * plane + p) * 3 + c]) * (1.0f / 255.0f) - s.mean[c]) * s.inv_std[c];
+    float v = Value(in, s, n, p, c);
+    if (s.cutmix) {
+      const int64_t y = p / s.w, x = p % s.w;
+      if (y >= s.box[0] && y < s.box[1] && x >= s.box[2] && x < s.box[3]) v = Value(in, s, s.n - 1 - n, p, c);
+    } else if (s.mix_self != 1.0f) {
+      // Rounded as the CPU path and torch's mul_/add_: no fused multiply-add.
+      v = __fadd_rn(__fmul_rn(v, s.mix_self), __fmul_rn(Value(in, s, s.n - 1 - n, p, c), s.mix_other));
+    }
     switch (s.type) {
       case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
       case TensorType::kFloat16: static_cast<__half*>(out)[o] = __float2half_rn(v); break;

@@ -24,6 +24,17 @@ struct ConvertSpec {
   // kUInt8 ignores both: out = in.
   float mean[3] = {0, 0, 0};
   float inv_std[3] = {1, 1, 1};
+  // MixUp / CutMix (client/mixup.h), float types only: image i is mixed with
+  // image n-1-i after its conversion to float. MixUp: mix_self x own +
+  // mix_other x partner (two float32 products and their sum, each rounded, as
+  // torch's mul_ and add_ on float32; then the one rounding to 16 bits).
+  // CutMix: the box [box[0], box[1]) x [box[2], box[3]) (rows x columns) is
+  // the partner's. mix_self 1 and cutmix false: no mixing.
+  float mix_self = 1.0f, mix_other = 0.0f;
+  bool cutmix = false;
+  int64_t box[4] = {0, 0, 0, 0};
+
+  bool mixes() const { return cutmix || mix_self != 1.0f; }
 };
 
 size_t TensorElementBytes(TensorType type);

@@ -7,6 +7,9 @@
 namespace stoker {
 
 absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderConfig config) {
+  if (config.mixup.mixup_alpha != 0 || config.mixup.cutmix_alpha != 0) {  // before connecting
+    if (absl::Status s = ValidateMixup(config.mixup); !s.ok()) return s;
+  }
   std::unique_ptr<TrainingLoader> loader(new TrainingLoader());
   loader->registry_ = std::make_shared<prometheus::Registry>();
   loader->metrics_ = std::make_unique<ClientMetrics>(*loader->registry_);
@@ -29,6 +32,16 @@ absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderCon
   loader->client_ = *std::move(client);
   // Without a device, staging is the conversion on the host (issue 12).
   loader->client_->meter().SetDevicePath(loader->stager_->path());
+  if (config.mixup.enabled()) {
+    if (config.client.session.fields_size() > 0) {
+      return absl::InvalidArgumentError(
+          "MixUp/CutMix mix (images, labels) batches; this session names fields (drop one or the other)");
+    }
+    MixupOptions mixup = config.mixup;
+    mixup.seed = config.client.session.seed();
+    if (mixup.num_classes == 0) mixup.num_classes = loader->client_->dataset().class_names_size();
+    if (absl::Status s = loader->stager_->SetMixup(mixup); !s.ok()) return s;
+  }
   return loader;
 }
 

@@ -24,6 +24,10 @@ namespace stoker {
 struct LoaderConfig {
   ClientConfig client;   // servers, session, rank, window, timeouts...
   DeviceOptions device;  // where batches go and in which type and layout
+  // MixUp / CutMix on the staged batches (client/mixup.h): off unless an
+  // alpha is set. seed comes from the session; num_classes 0 takes the
+  // dataset's class count. Batches then carry DeviceTensor::targets.
+  MixupOptions mixup;
   int metrics_port = -1;  // /metrics port: -1 none, 0 a free one
   std::string metrics_host = "0.0.0.0";
 };

@@ -1,5 +1,7 @@
 #include "common/rng.h"
 
+#include <cmath>
+
 namespace stoker {
 namespace {
 constexpr uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -49,6 +51,33 @@ int64_t Rng::UniformInt(int64_t lo, int64_t hi) {
     x = Next();
   } while (x >= limit);
   return lo + static_cast<int64_t>(x % span);
+}
+
+double StandardNormal(Rng& rng) {
+  const double u1 = 1.0 - rng.UniformDouble();  // (0, 1]: the log is finite
+  const double u2 = rng.UniformDouble();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+double GammaDraw(double alpha, Rng& rng) {
+  if (alpha < 1) return GammaDraw(alpha + 1, rng) * std::pow(1.0 - rng.UniformDouble(), 1.0 / alpha);
+  const double d = alpha - 1.0 / 3, c = 1 / std::sqrt(9 * d);
+  for (;;) {
+    double x, v;
+    do {
+      x = StandardNormal(rng);
+      v = 1 + c * x;
+    } while (v <= 0);
+    v = v * v * v;
+    const double u = 1.0 - rng.UniformDouble();
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+  }
+}
+
+double BetaDraw(double a, double b, Rng& rng) {
+  const double x = GammaDraw(a, rng);
+  const double y = GammaDraw(b, rng);
+  return x + y > 0 ? x / (x + y) : 0.5;
 }
 
 }  // namespace stoker

@@ -40,6 +40,17 @@ class Rng {
   uint64_t s_[4];
 };
 
+// A standard normal draw (Box-Muller on two uniforms). Load-bearing, as the
+// generator: random erasing's noise and every Gamma draw depend on it.
+double StandardNormal(Rng& rng);
+
+// A Gamma(alpha, 1) draw (Marsaglia and Tsang; alpha < 1 boosted by
+// U^(1/alpha)), for AugMix's Dirichlet and Beta weights and MixUp's lambda.
+double GammaDraw(double alpha, Rng& rng);
+
+// A Beta(a, b) draw as Ga / (Ga + Gb).
+double BetaDraw(double a, double b, Rng& rng);
+
 }  // namespace stoker
 
 #endif  // STOKER_COMMON_RNG_H_

@@ -25,12 +25,6 @@ std::optional<CropBox> RandomErasingBox(int height, int width, double scale_min,
   return std::nullopt;
 }
 
-double StandardNormal(Rng& rng) {
-  const double u1 = 1.0 - rng.UniformDouble();  // (0, 1]: the log is finite
-  const double u2 = rng.UniformDouble();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
 namespace {
 
 absl::Status CheckErasing(const std::string& where, v1::Op& op, OpShape*) {

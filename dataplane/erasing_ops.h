@@ -20,9 +20,6 @@ namespace stoker {
 std::optional<CropBox> RandomErasingBox(int height, int width, double scale_min, double scale_max, double ratio_min,
                                         double ratio_max, Rng& rng);
 
-// A standard normal draw (Box-Muller on two uniforms).
-double StandardNormal(Rng& rng);
-
 }  // namespace stoker
 
 #endif  // STOKER_DATAPLANE_ERASING_OPS_H_

@@ -235,21 +235,6 @@ std::vector<PolicyStep> DrawTrivialAugmentWide(const v1::TrivialAugmentWide& o, 
   return {{s.op, magnitude}};
 }
 
-double GammaDraw(double alpha, Rng& rng) {
-  if (alpha < 1) return GammaDraw(alpha + 1, rng) * std::pow(1.0 - rng.UniformDouble(), 1.0 / alpha);
-  const double d = alpha - 1.0 / 3, c = 1 / std::sqrt(9 * d);
-  for (;;) {
-    double x, v;
-    do {
-      x = StandardNormal(rng);
-      v = 1 + c * x;
-    } while (v <= 0);
-    v = v * v * v;
-    const double u = 1.0 - rng.UniformDouble();
-    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
-  }
-}
-
 AugMixDraw DrawAugMix(const v1::AugMix& o, int height, int width, Rng& rng) {
   AugMixDraw draw;
   const double a = GammaDraw(o.alpha(), rng), b = GammaDraw(o.alpha(), rng);

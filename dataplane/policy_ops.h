@@ -49,9 +49,6 @@ AugMixDraw DrawAugMix(const v1::AugMix& options, int height, int width, Rng& rng
 // original x image + sum of weight_i x chain_i(image), in float, truncated.
 void ApplyAugMix(cv::Mat& image, const AugMixDraw& draw, bool bilinear, const std::optional<cv::Scalar>& fill);
 
-// A Gamma(alpha, 1) draw (Marsaglia and Tsang), for the Dirichlet weights.
-double GammaDraw(double alpha, Rng& rng);
-
 }  // namespace stoker
 
 #endif  // STOKER_DATAPLANE_POLICY_OPS_H_

@@ -117,6 +117,9 @@ struct Options {
   int metrics_port = -1;
   std::string metrics_host = "0.0.0.0";
   int test_h2d_delay_ms = 0;
+  // MixUp / CutMix in the stager (client/mixup.h); both alphas 0: off.
+  double mixup_alpha = 0, cutmix_alpha = 0, mix_prob = 1, switch_prob = 0.5, label_smoothing = 0.1;
+  int num_classes = 0;
 };
 
 absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
@@ -212,6 +215,12 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   d.test_h2d_delay = absl::Milliseconds(o.test_h2d_delay_ms);
   c.metrics_port = o.metrics_port;
   c.metrics_host = o.metrics_host;
+  c.mixup.mixup_alpha = o.mixup_alpha;
+  c.mixup.cutmix_alpha = o.cutmix_alpha;
+  c.mixup.mix_prob = o.mix_prob;
+  c.mixup.switch_prob = o.switch_prob;
+  c.mixup.label_smoothing = o.label_smoothing;
+  c.mixup.num_classes = o.num_classes;
   return c;
 }
 
@@ -228,15 +237,24 @@ nb::dlpack::dtype DlpackType(TensorType t) {
 using Array = nb::ndarray<nb::array_api>;
 
 // The tensor's owner: releases the slot on the consumer's stream when the
-// last framework tensor over it is freed (the DLPack deleter).
-Array ImagesArray(DeviceTensor tensor, void* consumer_stream) {
+// last framework tensor over it is freed (the DLPack deleter). With MixUp /
+// CutMix the soft targets (in the same slot) go to info["targets"], held by
+// the same owner.
+Array ImagesArray(DeviceTensor tensor, void* consumer_stream, nb::dict& info) {
   auto* held = new DeviceTensor(std::move(tensor));
   held->set_consumer_stream(consumer_stream);
   nb::capsule owner(held, [](void* p) noexcept { delete static_cast<DeviceTensor*>(p); });
   std::vector<size_t> shape(held->shape.begin(), held->shape.end());
   const bool cuda = held->device >= 0;
-  return Array(held->data, shape.size(), shape.data(), owner, nullptr, DlpackType(held->type),
-               cuda ? nb::device::cuda::value : nb::device::cpu::value, cuda ? held->device : 0);
+  const int32_t device_type = cuda ? nb::device::cuda::value : nb::device::cpu::value;
+  const int32_t device_id = cuda ? held->device : 0;
+  if (held->targets != nullptr) {
+    std::vector<size_t> targets_shape(held->targets_shape.begin(), held->targets_shape.end());
+    info["targets"] = Array(held->targets, targets_shape.size(), targets_shape.data(), owner, nullptr,
+                            nb::dtype<float>(), device_type, device_id);
+  }
+  return Array(held->data, shape.size(), shape.data(), owner, nullptr, DlpackType(held->type), device_type,
+               device_id);
 }
 
 template <typename T>
@@ -269,7 +287,8 @@ nb::tuple BatchTuple(DeviceTensor tensor, void* consumer_stream) {
     }
     info["fields"] = fields;
   }
-  return nb::make_tuple(ImagesArray(std::move(tensor), consumer_stream), labels, indices, info);
+  Array images = ImagesArray(std::move(tensor), consumer_stream, info);
+  return nb::make_tuple(images, labels, indices, info);
 }
 
 nb::dict StatsDict(const LoaderStats& s) {
@@ -381,7 +400,13 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("slot_wait_s", &Options::slot_wait_s)
       .def_rw("metrics_port", &Options::metrics_port)
       .def_rw("metrics_host", &Options::metrics_host)
-      .def_rw("test_h2d_delay_ms", &Options::test_h2d_delay_ms);
+      .def_rw("test_h2d_delay_ms", &Options::test_h2d_delay_ms)
+      .def_rw("mixup_alpha", &Options::mixup_alpha)
+      .def_rw("cutmix_alpha", &Options::cutmix_alpha)
+      .def_rw("mix_prob", &Options::mix_prob)
+      .def_rw("switch_prob", &Options::switch_prob)
+      .def_rw("label_smoothing", &Options::label_smoothing)
+      .def_rw("num_classes", &Options::num_classes);
 
   nb::class_<TrainingLoader>(m, "Client")
       .def_static(
@@ -462,6 +487,24 @@ NB_MODULE(_stoker_ext, m) {
         return out;
       },
       "(name, kind) of each field in a fields text (README 'Fields'), in order; raises InvalidArgument");
+  m.def(
+      "mix_draw",
+      [](double mixup_alpha, double cutmix_alpha, double mix_prob, double switch_prob, uint64_t seed, int64_t epoch,
+         int64_t batch, int64_t height, int64_t width) {
+        MixupOptions o;
+        o.mixup_alpha = mixup_alpha;
+        o.cutmix_alpha = cutmix_alpha;
+        o.mix_prob = mix_prob;
+        o.switch_prob = switch_prob;
+        o.seed = seed;
+        Check(ValidateMixup(o));
+        if (height < 1 || width < 1) Raise(absl::InvalidArgumentError("mix_draw: height and width must be >= 1"));
+        const MixDraw d = DrawMix(o, epoch, batch, height, width);
+        return nb::make_tuple(d.lam, d.cutmix, nb::make_tuple(d.box[0], d.box[1], d.box[2], d.box[3]), d.raw);
+      },
+      nb::arg("mixup_alpha"), nb::arg("cutmix_alpha"), nb::arg("mix_prob"), nb::arg("switch_prob"), nb::arg("seed"),
+      nb::arg("epoch"), nb::arg("batch"), nb::arg("height"), nb::arg("width"),
+      "MixUp/CutMix draws of one batch (client/mixup.h): (lam, cutmix, (y_low, y_high, x_low, x_high), raw draws)");
   m.def("tune_malloc", &TuneMallocForLargeBuffers,
         "Keeps large buffers on the heap for reuse (see common/malloc_tuning.h); call once at start-up");
   m.def("cuda_usable", [](int gpu) {

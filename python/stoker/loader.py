@@ -109,11 +109,14 @@ class Loader:
         they arrive as int64 [N, L] padded with 0, plus NAME_count [N].
       mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
         num_classes: MixUp / CutMix as timm's Mixup in batch mode, on the
-        device after the batch arrives (stoker.mixup); either alpha > 0
-        turns it on, and labels are then soft targets float32 [N,
-        num_classes] (num_classes: the dataset's classes when None). Needs a
-        float dtype and (images, labels) batches. Deterministic per (seed,
-        epoch, batch).
+        device after the batch arrives, fused into the conversion (a CUDA
+        kernel on a GPU, the CPU otherwise; the same code as the C++
+        client's); either alpha > 0 turns it on, and labels are then soft
+        targets float32 [N, num_classes] (num_classes: the dataset's classes
+        when None). Needs a float dtype and (images, labels) batches; any
+        framework. Deterministic per (seed, epoch, batch); float32 images
+        equal stoker.mixup.Mixup's torch ops (and so timm's) given the same
+        draws, 16-bit ones are mixed in float32 and rounded once.
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
       device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
@@ -188,20 +191,22 @@ class Loader:
         o.max_tokens = int(max_tokens)
         # (name, kind) of each field, checked here before any connection.
         self._fields = _ext.parse_fields(o.fields)
-        self._mixup = None
-        if mixup_alpha or cutmix_alpha:
-            if framework != "torch":
-                raise ValueError("mixup_alpha / cutmix_alpha mix on the device with torch; framework is " + framework)
+        self._mixup = bool(mixup_alpha or cutmix_alpha)
+        if self._mixup:
             if self._fields:
                 raise ValueError("mixup_alpha / cutmix_alpha mix (images, labels) batches; the loader names fields")
             if _frameworks.dtype_name(dtype) == "uint8":
                 raise ValueError("MixUp and CutMix mix float images: give dtype float32, float16 or bfloat16")
             from .mixup import Mixup
 
-            self._mixup = Mixup(mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
-                                num_classes if num_classes is not None else 1, seed)
-            self._mixup_classes_given = num_classes is not None
-            self._channels_last = layout == "nhwc"
+            # Checks the settings here, naming a bad one; the mixing itself
+            # runs in the client's stager (client/mixup.h), fused into the
+            # conversion: a CUDA kernel on a GPU, the CPU otherwise.
+            Mixup(mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
+                  num_classes if num_classes is not None else 1, seed)
+            o.mixup_alpha, o.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
+            o.mix_prob, o.switch_prob, o.label_smoothing = float(mix_prob), float(switch_prob), float(label_smoothing)
+            o.num_classes = int(num_classes or 0)
         o.batch_size = int(batch_size)
         o.seed = int(seed)
         o.drop_last = bool(drop_last)
@@ -296,12 +301,8 @@ class Loader:
                 return
             array, labels, indices, info = item
             images, labels = self._hand_over(array, labels)
-            if self._mixup is not None:
-                if not self._mixup_classes_given:  # the dataset's, known once connected
-                    self._mixup.num_classes, self._mixup_classes_given = max(1, len(self.class_names)), True
-                h, w = (images.shape[1], images.shape[2]) if self._channels_last else (images.shape[2], images.shape[3])
-                draw = self._mixup.draw(info["epoch"], info["batch"], h, w)
-                images, labels = self._mixup.apply(images, labels, draw, channels_last=self._channels_last)
+            if self._mixup:  # soft targets [N, num_classes], on the images' device
+                labels = self._framework.images(info.pop("targets"))
             values = info.pop("fields", None)
             self._last = (indices, info)
             self._batches += 1

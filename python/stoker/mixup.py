@@ -3,8 +3,9 @@ mode (one lambda and one box per batch; the batch mixed with itself
 reversed; soft targets with label smoothing).
 
 The draws (whether to mix, MixUp or CutMix, lambda, the box's centre) come
-from a generator seeded by (seed, epoch, batch index), so a batch is mixed
-the same way whoever made it and on resume. The mixing runs as torch ops on
+from the C++ client's generator seeded by (seed, epoch, batch index)
+(client/mixup.h), so a batch is mixed the same way whoever made it, on
+resume, and by the C++ client's stager. The mixing runs as torch ops on
 the images' device: CUDA kernels when the batch is on a GPU, the CPU
 otherwise. ``python/tests/test_mixup.py`` compares it with timm's ``Mixup``
 given the same draws.
@@ -12,9 +13,6 @@ given the same draws.
 
 from dataclasses import dataclass
 
-import numpy as np
-
-_STREAM = 0x4D49_5855  # "MIXU": keeps these draws apart from any other use of the seed
 
 
 @dataclass
@@ -49,31 +47,17 @@ class Mixup:
         self.label_smoothing, self.num_classes, self.seed = float(label_smoothing), num_classes, int(seed)
 
     def draw(self, epoch, batch, height, width):
-        """The draws for batch `batch` of `epoch`, in timm's order."""
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, int(epoch), int(batch), _STREAM])))
-        raw = [rng.random()]
-        if not raw[0] < self.mix_prob:
-            return MixDraw(raw=tuple(raw))
-        if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
-            raw.append(rng.random())
-            cutmix = bool(raw[-1] < self.switch_prob)
-        else:
-            cutmix = self.cutmix_alpha > 0
-        alpha = self.cutmix_alpha if cutmix else self.mixup_alpha
-        lam = float(rng.beta(alpha, alpha))
-        raw.append(lam)
-        if not cutmix:
-            return MixDraw(lam=lam, raw=tuple(raw))
-        # timm's rand_bbox: a box of sqrt(1 - lam) of each side around a
-        # uniform centre, clipped; lam then corrected to the pasted area.
-        ratio = np.sqrt(1 - lam)
-        cut_h, cut_w = int(height * ratio), int(width * ratio)
-        cy, cx = int(rng.integers(0, height)), int(rng.integers(0, width))
-        raw += [cy, cx]
-        yl, yh = int(np.clip(cy - cut_h // 2, 0, height)), int(np.clip(cy + cut_h // 2, 0, height))
-        xl, xh = int(np.clip(cx - cut_w // 2, 0, width)), int(np.clip(cx + cut_w // 2, 0, width))
-        lam = 1.0 - (yh - yl) * (xh - xl) / float(height * width)
-        return MixDraw(lam=lam, cutmix=True, box=(yl, yh, xl, xh), raw=tuple(raw))
+        """The draws for batch `batch` of `epoch`, in timm's order: the C++
+        client's (client/mixup.cc: timm's rand_bbox, lam corrected to the
+        pasted area)."""
+        from . import _stoker_ext
+
+        lam, cutmix, box, raw = _stoker_ext.mix_draw(self.mixup_alpha, self.cutmix_alpha, self.mix_prob,
+                                                     self.switch_prob, self.seed, int(epoch), int(batch),
+                                                     int(height), int(width))
+        if cutmix:  # the box's centre was an integer draw
+            raw = list(raw[:-2]) + [int(raw[-2]), int(raw[-1])]
+        return MixDraw(lam=lam, cutmix=cutmix, box=tuple(box) if cutmix else None, raw=tuple(raw))
 
     def apply(self, images, labels, draw, channels_last=False):
         """Mixes a float image batch in place ([N, C, H, W], or [N, H, W, C]

@@ -94,9 +94,46 @@ def root(tmp_path_factory):
     return str(root)
 
 
-def _loader(root, dtype="float32"):
+def _loader(root, dtype="float32", **kwargs):
     return stoker.Loader(servers=None, local_workers=1, data_root=root, dataset="d", pipeline="center_crop(32)",
-                         batch_size=6, seed=5, device="cpu", dtype=dtype, cutmix_alpha=1.0, mixup_alpha=0.8)
+                         batch_size=6, seed=5, device="cpu", dtype=dtype, cutmix_alpha=1.0, mixup_alpha=0.8, **kwargs)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_the_clients_mixing_equals_the_torch_ops_that_equal_timms(root, layout):
+    """The loader mixes in the C++ client's stager (the code the C++ client
+    and the CUDA kernel run); given the same draws it equals Mixup.apply's
+    torch ops bit for bit, which the test above holds to timm's."""
+    kw = dict(servers=None, local_workers=1, data_root=root, dataset="d", pipeline="center_crop(32)", batch_size=6,
+              seed=5, device="cpu", dtype="float32", layout=layout)
+    plain = [(x.clone(), y.clone(), info) for x, y, info in _with_info(stoker.Loader(**kw))]
+    mixed = [(x.clone(), t.clone()) for x, t in stoker.Loader(mixup_alpha=0.8, cutmix_alpha=1.0, mix_prob=0.7,
+                                                              **kw)]
+    reference = Mixup(0.8, 1.0, mix_prob=0.7, num_classes=3, seed=5)
+    assert len(plain) == len(mixed) == 3
+    kinds = set()
+    for (x, y, info), (mx, mt) in zip(plain, mixed):
+        h, w = (x.shape[1], x.shape[2]) if layout == "nhwc" else (x.shape[2], x.shape[3])
+        draw = reference.draw(info["epoch"], info["batch"], h, w)
+        kinds.add("none" if draw.lam == 1.0 else "cutmix" if draw.cutmix else "mixup")
+        want_x, want_t = reference.apply(x.clone(), y, draw, channels_last=layout == "nhwc")
+        assert torch.equal(mx, want_x), draw
+        assert torch.equal(mt, want_t), draw
+    assert kinds - {"none"}, "no batch was mixed: the comparison would prove nothing"
+
+
+def _with_info(loader):
+    for x, y in loader:
+        yield x, y, loader._last[1]
+
+
+def test_mixing_works_for_any_framework(root):
+    batches = list(_loader(root, framework="numpy"))
+    assert len(batches) == 3
+    for x, t in batches:
+        assert isinstance(x, np.ndarray) and x.dtype == np.float32
+        assert t.shape == (6, 3) and t.dtype == np.float32
+        assert np.allclose(t.sum(1), 1.0)
 
 
 def test_the_loader_yields_mixed_images_with_soft_targets_the_same_each_time(root):
