@@ -150,6 +150,25 @@ cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& c, bo
   return out;
 }
 
+GeometryStep AffineWarpStep(const std::array<double, 6>& m, int width, int height) {
+  // input = M (output - c) + c, with c the image's centre.
+  const double cx = 0.5 * width, cy = 0.5 * height;
+  return GeometryStep::Warp({m[0], m[1], m[2] + cx - m[0] * cx - m[1] * cy,  //
+                             m[3], m[4], m[5] + cy - m[3] * cx - m[4] * cy,  //
+                             0, 0, 1},
+                            width, height);
+}
+
+GeometryStep PerspectiveWarpStep(const std::array<double, 8>& c, int width, int height) {
+  return GeometryStep::Warp({c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], 1}, width, height);
+}
+
+cv::Mat WarpAffineMoving(const cv::Mat& image, const std::array<double, 6>& m, bool bilinear, const cv::Scalar& fill,
+                         bool masked, GeometrySink* geometry) {
+  if (geometry != nullptr) geometry->Step(AffineWarpStep(m, image.cols, image.rows));
+  return WarpAffine(image, m, bilinear, fill, masked);
+}
+
 std::array<int, 4> PaddingSides(const std::vector<int>& p) {
   if (p.size() == 1) return {p[0], p[0], p[0], p[0]};
   if (p.size() == 2) return {p[0], p[1], p[0], p[1]};
@@ -228,14 +247,15 @@ const std::vector<OpEntry>& GeometricOps() {
          const auto& o = op.rotate();
          return IsGated(o) || o.degrees_min() < o.degrees_max();
        },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.rotate();
          if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
          const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
          const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
-         image = WarpAffine(image, InverseAffineMatrix(-angle, 0, 0, 1, 0, 0), bilinear, FillOf(o.fill()));
+         image = WarpAffineMoving(image, InverseAffineMatrix(-angle, 0, 0, 1, 0, 0), bilinear, FillOf(o.fill()), true,
+                                  geometry);
        },
-       OpTargets::kRefused},
+       OpTargets::kMoved},
       {v1::Op::kAffine, "transforms.RandomAffine",
        [](const std::string& where, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_affine();
@@ -259,7 +279,7 @@ const std::vector<OpEntry>& GeometricOps() {
                 o.translate_y() > 0 || o.scale_min() < o.scale_max() || o.shear_x_min() < o.shear_x_max() ||
                 o.shear_y_min() < o.shear_y_max();
        },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.affine();
          if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
          const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
@@ -273,10 +293,10 @@ const std::vector<OpEntry>& GeometricOps() {
          const double shear_x = Draw(o.shear_x_min(), o.shear_x_max(), rng);
          const double shear_y = Draw(o.shear_y_min(), o.shear_y_max(), rng);
          const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
-         image = WarpAffine(image, InverseAffineMatrix(angle, tx, ty, scale, shear_x, shear_y), bilinear,
-                            FillOf(o.fill()));
+         image = WarpAffineMoving(image, InverseAffineMatrix(angle, tx, ty, scale, shear_x, shear_y), bilinear,
+                                  FillOf(o.fill()), true, geometry);
        },
-       OpTargets::kRefused},
+       OpTargets::kMoved},
       {v1::Op::kPerspective, "transforms.RandomPerspective",
        [](const std::string& where, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_perspective();
@@ -292,7 +312,7 @@ const std::vector<OpEntry>& GeometricOps() {
          return CheckProbability(w, true, o.p());
        },
        [](const v1::Op& op) { return true; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.perspective();
          if (!PassesGate(true, o.p(), 1, rng)) return;
          const int w = image.cols, h = image.rows;
@@ -306,9 +326,11 @@ const std::vector<OpEntry>& GeometricOps() {
          const std::array<cv::Point2d, 4> start = {cv::Point2d(0, 0), cv::Point2d(w - 1, 0),
                                                    cv::Point2d(w - 1, h - 1), cv::Point2d(0, h - 1)};
          const bool bilinear = !o.has_interpolation() || o.interpolation() == v1::BILINEAR;
-         image = WarpPerspective(image, PerspectiveCoefficients(start, end), bilinear, FillOf(o.fill()));
+         const std::array<double, 8> coefficients = PerspectiveCoefficients(start, end);
+         if (geometry != nullptr) geometry->Step(PerspectiveWarpStep(coefficients, w, h));
+         image = WarpPerspective(image, coefficients, bilinear, FillOf(o.fill()));
        },
-       OpTargets::kRefused},
+       OpTargets::kMoved},
       {v1::Op::kPad, "transforms.Pad / F.pad",
        [](const std::string& where, v1::Op& op, OpShape* shape) {
          const auto& o = op.pad();

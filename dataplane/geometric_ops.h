@@ -12,6 +12,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "dataplane/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
@@ -40,6 +41,17 @@ std::array<double, 8> PerspectiveCoefficients(const std::array<cv::Point2d, 4>& 
                                               const std::array<cv::Point2d, 4>& end);
 cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& coefficients, bool bilinear,
                         const cv::Scalar& fill, bool masked = true);
+
+// The warps as geometry steps (geometry.h) for an image of width x height,
+// so that the sample's targets move with the pixels: the same maps in
+// pixel-edge coordinates (WarpAffine's is relative to the image's centre;
+// WarpPerspective's already maps edges to edges).
+GeometryStep AffineWarpStep(const std::array<double, 6>& matrix, int width, int height);
+GeometryStep PerspectiveWarpStep(const std::array<double, 8>& coefficients, int width, int height);
+
+// WarpAffine that also reports its step to `geometry` (may be null).
+cv::Mat WarpAffineMoving(const cv::Mat& image, const std::array<double, 6>& matrix, bool bilinear,
+                         const cv::Scalar& fill, bool masked, GeometrySink* geometry);
 
 // torch.linspace(start, end, steps)[i] in float32 (its two-sided formula:
 // from the start for the first half, from the end for the rest), which both

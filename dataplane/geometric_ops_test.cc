@@ -1,8 +1,14 @@
 // Geometric ops: the warps' matrices and sampling on cases worked out by
 // hand (torchvision itself is the reference in
 // python/tests/test_augment_ops.py), and the ops that move targets moving
-// them: pad shifts boxes, random_crop cuts them, vertical_flip mirrors them.
+// them: pad shifts boxes, random_crop cuts them, vertical_flip mirrors them,
+// and the warps (and the policies' warps) move boxes, masks and keypoints
+// where the pixels went.
 #include "dataplane/geometric_ops.h"
+
+#include <opencv2/imgproc.hpp>
+
+#include "dataplane/policy_ops.h"
 
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
@@ -89,7 +95,108 @@ TEST(GeometricOpsTest, PadCropAndFlipMoveTheBoxes) {
   RunOps("random_crop(10)", small, &c, rng);
   ASSERT_EQ(small.size(), cv::Size(10, 10));
   EXPECT_EQ(c.boxes, (std::vector<float>{0, 0, 10, 10}));  // the whole image's box, cut to the crop
-  EXPECT_EQ(FindOp(v1::Op::kRotate)->targets, OpTargets::kRefused);
+  EXPECT_EQ(FindOp(v1::Op::kRotate)->targets, OpTargets::kMoved);
+  EXPECT_EQ(FindOp(v1::Op::kAugmix)->targets, OpTargets::kRefused);
+}
+
+// A white rectangle on black with the rectangle as its box, mask, instance
+// mask and two keypoints: after a warp (nearest, fill 0), the targets must
+// be where the white pixels went.
+struct Marked {
+  cv::Mat image;
+  SampleTargets targets;
+};
+
+Marked MarkedRectangle() {
+  Marked m;
+  m.image = cv::Mat(64, 80, CV_8UC3, cv::Scalar::all(0));
+  const cv::Rect r(28, 20, 22, 16);  // x 28..50, y 20..36
+  m.image(r).setTo(cv::Scalar::all(255));
+  m.targets.boxes = {28, 20, 50, 36};
+  m.targets.labels = {3};
+  m.targets.crowd = {0};
+  m.targets.points_per_box = 2;
+  m.targets.keypoints = {39, 28, 2, 30.5f, 21.5f, 2};  // the centre and a point near the top-left corner
+  m.targets.mask = cv::Mat::zeros(64, 80, CV_8U);
+  m.targets.mask(r).setTo(1);
+  m.targets.instance_masks = {m.targets.mask.clone()};
+  return m;
+}
+
+void ExpectTargetsFollowThePixels(const Marked& m, const std::string& what) {
+  cv::Mat white;
+  cv::extractChannel(m.image, white, 0);
+  white = white > 127;
+  const int area = cv::countNonZero(white);
+  ASSERT_GT(area, 100) << what << ": the rectangle left the image; pick another case";
+  const cv::Rect bounds = cv::boundingRect(white);
+  ASSERT_EQ(m.targets.num_boxes(), 1) << what;
+  const std::vector<float>& b = m.targets.boxes;
+  EXPECT_NEAR(b[0], bounds.x, 1.5) << what;
+  EXPECT_NEAR(b[1], bounds.y, 1.5) << what;
+  EXPECT_NEAR(b[2], bounds.x + bounds.width, 1.5) << what;
+  EXPECT_NEAR(b[3], bounds.y + bounds.height, 1.5) << what;
+  for (const cv::Mat& mask : {m.targets.mask, m.targets.instance_masks[0]}) {
+    ASSERT_EQ(mask.size(), m.image.size()) << what;
+    cv::Mat differ;
+    cv::bitwise_xor(mask > 0, white, differ);
+    EXPECT_LE(cv::countNonZero(differ), std::max(2, area / 50)) << what << ": the mask is not where the pixels are";
+  }
+  for (int k = 0; k < 2; ++k) {
+    const float* kp = &m.targets.keypoints[static_cast<size_t>(3 * k)];
+    ASSERT_EQ(kp[2], 2) << what << " keypoint " << k;
+    EXPECT_EQ(white.at<uint8_t>(static_cast<int>(kp[1]), static_cast<int>(kp[0])), 255)
+        << what << ": keypoint " << k << " at " << kp[0] << "," << kp[1] << " is not on the rectangle";
+  }
+}
+
+TEST(GeometricOpsTest, WarpsMoveBoxesMasksAndKeypointsWithThePixels) {
+  for (const std::string text :
+       {"rotate(degrees=30:30)", "rotate(degrees=-75:-60)",
+        "affine(degrees=-10:10, translate_x=0.1, translate_y=0.1, scale=0.8:1.1, shear_x=-15:15)",
+        "affine(shear_y=20:20)", "perspective(p=1, distortion_scale=0.5)"}) {
+    for (int seed = 0; seed < 6; ++seed) {
+      Marked m = MarkedRectangle();
+      Rng rng(static_cast<uint64_t>(seed));
+      RunOps(text, m.image, &m.targets, rng);
+      ExpectTargetsFollowThePixels(m, text + " seed " + std::to_string(seed));
+    }
+  }
+}
+
+TEST(GeometricOpsTest, ThePoliciesWarpsMoveTheTargetsToo) {
+  using P = PolicyOp;
+  for (const PolicyStep step : {PolicyStep{P::kShearX, 0.3}, PolicyStep{P::kShearY, -0.25},
+                                PolicyStep{P::kTranslateX, 9.7}, PolicyStep{P::kTranslateY, -6},
+                                PolicyStep{P::kRotate, 25}}) {
+    Marked m = MarkedRectangle();
+    GeometrySink sink;
+    sink.targets = &m.targets;
+    ASSERT_TRUE(sink.Start(m.image.cols, m.image.rows).ok());
+    ApplyPolicyOp(m.image, step, false, std::nullopt, &sink);
+    ExpectTargetsFollowThePixels(m, std::string(PolicyOpName(step.op)));
+  }
+  // And a whole policy with targets runs (its photometric ops leave them).
+  v1::SessionConfig c;
+  c.set_batch_size(1);
+  v1::FieldSpec* f = c.add_fields();
+  f->set_name("boxes");
+  f->set_kind(v1::BOXES);
+  for (const char* text : {"rand_augment(2, 9)", "trivial_augment_wide()", "auto_augment()"}) {
+    c.clear_pipeline();
+    const absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(std::string(text) + ", center_crop(32)");
+    ASSERT_TRUE(ops.ok()) << ops.status();
+    for (const v1::Op& op : *ops) *c.add_pipeline() = op;
+    const absl::StatusOr<Pipeline> p = Pipeline::Create(c);
+    EXPECT_TRUE(p.ok()) << text << ": " << p.status();
+  }
+  c.clear_pipeline();
+  const absl::StatusOr<std::vector<v1::Op>> augmix = ParsePipelineText("augmix(), center_crop(32)");
+  ASSERT_TRUE(augmix.ok()) << augmix.status();
+  for (const v1::Op& op : *augmix) *c.add_pipeline() = op;
+  const absl::StatusOr<Pipeline> refused = Pipeline::Create(c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("augmix"), std::string::npos) << refused.status();
 }
 
 TEST(GeometricOpsTest, APaddingPastThePixelLimitFailsTheSampleBeforeAllocating) {

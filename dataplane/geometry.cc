@@ -1,6 +1,7 @@
 #include "dataplane/geometry.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/image_decoder.h"
@@ -121,6 +122,95 @@ void Flip(bool horizontal, int w, int h, SampleTargets* t) {
   for (cv::Mat& m : t->instance_masks) cv::flip(m, m, code);
 }
 
+// The 3x3 inverse of `m` (row-major); false when it is singular or not finite.
+bool Invert3x3(const std::array<double, 9>& m, std::array<double, 9>* out) {
+  const double a = m[0], b = m[1], c = m[2], d = m[3], e = m[4], f = m[5], g = m[6], h = m[7], i = m[8];
+  const double A = e * i - f * h, B = -(d * i - f * g), C = d * h - e * g;
+  const double det = a * A + b * B + c * C;
+  if (!std::isfinite(det) || std::abs(det) < 1e-12) return false;
+  *out = {A / det, -(b * i - c * h) / det, (b * f - c * e) / det,
+          B / det, (a * i - c * g) / det,  -(a * f - c * d) / det,
+          C / det, -(a * h - b * g) / det, (a * e - b * d) / det};
+  return true;
+}
+
+// `m` applied to (x, y); false when the point goes to infinity or behind.
+bool MapPoint(const std::array<double, 9>& m, double x, double y, double* u, double* v) {
+  const double w = m[6] * x + m[7] * y + m[8];
+  if (!(w > 1e-12)) return false;
+  *u = (m[0] * x + m[1] * y + m[2]) / w;
+  *v = (m[3] * x + m[4] * y + m[5]) / w;
+  return std::isfinite(*u) && std::isfinite(*v);
+}
+
+// A one-channel mask warped with nearest neighbour at the output pixels'
+// centres, 0 outside.
+cv::Mat WarpMask(const cv::Mat& m, const std::array<double, 9>& inverse, int width, int height) {
+  cv::Mat out = cv::Mat::zeros(height, width, m.type());
+  for (int y = 0; y < height; ++y) {
+    uint8_t* row = out.ptr<uint8_t>(y);
+    for (int x = 0; x < width; ++x) {
+      double u, v;
+      if (!MapPoint(inverse, x + 0.5, y + 0.5, &u, &v)) continue;
+      if (u >= 0 && v >= 0 && u < m.cols && v < m.rows) {
+        row[x] = m.ptr<uint8_t>(static_cast<int>(v))[static_cast<int>(u)];
+      }
+    }
+  }
+  return out;
+}
+
+void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets* t) {
+  const float width = static_cast<float>(step.width), height = static_cast<float>(step.height);
+  std::array<double, 9> forward;
+  const bool invertible = Invert3x3(step.inverse_map, &forward);
+  const int64_t n = t->num_boxes();
+  std::vector<bool> keep(static_cast<size_t>(n), true);
+  bool dropped = false;
+  for (int64_t i = 0; i < n; ++i) {
+    float* b = &t->boxes[static_cast<size_t>(4 * i)];
+    double lo_x = HUGE_VAL, lo_y = HUGE_VAL, hi_x = -HUGE_VAL, hi_y = -HUGE_VAL;
+    bool mapped = invertible;
+    for (int k = 0; k < 4 && mapped; ++k) {
+      double u, v;
+      mapped = MapPoint(forward, b[(k == 1 || k == 2) ? 2 : 0], b[k < 2 ? 1 : 3], &u, &v);
+      lo_x = std::min(lo_x, u), hi_x = std::max(hi_x, u), lo_y = std::min(lo_y, v), hi_y = std::max(hi_y, v);
+    }
+    if (!mapped) {
+      std::fill(b, b + 4, 0.0f);
+      keep[static_cast<size_t>(i)] = false;
+      dropped = true;
+      continue;
+    }
+    b[0] = static_cast<float>(lo_x), b[1] = static_cast<float>(lo_y);
+    b[2] = static_cast<float>(hi_x), b[3] = static_cast<float>(hi_y);
+    const double before = Area(b);
+    b[0] = std::clamp(b[0], 0.0f, width);
+    b[2] = std::clamp(b[2], 0.0f, width);
+    b[1] = std::clamp(b[1], 0.0f, height);
+    b[3] = std::clamp(b[3], 0.0f, height);
+    const double after = Area(b);
+    if (after <= 0 || (before > 0 && after < options.min_visibility * before)) {
+      keep[static_cast<size_t>(i)] = false;
+      dropped = true;
+    }
+  }
+  for (size_t k = 0; k + 2 < t->keypoints.size(); k += 3) {
+    float* kp = &t->keypoints[k];
+    double u, v;
+    if (!invertible || !MapPoint(forward, kp[0], kp[1], &u, &v)) {
+      kp[2] = 0;
+      continue;
+    }
+    kp[0] = static_cast<float>(u);
+    kp[1] = static_cast<float>(v);
+    if (kp[0] < 0 || kp[1] < 0 || kp[0] > width || kp[1] > height) kp[2] = 0;
+  }
+  if (!t->mask.empty()) t->mask = WarpMask(t->mask, step.inverse_map, step.width, step.height);
+  for (cv::Mat& m : t->instance_masks) m = WarpMask(m, step.inverse_map, step.width, step.height);
+  if (dropped) KeepBoxes(keep, t);
+}
+
 }  // namespace
 
 absl::Status CheckTargetsFit(int width, int height, const SampleTargets& targets) {
@@ -148,6 +238,9 @@ void ApplyStep(const GeometryStep& step, int in_width, int in_height, const Targ
     case GeometryStep::Kind::kFlipHorizontal:
     case GeometryStep::Kind::kFlipVertical:
       Flip(step.kind == GeometryStep::Kind::kFlipHorizontal, in_width, in_height, targets);
+      break;
+    case GeometryStep::Kind::kWarp:
+      Warp(step, options, targets);
       break;
   }
 }

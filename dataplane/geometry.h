@@ -7,6 +7,7 @@
 #ifndef STOKER_DATAPLANE_GEOMETRY_H_
 #define STOKER_DATAPLANE_GEOMETRY_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -24,10 +25,15 @@ struct GeometryStep {
     kResize,          // scaled to width x height
     kFlipHorizontal,  // x -> W - x
     kFlipVertical,    // y -> H - y
+    kWarp,            // a projective warp to the same size (rotate, affine, perspective, the policies' shears)
   };
   Kind kind = Kind::kCrop;
   CropBox box;            // kCrop
   int width = 0, height = 0;  // the size after the step
+  // kWarp: the 3x3 map (row-major, homogeneous) from an output position to
+  // the input position its pixel is sampled at, both in pixel-edge
+  // coordinates; the targets move by its inverse.
+  std::array<double, 9> inverse_map = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   // kCrop: boxes whose centre falls outside the crop are dropped too
   // (random_iou_crop, as torchvision's RandomIoUCrop).
   bool drop_outside_centers = false;
@@ -38,6 +44,11 @@ struct GeometryStep {
     return {Kind::kFlipHorizontal, {}, width, height, false};
   }
   static GeometryStep FlipVertical(int width, int height) { return {Kind::kFlipVertical, {}, width, height, false}; }
+  static GeometryStep Warp(const std::array<double, 9>& inverse_map, int width, int height) {
+    GeometryStep s{Kind::kWarp, {}, width, height, false};
+    s.inverse_map = inverse_map;
+    return s;
+  }
 };
 
 // The steps one sample's image went through, from its decoded size.
@@ -84,7 +95,11 @@ struct TargetOptions {
 // pixels are (the output pixel edge at u maps to the input edge at
 // u * in / out); masks are cut and resized with nearest neighbour (OpenCV's
 // INTER_NEAREST: source index floor(u * in / out)) and zero-padded; points
-// outside the output lose their visibility (0).
+// outside the output lose their visibility (0). A warp maps each box's
+// corners and takes the box around them (torchvision v2's rule), clipped to
+// the image and kept as after a crop; points follow the forward map; masks
+// are sampled at the output pixels' centres with nearest neighbour, 0
+// outside (a pixel whose position is not finite reads 0 as well).
 absl::Status ApplyGeometry(const GeometryLog& log, const TargetOptions& options, SampleTargets* targets);
 
 // ApplyGeometry's parts: masks of the image's size (else kBadField), and

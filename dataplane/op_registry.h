@@ -38,8 +38,8 @@ struct OpShape {
 // What an op does to a sample's targets (boxes, masks, keypoints).
 enum class OpTargets {
   kUntouched,  // photometric: the pixels stay where they are
-  kMoved,      // crops, pads and flips: moved with the pixels (geometry.h)
-  kRefused,    // warps not yet described to the targets: a session with targets is refused
+  kMoved,      // crops, pads, flips, warps and the policies: moved with the pixels (geometry.h)
+  kRefused,    // augmix (a blend of differently warped copies has no one place for a box): refused with targets
 };
 
 struct OpEntry {

@@ -226,7 +226,8 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
     if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pipeline[", i, "].", v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
-          " does not move boxes, masks or keypoints yet: a session with target fields cannot use it"));
+          " cannot move boxes, masks or keypoints (it blends differently warped copies): a session with target fields"
+          " cannot use it"));
     }
   }
   return p;

@@ -161,28 +161,29 @@ const char* PolicyOpName(PolicyOp op) {
   return kNames[static_cast<int>(op)];
 }
 
-void ApplyPolicyOp(cv::Mat& image, const PolicyStep& step, bool bilinear, const std::optional<cv::Scalar>& fill) {
+void ApplyPolicyOp(cv::Mat& image, const PolicyStep& step, bool bilinear, const std::optional<cv::Scalar>& fill,
+                   GeometrySink* geometry) {
   const double m = step.magnitude;
   const cv::Scalar f = fill.value_or(cv::Scalar::all(0));
   const bool masked = fill.has_value();
   const double corner_x = -image.cols * 0.5, corner_y = -image.rows * 0.5;  // center=[0, 0]: the top-left corner
   switch (step.op) {
     case P::kShearX:
-      image = WarpAffine(image, InverseAffineMatrix(0, 0, 0, 1, std::atan(m) * 180 / M_PI, 0, corner_x, corner_y),
-                         bilinear, f, masked);
+      image = WarpAffineMoving(image, InverseAffineMatrix(0, 0, 0, 1, std::atan(m) * 180 / M_PI, 0, corner_x, corner_y),
+                         bilinear, f, masked, geometry);
       break;
     case P::kShearY:
-      image = WarpAffine(image, InverseAffineMatrix(0, 0, 0, 1, 0, std::atan(m) * 180 / M_PI, corner_x, corner_y),
-                         bilinear, f, masked);
+      image = WarpAffineMoving(image, InverseAffineMatrix(0, 0, 0, 1, 0, std::atan(m) * 180 / M_PI, corner_x, corner_y),
+                         bilinear, f, masked, geometry);
       break;
     case P::kTranslateX:
-      image = WarpAffine(image, InverseAffineMatrix(0, std::trunc(m), 0, 1, 0, 0), bilinear, f, masked);
+      image = WarpAffineMoving(image, InverseAffineMatrix(0, std::trunc(m), 0, 1, 0, 0), bilinear, f, masked, geometry);
       break;
     case P::kTranslateY:
-      image = WarpAffine(image, InverseAffineMatrix(0, 0, std::trunc(m), 1, 0, 0), bilinear, f, masked);
+      image = WarpAffineMoving(image, InverseAffineMatrix(0, 0, std::trunc(m), 1, 0, 0), bilinear, f, masked, geometry);
       break;
     case P::kRotate:
-      image = WarpAffine(image, InverseAffineMatrix(-m, 0, 0, 1, 0, 0), bilinear, f, masked);
+      image = WarpAffineMoving(image, InverseAffineMatrix(-m, 0, 0, 1, 0, 0), bilinear, f, masked, geometry);
       break;
     case P::kBrightness: AdjustBrightness(image, 1.0 + m); break;
     case P::kColor: AdjustSaturation(image, 1.0 + m); break;
@@ -303,13 +304,14 @@ const std::vector<OpEntry>& PolicyOps() {
          return CheckPolicyFill(where + ".auto_augment", o.fill(), o.has_interpolation(), o.interpolation());
        },
        [](const v1::Op&) { return true; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.auto_augment();
          for (const PolicyStep& s : DrawAutoAugment(o.policy(), image.rows, image.cols, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()));
+           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
+                         geometry);
          }
        },
-       OpTargets::kRefused},
+       OpTargets::kMoved},
       {v1::Op::kRandAugment, "transforms.RandAugment",
        [](const std::string& where, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_rand_augment();
@@ -323,13 +325,14 @@ const std::vector<OpEntry>& PolicyOps() {
          return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
        },
        [](const v1::Op& op) { return op.rand_augment().num_ops() > 0; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.rand_augment();
          for (const PolicyStep& s : DrawRandAugment(o, image.rows, image.cols, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()));
+           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
+                         geometry);
          }
        },
-       OpTargets::kRefused},
+       OpTargets::kMoved},
       {v1::Op::kTrivialAugmentWide, "transforms.TrivialAugmentWide",
        [](const std::string& where, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_trivial_augment_wide();
@@ -339,13 +342,14 @@ const std::vector<OpEntry>& PolicyOps() {
          return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
        },
        [](const v1::Op&) { return true; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.trivial_augment_wide();
          for (const PolicyStep& s : DrawTrivialAugmentWide(o, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()));
+           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
+                         geometry);
          }
        },
-       OpTargets::kRefused},
+       OpTargets::kMoved},
       {v1::Op::kAugmix, "transforms.AugMix",
        [](const std::string& where, v1::Op& op, OpShape*) {
          auto& o = *op.mutable_augmix();
@@ -366,6 +370,7 @@ const std::vector<OpEntry>& PolicyOps() {
          return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
        },
        [](const v1::Op&) { return true; },
+       // A blend of chains warped differently has no one place for a box: refused with targets.
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.augmix();
          ApplyAugMix(image, DrawAugMix(o, image.rows, image.cols, rng), Bilinear(o.has_interpolation(), o.interpolation()),

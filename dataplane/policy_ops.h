@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "dataplane/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
 
@@ -32,7 +33,10 @@ struct PolicyStep {
 
 // One op as torchvision's _apply_op(img, name, magnitude, interpolation,
 // fill): `fill` unset is fill=None.
-void ApplyPolicyOp(cv::Mat& image, const PolicyStep& step, bool bilinear, const std::optional<cv::Scalar>& fill);
+// The shears, translations and rotations report their steps to `geometry`
+// (may be null), so that the sample's targets move with them.
+void ApplyPolicyOp(cv::Mat& image, const PolicyStep& step, bool bilinear, const std::optional<cv::Scalar>& fill,
+                   GeometrySink* geometry = nullptr);
 
 // The ops one application chooses, in order, for an image of height x width.
 std::vector<PolicyStep> DrawAutoAugment(v1::AutoAugmentPolicy policy, int height, int width, Rng& rng);

@@ -189,7 +189,9 @@ def test_random_crop_and_random_rotation_draw_positions_and_angles(root):
     assert not np.array_equal(a, b)
 
 
-def test_a_warp_is_refused_with_targets_by_name(root):
-    with pytest.raises(Exception, match=r"rotate does not move boxes"):
+def test_augmix_is_refused_with_targets_by_name(root):
+    """The warps move targets (python/tests/test_targets.py); AugMix blends
+    differently warped copies, so a box has no one place: refused."""
+    with pytest.raises(Exception, match=r"augmix cannot move boxes"):
         stoker.Loader(servers=None, local_workers=1, data_root=root, dataset="imgs", batch_size=2, device="cpu",
-                      pipeline="center_crop(48), rotate(degrees=-10:10)", fields="image, seg=mask:png")
+                      pipeline="center_crop(48), augmix()", fields="image, seg=mask:png")

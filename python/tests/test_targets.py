@@ -195,6 +195,47 @@ def test_iou_crop_keeps_boxes_inside_and_is_deterministic(coco_server):
     assert a["labels"].shape[:2] == a["boxes"].shape[:2]
 
 
+@pytest.mark.parametrize("angle", [30.0, -115.0])
+def test_boxes_and_masks_follow_a_rotation_as_torchvision_rotates_them(coco_server, angle):
+    """rotate() moves the targets with the pixels: each box is the box around
+    its rotated corners (torchvision v2's rule), clipped to the image; each
+    mask equals torchvision's F.rotate of the unrotated mask (nearest) but
+    for pixels at exact ties."""
+    import torch
+    import torchvision.transforms.functional as F
+
+    plain_loader = detection_loader(coco_server, "resize_pad(72)")
+    plain = next(iter(plain_loader))
+    turned_loader = detection_loader(coco_server, f"resize_pad(72), rotate(degrees={angle}:{angle})")
+    turned = next(iter(turned_loader))
+    assert plain_loader.last_batch["sample_indices"] == turned_loader.last_batch["sample_indices"]
+    a = np.deg2rad(angle)
+    c = 36.0  # the centre of the 72x72 image
+    compared = 0
+    for row in range(len(SIZES)):
+        expected_boxes, expected_masks = [], []
+        for k in range(int(plain["boxes_count"][row])):
+            x1, y1, x2, y2 = plain["boxes"][row, k].tolist()
+            corners = np.array([[x1, y1], [x2, y1], [x2, y2], [x1, y2]]) - c
+            # Counter-clockwise as seen (y points down): x' = x cos + y sin, y' = -x sin + y cos.
+            xs = corners[:, 0] * np.cos(a) + corners[:, 1] * np.sin(a) + c
+            ys = -corners[:, 0] * np.sin(a) + corners[:, 1] * np.cos(a) + c
+            box = np.clip([xs.min(), ys.min(), xs.max(), ys.max()], 0, 72)
+            if (box[2] - box[0]) * (box[3] - box[1]) <= 0:
+                continue
+            expected_boxes.append(box)
+            mask = torch.from_numpy(plain["masks"][row, k].numpy())[None]
+            expected_masks.append(F.rotate(mask, angle, interpolation=F.InterpolationMode.NEAREST)[0].numpy())
+        assert int(turned["boxes_count"][row]) == len(expected_boxes)
+        for k, box in enumerate(expected_boxes):
+            assert np.allclose(turned["boxes"][row, k].numpy(), box, atol=1e-3), (row, k)
+            mine = turned["masks"][row, k].numpy()
+            assert (mine != expected_masks[k]).mean() < 0.01, (row, k)
+            assert mine.sum() > 0
+            compared += 1
+    assert compared >= len(SIZES)
+
+
 def test_detection_sessions_refuse_what_they_cannot_serve(coco_server):
     with pytest.raises(stoker.InvalidArgument, match="random_iou_crop chooses its crop by the boxes"):
         detection_loader(coco_server, "random_iou_crop(), resize_pad(64)", fields=("image", "labels"))
