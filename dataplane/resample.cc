@@ -1,9 +1,12 @@
 #include "dataplane/resample.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include <immintrin.h>
 
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
@@ -68,61 +71,87 @@ Taps ComputeTaps(int in_size, int out_size, bool cubic) {
   return t;
 }
 
-inline uint8_t Clip8(int32_t sum) {
-  if (sum <= 0) return 0;
-  if (sum >= (255 << kPrecisionBits)) return 255;
-  return static_cast<uint8_t>(sum >> kPrecisionBits);
-}
+// PIL's clip: <= 0 gives 0, >= 255 << bits gives 255, else the shifted sum.
+inline uint8_t Clip8(int32_t sum) { return static_cast<uint8_t>(std::clamp(sum >> kPrecisionBits, 0, 255)); }
 
-// Rows [row0, row0 + out.rows) of `in` resampled along x into `out`.
-template <int C>
-void Horizontal(const cv::Mat& in, int row0, const Taps& t, cv::Mat& out) {
-  for (int y = 0; y < out.rows; ++y) {
-    const uint8_t* src = in.ptr<uint8_t>(row0 + y);
-    uint8_t* dst = out.ptr<uint8_t>(y);
-    for (int x = 0; x < out.cols; ++x) {
-      const uint8_t* p = src + t.first[static_cast<size_t>(x)] * C;
-      const int32_t* w = &t.weights[static_cast<size_t>(x) * t.taps];
-      const int n = t.count[static_cast<size_t>(x)];
-      int32_t sum[C];
-      for (int c = 0; c < C; ++c) sum[c] = 1 << (kPrecisionBits - 1);
-      for (int k = 0; k < n; ++k) {
-        for (int c = 0; c < C; ++c) sum[c] += p[k * C + c] * w[k];
-      }
-      for (int c = 0; c < C; ++c) dst[x * C + c] = Clip8(sum[c]);
-    }
+// One output row: the rounded, clipped sum of n input rows times their
+// fixed-point weights, bytes [from, width). Integer arithmetic: every path
+// gives the same bytes.
+void WeightedRowsScalar(const uint8_t* const* rows, const int32_t* weights, int n, int from, int width,
+                        uint8_t* dst) {
+  for (int i = from; i < width; ++i) {
+    int32_t acc = 1 << (kPrecisionBits - 1);
+    for (int k = 0; k < n; ++k) acc += static_cast<int32_t>(rows[k][i]) * weights[k];
+    dst[i] = Clip8(acc);
   }
 }
 
-// `in` resampled along y into `out`; tap rows are relative to `row0`. Rows
-// are summed whole (contiguous, so the compiler vectorises the loop).
+// The same with AVX2: 32 bytes at a time, their sums kept in four registers
+// of eight 32-bit lanes across the taps. Returns how many bytes it did.
+__attribute__((target("avx2"))) int WeightedRowsAvx2(const uint8_t* const* rows, const int32_t* weights, int n,
+                                                      int width, uint8_t* dst) {
+  const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
+  int i = 0;
+  for (; i + 32 <= width; i += 32) {
+    __m256i a0 = half, a1 = half, a2 = half, a3 = half;
+    for (int k = 0; k < n; ++k) {
+      const __m256i w = _mm256_set1_epi32(weights[k]);
+      const uint8_t* s = rows[k] + i;
+      a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)s)), w));
+      a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s + 8))), w));
+      a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s + 16))), w));
+      a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s + 24))), w));
+    }
+    // >> bits (arithmetic), then saturating packs clip to 0..255.
+    a0 = _mm256_srai_epi32(a0, kPrecisionBits);
+    a1 = _mm256_srai_epi32(a1, kPrecisionBits);
+    a2 = _mm256_srai_epi32(a2, kPrecisionBits);
+    a3 = _mm256_srai_epi32(a3, kPrecisionBits);
+    const __m256i words01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(a0, a1), 0xd8);  // a0 | a1, in order
+    const __m256i words23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(a2, a3), 0xd8);
+    const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(words01, words23), 0xd8);
+    _mm256_storeu_si256((__m256i*)(dst + i), bytes);
+  }
+  return i;
+}
+
+std::atomic<bool> simd_allowed{true};
+
+void WeightedRows(const uint8_t* const* rows, const int32_t* weights, int n, int width, uint8_t* dst) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  const int done = avx2 && simd_allowed.load(std::memory_order_relaxed) ? WeightedRowsAvx2(rows, weights, n, width, dst) : 0;
+  WeightedRowsScalar(rows, weights, n, done, width, dst);
+}
+
+// `in` resampled along y into `out`; tap rows are relative to `row0`.
 void Vertical(const cv::Mat& in, int row0, const Taps& t, cv::Mat& out) {
   const int width = out.cols * out.channels();
-  std::vector<int32_t> sum(static_cast<size_t>(width));
+  std::vector<const uint8_t*> rows(static_cast<size_t>(t.taps));
   for (int y = 0; y < out.rows; ++y) {
-    int32_t* __restrict acc = sum.data();
-    std::fill(acc, acc + width, 1 << (kPrecisionBits - 1));
-    const int32_t* w = &t.weights[static_cast<size_t>(y) * t.taps];
     const int first = t.first[static_cast<size_t>(y)] - row0;
-    for (int k = 0; k < t.count[static_cast<size_t>(y)]; ++k) {
-      const uint8_t* __restrict src = in.ptr<uint8_t>(first + k);
-      const int32_t wk = w[k];
-      for (int i = 0; i < width; ++i) acc[i] += static_cast<int32_t>(src[i]) * wk;
-    }
-    uint8_t* dst = out.ptr<uint8_t>(y);
-    for (int i = 0; i < width; ++i) dst[i] = Clip8(acc[i]);
+    const int n = t.count[static_cast<size_t>(y)];
+    for (int k = 0; k < n; ++k) rows[static_cast<size_t>(k)] = in.ptr<uint8_t>(first + k);
+    WeightedRows(rows.data(), &t.weights[static_cast<size_t>(y) * t.taps], n, width, out.ptr<uint8_t>(y));
   }
 }
 
-void HorizontalAny(const cv::Mat& in, int row0, const Taps& t, cv::Mat& out) {
-  switch (in.channels()) {
-    case 1: return Horizontal<1>(in, row0, t, out);
-    case 3: return Horizontal<3>(in, row0, t, out);
-    default: return Horizontal<4>(in, row0, t, out);
-  }
+// Rows [row0, row0 + rows) of `in` resampled along x to `width` columns: the
+// same sums as PIL's horizontal pass, computed as a vertical pass over the
+// transposed rows (whole rows at a time vectorise; a pixel's few taps do
+// not), then transposed back.
+cv::Mat Horizontal(const cv::Mat& in, int row0, int rows, const Taps& t, int width) {
+  cv::Mat turned;
+  cv::transpose(in.rowRange(row0, row0 + rows), turned);  // in.cols x rows
+  cv::Mat resampled(width, rows, in.type());
+  Vertical(turned, 0, t, resampled);
+  cv::Mat out;
+  cv::transpose(resampled, out);
+  return out;
 }
 
 }  // namespace
+
+void SetResampleSimdForTesting(bool enabled) { simd_allowed.store(enabled); }
 
 cv::Mat Resample(const cv::Mat& image, cv::Size size, int interpolation, bool antialias) {
   const bool shrinks = size.width < image.cols || size.height < image.rows;
@@ -145,8 +174,7 @@ cv::Mat Resample(const cv::Mat& image, cv::Size size, int interpolation, bool an
       rows = vertical.first.back() + vertical.count.back() - row0;
     }
     const Taps horizontal = ComputeTaps(image.cols, size.width, cubic);
-    cv::Mat out(rows, size.width, image.type());
-    HorizontalAny(image, row0, horizontal, out);
+    cv::Mat out = Horizontal(image, row0, rows, horizontal, size.width);
     if (size.height == image.rows) return out;
     cv::Mat result(size, image.type());
     Vertical(out, row0, vertical, result);

@@ -65,5 +65,27 @@ TEST(ResampleTest, WithoutAntialiasOrWhenEnlargingItIsOpenCvsResize) {
   }
 }
 
+TEST(ResampleTest, TheAvx2SumsGiveThePlainSumsBytes) {
+  // Widths that leave tails of every length after the 32-byte blocks, both
+  // filters, shrinking along one axis and both.
+  cv::RNG rng(7);
+  for (const cv::Size in : {cv::Size(301, 217), cv::Size(97, 131), cv::Size(640, 480)}) {
+    cv::Mat image(in, CV_8UC3);
+    rng.fill(image, cv::RNG::UNIFORM, 0, 256);
+    for (const cv::Size out : {cv::Size(224, 224), cv::Size(in.width / 3, in.height), cv::Size(in.width, in.height / 2),
+                               cv::Size(37, 61)}) {
+      if (out.width > in.width || out.height > in.height) continue;
+      for (int interpolation : {0, 2}) {
+        SetResampleSimdForTesting(false);
+        const cv::Mat plain = Resample(image, out, interpolation, true);
+        SetResampleSimdForTesting(true);
+        const cv::Mat fast = Resample(image, out, interpolation, true);
+        ASSERT_EQ(fast.size(), out);
+        EXPECT_EQ(cv::norm(plain, fast, cv::NORM_INF), 0) << in << " -> " << out << " interpolation " << interpolation;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stoker
