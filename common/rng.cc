@@ -1,6 +1,9 @@
 #include "common/rng.h"
 
 #include <cmath>
+#include <limits>
+
+#include <boost/random/normal_distribution.hpp>
 
 namespace stoker {
 namespace {
@@ -72,6 +75,25 @@ double GammaDraw(double alpha, Rng& rng) {
     const double u = 1.0 - rng.UniformDouble();
     if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
   }
+}
+
+namespace {
+
+// Rng as a uniform random bit generator for Boost.Random.
+struct Bits {
+  using result_type = uint64_t;
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return std::numeric_limits<uint64_t>::max(); }
+  result_type operator()() { return rng->Next(); }
+  Rng* rng;
+};
+
+}  // namespace
+
+void FillStandardNormal(Rng& rng, float* out, size_t n) {
+  Bits bits{&rng};
+  boost::random::normal_distribution<float> normal;
+  for (size_t i = 0; i < n; ++i) out[i] = normal(bits);
 }
 
 double BetaDraw(double a, double b, Rng& rng) {

@@ -6,6 +6,7 @@
 #ifndef STOKER_COMMON_RNG_H_
 #define STOKER_COMMON_RNG_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace stoker {
@@ -50,6 +51,11 @@ double GammaDraw(double alpha, Rng& rng);
 
 // A Beta(a, b) draw as Ga / (Ga + Gb).
 double BetaDraw(double a, double b, Rng& rng);
+
+// n standard normal draws for bulk noise (random erasing's per-pixel
+// values): Boost.Random's ziggurat on this generator, several times faster
+// than StandardNormal. Platform-independent (fixed tables, IEEE float).
+void FillStandardNormal(Rng& rng, float* out, size_t n);
 
 }  // namespace stoker
 

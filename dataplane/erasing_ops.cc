@@ -73,12 +73,22 @@ void ApplyErasing(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& c
     region.setTo(fill);
     return;
   }
+  // torchvision erases the normalised tensor with N(0, 1): in pixels,
+  // 255 (mean + std z), rounded and clipped.
+  const int width = region.cols * 3;
+  std::vector<float> z(static_cast<size_t>(width));
+  float offset[3], scale[3];
+  for (int c = 0; c < 3; ++c) {
+    offset[c] = static_cast<float>(255.0 * context.mean[c]) + 0.5f;  // + 0.5: rounding by truncation below
+    scale[c] = static_cast<float>(255.0 * context.std[c]);
+  }
   for (int y = 0; y < region.rows; ++y) {
+    FillStandardNormal(rng, z.data(), z.size());
     uint8_t* p = region.ptr<uint8_t>(y);
-    for (int x = 0; x < region.cols * 3; ++x) {
-      const int c = x % 3;
-      const double v = 255.0 * (context.mean[c] + context.std[c] * StandardNormal(rng));
-      p[x] = static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0, 255.0));
+    for (int x = 0; x < width; x += 3) {
+      for (int c = 0; c < 3; ++c) {
+        p[x + c] = static_cast<uint8_t>(std::clamp(offset[c] + scale[c] * z[static_cast<size_t>(x + c)], 0.0f, 255.0f));
+      }
     }
   }
 }

@@ -150,7 +150,7 @@ cv::Mat WarpMask(const cv::Mat& m, const std::array<double, 9>& inverse, int wid
   for (int y = 0; y < height; ++y) {
     uint8_t* row = out.ptr<uint8_t>(y);
     for (int x = 0; x < width; ++x) {
-      double u, v;
+      double u = 0, v = 0;
       if (!MapPoint(inverse, x + 0.5, y + 0.5, &u, &v)) continue;
       if (u >= 0 && v >= 0 && u < m.cols && v < m.rows) {
         row[x] = m.ptr<uint8_t>(static_cast<int>(v))[static_cast<int>(u)];
@@ -162,7 +162,7 @@ cv::Mat WarpMask(const cv::Mat& m, const std::array<double, 9>& inverse, int wid
 
 void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets* t) {
   const float width = static_cast<float>(step.width), height = static_cast<float>(step.height);
-  std::array<double, 9> forward;
+  std::array<double, 9> forward{};
   const bool invertible = Invert3x3(step.inverse_map, &forward);
   const int64_t n = t->num_boxes();
   std::vector<bool> keep(static_cast<size_t>(n), true);
@@ -172,7 +172,7 @@ void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets*
     double lo_x = HUGE_VAL, lo_y = HUGE_VAL, hi_x = -HUGE_VAL, hi_y = -HUGE_VAL;
     bool mapped = invertible;
     for (int k = 0; k < 4 && mapped; ++k) {
-      double u, v;
+      double u = 0, v = 0;
       mapped = MapPoint(forward, b[(k == 1 || k == 2) ? 2 : 0], b[k < 2 ? 1 : 3], &u, &v);
       lo_x = std::min(lo_x, u), hi_x = std::max(hi_x, u), lo_y = std::min(lo_y, v), hi_y = std::max(hi_y, v);
     }
@@ -197,7 +197,7 @@ void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets*
   }
   for (size_t k = 0; k + 2 < t->keypoints.size(); k += 3) {
     float* kp = &t->keypoints[k];
-    double u, v;
+    double u = 0, v = 0;
     if (!invertible || !MapPoint(forward, kp[0], kp[1], &u, &v)) {
       kp[2] = 0;
       continue;

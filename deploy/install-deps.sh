@@ -13,6 +13,8 @@ PACKAGES=(
   libturbojpeg0-dev libjpeg62-turbo-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # metrics, logging, hashing, JSON
   prometheus-cpp-dev libgoogle-glog-dev libxxhash-dev nlohmann-json3-dev
+  # fast normal draws for random erasing's noise (Boost.Random, header-only)
+  libboost-dev
   # materialised datasets (tar shards, zstd / lz4), segmentation masks (libpng),
   # caption tokenisation (SentencePiece)
   libarchive-dev libzstd-dev liblz4-dev libpng-dev libsentencepiece-dev
