@@ -35,6 +35,16 @@ std::array<double, 6> InverseAffineMatrix(double angle, double translate_x, doub
 
 namespace {
 
+// std::nearbyint for |v| < 2^22 in the default rounding mode (to nearest,
+// ties to even), inline: adding and taking away 1.5 x 2^23 leaves v rounded
+// to an integer (IEEE arithmetic: the compiler may not fold it away without
+// -ffast-math, which this project never uses). The callers' values are far
+// smaller.
+inline float RoundHalfEven(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return (v + kMagic) - kMagic;
+}
+
 // grid_sample(align_corners=False, padding_mode="zeros") at the normalised
 // grid position (gx, gy), in float32 step by step as torch computes it (a
 // nearest pixel at a tie depends on it), with torchvision's fill: masked,
@@ -50,7 +60,7 @@ inline void Sample(const cv::Mat& image, float gx, float gy, bool bilinear, cons
   // no float that does not fit an int is converted.
   const bool near = ix > -2.0f && ix < static_cast<float>(w) + 1 && iy > -2.0f && iy < static_cast<float>(h) + 1;
   if (!bilinear) {
-    const int x = near ? static_cast<int>(std::nearbyint(ix)) : -1, y = near ? static_cast<int>(std::nearbyint(iy)) : -1;
+    const int x = near ? static_cast<int>(RoundHalfEven(ix)) : -1, y = near ? static_cast<int>(RoundHalfEven(iy)) : -1;
     if (x >= 0 && x < w && y >= 0 && y < h) {
       const uint8_t* p = image.ptr<uint8_t>(y) + x * 3;
       out[0] = p[0], out[1] = p[1], out[2] = p[2];
@@ -76,7 +86,7 @@ inline void Sample(const cv::Mat& image, float gx, float gy, bool bilinear, cons
   }
   for (int c = 0; c < 3; ++c) {
     const float v = masked ? value[c] * coverage + (1.0f - coverage) * static_cast<float>(fill[c]) : value[c];
-    out[c] = static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
+    out[c] = static_cast<uint8_t>(std::clamp(RoundHalfEven(v), 0.0f, 255.0f));
   }
 }
 
@@ -85,6 +95,20 @@ inline void Sample(const cv::Mat& image, float gx, float gy, bool bilinear, cons
 cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& m, bool bilinear, const cv::Scalar& fill,
                    bool masked) {
   const int w = image.cols, h = image.rows;
+  // A translation by whole pixels (the policies' TranslateX/Y, truncated to
+  // integers) samples every pixel at an integer position, to within float
+  // error far below a rounding step: the output is the input shifted, with
+  // the fill (masked) or 0 where nothing comes in. Copied, not sampled.
+  const bool whole_fill = !masked || (fill[0] == std::trunc(fill[0]) && fill[1] == std::trunc(fill[1]) &&
+                                       fill[2] == std::trunc(fill[2]));  // rounded and truncated alike
+  if (m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == std::trunc(m[2]) && m[5] == std::trunc(m[5]) &&
+      std::abs(m[2]) < w && std::abs(m[5]) < h && whole_fill) {
+    const int dx = static_cast<int>(m[2]), dy = static_cast<int>(m[5]);  // output (x, y) reads input (x + dx, y + dy)
+    cv::Mat out(h, w, CV_8UC3, masked ? fill : cv::Scalar::all(0));
+    const cv::Rect from = cv::Rect(dx, dy, w, h) & cv::Rect(0, 0, w, h);
+    if (from.area() > 0) image(from).copyTo(out(cv::Rect(from.x - dx, from.y - dy, from.width, from.height)));
+    return out;
+  }
   // torchvision's _gen_affine_grid in float32: theta^T / (w / 2, h / 2),
   // applied to the output pixels' centres relative to the image's.
   const float half_w = 0.5f * static_cast<float>(w), half_h = 0.5f * static_cast<float>(h);

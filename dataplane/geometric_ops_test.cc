@@ -47,6 +47,28 @@ TEST(GeometricOpsTest, AQuarterTurnAndATranslationMovePixelsWhereExpected) {
   EXPECT_EQ(moved.at<cv::Vec3b>(0, 0)[0], 5);
 }
 
+// Whole-pixel translations are copied, not sampled: the same bytes as the
+// sampling path (forced here by a matrix that differs from 1 by less than a
+// float can hold, so that the float grid is the same).
+TEST(GeometricOpsTest, AWholePixelShiftCopiesWhatSamplingGives) {
+  cv::Mat image(37, 53, CV_8UC3);
+  cv::randu(image, 0, 256);
+  for (const auto& [tx, ty] : {std::pair<double, double>{5, 0}, {-7, 3}, {0, -36}, {52, 1}, {-60, 0}, {0, 0}}) {
+    for (bool bilinear : {false, true}) {
+      for (bool masked : {false, true}) {
+        const std::array<double, 6> shift = InverseAffineMatrix(0, tx, ty, 1, 0, 0);
+        std::array<double, 6> sampled = shift;
+        sampled[0] = 1 - 1e-12;  // 1.0f as a float: the sampling path's grid is the same
+        const cv::Scalar fill(10, 200, 30);
+        const cv::Mat fast = WarpAffine(image, shift, bilinear, fill, masked);
+        const cv::Mat slow = WarpAffine(image, sampled, bilinear, fill, masked);
+        EXPECT_EQ(cv::norm(fast, slow, cv::NORM_INF), 0)
+            << "shift " << tx << "," << ty << " bilinear " << bilinear << " masked " << masked;
+      }
+    }
+  }
+}
+
 TEST(GeometricOpsTest, PaddingModesAreTorchvisions) {
   cv::Mat row(1, 3, CV_8UC3);
   for (int x = 0; x < 3; ++x) row.at<cv::Vec3b>(0, x) = cv::Vec3b::all(static_cast<uint8_t>(x + 1));
