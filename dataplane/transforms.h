@@ -9,6 +9,16 @@
 
 namespace stoker {
 
+// std::nearbyint for |v| < 2^22 in the default rounding mode (to nearest,
+// ties to even), inline so that loops around it vectorise: adding and taking
+// away 1.5 x 2^23 leaves v rounded to an integer (IEEE arithmetic: the
+// compiler may not fold it away without -ffast-math, which this project
+// never uses).
+inline float RoundHalfEven(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return (v + kMagic) - kMagic;
+}
+
 // A box in image coordinates: top row, left column, height, width.
 struct CropBox {
   int top = 0, left = 0, height = 0, width = 0;
