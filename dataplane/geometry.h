@@ -30,13 +30,13 @@ struct GeometryStep {
   Kind kind = Kind::kCrop;
   CropBox box;            // kCrop
   int width = 0, height = 0;  // the size after the step
+  // kCrop: boxes whose centre falls outside the crop are dropped too
+  // (random_iou_crop, as torchvision's RandomIoUCrop).
+  bool drop_outside_centers = false;
   // kWarp: the 3x3 map (row-major, homogeneous) from an output position to
   // the input position its pixel is sampled at, both in pixel-edge
   // coordinates; the targets move by its inverse.
   std::array<double, 9> inverse_map = {1, 0, 0, 0, 1, 0, 0, 0, 1};
-  // kCrop: boxes whose centre falls outside the crop are dropped too
-  // (random_iou_crop, as torchvision's RandomIoUCrop).
-  bool drop_outside_centers = false;
 
   static GeometryStep Crop(const CropBox& box) { return {Kind::kCrop, box, box.width, box.height, false}; }
   static GeometryStep Resize(int width, int height) { return {Kind::kResize, {}, width, height, false}; }
