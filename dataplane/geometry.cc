@@ -46,6 +46,18 @@ void KeepBoxes(const std::vector<bool>& keep, SampleTargets* t) {
   if (p > 0) t->keypoints.resize(3 * p * out);
 }
 
+// Clips box `b` to [0, width] x [0, height]; false when it must be dropped
+// (no area left, or less than min_visibility of its area before).
+bool ClipAndKeep(float* b, float width, float height, const TargetOptions& options) {
+  const double before = Area(b);
+  b[0] = std::clamp(b[0], 0.0f, width);
+  b[2] = std::clamp(b[2], 0.0f, width);
+  b[1] = std::clamp(b[1], 0.0f, height);
+  b[3] = std::clamp(b[3], 0.0f, height);
+  const double after = Area(b);
+  return !(after <= 0 || (before > 0 && after < options.min_visibility * before));
+}
+
 void Crop(const CropBox& box, bool drop_outside_centers, const TargetOptions& options, SampleTargets* t) {
   const int64_t n = t->num_boxes();
   std::vector<bool> keep(static_cast<size_t>(n), true);
@@ -61,13 +73,7 @@ void Crop(const CropBox& box, bool drop_outside_centers, const TargetOptions& op
     }
     b[0] -= static_cast<float>(box.left), b[2] -= static_cast<float>(box.left);
     b[1] -= static_cast<float>(box.top), b[3] -= static_cast<float>(box.top);
-    const double before = Area(b);
-    b[0] = std::clamp(b[0], 0.0f, static_cast<float>(box.width));
-    b[2] = std::clamp(b[2], 0.0f, static_cast<float>(box.width));
-    b[1] = std::clamp(b[1], 0.0f, static_cast<float>(box.height));
-    b[3] = std::clamp(b[3], 0.0f, static_cast<float>(box.height));
-    const double after = Area(b);
-    if (after <= 0 || (before > 0 && after < options.min_visibility * before)) {
+    if (!ClipAndKeep(b, static_cast<float>(box.width), static_cast<float>(box.height), options)) {
       keep[static_cast<size_t>(i)] = false;
       dropped = true;
     }
@@ -184,13 +190,7 @@ void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets*
     }
     b[0] = static_cast<float>(lo_x), b[1] = static_cast<float>(lo_y);
     b[2] = static_cast<float>(hi_x), b[3] = static_cast<float>(hi_y);
-    const double before = Area(b);
-    b[0] = std::clamp(b[0], 0.0f, width);
-    b[2] = std::clamp(b[2], 0.0f, width);
-    b[1] = std::clamp(b[1], 0.0f, height);
-    b[3] = std::clamp(b[3], 0.0f, height);
-    const double after = Area(b);
-    if (after <= 0 || (before > 0 && after < options.min_visibility * before)) {
+    if (!ClipAndKeep(b, width, height, options)) {
       keep[static_cast<size_t>(i)] = false;
       dropped = true;
     }
