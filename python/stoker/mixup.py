@@ -1,18 +1,19 @@
-"""MixUp and CutMix on the device, with timm's ``Mixup`` semantics in batch
-mode (one lambda and one box per batch; the batch mixed with itself
-reversed; soft targets with label smoothing).
+"""MixUp and CutMix with timm's ``Mixup`` semantics in batch mode (one
+lambda and one box per batch; the batch mixed with itself reversed; soft
+targets with label smoothing), as torch ops.
 
-The draws (whether to mix, MixUp or CutMix, lambda, the box's centre) come
-from the C++ client's generator seeded by (seed, epoch, batch index)
-(client/mixup.h), so a batch is mixed the same way whoever made it, on
-resume, and by the C++ client's stager. The mixing runs as torch ops on
-the images' device: CUDA kernels when the batch is on a GPU, the CPU
-otherwise. ``python/tests/test_mixup.py`` compares it with timm's ``Mixup``
-given the same draws.
+``stoker.Loader(mixup_alpha=..., cutmix_alpha=...)`` does not use these ops:
+it mixes in the C++ client's stager (client/mixup.h), fused into the
+uint8-to-float conversion (a CUDA kernel on a GPU, the CPU otherwise). This
+module is the same mixing written with torch, for batches a user already
+holds and as the tests' bridge: given the same draws it equals timm's
+``Mixup`` (``python/tests/test_mixup.py``), and the loader's batches equal
+it bit for bit in float32. The draws (whether to mix, MixUp or CutMix,
+lambda, the box's centre) are the client's, seeded by (seed, epoch, batch
+index), so a batch is mixed the same way whoever made it and on resume.
 """
 
 from dataclasses import dataclass
-
 
 
 @dataclass
