@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "dataplane/op_registry.h"
+#include "dataplane/simd.h"
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
 
@@ -82,7 +83,7 @@ inline void Sample(const cv::Mat& image, float ix, float iy, bool bilinear, cons
 // step by step as torch computes them (a nearest pixel at a tie depends on
 // it): a flat loop, vectorised (an AVX2 build chosen at run time; no fused
 // multiply-add, so the same floats).
-__attribute__((target_clones("avx2", "default"))) void GridToInput(float* __restrict gx, float* __restrict gy, int n,
+STOKER_AVX2_CLONES void GridToInput(float* __restrict gx, float* __restrict gy, int n,
                                                                     float w, float h) {
   for (int i = 0; i < n; ++i) {
     gx[i] = ((gx[i] + 1.0f) * w - 1.0f) / 2.0f;
@@ -91,7 +92,7 @@ __attribute__((target_clones("avx2", "default"))) void GridToInput(float* __rest
 }
 
 // The affine grid of one output row (torchvision's _gen_affine_grid).
-__attribute__((target_clones("avx2", "default"))) void AffineGridRow(const float* __restrict xs, int n, float y,
+STOKER_AVX2_CLONES void AffineGridRow(const float* __restrict xs, int n, float y,
                                                                       const float* __restrict r, float* __restrict gx,
                                                                       float* __restrict gy) {
   const float y1 = y * r[1], y4 = y * r[4];
@@ -103,7 +104,7 @@ __attribute__((target_clones("avx2", "default"))) void AffineGridRow(const float
 
 // The perspective grid of one output row (torchvision's _perspective_grid):
 // k as given, kw and kh the first six divided by half the width and height.
-__attribute__((target_clones("avx2", "default"))) void PerspectiveGridRow(const float* __restrict xs, int n, float y,
+STOKER_AVX2_CLONES void PerspectiveGridRow(const float* __restrict xs, int n, float y,
                                                                            const float* __restrict k,
                                                                            const float* __restrict kw,
                                                                            float* __restrict gx,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "dataplane/op_registry.h"
+#include "dataplane/simd.h"
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
 
@@ -83,7 +84,7 @@ namespace {
 // (1 1 1 / 1 5 1 / 1 1 1) / 13 in float32, rounded, then blended with the
 // pixel. A flat loop (vectorised; an AVX2 build chosen at run time; no fused
 // multiply-add, so the same bytes).
-__attribute__((target_clones("avx2", "default"))) void SharpenRow(const uint8_t* __restrict up,
+STOKER_AVX2_CLONES void SharpenRow(const uint8_t* __restrict up,
                                                                    const uint8_t* __restrict mid,
                                                                    const uint8_t* __restrict down, int from, int to,
                                                                    float f, float g, uint8_t* __restrict out) {

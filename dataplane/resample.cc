@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
@@ -86,6 +88,7 @@ void WeightedRowsScalar(const uint8_t* const* rows, const int32_t* weights, int 
   }
 }
 
+#if defined(__x86_64__)
 // The same with AVX2: 32 bytes at a time, their sums kept in four registers
 // of eight 32-bit lanes across the taps. Returns how many bytes it did.
 __attribute__((target("avx2"))) int WeightedRowsAvx2(const uint8_t* const* rows, const int32_t* weights, int n,
@@ -115,11 +118,16 @@ __attribute__((target("avx2"))) int WeightedRowsAvx2(const uint8_t* const* rows,
   return i;
 }
 
+#endif
+
 std::atomic<bool> simd_allowed{true};
 
 void WeightedRows(const uint8_t* const* rows, const int32_t* weights, int n, int width, uint8_t* dst) {
+  int done = 0;
+#if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  const int done = avx2 && simd_allowed.load(std::memory_order_relaxed) ? WeightedRowsAvx2(rows, weights, n, width, dst) : 0;
+  if (avx2 && simd_allowed.load(std::memory_order_relaxed)) done = WeightedRowsAvx2(rows, weights, n, width, dst);
+#endif
   WeightedRowsScalar(rows, weights, n, done, width, dst);
 }
 
