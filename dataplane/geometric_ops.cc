@@ -83,8 +83,7 @@ inline void Sample(const cv::Mat& image, float ix, float iy, bool bilinear, cons
 // step by step as torch computes them (a nearest pixel at a tie depends on
 // it): a flat loop, vectorised (an AVX2 build chosen at run time; no fused
 // multiply-add, so the same floats).
-STOKER_AVX2_CLONES void GridToInput(float* __restrict gx, float* __restrict gy, int n,
-                                                                    float w, float h) {
+STOKER_AVX2_CLONES void GridToInput(float* __restrict gx, float* __restrict gy, int n, float w, float h) {
   for (int i = 0; i < n; ++i) {
     gx[i] = ((gx[i] + 1.0f) * w - 1.0f) / 2.0f;
     gy[i] = ((gy[i] + 1.0f) * h - 1.0f) / 2.0f;
@@ -92,9 +91,8 @@ STOKER_AVX2_CLONES void GridToInput(float* __restrict gx, float* __restrict gy, 
 }
 
 // The affine grid of one output row (torchvision's _gen_affine_grid).
-STOKER_AVX2_CLONES void AffineGridRow(const float* __restrict xs, int n, float y,
-                                                                      const float* __restrict r, float* __restrict gx,
-                                                                      float* __restrict gy) {
+STOKER_AVX2_CLONES void AffineGridRow(const float* __restrict xs, int n, float y, const float* __restrict r,
+                                      float* __restrict gx, float* __restrict gy) {
   const float y1 = y * r[1], y4 = y * r[4];
   for (int i = 0; i < n; ++i) {
     gx[i] = xs[i] * r[0] + y1 + r[2];
@@ -104,11 +102,8 @@ STOKER_AVX2_CLONES void AffineGridRow(const float* __restrict xs, int n, float y
 
 // The perspective grid of one output row (torchvision's _perspective_grid):
 // k as given, kw and kh the first six divided by half the width and height.
-STOKER_AVX2_CLONES void PerspectiveGridRow(const float* __restrict xs, int n, float y,
-                                                                           const float* __restrict k,
-                                                                           const float* __restrict kw,
-                                                                           float* __restrict gx,
-                                                                           float* __restrict gy) {
+STOKER_AVX2_CLONES void PerspectiveGridRow(const float* __restrict xs, int n, float y, const float* __restrict k,
+                                           const float* __restrict kw, float* __restrict gx, float* __restrict gy) {
   const float y7 = y * k[7], y1 = y * kw[1], y4 = y * kw[4];
   for (int i = 0; i < n; ++i) {
     const float den = xs[i] * k[6] + y7 + 1.0f;

@@ -149,19 +149,32 @@ bool MapPoint(const std::array<double, 9>& m, double x, double y, double* u, dou
   return std::isfinite(*u) && std::isfinite(*v);
 }
 
-// A one-channel mask warped with nearest neighbour at the output pixels'
-// centres, 0 outside.
-cv::Mat WarpMask(const cv::Mat& m, const std::array<double, 9>& inverse, int width, int height) {
-  cv::Mat out = cv::Mat::zeros(height, width, m.type());
+// For each output pixel of a warp (row-major), the input pixel (row x
+// in_width + column) its centre maps to with nearest neighbour, or -1 when
+// that is outside the input: computed once, then applied to every mask.
+std::vector<int64_t> WarpSources(const std::array<double, 9>& inverse, int width, int height, int in_width,
+                                 int in_height) {
+  std::vector<int64_t> sources(static_cast<size_t>(width) * height, -1);
   for (int y = 0; y < height; ++y) {
-    uint8_t* row = out.ptr<uint8_t>(y);
     for (int x = 0; x < width; ++x) {
       double u = 0, v = 0;
       if (!MapPoint(inverse, x + 0.5, y + 0.5, &u, &v)) continue;
-      if (u >= 0 && v >= 0 && u < m.cols && v < m.rows) {
-        row[x] = m.ptr<uint8_t>(static_cast<int>(v))[static_cast<int>(u)];
+      if (u >= 0 && v >= 0 && u < in_width && v < in_height) {
+        sources[static_cast<size_t>(y) * width + x] = int64_t{static_cast<int>(v)} * in_width + static_cast<int>(u);
       }
     }
+  }
+  return sources;
+}
+
+// A one-channel (continuous) mask through WarpSources' map, 0 outside.
+cv::Mat WarpMask(const cv::Mat& m, const std::vector<int64_t>& sources, int width, int height) {
+  cv::Mat out = cv::Mat::zeros(height, width, m.type());
+  const cv::Mat in = m.isContinuous() ? m : m.clone();
+  const uint8_t* src = in.ptr<uint8_t>(0);
+  uint8_t* dst = out.ptr<uint8_t>(0);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (sources[i] >= 0) dst[i] = src[sources[i]];
   }
   return out;
 }
@@ -206,9 +219,13 @@ void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets*
     kp[1] = static_cast<float>(v);
     if (kp[0] < 0 || kp[1] < 0 || kp[0] > width || kp[1] > height) kp[2] = 0;
   }
-  if (!t->mask.empty()) t->mask = WarpMask(t->mask, step.inverse_map, step.width, step.height);
-  for (cv::Mat& m : t->instance_masks) m = WarpMask(m, step.inverse_map, step.width, step.height);
-  if (dropped) KeepBoxes(keep, t);
+  if (dropped) KeepBoxes(keep, t);  // the dropped boxes' masks are not warped
+  const cv::Mat& any = t->mask.empty() ? (t->instance_masks.empty() ? cv::Mat() : t->instance_masks[0]) : t->mask;
+  if (any.empty()) return;
+  // Masks have their image's size (CheckTargetsFit): one map serves all.
+  const std::vector<int64_t> sources = WarpSources(step.inverse_map, step.width, step.height, any.cols, any.rows);
+  if (!t->mask.empty()) t->mask = WarpMask(t->mask, sources, step.width, step.height);
+  for (cv::Mat& m : t->instance_masks) m = WarpMask(m, sources, step.width, step.height);
 }
 
 }  // namespace

@@ -1,8 +1,7 @@
 #include "dataplane/op_registry.h"
 
-#include <map>
-
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

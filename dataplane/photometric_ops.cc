@@ -84,10 +84,9 @@ namespace {
 // (1 1 1 / 1 5 1 / 1 1 1) / 13 in float32, rounded, then blended with the
 // pixel. A flat loop (vectorised; an AVX2 build chosen at run time; no fused
 // multiply-add, so the same bytes).
-STOKER_AVX2_CLONES void SharpenRow(const uint8_t* __restrict up,
-                                                                   const uint8_t* __restrict mid,
-                                                                   const uint8_t* __restrict down, int from, int to,
-                                                                   float f, float g, uint8_t* __restrict out) {
+STOKER_AVX2_CLONES void SharpenRow(const uint8_t* __restrict up, const uint8_t* __restrict mid,
+                                   const uint8_t* __restrict down, int from, int to, float f, float g,
+                                   uint8_t* __restrict out) {
   const float side = 1.0f / 13, centre = 5.0f / 13;
   for (int i = from; i < to; ++i) {
     const float ring = static_cast<float>(up[i - 3] + up[i] + up[i + 3] + mid[i - 3] + mid[i + 3] + down[i - 3] +

@@ -170,11 +170,11 @@ void ApplyPolicyOp(cv::Mat& image, const PolicyStep& step, bool bilinear, const 
   switch (step.op) {
     case P::kShearX:
       image = WarpAffineMoving(image, InverseAffineMatrix(0, 0, 0, 1, std::atan(m) * 180 / M_PI, 0, corner_x, corner_y),
-                         bilinear, f, masked, geometry);
+                               bilinear, f, masked, geometry);
       break;
     case P::kShearY:
       image = WarpAffineMoving(image, InverseAffineMatrix(0, 0, 0, 1, 0, std::atan(m) * 180 / M_PI, corner_x, corner_y),
-                         bilinear, f, masked, geometry);
+                               bilinear, f, masked, geometry);
       break;
     case P::kTranslateX:
       image = WarpAffineMoving(image, InverseAffineMatrix(0, std::trunc(m), 0, 1, 0, 0), bilinear, f, masked, geometry);

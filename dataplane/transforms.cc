@@ -104,9 +104,7 @@ inline uint8_t BlendValue(float f, float g, float p, float b) {
 // the loop is flat and the compiler vectorises it; built once more for
 // AVX2, chosen at run time; no fused multiply-add in either, so the bytes
 // are the same).
-STOKER_AVX2_CLONES void BlendRow(uint8_t* __restrict p,
-                                                                 const uint8_t* __restrict grey3, int n, float f,
-                                                                 float g) {
+STOKER_AVX2_CLONES void BlendRow(uint8_t* __restrict p, const uint8_t* __restrict grey3, int n, float f, float g) {
   for (int i = 0; i < n; ++i) p[i] = BlendValue(f, g, static_cast<float>(p[i]), static_cast<float>(grey3[i]));
 }
 
@@ -134,8 +132,7 @@ namespace {
 
 // One row to grey, torchvision's weights in float32, truncated (vectorised;
 // an AVX2 build chosen at run time; the same bytes).
-STOKER_AVX2_CLONES void GreyRow(const uint8_t* __restrict p, int n,
-                                                                uint8_t* __restrict g) {
+STOKER_AVX2_CLONES void GreyRow(const uint8_t* __restrict p, int n, uint8_t* __restrict g) {
   for (int x = 0; x < n; ++x) {
     g[x] = static_cast<uint8_t>(0.2989f * static_cast<float>(p[3 * x]) + 0.587f * static_cast<float>(p[3 * x + 1]) +
                                 0.114f * static_cast<float>(p[3 * x + 2]));
