@@ -8,17 +8,11 @@
 
 namespace stoker {
 
-LocalProducer::LocalProducer(const LocalOptions& options) : metrics_(registry_) {
-  CoreConfig core;
-  core.data_root = options.data_root;
-  core.workers = options.workers;
-  core.max_pixels = options.max_pixels;
-  core.sample_delay = options.sample_delay;
-  core.catalog.max_file_bytes = options.max_file_bytes;
-  core_ = std::make_unique<DataServiceCore>(core, &metrics_);
-}
+LocalProducer::LocalProducer() : metrics_(registry_) {}
 
-LocalProducer::~LocalProducer() { core_->StopOpening(); }
+LocalProducer::~LocalProducer() {
+  if (core_) core_->StopOpening();
+}
 
 absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const LocalOptions& options) {
   if (options.workers < 1) {
@@ -29,7 +23,20 @@ absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const Local
     return absl::InvalidArgumentError(
         absl::StrCat("local data root '", options.data_root.string(), "' is not a directory"));
   }
-  return std::unique_ptr<LocalProducer>(new LocalProducer(options));
+  std::unique_ptr<LocalProducer> producer(new LocalProducer());
+  CoreConfig core;
+  core.data_root = options.data_root;
+  core.workers = options.workers;
+  core.max_pixels = options.max_pixels;
+  core.sample_delay = options.sample_delay;
+  core.catalog.max_file_bytes = options.max_file_bytes;
+  core.python = options.python;
+  core.op_plugins = options.op_plugins;
+  if (!core.python.modules.empty() && core.python.processes < 1) core.python.processes = options.workers;
+  absl::StatusOr<std::unique_ptr<DataServiceCore>> made = DataServiceCore::Create(core, &producer->metrics_);
+  if (!made.ok()) return made.status();
+  producer->core_ = *std::move(made);
+  return producer;
 }
 
 absl::StatusOr<v1::OpenSessionResponse> LocalProducer::Open(const v1::SessionConfig& config, absl::Duration timeout) {

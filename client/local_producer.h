@@ -31,12 +31,17 @@ struct LocalOptions {
   int64_t max_pixels = 100'000'000;         // as stoker-server --max-pixels
   int64_t max_file_bytes = int64_t{256} << 20;  // as stoker-server --max-file-bytes
   absl::Duration sample_delay = absl::ZeroDuration();  // test-only, as --test-sample-delay-ms
+  // The training host's own Python transform processes (as stoker-server
+  // --python-transforms; processes 0: one per worker) and op plugins.
+  PythonStageConfig python = {{}, 0};
+  std::filesystem::path op_plugins;
 };
 
 class LocalProducer {
  public:
-  // INVALID_ARGUMENT for fewer than one worker or a data root that is not a
-  // directory.
+  // INVALID_ARGUMENT for fewer than one worker, a data root that is not a
+  // directory, a Python module that does not import or a plugin that does
+  // not load.
   static absl::StatusOr<std::unique_ptr<LocalProducer>> Create(const LocalOptions& options);
   ~LocalProducer();
 
@@ -50,7 +55,7 @@ class LocalProducer {
   int workers() const { return core_->workers(); }
 
  private:
-  explicit LocalProducer(const LocalOptions& options);
+  LocalProducer();
 
   // The producer's own metrics, in a registry no endpoint serves: the
   // client's metrics count its batches (server="local").

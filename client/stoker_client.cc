@@ -68,6 +68,11 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     local.max_pixels = c.local_max_pixels;
     local.max_file_bytes = c.local_max_file_bytes;
     local.sample_delay = c.local_sample_delay;
+    local.python.modules = c.local_python_transforms;
+    local.python.processes = c.local_python_workers;
+    local.python.executable = c.local_python_executable;
+    local.python.timeout = c.local_python_timeout;
+    local.op_plugins = c.local_op_plugins;
     auto producer = LocalProducer::Create(local);
     if (!producer.ok()) return producer.status();
     client->local_ = *std::move(producer);

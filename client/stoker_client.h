@@ -48,6 +48,14 @@ struct ClientConfig {
   int64_t local_max_pixels = 100'000'000;
   int64_t local_max_file_bytes = int64_t{256} << 20;
   absl::Duration local_sample_delay = absl::ZeroDuration();  // test-only: a slow local producer
+  // The local producer's own Python transform processes and op plugins (as
+  // the servers' --python-transforms and --op-plugins: the same modules
+  // make the same pixels wherever a batch is made).
+  std::vector<std::string> local_python_transforms;
+  int local_python_workers = 0;  // 0: one per local worker
+  std::string local_python_executable = "python3";
+  absl::Duration local_python_timeout = absl::Seconds(10);
+  std::string local_op_plugins;
   v1::SessionConfig session;         // dataset, pipeline, batch size, seed...
   bool drop_last = false;            // leave out the epoch's last partial batch
   int rank = 0;                      // this process's share of the epoch...

@@ -22,8 +22,9 @@ Rng::Rng(uint64_t seed) {
 }
 
 Rng Rng::ForSample(uint64_t seed, int64_t epoch, int64_t index) {
-  return Rng(Mix64(Mix64(Mix64(seed ^ kSampleDomain) + static_cast<uint64_t>(epoch)) +
-                   static_cast<uint64_t>(index)));
+  Rng rng(Mix64(Mix64(Mix64(seed ^ kSampleDomain) + static_cast<uint64_t>(epoch)) + static_cast<uint64_t>(index)));
+  rng.origin_ = {seed, epoch, index};
+  return rng;
 }
 
 Rng Rng::ForEpoch(uint64_t seed, int64_t epoch) {

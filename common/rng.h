@@ -37,8 +37,18 @@ class Rng {
   // Uniform integer in [lo, hi], both inclusive; requires lo <= hi.
   int64_t UniformInt(int64_t lo, int64_t hi);
 
+  // The sample a ForSample generator was made for (index -1: another
+  // generator). User ops seed their own generators from it (python(...):
+  // NumPy's default_rng([seed, epoch, index, op position])).
+  struct Origin {
+    uint64_t seed = 0;
+    int64_t epoch = -1, index = -1;
+  };
+  const Origin& origin() const { return origin_; }
+
  private:
   uint64_t s_[4];
+  Origin origin_;
 };
 
 // A standard normal draw (Box-Muller on two uniforms). Load-bearing, as the

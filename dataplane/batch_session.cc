@@ -58,7 +58,7 @@ struct BatchSession::Job {
   std::once_flag allocated;  // the buffer is made when the first sample starts
   std::string cache_key;     // set: this session makes the batch for the shared cache
   int64_t bytes = 0;         // its size
-  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0};
+  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0}, python_ns{0};
   // Whole sample tasks that produced a sample (the capacity's measure;
   // tasks a cancellation skipped are left out).
   std::atomic<int64_t> worker_ns{0}, produced{0};
@@ -360,8 +360,10 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     }
     job.decode_ns += Nanos(times.decode);
     job.augment_ns += Nanos(times.augment);
+    job.python_ns += Nanos(times.python);
     metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(times.decode));
     if (status.ok()) metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
+    if (times.python > absl::ZeroDuration()) metrics_->python_seconds->Observe(absl::ToDoubleSeconds(times.python));
     reason = DecodeFailureName(DecodeFailureOf(status));
   }
   if (status.ok()) return status;
@@ -474,7 +476,7 @@ absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t
   if (stored->format.encoding == StoredEncoding::kJpeg) {
     // Lossy anyway: the first op is fused with decoding (a region, DCT scaling) for speed.
     absl::Status status = pipeline_.Produce(bytes, rng, max_pixels_, dst, times, first_op_);
-    times->decode = absl::Now() - t0 - times->augment;  // decompression counts as decoding
+    times->decode = absl::Now() - t0 - times->augment - times->python;  // decompression counts as decoding
     return status;
   }
   // Raw and PNG: the whole stored image, then the ops exactly as online
@@ -485,10 +487,11 @@ absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t
     return image.status();
   }
   const absl::Time t1 = absl::Now();
-  absl::StatusOr<cv::Mat> applied = pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_);
+  absl::StatusOr<cv::Mat> applied =
+      pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_, nullptr, &times->python);
   absl::Status status = applied.ok() ? pipeline_.Store(*applied, dst) : applied.status();
   times->decode = t1 - t0;
-  times->augment = absl::Now() - t1;
+  times->augment = absl::Now() - t1 - times->python;
   return status;
 }
 
@@ -554,15 +557,17 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
   }
   const absl::Time t0 = absl::Now();
   Rng rng = Rng::ForSample(config_.seed(), epoch, index);
+  absl::Duration python;
   try {
-    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, first_op_, max_pixels_);
+    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, first_op_, max_pixels_, nullptr, &python);
     if (!applied.ok()) return applied.status();
     if (absl::Status stored = pipeline_.Store(*applied, dst); !stored.ok()) return stored;
   } catch (const std::exception& e) {
     return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
   }
-  const absl::Duration augment = absl::Now() - t0;
+  const absl::Duration augment = absl::Now() - t0 - python;
   job.augment_ns += Nanos(augment);
+  job.python_ns += Nanos(python);
   metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(augment));
   metrics_->samples->Increment();
   return absl::OkStatus();
@@ -612,6 +617,7 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   t.set_read_seconds(Seconds(job->read_ns));
   t.set_decode_seconds(Seconds(job->decode_ns));
   t.set_augment_seconds(Seconds(job->augment_ns));
+  t.set_python_seconds(Seconds(job->python_ns));
   t.set_assemble_seconds(Seconds(job->assemble_ns));
   t.set_server_seconds(absl::ToDoubleSeconds(absl::Now() - job->arrived));
   if (config_.cache_mode() == v1::CACHE_NONE && job->produced.load() > 0) {
@@ -673,8 +679,24 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   job->done(std::move(batch));
 }
 
-DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics)
-    : config_(std::move(config)), metrics_(metrics), catalog_(config_.data_root, config_.catalog),
+absl::StatusOr<std::unique_ptr<DataServiceCore>> DataServiceCore::Create(CoreConfig config, ServerMetrics* metrics) {
+  UserOps user;
+  if (!config.python.modules.empty()) {
+    absl::StatusOr<std::unique_ptr<PythonStage>> stage = PythonStage::Start(config.python, metrics);
+    if (!stage.ok()) return stage.status();
+    user.python = *std::move(stage);
+    metrics->python_workers->Set(user.python->processes());
+  }
+  if (!config.op_plugins.empty()) {
+    absl::StatusOr<std::shared_ptr<const OpPlugins>> plugins = OpPlugins::Load(config.op_plugins);
+    if (!plugins.ok()) return plugins.status();
+    user.plugins = *std::move(plugins);
+  }
+  return std::make_unique<DataServiceCore>(std::move(config), metrics, std::move(user));
+}
+
+DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics, UserOps user)
+    : config_(std::move(config)), metrics_(metrics), user_(std::move(user)), catalog_(config_.data_root, config_.catalog),
       budget_(config_.max_inflight_bytes),
       admission_(config_.admission),
       batch_cache_(config_.batch_cache_bytes > 0 ? std::make_unique<BatchCache>(config_.batch_cache_bytes, metrics)
@@ -827,7 +849,7 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
 
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
   std::optional<StoredFormat> store;
-  absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config);
+  absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config, user_);
   if (absl::Status job = CheckJob(config, config_.max_job_weight); pipeline.ok() && !job.ok()) pipeline = job;
   if (absl::Status fields = CheckSessionFields(config, config_.max_field_bytes); pipeline.ok() && !fields.ok()) {
     pipeline = fields;

@@ -25,7 +25,9 @@
 #include "dataplane/batch_cache.h"
 #include "dataplane/dataset.h"
 #include "dataplane/memory_budget.h"
+#include "dataplane/op_plugins.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/python_stage.h"
 #include "dataplane/server_metrics.h"
 #include "dataplane/stored_sample.h"
 #include "dataplane/stream_session.h"
@@ -74,6 +76,10 @@ struct CoreConfig {
   // Largest SessionConfig.max_field_bytes a session may ask for: one text,
   // bytes or json value of a sample (stoker-server --max-field-bytes).
   int64_t max_field_bytes = int64_t{16} << 20;
+  // The operator's own ops: Python transform stages (modules empty: none)
+  // and the directory of C++ op plugins to load (empty: none).
+  PythonStageConfig python;
+  std::filesystem::path op_plugins;
 };
 
 // What a session holds of the server besides its config: its job's share of
@@ -238,7 +244,12 @@ absl::Status CheckSessionFields(const v1::SessionConfig& config, int64_t max_fie
 
 class DataServiceCore {
  public:
-  DataServiceCore(CoreConfig config, ServerMetrics* metrics);
+  // Starts the Python stage and loads the op plugins the config names:
+  // INVALID_ARGUMENT naming a module that does not import or a plugin that
+  // does not load.
+  static absl::StatusOr<std::unique_ptr<DataServiceCore>> Create(CoreConfig config, ServerMetrics* metrics);
+  // Without user ops, or with those given.
+  DataServiceCore(CoreConfig config, ServerMetrics* metrics, UserOps user = {});
 
   using SessionOrError = absl::StatusOr<std::unique_ptr<BatchSession>>;
 
@@ -283,6 +294,7 @@ class DataServiceCore {
 
   const CoreConfig config_;
   ServerMetrics* const metrics_;
+  const UserOps user_;
   DatasetCatalog catalog_;
   FailureLog failure_log_;
   MemoryBudget budget_;

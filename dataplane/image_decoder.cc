@@ -238,6 +238,7 @@ const char* DecodeFailureName(DecodeFailure failure) {
     case DecodeFailure::kTooLarge: return "too_large";
     case DecodeFailure::kMissingField: return "missing_field";
     case DecodeFailure::kBadField: return "bad_field";
+    case DecodeFailure::kTransform: return "transform";
   }
   return "corrupt";
 }
@@ -250,7 +251,7 @@ absl::Status DecodeError(DecodeFailure failure, absl::string_view detail) {
 
 DecodeFailure DecodeFailureOf(const absl::Status& status) {
   auto payload = status.GetPayload(kFailurePayload);
-  if (!payload || payload->size() != 1 || std::string(*payload)[0] > static_cast<char>(DecodeFailure::kBadField)) {
+  if (!payload || payload->size() != 1 || std::string(*payload)[0] > static_cast<char>(DecodeFailure::kTransform)) {
     return DecodeFailure::kCorrupt;
   }
   return static_cast<DecodeFailure>(std::string(*payload)[0]);

@@ -30,7 +30,8 @@ struct ImageInfo {
 // stoker_server_samples_failed_total. A small fixed set (load-bearing: the
 // label values are part of the metrics contract).
 // kMissingField and kBadField are a sample's other fields (sample_fields.h).
-enum class DecodeFailure { kEmpty, kNotAnImage, kTruncated, kCorrupt, kTooLarge, kMissingField, kBadField };
+enum class DecodeFailure { kEmpty, kNotAnImage, kTruncated, kCorrupt, kTooLarge, kMissingField, kBadField,
+                           kTransform /* a user op (python, plugin) failed */ };
 const char* DecodeFailureName(DecodeFailure failure);
 
 // Errors carry the failure kind in their payload so callers can count them.

@@ -11,6 +11,8 @@
 #include "dataplane/detection_ops.h"
 #include "dataplane/geometric_ops.h"
 #include "dataplane/op_registry.h"
+#include "dataplane/op_plugins.h"
+#include "dataplane/python_stage.h"
 #include "dataplane/resample.h"
 #include "dataplane/transforms.h"
 #include <opencv2/imgproc.hpp>
@@ -63,10 +65,48 @@ absl::Status CheckIouCrop(const std::string& where, v1::RandomIoUCrop& o) {
   return absl::OkStatus();
 }
 
+// A plugin op: the plugin checks its arguments; its output size.
+absl::Status CheckPluginOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user) {
+  absl::StatusOr<std::shared_ptr<const PluginInstance>> instance = PluginInstance::Create(where, op.plugin(), user);
+  if (!instance.ok()) return instance.status();
+  int oh = 0, ow = 0;
+  switch ((*instance)->OutputSize(&oh, &ow)) {
+    case STOKER_SIZE_FIXED:
+      if (oh < 1 || ow < 1 || oh > kMaxImageSide || ow > kMaxImageSide) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".", op.plugin().name(), " makes ", ow, "x", oh,
+                                                       " pixels; each side must be 1..", kMaxImageSide));
+      }
+      fixed = true;
+      h = oh;
+      w = ow;
+      break;
+    case STOKER_SIZE_VARIES:
+      fixed = false;
+      break;
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+bool PluginOpIsRandom(const v1::Op& op, const UserOps& user) {
+  const StokerOpInfo* info = user.plugins ? user.plugins->Find(op.plugin().name()) : nullptr;
+  return info == nullptr || info->random != 0 || (op.plugin().has_p() && op.plugin().p() < 1);
+}
+
 // Fills defaults and validates one op. `fixed` tells whether the output size
 // is fixed after this op.
-absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w) {
+absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user) {
   switch (op.op_case()) {
+    case v1::Op::kPython:
+      if (user.python == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, " ", PipelineToText({op}),
+            ": this server runs no Python transforms (the operator starts it with --python-transforms MODULES)"));
+      }
+      return user.python->Check(where, op.python());  // the size stays as it was (checked when it runs)
+    case v1::Op::kPlugin:
+      return CheckPluginOp(where, op, fixed, h, w, user);
     case v1::Op::kRandomResizedCrop: {
       auto& o = *op.mutable_random_resized_crop();
       if (o.scale_min() == 0) o.set_scale_min(0.08f);
@@ -162,7 +202,7 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
 
 }  // namespace
 
-absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
+absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserOps user) {
   if (config.batch_size() < 1 || config.batch_size() > kMaxBatchSize) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size = ", config.batch_size(),
                                                    "; allowed range is 1..", kMaxBatchSize));
@@ -177,15 +217,20 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
     return absl::InvalidArgumentError("pipeline is empty; it must end in a fixed size (add center_crop or random_resized_crop)");
   }
   Pipeline p;
+  p.user_ = std::move(user);
   p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
   p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
   bool fixed = false;
   for (int i = 0; i < config.pipeline_size(); ++i) {
     v1::Op op = config.pipeline(i);
-    if (auto s = CheckOp(absl::StrCat("pipeline[", i, "]"), op, fixed, p.out_height_, p.out_width_);
+    const bool fixed_before = fixed;
+    const cv::Size before(p.out_width_, p.out_height_);
+    if (auto s = CheckOp(absl::StrCat("pipeline[", i, "]"), op, fixed, p.out_height_, p.out_width_, p.user_);
         !s.ok()) {
       return s;
     }
+    p.NoteSize(static_cast<size_t>(i), op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
+    if (auto s = p.Instantiate(static_cast<size_t>(i), op); !s.ok()) return s;
     if (op.has_normalize()) {
       if (i + 1 != config.pipeline_size()) {
         return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
@@ -222,6 +267,11 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pipeline[", i, "].random_iou_crop chooses its crop by the boxes: the session needs a field of kind boxes"));
     }
+    if (has_targets && (config.pipeline(i).has_python() || config.pipeline(i).has_plugin())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "] ", PipelineToText({config.pipeline(i)}),
+          " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
+    }
     const OpEntry* entry = FindOp(config.pipeline(i).op_case());
     if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -233,15 +283,20 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config) {
   return p;
 }
 
-absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops) {
+absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
   Pipeline p;
+  p.user_ = std::move(user);
   bool fixed = false;
   for (size_t i = 0; i < ops.size(); ++i) {
     v1::Op op = ops[i];
     const std::string where = absl::StrCat("prefix[", i, "]");
-    if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_); !s.ok()) return s;
+    const bool fixed_before = fixed;
+    const cv::Size before(p.out_width_, p.out_height_);
+    if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_, p.user_); !s.ok()) return s;
+    p.NoteSize(i, op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
+    if (auto s = p.Instantiate(i, op); !s.ok()) return s;
     const OpEntry* entry = FindOp(op.op_case());
-    if (op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter() ||
+    if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) || op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter() ||
         op.has_random_vertical_flip() || op.has_random_iou_crop() || (entry != nullptr && entry->random(op))) {
       return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
                                                      " is random: random ops stay online (after the prefix)"));
@@ -377,14 +432,15 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
     }
     if (geometry != nullptr) geometry->Step(GeometryStep::Resize(target.width, target.height));
   }
-  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels, geometry);
+  times->python = absl::ZeroDuration();
+  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels, geometry, &times->python);
   times->decode = t1 - t0;
-  times->augment = absl::Now() - t1;
+  times->augment = absl::Now() - t1 - times->python;
   return applied;
 }
 
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
-                                        GeometrySink* geometry) const {
+                                        GeometrySink* geometry, absl::Duration* python_time) const {
   auto step = [&](const GeometryStep& s) {
     if (geometry != nullptr) geometry->Step(s);
   };
@@ -462,6 +518,10 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
       case v1::Op::kColorJitter:
         ApplyColorJitter(op.color_jitter(), image, rng);
         break;
+      case v1::Op::kPython:
+      case v1::Op::kPlugin:
+        if (absl::Status s = ApplyUserOp(i, image, rng, max_pixels, python_time); !s.ok()) return s;
+        break;
       case v1::Op::kNormalize:  // applied by Store, with the dtype conversion
       case v1::Op::OP_NOT_SET:
         break;
@@ -480,6 +540,50 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
     }
   }
   return image;
+}
+
+void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after,
+                        cv::Size after) {
+  // An op that sets the size (or changes it) frees the user ops before it.
+  const bool sets_size = op.has_random_resized_crop() || op.has_center_crop() || op.has_resize_pad() ||
+                         op.has_random_crop() || !fixed_after || after != before || !fixed_before;
+  if (sets_size) keeps_size_.clear();
+  if ((op.has_python() || op.has_plugin()) && fixed_before && fixed_after) keeps_size_[i] = before;
+}
+
+absl::Status Pipeline::Instantiate(size_t i, const v1::Op& op) {
+  if (!op.has_plugin()) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<const PluginInstance>> instance =
+      PluginInstance::Create(absl::StrCat("pipeline[", i, "]"), op.plugin(), user_);
+  if (!instance.ok()) return instance.status();
+  plugin_ops_[i] = *std::move(instance);
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels,
+                                   absl::Duration* python_time) const {
+  const v1::Op& op = ops_[i];
+  const int64_t limit = max_pixels > 0 ? max_pixels : int64_t{1} << 28;
+  absl::StatusOr<cv::Mat> out;
+  if (op.has_python()) {
+    if (!PassesGate(op.python().has_p(), op.python().p(), 1, rng)) return absl::OkStatus();
+    if (user_.python == nullptr) return DecodeError(DecodeFailure::kTransform, "python ops need a Python stage");
+    const absl::Time t0 = absl::Now();
+    out = user_.python->Run(op.python(), i, rng.origin(), image, limit);
+    if (python_time != nullptr) *python_time += absl::Now() - t0;
+  } else {
+    if (!PassesGate(op.plugin().has_p(), op.plugin().p(), 1, rng)) return absl::OkStatus();
+    out = plugin_ops_.at(i)->Apply(image, rng, limit);
+  }
+  if (!out.ok()) return out.status();
+  if (auto keep = keeps_size_.find(i); keep != keeps_size_.end() && out->size() != keep->second) {
+    return DecodeError(DecodeFailure::kTransform,
+                       absl::StrCat(PipelineToText({op}), " returned ", out->cols, "x", out->rows,
+                                    " pixels; the pipeline's output size is fixed at ", keep->second.width, "x",
+                                    keep->second.height, " before it and no later op sets a size"));
+  }
+  image = *std::move(out);
+  return absl::OkStatus();
 }
 
 absl::Status Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {

@@ -9,6 +9,8 @@
 #define STOKER_DATAPLANE_PIPELINE_H_
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,10 +18,13 @@
 #include "absl/strings/string_view.h"
 #include "common/rng.h"
 #include "dataplane/geometry.h"
+#include "dataplane/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
 
 namespace stoker {
+
+class PluginInstance;
 
 // Limits on session parameters; part of the documented contract.
 inline constexpr int kMaxImageSide = 8192;     // pixels, for every size argument
@@ -29,6 +34,7 @@ inline constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch's imag
 // Worker time one sample spent per stage.
 struct SampleTimes {
   absl::Duration decode, augment;
+  absl::Duration python;  // in python(...) ops (user_ops.h); not part of augment
 };
 
 class Pipeline {
@@ -36,13 +42,15 @@ class Pipeline {
   // Validates everything in `config` but the dataset name. INVALID_ARGUMENT
   // names the field (e.g. "pipeline[1].random_resized_crop.scale") and the
   // allowed range.
-  static absl::StatusOr<Pipeline> Create(const v1::SessionConfig& config);
+  // `user` runs the operator's own ops (python(...), plugin ops); a
+  // pipeline that names one the server lacks is INVALID_ARGUMENT.
+  static absl::StatusOr<Pipeline> Create(const v1::SessionConfig& config, UserOps user = {});
   // The deterministic prefix a materialiser runs offline: ops that draw no
   // random numbers (resize, center_crop, and normalize as the last op: then
   // dtype() is FLOAT32 and the stored pixels are Normalized floats), any
   // output size. INVALID_ARGUMENT names a random op ("random ops stay
   // online"). Only DecodeAndApply and Normalized may be used on it.
-  static absl::StatusOr<Pipeline> CreatePrefix(const std::vector<v1::Op>& ops);
+  static absl::StatusOr<Pipeline> CreatePrefix(const std::vector<v1::Op>& ops, UserOps user = {});
 
   // The ops with defaults filled in.
   const std::vector<v1::Op>& ops() const { return ops_; }
@@ -76,8 +84,9 @@ class Pipeline {
   // resize whose output would exceed `max_pixels` (0: no limit) fails as
   // too_large before anything is allocated (review 1.11: resize(8192) of a
   // 100:1 panorama asked for gigabytes).
+  // `python_time` (may be null) receives the time spent in python(...) ops.
   absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0,
-                                GeometrySink* geometry = nullptr) const;
+                                GeometrySink* geometry = nullptr, absl::Duration* python_time = nullptr) const;
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
   // and dtype, normalizing if the last op is normalize. The image is 8-bit,
@@ -90,7 +99,19 @@ class Pipeline {
   bool normalizes() const { return normalize_; }
 
  private:
+  // Records, after checking op i, whether user ops must keep the size.
+  void NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after, cv::Size after);
+  // Keeps the plugin's instance of a plugin op (ops_[i]).
+  absl::Status Instantiate(size_t i, const v1::Op& op);
+  // Runs a python(...) or plugin op (ops_[i]) on the image.
+  absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, absl::Duration* python_time) const;
+
   std::vector<v1::Op> ops_;  // with defaults filled in
+  UserOps user_;
+  // A user op's output must keep this size: the pipeline's size was fixed
+  // before it and no later op sets one (by op position).
+  std::map<size_t, cv::Size> keeps_size_;
+  std::map<size_t, std::shared_ptr<const PluginInstance>> plugin_ops_;  // by op position
   int out_height_ = 0;
   int out_width_ = 0;
   v1::Layout layout_ = v1::NHWC;

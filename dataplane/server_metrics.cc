@@ -10,11 +10,24 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
     : max_job_labels_(std::max(0, max_job_labels)) {
   auto& sample_stage = prometheus::BuildHistogram()
                            .Name("stoker_server_sample_stage_seconds")
-                           .Help("Worker time spent on one sample, by stage (read, decode, augment).")
+                           .Help("Worker time spent on one sample, by stage (read, decode, augment, python).")
                            .Register(registry);
   read_seconds = &sample_stage.Add({{"stage", "read"}}, DurationBuckets());
   decode_seconds = &sample_stage.Add({{"stage", "decode"}}, DurationBuckets());
   augment_seconds = &sample_stage.Add({{"stage", "augment"}}, DurationBuckets());
+  python_seconds = &sample_stage.Add({{"stage", "python"}}, DurationBuckets());
+  auto& replaced = prometheus::BuildCounter()
+                       .Name("stoker_server_python_workers_replaced_total")
+                       .Help("Python transform worker processes killed or lost and started anew, by reason: timeout "
+                             "(--python-transform-timeout-ms), crash (the process died), protocol (a reply that "
+                             "could not be read).")
+                       .Register(registry);
+  for (const char* reason : {"timeout", "crash", "protocol"}) python_replaced_[reason] = &replaced.Add({{"reason", reason}});
+  python_workers = &prometheus::BuildGauge()
+                        .Name("stoker_server_python_workers")
+                        .Help("Python transform worker processes running (--python-workers).")
+                        .Register(registry)
+                        .Add({});
   auto& batch_stage = prometheus::BuildHistogram()
                           .Name("stoker_server_batch_stage_seconds")
                           .Help("Time one batch spent in a stage: queue (waiting for a worker), "
@@ -33,7 +46,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
                      .Help("Samples that could not be read or decoded (or lacked a requested field), by reason.")
                      .Register(registry);
   for (const char* reason : {"read_error", "empty", "not_an_image", "truncated", "corrupt", "too_large",
-                             "missing_field", "bad_field"}) {
+                             "missing_field", "bad_field", "transform"}) {
     samples_failed_[reason] = &failed.Add({{"reason", reason}});
   }
   auto& batches = prometheus::BuildCounter()

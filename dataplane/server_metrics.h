@@ -26,6 +26,11 @@ struct ServerMetrics {
   prometheus::Histogram* read_seconds;
   prometheus::Histogram* decode_seconds;
   prometheus::Histogram* augment_seconds;
+  prometheus::Histogram* python_seconds;  // stage="python": the session's python(...) ops
+  // stoker_server_python_workers_replaced_total{reason}: timeout, crash,
+  // protocol; and stoker_server_python_workers.
+  prometheus::Counter& PythonReplaced(const std::string& reason) { return *python_replaced_.at(reason); }
+  prometheus::Gauge* python_workers;
   // stoker_server_batch_stage_seconds{stage}: per-batch times.
   prometheus::Histogram* queue_seconds;     // request arrival to first sample start
   prometheus::Histogram* assemble_seconds;  // laying samples into the buffer
@@ -70,6 +75,7 @@ struct ServerMetrics {
 
   std::map<std::string, prometheus::Counter*> samples_failed_;  // constant after construction
   std::map<int, prometheus::Counter*> batches_;                   // constant after construction
+  std::map<std::string, prometheus::Counter*> python_replaced_;    // constant after construction
 };
 
 }  // namespace stoker

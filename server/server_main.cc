@@ -2,7 +2,10 @@
 // --data-root over gRPC (stoker.v1.DataService) and Prometheus metrics over
 // HTTP. SIGTERM or SIGINT: stop accepting, let open streams finish for
 // --shutdown-grace-seconds, then cancel them and exit 0.
+#include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -86,6 +89,22 @@ ABSL_FLAG(int64_t, test_read_bytes_per_second, 0,
 ABSL_FLAG(int, chunk_kib, 4096,
           "Target size of one streamed chunk in KiB (rounded to whole samples); bigger chunks cost fewer "
           "thread hand-offs per byte (docs/transport.md)");
+ABSL_FLAG(std::vector<std::string>, python_transforms, {},
+          "Comma-separated Python modules whose public functions sessions may run as python(module:function) ops, "
+          "imported at start by --python-executable (operator-installed code only: a session can only name "
+          "functions of these modules); empty: no Python stage");
+ABSL_FLAG(int, python_workers, 0,
+          "Python transform worker processes (each runs one sample at a time); 0: one per worker thread (--workers)");
+ABSL_FLAG(std::string, python_executable, "python3",
+          "Python interpreter that runs --python-transforms (a path, or a name found on PATH), e.g. a venv's python");
+ABSL_FLAG(int, python_transform_timeout_ms, 10000,
+          "Milliseconds one python(...) call may take; past it the sample fails and its worker process is replaced");
+ABSL_FLAG(int64_t, python_transform_max_bytes, int64_t{256} << 20,
+          "Bytes of shared memory per Python worker process, for the image in and the image out; larger images fail "
+          "the sample");
+ABSL_FLAG(std::string, op_plugins, "",
+          "Directory of C++ op plugins (*.so built against include/stoker/op_plugin.h) loaded at start; their ops "
+          "join the pipeline grammar as team.op(...); a plugin of another ABI version is refused; empty: none");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "Seconds open streams may run on after SIGTERM/SIGINT");
 
 int main(int argc, char** argv) {
@@ -147,6 +166,19 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "--max-stream-outstanding-bytes must be >= 0";
     return 2;
   }
+  config.core.python.modules = absl::GetFlag(FLAGS_python_transforms);
+  config.core.python.modules.erase(std::remove(config.core.python.modules.begin(), config.core.python.modules.end(), ""),
+                                   config.core.python.modules.end());
+  const int python_workers = absl::GetFlag(FLAGS_python_workers);
+  config.core.python.processes = python_workers > 0 ? python_workers : config.core.workers;
+  config.core.python.executable = absl::GetFlag(FLAGS_python_executable);
+  config.core.python.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_python_transform_timeout_ms));
+  config.core.python.shared_bytes = absl::GetFlag(FLAGS_python_transform_max_bytes);
+  if (python_workers < 0 || absl::GetFlag(FLAGS_python_transform_timeout_ms) < 1) {
+    LOG(ERROR) << "--python-workers must be >= 0 and --python-transform-timeout-ms >= 1";
+    return 2;
+  }
+  config.core.op_plugins = absl::GetFlag(FLAGS_op_plugins);
   config.security.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   config.security.tls_key = absl::GetFlag(FLAGS_tls_key);
   config.security.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);

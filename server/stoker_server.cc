@@ -18,7 +18,9 @@ absl::StatusOr<std::unique_ptr<StokerServer>> StokerServer::Start(ServerConfig c
   absl::StatusOr<std::unique_ptr<CallGate>> gate = CallGate::Create(config.security);
   if (!gate.ok()) return gate.status();
   std::unique_ptr<StokerServer> s(new StokerServer());
-  s->core_ = std::make_unique<DataServiceCore>(config.core, metrics);
+  absl::StatusOr<std::unique_ptr<DataServiceCore>> core = DataServiceCore::Create(config.core, metrics);
+  if (!core.ok()) return core.status();
+  s->core_ = *std::move(core);
   s->gate_ = *std::move(gate);
   s->service_ = std::make_unique<DataServiceImpl>(s->core_.get(), s->gate_.get());
 

@@ -76,6 +76,11 @@ struct Options {
   std::vector<std::string> servers;
   int local_workers = 0;
   std::string data_root = ".";
+  std::vector<std::string> python_transforms;
+  int python_workers = 0;
+  std::string python_executable;
+  double python_transform_timeout = 10;
+  std::string op_plugins;
   std::string job;
   double weight = 1;
   std::string tls_ca, tls_cert, tls_key, tls_server_name, auth_token_file;
@@ -131,6 +136,11 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.session.set_job(o.job);
   cc.session.set_weight(o.weight);
   cc.local_data_root = o.data_root;
+  cc.local_python_transforms = o.python_transforms;
+  cc.local_python_workers = o.python_workers;
+  if (!o.python_executable.empty()) cc.local_python_executable = o.python_executable;
+  cc.local_python_timeout = absl::Seconds(o.python_transform_timeout);
+  cc.local_op_plugins = o.op_plugins;
   cc.security = {o.tls_ca, o.tls_cert, o.tls_key, o.tls_server_name, o.auth_token_file};
   if (cc.servers.empty() && cc.local_workers == 0) {
     return absl::InvalidArgumentError(
@@ -356,6 +366,11 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("servers", &Options::servers)
       .def_rw("local_workers", &Options::local_workers)
       .def_rw("data_root", &Options::data_root)
+      .def_rw("python_transforms", &Options::python_transforms)
+      .def_rw("python_workers", &Options::python_workers)
+      .def_rw("python_executable", &Options::python_executable)
+      .def_rw("python_transform_timeout", &Options::python_transform_timeout)
+      .def_rw("op_plugins", &Options::op_plugins)
       .def_rw("job", &Options::job)
       .def_rw("weight", &Options::weight)
       .def_rw("tls_ca", &Options::tls_ca)

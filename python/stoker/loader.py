@@ -16,6 +16,7 @@ GPU is usable), and hands each batch over without another copy.
 """
 
 import os
+import sys
 import time
 import warnings
 
@@ -74,6 +75,13 @@ class Loader:
         complete single-machine loader.
       data_root: where the local workers find `dataset` (as a server's
         --data-root); its copy must be the servers' (same fingerprint).
+      python_transforms: modules (a list or "a,b") whose functions the
+        pipeline's python(module:function) ops may run in local mode, in
+        worker processes of this interpreter (as a server's
+        --python-transforms); python_workers: how many (0: one per local
+        worker); python_transform_timeout: seconds one call may take.
+      op_plugins: a directory of C++ op plugins for local mode (as a
+        server's --op-plugins).
       dataset: a dataset name under the servers' --data-root.
       job, weight: the training job's name and weight; servers share their
         workers between jobs in proportion to weight (default: host:pid, 1).
@@ -161,7 +169,8 @@ class Loader:
                  metrics_host="0.0.0.0", tune_malloc=True, local_workers=0, data_root=".", job=None, weight=1.0, tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, auth_token_file=None, fields=None, max_field_bytes=0, annotations=None,
                  box_min_visibility=0.0, tokenizer=None, max_tokens=0, mixup_alpha=0.0, cutmix_alpha=0.0,
-                 mix_prob=1.0, switch_prob=0.5, label_smoothing=0.1, num_classes=None, _test_h2d_delay_ms=0):
+                 mix_prob=1.0, switch_prob=0.5, label_smoothing=0.1, num_classes=None, python_transforms=None,
+                 python_workers=0, python_transform_timeout=10.0, op_plugins=None, _test_h2d_delay_ms=0):
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
@@ -174,6 +183,15 @@ class Loader:
         o.servers = _servers_list(servers or [])
         o.local_workers = int(local_workers)
         o.data_root = os.fspath(data_root)
+        # Local mode's own Python transform processes (this interpreter) and
+        # op plugins, as a server's --python-transforms and --op-plugins.
+        if isinstance(python_transforms, str):
+            python_transforms = [m for m in python_transforms.split(",") if m]
+        o.python_transforms = list(python_transforms or [])
+        o.python_workers = int(python_workers)
+        o.python_executable = sys.executable
+        o.python_transform_timeout = float(python_transform_timeout)
+        o.op_plugins = os.fspath(op_plugins or "")
         o.job = job or ""
         o.weight = float(weight)
         o.tls_ca = os.fspath(tls_ca or "")

@@ -1,0 +1,382 @@
+#include "dataplane/python_stage.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dataplane/image_decoder.h"
+#include "glog/logging.h"
+#include "nlohmann/json.hpp"
+
+extern char** environ;
+
+namespace stoker {
+
+// python_worker.py, embedded at build time (python_worker_script.cc.in).
+extern const char* const kPythonWorkerScript;
+
+namespace {
+
+constexpr uint32_t kMaxMessageBytes = 16 << 20;  // a reply or ready line (the function catalogue)
+constexpr int64_t kAlign = 64;                    // load-bearing: python_worker.py's ALIGN
+
+std::string ErrnoText(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
+
+// Writes all of `data`; false when the pipe is closed.
+bool WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+enum class ReadResult { kOk, kTimeout, kClosed };
+
+// Reads exactly n bytes before `deadline`.
+ReadResult ReadExact(int fd, char* out, size_t n, absl::Time deadline) {
+  size_t done = 0;
+  while (done < n) {
+    const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) return ReadResult::kTimeout;
+    const ssize_t got = read(fd, out + done, n - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return ReadResult::kClosed;
+    done += static_cast<size_t>(got);
+  }
+  return ReadResult::kOk;
+}
+
+std::string Frame(const nlohmann::json& message) {
+  const std::string body = message.dump();
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + body;
+}
+
+// One framed message; kOk with *message parsed, or why not.
+ReadResult ReadMessage(int fd, absl::Time deadline, nlohmann::json* message, std::string* problem) {
+  unsigned char head[4];
+  if (ReadResult r = ReadExact(fd, reinterpret_cast<char*>(head), 4, deadline); r != ReadResult::kOk) return r;
+  const uint32_t n = head[0] | (head[1] << 8) | (head[2] << 16) | (uint32_t{head[3]} << 24);
+  if (n > kMaxMessageBytes) {
+    *problem = absl::StrCat("a reply of ", n, " bytes");
+    return ReadResult::kClosed;
+  }
+  std::string body(n, '\0');
+  if (ReadResult r = ReadExact(fd, body.data(), n, deadline); r != ReadResult::kOk) return r;
+  *message = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (message->is_discarded() || !message->is_object()) {
+    *problem = "a reply that is not a JSON object";
+    return ReadResult::kClosed;
+  }
+  return ReadResult::kOk;
+}
+
+nlohmann::json ArgumentJson(const v1::OpArgument& a) {
+  switch (a.value_case()) {
+    case v1::OpArgument::kIntValue: return a.int_value();
+    case v1::OpArgument::kFloatValue: return a.float_value();
+    case v1::OpArgument::kBoolValue: return a.bool_value();
+    case v1::OpArgument::kStringValue: return a.string_value();
+    default: return nullptr;
+  }
+}
+
+absl::Status Failure(const v1::PythonTransform& op, const std::string& what) {
+  return DecodeError(DecodeFailure::kTransform, absl::StrCat("python(", op.function(), ") ", what));
+}
+
+}  // namespace
+
+PythonStage::PythonStage(PythonStageConfig config, ServerMetrics* metrics)
+    : config_(std::move(config)), metrics_(metrics), script_(kPythonWorkerScript) {}
+
+absl::StatusOr<std::unique_ptr<PythonStage>> PythonStage::Start(PythonStageConfig config, ServerMetrics* metrics) {
+  if (config.modules.empty()) return absl::InvalidArgumentError("--python-transforms names no module");
+  if (config.processes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--python-workers = ", config.processes, "; need >= 1"));
+  }
+  if (config.shared_bytes < (int64_t{1} << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--python-transform-max-bytes = ", config.shared_bytes, "; need at least 1 MiB"));
+  }
+  if (config.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--python-transform-timeout-ms must be > 0");
+  }
+  for (const std::string& m : config.modules) {
+    if (m.empty() || m.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
+                         std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--python-transforms: '", m, "' is not a module name"));
+    }
+  }
+  std::unique_ptr<PythonStage> stage(new PythonStage(std::move(config), metrics));
+  for (int i = 0; i < stage->config_.processes; ++i) {
+    stage->workers_.push_back(std::make_unique<Worker>());
+    Worker& w = *stage->workers_.back();
+    w.shm_fd = memfd_create("stoker-python-stage", MFD_CLOEXEC);
+    if (w.shm_fd < 0 || ftruncate(w.shm_fd, stage->config_.shared_bytes) != 0) {
+      return absl::ResourceExhaustedError(ErrnoText("shared memory for a Python worker"));
+    }
+    void* p = mmap(nullptr, static_cast<size_t>(stage->config_.shared_bytes), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   w.shm_fd, 0);
+    if (p == MAP_FAILED) return absl::ResourceExhaustedError(ErrnoText("mapping a Python worker's shared memory"));
+    w.shm = static_cast<uint8_t*>(p);
+  }
+  for (auto& w : stage->workers_) {
+    if (absl::Status s = stage->Spawn(*w); !s.ok()) return s;
+  }
+  {
+    absl::MutexLock lock(&stage->mu_);
+    for (int i = 0; i < stage->config_.processes; ++i) stage->free_.push_back(i);
+  }
+  LOG(INFO) << "python transforms: " << stage->config_.processes << " processes of " << stage->config_.executable
+            << " with " << absl::StrJoin(stage->config_.modules, ", ");
+  return stage;
+}
+
+PythonStage::~PythonStage() {
+  for (auto& w : workers_) {
+    Stop(*w);
+    if (w->shm != nullptr) munmap(w->shm, static_cast<size_t>(config_.shared_bytes));
+    if (w->shm_fd >= 0) close(w->shm_fd);
+  }
+}
+
+absl::Status PythonStage::Spawn(Worker& w) {
+  // A socket pair rather than pipes: a write to a dead child fails with
+  // EPIPE (MSG_NOSIGNAL) instead of raising SIGPIPE in the server.
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+    return absl::ResourceExhaustedError(ErrnoText("socketpair"));
+  }
+  // The child sees the shared memory as fd 3 and its end of the socket as
+  // fd 4; its stdout goes to the server's stderr (the server's stdout is for
+  // its start-up lines).
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, 2, 1);
+  posix_spawn_file_actions_adddup2(&actions, w.shm_fd, 3);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], 4);
+  const std::string size = std::to_string(config_.shared_bytes);
+  const std::string modules = absl::StrJoin(config_.modules, ",");
+  std::vector<char*> argv = {const_cast<char*>(config_.executable.c_str()), const_cast<char*>("-c"),
+                             const_cast<char*>(script_.c_str()), const_cast<char*>(size.c_str()),
+                             const_cast<char*>(modules.c_str()), nullptr};
+  pid_t pid = -1;
+  const int spawned = posix_spawnp(&pid, config_.executable.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(ends[1]);
+  if (spawned != 0) {
+    close(ends[0]);
+    return absl::InvalidArgumentError(absl::StrCat("--python-executable ", config_.executable,
+                                                   " does not start: ", std::strerror(spawned)));
+  }
+  w.pid = pid;
+  w.to_child = ends[0];
+  w.from_child = fcntl(ends[0], F_DUPFD_CLOEXEC, 0);
+  nlohmann::json ready;
+  std::string problem;
+  const ReadResult r = ReadMessage(w.from_child, absl::Now() + config_.start_timeout, &ready, &problem);
+  if (r != ReadResult::kOk || !ready.value("ready", false)) {
+    std::string why = r == ReadResult::kTimeout ? absl::StrCat("did not import its modules within ",
+                                                               absl::FormatDuration(config_.start_timeout))
+                      : r == ReadResult::kOk   ? ready.value("error", std::string("said it is not ready"))
+                                               : (problem.empty() ? "ended before it was ready" : problem);
+    Stop(w);
+    return absl::InvalidArgumentError(
+        absl::StrCat("python transforms (", config_.executable, " with ", modules, "): ", why));
+  }
+  if (functions_.empty() && ready.contains("functions") && ready["functions"].is_object()) {
+    for (const auto& [module, names] : ready["functions"].items()) {
+      for (const auto& n : names) {
+        if (n.is_string()) functions_[module].push_back(n.get<std::string>());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string PythonStage::Reap(Worker& w) {
+  if (w.pid <= 0) return "not running";
+  // A process that closed its socket is ending: give it a moment to end by
+  // itself, so that its own cause (a signal, an exit status) is reported.
+  int status = 0;
+  pid_t got = 0;
+  const absl::Time patience = absl::Now() + absl::Seconds(2);
+  while ((got = waitpid(w.pid.load(), &status, WNOHANG)) == 0 && absl::Now() < patience) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (got == 0) {
+    kill(w.pid.load(), SIGKILL);
+    do {
+      got = waitpid(w.pid.load(), &status, 0);
+    } while (got < 0 && errno == EINTR);
+  }
+  w.pid = -1;
+  if (got < 0) return "lost";
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  return "ended";
+}
+
+void PythonStage::Stop(Worker& w) {
+  if (w.to_child >= 0) close(w.to_child);
+  if (w.pid > 0) {
+    kill(w.pid.load(), SIGKILL);
+    Reap(w);
+  }
+  if (w.from_child >= 0) close(w.from_child);
+  w.to_child = w.from_child = -1;
+}
+
+absl::Status PythonStage::Check(const std::string& where, const v1::PythonTransform& op) const {
+  const std::string& f = op.function();
+  const size_t colon = f.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == f.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".python.function = '", f, "'; expected module:function, e.g. mypkg.aug:strong_aug"));
+  }
+  const std::string module = f.substr(0, colon), name = f.substr(colon + 1);
+  auto it = functions_.find(module);
+  if (it == functions_.end()) {
+    std::vector<std::string> modules;
+    for (const auto& [m, unused] : functions_) modules.push_back(m);
+    return absl::InvalidArgumentError(absl::StrCat(where, ".python: module '", module,
+                                                   "' is not one of this server's --python-transforms (",
+                                                   absl::StrJoin(modules, ", "), ")"));
+  }
+  if (!std::binary_search(it->second.begin(), it->second.end(), name)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".python: ", module, " has no public function '", name,
+                                                   "'; it has ", absl::StrJoin(it->second, ", ")));
+  }
+  if (op.has_p() && !(op.p() >= 0 && op.p() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".python.p = ", op.p(), "; allowed range is 0..1"));
+  }
+  for (const v1::OpArgument& a : op.kwargs()) {
+    if (a.name().empty() || a.name() == "sample" || a.name() == "rng") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".python: keyword '", a.name(), "' is not allowed (sample and rng are the call's own)"));
+    }
+    if (a.value_case() == v1::OpArgument::VALUE_NOT_SET) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".python: keyword '", a.name(), "' has no value"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<pid_t> PythonStage::Pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& w : workers_) pids.push_back(w->pid.load());
+  return pids;
+}
+
+int PythonStage::Acquire() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](std::vector<int>* free) { return !free->empty(); }, &free_));
+  const int slot = free_.back();
+  free_.pop_back();
+  return slot;
+}
+
+void PythonStage::Release(int slot) {
+  absl::MutexLock lock(&mu_);
+  free_.push_back(slot);
+}
+
+absl::StatusOr<cv::Mat> PythonStage::Run(const v1::PythonTransform& op, size_t position, const Rng::Origin& origin,
+                                         const cv::Mat& image, int64_t max_pixels) {
+  const int slot = Acquire();
+  absl::StatusOr<cv::Mat> out = Call(*workers_[static_cast<size_t>(slot)], op, position, origin, image, max_pixels);
+  Release(slot);
+  return out;
+}
+
+absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& op, size_t position,
+                                          const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels) {
+  if (w.pid <= 0) {  // replaced after a timeout or a crash: started on its next use
+    if (absl::Status s = Spawn(w); !s.ok()) return Failure(op, absl::StrCat("has no worker process: ", s.message()));
+  }
+  if (image.type() != CV_8UC3) return Failure(op, "was given an image that is not 8-bit RGB");
+  const int64_t in_bytes = int64_t{image.rows} * image.cols * 3;
+  if (in_bytes + kAlign > config_.shared_bytes) {
+    return Failure(op, absl::StrCat("cannot take a ", image.cols, "x", image.rows, " image: over the ",
+                                    config_.shared_bytes, " bytes of --python-transform-max-bytes"));
+  }
+  for (int y = 0; y < image.rows; ++y) {
+    std::memcpy(w.shm + int64_t{y} * image.cols * 3, image.ptr<uint8_t>(y), size_t(image.cols) * 3);
+  }
+  nlohmann::json kwargs = nlohmann::json::object();
+  for (const v1::OpArgument& a : op.kwargs()) kwargs[a.name()] = ArgumentJson(a);
+  const nlohmann::json request = {
+      {"fn", op.function()},
+      {"kwargs", kwargs},
+      {"seed", {origin.seed, std::max<int64_t>(0, origin.epoch), std::max<int64_t>(0, origin.index), position}},
+      {"image", {image.rows, image.cols, 3}},
+      {"max_pixels", max_pixels}};
+  const absl::Time deadline = absl::Now() + config_.timeout;
+  nlohmann::json reply;
+  std::string problem;
+  ReadResult r = WriteAll(w.to_child, Frame(request)) ? ReadMessage(w.from_child, deadline, &reply, &problem)
+                                                      : ReadResult::kClosed;
+  if (r == ReadResult::kTimeout) {
+    Stop(w);
+    if (metrics_) metrics_->PythonReplaced("timeout").Increment();
+    LOG(WARNING) << "python(" << op.function() << ") ran past " << absl::FormatDuration(config_.timeout)
+                 << "; its worker process was killed and will be replaced";
+    return Failure(op, absl::StrCat("timed out after ", absl::ToInt64Milliseconds(config_.timeout),
+                                    " ms (--python-transform-timeout-ms); the worker process was replaced"));
+  }
+  if (r == ReadResult::kClosed) {
+    const bool protocol = !problem.empty();
+    if (protocol) kill(w.pid.load(), SIGKILL);
+    const std::string how = Reap(w);
+    Stop(w);
+    if (metrics_) metrics_->PythonReplaced(protocol ? "protocol" : "crash").Increment();
+    LOG(WARNING) << "python(" << op.function() << "): worker process " << (protocol ? problem : how)
+                 << "; it will be replaced";
+    return Failure(op, absl::StrCat("crashed its worker process (", protocol ? problem : how,
+                                    "); the process was replaced"));
+  }
+  if (!reply.value("ok", false)) return Failure(op, reply.value("error", std::string("failed")));
+  // The reply is checked as untrusted: the image must lie inside the region.
+  const nlohmann::json& shape = reply["image"];
+  const nlohmann::json& offset = reply["offset"];
+  if (!shape.is_array() || shape.size() != 3 || !offset.is_number_integer() || !shape[0].is_number_integer() ||
+      !shape[1].is_number_integer() || shape[2] != 3) {
+    return Failure(op, "replied without an image shape");
+  }
+  const int64_t h = shape[0].get<int64_t>(), wd = shape[1].get<int64_t>(), at = offset.get<int64_t>();
+  if (h < 1 || wd < 1 || h > (int64_t{1} << 20) || wd > (int64_t{1} << 20) || at < 0 ||
+      at + h * wd * 3 > config_.shared_bytes) {
+    return Failure(op, absl::StrCat("replied with an image of ", wd, "x", h, " at ", at, " that is not in its memory"));
+  }
+  if (max_pixels > 0 && h * wd > max_pixels) {
+    return Failure(op, absl::StrCat("returned ", wd, "x", h, " pixels; --max-pixels is ", max_pixels));
+  }
+  cv::Mat out(static_cast<int>(h), static_cast<int>(wd), CV_8UC3);
+  std::memcpy(out.data, w.shm + at, static_cast<size_t>(h * wd * 3));
+  return out;
+}
+
+}  // namespace stoker

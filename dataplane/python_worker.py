@@ -1,0 +1,146 @@
+# One Python transform worker process (dataplane/python_stage.h starts it):
+# imports the operator's modules, then calls the functions sessions name, one
+# sample at a time. The pixels cross by shared memory (fd 3), never by
+# pickling; requests arrive and replies leave on the socket at fd 4, each a
+# 4-byte little-endian length and a JSON object. Nothing a client sends is
+# imported or evaluated: a request names a function of a module the operator
+# listed (--python-transforms), and the server checked the name first.
+#
+# Request:  {"fn": "mod:name", "kwargs": {...}, "seed": [seed, epoch, index, position],
+#            "image": [h, w, c], "max_pixels": N}  (the image at offset 0)
+# Reply:    {"ok": true, "image": [h, w, c], "offset": K}
+#           {"ok": false, "error": "..."}
+# Load-bearing: the server (python_stage.cc) reads exactly these fields.
+import importlib
+import json
+import mmap
+import os
+import struct
+import sys
+
+# The worker is one of many processes on the server's cores: numerical
+# libraries get one thread each unless the operator says otherwise.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+ALIGN = 64
+
+
+def _read_exact(stream, n):
+    data = b""
+    while len(data) < n:
+        chunk = stream.read(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _receive(stream):
+    head = _read_exact(stream, 4)
+    if head is None:
+        return None
+    body = _read_exact(stream, struct.unpack("<I", head)[0])
+    return None if body is None else json.loads(body)
+
+
+def _send(stream, message):
+    body = json.dumps(message).encode()
+    stream.write(struct.pack("<I", len(body)) + body)
+    stream.flush()
+
+
+def _describe(error):
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _check_image(image, max_pixels, capacity):
+    import numpy as np
+
+    if not isinstance(image, np.ndarray):
+        return f"returned image is a {type(image).__name__}, not a NumPy array"
+    if image.dtype != np.uint8:
+        return f"returned image has dtype {image.dtype}; expected uint8"
+    if image.ndim != 3 or image.shape[2] != 3:
+        return f"returned image has shape {tuple(image.shape)}; expected (H, W, 3)"
+    if image.shape[0] < 1 or image.shape[1] < 1:
+        return f"returned image has shape {tuple(image.shape)}; expected at least 1x1 pixels"
+    if max_pixels > 0 and image.shape[0] * image.shape[1] > max_pixels:
+        return (f"returned image of {image.shape[1]}x{image.shape[0]} pixels is over --max-pixels "
+                f"({max_pixels})")
+    if image.nbytes > capacity:
+        return (f"returned image of {image.nbytes} bytes does not fit the shared memory "
+                f"(--python-transform-max-bytes, {capacity} bytes left)")
+    return None
+
+
+def _call(functions, shm, request):
+    import numpy as np
+
+    fn = functions[request["fn"]]
+    h, w, c = request["image"]
+    size = h * w * c
+    image = np.frombuffer(shm, dtype=np.uint8, count=size, offset=0).reshape(h, w, c)
+    sample = {"image": image}
+    rng = np.random.default_rng(request["seed"])
+    try:
+        out = fn(sample, rng, **request["kwargs"])
+    except Exception as e:  # the function's own failure: the sample's, not the worker's
+        return {"ok": False, "error": f"raised {_describe(e)}"}
+    if not isinstance(out, dict):
+        return {"ok": False, "error": f"returned a {type(out).__name__}; expected the sample dict"}
+    extra = sorted(set(out) - set(sample))
+    if extra:
+        return {"ok": False, "error": f"returned keys the sample does not have: {', '.join(map(str, extra))}"}
+    if "image" not in out:
+        return {"ok": False, "error": "returned a dict without 'image'"}
+    result = out["image"]
+    offset = (size + ALIGN - 1) // ALIGN * ALIGN
+    problem = _check_image(result, request["max_pixels"], len(shm) - offset)
+    if problem:
+        return {"ok": False, "error": problem}
+    if result is image or (result.__array_interface__["data"][0] == image.__array_interface__["data"][0]
+                           and result.shape == image.shape and result.flags.c_contiguous):
+        return {"ok": True, "image": list(image.shape), "offset": 0}  # changed in place
+    target = np.frombuffer(shm, dtype=np.uint8, count=result.nbytes, offset=offset).reshape(result.shape)
+    np.copyto(target, result)
+    return {"ok": True, "image": [int(x) for x in result.shape], "offset": offset}
+
+
+def main():
+    shm_bytes = int(sys.argv[1])
+    modules = [m for m in sys.argv[2].split(",") if m]
+    requests = os.fdopen(4, "rb", buffering=0)
+    replies = os.fdopen(os.dup(4), "wb", buffering=0)
+    shm = mmap.mmap(3, shm_bytes)
+    functions, catalog = {}, {}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except BaseException as e:
+            _send(replies, {"ready": False, "error": f"cannot import {name}: {_describe(e)}"})
+            return 1
+        public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+        catalog[name] = public
+        for n in public:
+            functions[f"{name}:{n}"] = getattr(module, n)
+    try:
+        import numpy  # noqa: F401  (the samples are NumPy arrays)
+    except ImportError as e:
+        _send(replies, {"ready": False, "error": f"cannot import numpy: {e}"})
+        return 1
+    _send(replies, {"ready": True, "functions": catalog, "pid": os.getpid()})
+    while True:
+        request = _receive(requests)
+        if request is None:  # the server closed the pipe: it stopped
+            return 0
+        try:
+            reply = _call(functions, shm, request)
+        except Exception as e:
+            reply = {"ok": False, "error": f"failed: {_describe(e)}"}
+        _send(replies, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

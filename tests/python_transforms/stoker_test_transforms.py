@@ -1,0 +1,67 @@
+"""Python transforms for the tests (python/tests/test_user_transforms.py):
+well-behaved ones and one per fault a user's code can have."""
+import os
+import time
+
+import numpy as np
+
+
+def invert(sample, rng):
+    sample["image"] = 255 - sample["image"]
+    return sample
+
+
+def invert_in_place(sample, rng):
+    np.subtract(255, sample["image"], out=sample["image"])
+    return sample
+
+
+def noise(sample, rng, amount=20):
+    """Adds rng's integer noise in [-amount, amount]: the pixels depend on the generator."""
+    image = sample["image"].astype(np.int16) + rng.integers(-amount, amount + 1, sample["image"].shape)
+    sample["image"] = np.clip(image, 0, 255).astype(np.uint8)
+    return sample
+
+
+def shrink(sample, rng, size=16):
+    """Nearest-neighbour resize to size x size: another output size."""
+    h, w, _ = sample["image"].shape
+    rows = (np.arange(size) * h) // size
+    cols = (np.arange(size) * w) // size
+    sample["image"] = np.ascontiguousarray(sample["image"][rows][:, cols])
+    return sample
+
+
+def raises(sample, rng):
+    raise ValueError("this sample is not to my liking")
+
+
+def raises_sometimes(sample, rng, p=0.2):
+    if rng.random() < p:
+        raise RuntimeError("unlucky draw")
+    return sample
+
+
+def wrong_dtype(sample, rng):
+    sample["image"] = sample["image"].astype(np.float32)
+    return sample
+
+
+def not_a_dict(sample, rng):
+    return sample["image"]
+
+
+def sleeps(sample, rng, seconds=60.0):
+    time.sleep(seconds)
+    return sample
+
+
+def crashes(sample, rng):
+    os.abort()
+
+
+def pid(sample, rng):
+    """Writes this process's id into the first pixels (the tests read it back)."""
+    value = os.getpid()
+    sample["image"][0, 0, :] = [value & 255, (value >> 8) & 255, (value >> 16) & 255]
+    return sample
