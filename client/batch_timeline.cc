@@ -24,6 +24,7 @@ BatchTiming& BatchTimeline::Add(absl::Time delivered, absl::Duration waited, con
   t.read_ms = 1e3 * s.read_seconds();
   t.decode_ms = 1e3 * s.decode_seconds();
   t.augment_ms = 1e3 * s.augment_seconds();
+  t.python_ms = 1e3 * s.python_seconds();
   t.assemble_ms = 1e3 * s.assemble_seconds();
   t.server_ms = 1e3 * s.server_seconds();
   last_ = delivered;
@@ -53,7 +54,7 @@ constexpr Column kColumns[] = {
     {"h2d_ms", &BatchTiming::h2d_ms},       {"queue_ms", &BatchTiming::queue_ms},
     {"read_ms", &BatchTiming::read_ms},     {"decode_ms", &BatchTiming::decode_ms},
     {"augment_ms", &BatchTiming::augment_ms}, {"assemble_ms", &BatchTiming::assemble_ms},
-    {"server_ms", &BatchTiming::server_ms},
+    {"server_ms", &BatchTiming::server_ms},   {"python_ms", &BatchTiming::python_ms},
 };
 
 }  // namespace
@@ -87,9 +88,9 @@ absl::Status BatchTimeline::Write(const std::string& path) const {
 std::string BatchTimeline::Describe(const BatchTiming& t) {
   return absl::StrFormat(
       "epoch %d batch %d from %s: %.1f ms (waited %.1f, receive %.1f; server %.1f: queue %.1f, read %.1f, "
-      "decode %.1f, augment %.1f, assemble %.1f; h2d %.1f)",
+      "decode %.1f, augment %.1f, python %.1f, assemble %.1f; h2d %.1f)",
       t.epoch, t.batch, t.server, t.inter_batch_ms, t.wait_ms, t.receive_ms, t.server_ms, t.queue_ms, t.read_ms,
-      t.decode_ms, t.augment_ms, t.assemble_ms, t.h2d_ms);
+      t.decode_ms, t.augment_ms, t.python_ms, t.assemble_ms, t.h2d_ms);
 }
 
 }  // namespace stoker

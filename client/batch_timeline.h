@@ -28,6 +28,7 @@ struct BatchTiming {
   double h2d_ms = 0;          // staging to the device (or the CPU fallback's conversion)
   // Server-side stage times (the batch header's StageTimes).
   double queue_ms = 0, read_ms = 0, decode_ms = 0, augment_ms = 0, assemble_ms = 0, server_ms = 0;
+  double python_ms = 0;  // the session's Python transform stages (worker time, summed over samples)
 };
 
 class BatchTimeline {

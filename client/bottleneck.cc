@@ -9,9 +9,9 @@ namespace stoker {
 std::string Verdict::Explain() const {
   return absl::StrFormat(
       "starved %.1f%%, %s %.1f%% of %.1f s; per batch (%d): transfer %.1f ms vs server %.1f ms, "
-      "read %.1f ms vs decode+augment %.1f ms of worker time",
+      "read %.1f ms vs decode+augment+python %.1f ms of worker time (python %.1f ms)",
       100 * starved_ratio, staging, 100 * h2d_ratio, wall_seconds, batches, 1e3 * transfer_seconds, 1e3 * server_seconds,
-      1e3 * read_seconds, 1e3 * compute_seconds);
+      1e3 * read_seconds, 1e3 * compute_seconds, 1e3 * python_seconds);
 }
 
 BottleneckMeter::BottleneckMeter(ClientMetrics* metrics, absl::Duration window)
@@ -25,6 +25,7 @@ void BottleneckMeter::Totals::Add(const Event& e) {
   server += e.server;
   read += e.read;
   compute += e.compute;
+  python += e.python;
   ++batches;
 }
 
@@ -53,12 +54,14 @@ void BottleneckMeter::OnBatch(const v1::StageTimes& t, absl::Duration receive_la
   e.server = t.server_seconds();
   e.transfer = std::max(0.0, absl::ToDoubleSeconds(receive_latency) - t.server_seconds());
   e.read = t.read_seconds();
-  e.compute = t.decode_seconds() + t.augment_seconds();
+  e.python = t.python_seconds();
+  e.compute = t.decode_seconds() + t.augment_seconds() + e.python;
   if (metrics_) {
     metrics_->batch_server_seconds->Increment(e.server);
     metrics_->batch_transfer_seconds->Increment(e.transfer);
     metrics_->batch_read_seconds->Increment(e.read);
     metrics_->batch_compute_seconds->Increment(e.compute);
+    metrics_->batch_python_seconds->Increment(e.python);
   }
   Record(e);
 }
@@ -70,7 +73,8 @@ void BottleneckMeter::SetDevicePath(const std::string& path) {
 
 const std::vector<std::string>& BottleneckMeter::Stages() {
   static const auto* stages =
-      new std::vector<std::string>{"none", "server_cpu", "storage", "network", "h2d", "host_convert"};
+      new std::vector<std::string>{"none", "server_cpu", "python_transform", "storage", "network", "h2d",
+                                                         "host_convert"};
   return *stages;
 }
 
@@ -87,6 +91,7 @@ Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds, const std::
     v.server_seconds = t.server / n;
     v.read_seconds = t.read / n;
     v.compute_seconds = t.compute / n;
+    v.python_seconds = t.python / n;
   }
   if (v.starved_ratio + v.h2d_ratio < kInputBoundRatio) {
     v.stage = "none";
@@ -96,6 +101,8 @@ Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds, const std::
     v.stage = "network";
   } else if (v.read_seconds > v.compute_seconds) {
     v.stage = "storage";
+  } else if (2 * v.python_seconds > v.compute_seconds) {
+    v.stage = "python_transform";
   } else {
     v.stage = "server_cpu";
   }

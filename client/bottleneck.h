@@ -13,8 +13,11 @@
 //   else, per received batch, transfer = receive latency - server time: when
 //     the mean transfer exceeds the mean server time -> "network" (batches
 //     wait for the stream and the wire, not for workers);
-//   else read time vs decode + augment time summed over the batch's samples:
-//     read larger -> "storage", otherwise "server_cpu".
+//   else read time vs decode + augment + python time summed over the batch's
+//     samples: read larger -> "storage"; otherwise "python_transform" when
+//     the session's Python stages (python(...) ops) take more than half of
+//     that worker time (more --python-workers, or the op in C++, helps),
+//     else "server_cpu".
 //
 // deploy/prometheus/recording_rules.yml computes the same rule fleet-wide
 // from the counters this class also exports. Thread-safe.
@@ -39,7 +42,7 @@ namespace stoker {
 inline constexpr double kInputBoundRatio = 0.05;
 
 struct Verdict {
-  std::string stage = "none";  // none, server_cpu, storage, network, h2d or host_convert
+  std::string stage = "none";  // none, server_cpu, python_transform, storage, network, h2d or host_convert
   std::string staging = "h2d";  // what the staging time is: h2d, or host_convert on the CPU fallback
   double wall_seconds = 0;
   double starved_ratio = 0;    // waiting in Next() / wall
@@ -47,7 +50,8 @@ struct Verdict {
   double transfer_seconds = 0;  // per batch: receive latency - server time
   double server_seconds = 0;    // per batch: request arrival to ready, on the server
   double read_seconds = 0;      // per batch: summed over samples
-  double compute_seconds = 0;   // per batch: decode + augment, summed over samples
+  double compute_seconds = 0;   // per batch: decode + augment + python, summed over samples
+  double python_seconds = 0;    // per batch: the part of compute in Python stages
   int64_t batches = 0;
   std::string Explain() const;  // the figures that led to it
 };
@@ -81,11 +85,11 @@ class BottleneckMeter {
  private:
   struct Event {
     absl::Time at;
-    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0;
+    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0, python = 0;
     bool batch = false;
   };
   struct Totals {
-    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0;
+    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0, python = 0;
     int64_t batches = 0;
     void Add(const Event& e);
   };

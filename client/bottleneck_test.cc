@@ -35,6 +35,25 @@ TEST(BottleneckTest, RuleNamesEachStage) {
   EXPECT_EQ(Judge(0, 0, 100, Times(0.09, 0.001, 0.02)).stage, "none");
 }
 
+// Issue 31: the workers' time in the session's Python stages is its own
+// stage: more than half of the worker compute names it, less leaves
+// server_cpu; it counts as compute against storage.
+TEST(BottleneckTest, PythonStagesThatDominateTheWorkersAreNamed) {
+  v1::StageTimes t = Times(0.09, 0.001, 0.005);
+  t.set_python_seconds(0.015);
+  const Verdict v = Judge(10, 0, 100, t);
+  EXPECT_EQ(v.stage, "python_transform");
+  EXPECT_NEAR(v.compute_seconds, 0.02, 1e-9);
+  EXPECT_NE(v.Explain().find("python 15.0 ms"), std::string::npos) << v.Explain();
+  t.set_python_seconds(0.004);
+  EXPECT_EQ(Judge(10, 0, 100, t).stage, "server_cpu");
+  v1::StageTimes slow_read = Times(0.09, 0.012, 0.001);
+  slow_read.set_python_seconds(0.010);  // read 12 ms vs compute 11 ms: storage
+  EXPECT_EQ(Judge(10, 0, 100, slow_read).stage, "storage");
+  slow_read.set_python_seconds(0.015);  // read 12 ms vs compute 16 ms, 15 of them Python
+  EXPECT_EQ(Judge(10, 0, 100, slow_read).stage, "python_transform");
+}
+
 // Issue 12: on a machine without a GPU, staging is the CPU fallback's
 // conversion on the training host; the verdict says so instead of blaming a
 // PCIe copy that does not exist.

@@ -79,7 +79,11 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
   batch_read_seconds = counter("stoker_client_batch_read_seconds_total",
                                "Sum over received batches of worker time spent reading samples.");
   batch_compute_seconds = counter("stoker_client_batch_compute_seconds_total",
-                                  "Sum over received batches of worker time spent decoding and augmenting.");
+                                  "Sum over received batches of worker time spent decoding and augmenting (Python "
+                                  "transform stages included).");
+  batch_python_seconds = counter("stoker_client_batch_python_seconds_total",
+                                 "Sum over received batches of worker time spent in Python transform stages (part of "
+                                 "the compute time).");
   starved_ratio = &prometheus::BuildGauge()
                        .Name("stoker_client_starved_ratio")
                        .Help("Share of the last window the training loop waited for data.")
@@ -98,7 +102,8 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                                   .Add({});
   bottleneck_ = &prometheus::BuildGauge()
                      .Name("stoker_client_bottleneck")
-                     .Help("1 for the stage that limits input now (none, server_cpu, storage, network, h2d).")
+                     .Help("1 for the stage that limits input now (none, server_cpu, python_transform, storage, network, h2d, "
+                           "host_convert).")
                      .Register(registry);
   server_batches_ = &prometheus::BuildCounter()
                          .Name("stoker_client_server_batches_total")

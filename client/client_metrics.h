@@ -31,6 +31,7 @@ struct ClientMetrics {
   prometheus::Counter* batch_transfer_seconds;     // stoker_client_batch_transfer_seconds_total
   prometheus::Counter* batch_read_seconds;         // stoker_client_batch_read_seconds_total
   prometheus::Counter* batch_compute_seconds;      // stoker_client_batch_compute_seconds_total
+  prometheus::Counter* batch_python_seconds;       // stoker_client_batch_python_seconds_total
   prometheus::Gauge* starved_ratio;                // stoker_client_starved_ratio
   // The job's demand (demand_meter.h): images handed to the training loop
   // after a measured step, the steps' seconds, and their recent ratio.

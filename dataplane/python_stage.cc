@@ -292,10 +292,9 @@ std::vector<pid_t> PythonStage::Pids() const {
 
 int PythonStage::Acquire() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](std::vector<int>* free) { return !free->empty(); }, &free_));
-  const int slot = free_.back();
-  free_.pop_back();
+  mu_.Await(absl::Condition(+[](std::deque<int>* free) { return !free->empty(); }, &free_));
+  const int slot = free_.front();
+  free_.pop_front();
   return slot;
 }
 

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -100,7 +101,7 @@ class PythonStage {
   std::vector<std::unique_ptr<Worker>> workers_;
 
   mutable absl::Mutex mu_;
-  std::vector<int> free_ ABSL_GUARDED_BY(mu_);
+  std::deque<int> free_ ABSL_GUARDED_BY(mu_);  // taken from the front: calls rotate over the processes
 };
 
 }  // namespace stoker

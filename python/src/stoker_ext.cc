@@ -285,6 +285,13 @@ nb::tuple BatchTuple(DeviceTensor tensor, void* consumer_stream) {
   info["batch"] = b.batch_index;
   info["server"] = b.server;
   info["failed_samples"] = b.failed_samples.size();
+  if (!b.failed_samples.empty()) {  // (sample index, reason, replaced by or -1), as the server said
+    nb::list failures;
+    for (const v1::FailedSample& f : b.failed_samples) {
+      failures.append(nb::make_tuple(f.sample_index(), f.reason(), f.replaced_by()));
+    }
+    info["failures"] = failures;
+  }
   info["receive_ms"] = absl::ToDoubleMilliseconds(b.receive_latency);
   if (!b.fields.empty()) {  // name -> (kind, the field's values, N + 1 offsets into them)
     nb::dict fields;

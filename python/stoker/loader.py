@@ -443,7 +443,8 @@ class Loader:
     @property
     def last_batch(self):
         """The latest yielded batch's identity: epoch, batch index, sample
-        indices, server, failed samples, receive time in ms."""
+        indices, server, failed samples (and, when there are any, failures:
+        (sample index, reason, replaced by or -1) each), receive time in ms."""
         if self._last is None:
             return None
         indices, info = self._last
