@@ -90,7 +90,7 @@ sanitizers: deps
 TSAN_DIR := $(BUILD_DIR)-tsan
 TSAN_RUNS := "client/client_core_test *" \
   "server/server_test StreamStateTest.*" \
-  "dataplane/dataplane_test WorkerPoolTest.*:DatasetTest.*:TarShardsTest.Catalog*" \
+  "dataplane/dataplane_test WorkerPoolTest.*:DatasetTest.*:TarShardsTest.Catalog*:PythonStageTest.*" \
   "client/client_test DeviceStagerTest.*:HostBufferTest.*:ChunkAssemblerTest.*"
 tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
