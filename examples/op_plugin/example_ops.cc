@@ -3,6 +3,7 @@
 //   example.solarize(threshold=128)  every value >= threshold inverted (as the built-in solarize)
 //   example.channel_shuffle()        the colour channels in a random order (draws from the sample's generator)
 //   example.half()                   every other pixel of every other row: half the size
+//   example.identity()               nothing: what a plugin call itself costs (tests/bench)
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -24,9 +25,15 @@ class Solarize {
   }
   void Apply(Sample& sample, Rng&) const {
     const int n = sample.width() * 3;
+    const uint8_t* lut = lut_.data();
     for (int y = 0; y < sample.height(); ++y) {
       uint8_t* p = sample.row(y);
-      for (int x = 0; x < n; ++x) p[x] = lut_[p[x]];
+      int x = 0;
+      for (; x + 4 <= n; x += 4) {  // four independent look-ups per step
+        const uint8_t a = lut[p[x]], b = lut[p[x + 1]], c = lut[p[x + 2]], d = lut[p[x + 3]];
+        p[x] = a, p[x + 1] = b, p[x + 2] = c, p[x + 3] = d;
+      }
+      for (; x < n; ++x) p[x] = lut[p[x]];
     }
   }
 
@@ -66,6 +73,12 @@ class Half {
   }
 };
 
+class Identity {
+ public:
+  explicit Identity(const Args&) {}
+  void Apply(Sample&, Rng&) const {}
+};
+
 const char* const kSolarizeParams[] = {"threshold", nullptr};
 
 }  // namespace
@@ -75,4 +88,5 @@ STOKER_OP_PLUGIN("example",
                                               kSolarizeParams, false),
                  stoker::plugin::Op<ChannelShuffle>("example.channel_shuffle", "the RGB channels in a random order",
                                                     nullptr, true),
-                 stoker::plugin::Op<Half>("example.half", "every other pixel of every other row", nullptr, false))
+                 stoker::plugin::Op<Half>("example.half", "every other pixel of every other row", nullptr, false),
+                 stoker::plugin::Op<Identity>("example.identity", "nothing (a plugin call's own cost)", nullptr, false))

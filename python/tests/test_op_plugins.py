@@ -79,7 +79,8 @@ def test_plugin_op_refusals_name_what_is_wrong(start_server, plugins):
     with pytest.raises(stoker.InvalidArgument, match=r"example.solarize: has no argument 'bogus'"):
         images(server.address, "center_crop(32), example.solarize(100, bogus=1)")
     with pytest.raises(stoker.InvalidArgument, match=r"no op 'example.nope' on this server; its plugin ops: "
-                                                     r"example.channel_shuffle, example.half, example.solarize"):
+                                                     r"example.channel_shuffle, example.half, example.identity, "
+                                                     r"example.solarize"):
         images(server.address, "center_crop(32), example.nope()")
     with pytest.raises(stoker.InvalidArgument, match=r"output size is not fixed"):
         images(server.address, "center_crop(64), example.half()")

@@ -18,7 +18,9 @@
 #include "common/flag_names.h"
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/op_plugins.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/python_stage.h"
 #include "tests/testdata/image_set.h"
 
 ABSL_FLAG(std::string, dir, "", "Photos (.jpg, searched recursively) to cut 224x224 inputs from; empty: synthetic");
@@ -27,6 +29,10 @@ ABSL_FLAG(int, rounds, 20, "Times each op runs over the inputs");
 ABSL_FLAG(std::string, json, "", "Also write the figures here as JSON");
 ABSL_FLAG(std::string, ops, "",
           "Ops to time, separated by ';' (default: every op with typical arguments)");
+ABSL_FLAG(std::string, op_plugins, "", "Directory of op plugins to load (as stoker-server --op-plugins)");
+ABSL_FLAG(std::vector<std::string>, python_transforms, {},
+          "Python modules for python(...) ops (as stoker-server --python-transforms), run by one worker process");
+ABSL_FLAG(std::string, python_executable, "python3", "Interpreter for --python-transforms");
 
 namespace {
 
@@ -64,8 +70,34 @@ std::vector<cv::Mat> Inputs() {
   return out;
 }
 
+// The user ops the flags name (none by default).
+stoker::UserOps LoadUserOps() {
+  stoker::UserOps user;
+  if (!absl::GetFlag(FLAGS_op_plugins).empty()) {
+    auto plugins = stoker::OpPlugins::Load(absl::GetFlag(FLAGS_op_plugins));
+    if (!plugins.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(plugins.status().message()).c_str());
+      std::exit(2);
+    }
+    user.plugins = *std::move(plugins);
+  }
+  if (!absl::GetFlag(FLAGS_python_transforms).empty()) {
+    stoker::PythonStageConfig python;
+    python.modules = absl::GetFlag(FLAGS_python_transforms);
+    python.executable = absl::GetFlag(FLAGS_python_executable);
+    auto stage = stoker::PythonStage::Start(python, nullptr);
+    if (!stage.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(stage.status().message()).c_str());
+      std::exit(2);
+    }
+    user.python = *std::move(stage);
+  }
+  return user;
+}
+
 // Microseconds per image of center_crop(224) followed by `ops`.
 double Time(const std::string& ops, const std::vector<cv::Mat>& inputs) {
+  static const stoker::UserOps user = LoadUserOps();
   stoker::v1::SessionConfig config;
   config.set_batch_size(1);
   const absl::StatusOr<std::vector<stoker::v1::Op>> parsed =
@@ -75,7 +107,7 @@ double Time(const std::string& ops, const std::vector<cv::Mat>& inputs) {
     std::exit(2);
   }
   for (const stoker::v1::Op& op : *parsed) *config.add_pipeline() = op;
-  const absl::StatusOr<stoker::Pipeline> pipeline = stoker::Pipeline::Create(config);
+  const absl::StatusOr<stoker::Pipeline> pipeline = stoker::Pipeline::Create(config, user);
   if (!pipeline.ok()) {
     std::fprintf(stderr, "%s\n", std::string(pipeline.status().message()).c_str());
     std::exit(2);
@@ -85,7 +117,11 @@ double Time(const std::string& ops, const std::vector<cv::Mat>& inputs) {
   for (int r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       stoker::Rng rng = stoker::Rng::ForSample(1, r, static_cast<int64_t>(i));
-      (void)pipeline->Apply(inputs[i], rng);
+      const absl::StatusOr<cv::Mat> out = pipeline->Apply(inputs[i], rng);
+      if (!out.ok()) {
+        std::fprintf(stderr, "%s: %s\n", ops.c_str(), std::string(out.status().message()).c_str());
+        std::exit(1);
+      }
     }
   }
   return absl::ToDoubleMicroseconds(absl::Now() - start) / (static_cast<double>(rounds) * inputs.size());
