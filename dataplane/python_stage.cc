@@ -182,8 +182,19 @@ absl::Status PythonStage::Spawn(Worker& w) {
   std::vector<char*> argv = {const_cast<char*>(config_.executable.c_str()), const_cast<char*>("-c"),
                              const_cast<char*>(script_.c_str()), const_cast<char*>(size.c_str()),
                              const_cast<char*>(modules.c_str()), nullptr};
+  // The server blocks SIGTERM and SIGINT in its threads (one thread waits
+  // for them); the child starts with no signal blocked and default handlers.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  const int spawned = posix_spawnp(&pid, config_.executable.c_str(), &actions, nullptr, argv.data(), environ);
+  const int spawned = posix_spawnp(&pid, config_.executable.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(ends[1]);
   if (spawned != 0) {

@@ -15,6 +15,7 @@ import importlib
 import json
 import mmap
 import os
+import signal
 import struct
 import sys
 
@@ -109,6 +110,10 @@ def _call(functions, shm, request):
 
 
 def main():
+    # Ctrl-C in a terminal reaches the whole process group: the server (or
+    # the training process, in local mode) decides when its workers stop;
+    # they stop when it closes their socket.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     shm_bytes = int(sys.argv[1])
     modules = [m for m in sys.argv[2].split(",") if m]
     requests = os.fdopen(4, "rb", buffering=0)

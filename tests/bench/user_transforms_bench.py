@@ -117,14 +117,17 @@ def part_overhead():
           f"{'DataLoader us':>14} {'of which fn':>12} {'overhead':>9}")
     for name in ("identity", "heavy"):
         op = f"python(bench_transforms:timed, fn={name})"
-        ours = op_cost([op], "--python-transforms=bench_transforms", f"--python-executable={PY}")[op]
-        ours_fn = inner_us(times)
-        theirs = dataloader_us(lambda s, r, n=name: bench_transforms.timed(s, r, fn=n), images)
-        theirs_fn = inner_us(times)
-        print(f"{name:>10} {ours:10.1f} {ours_fn:12.1f} {ours - ours_fn:9.1f} {theirs:14.1f} {theirs_fn:12.1f} "
-              f"{theirs - theirs_fn:9.1f}")
-    print("(stoker: center_crop(224) in C++ is subtracted; DataLoader: one worker process over in-memory crops, "
-          "batches of 32 handed to the main process)")
+        runs = []
+        for _ in range(3):  # alternated: this VM's speed drifts by tens of percent over minutes
+            ours = op_cost([op], "--python-transforms=bench_transforms", f"--python-executable={PY}", rounds=4)[op]
+            ours_fn = inner_us(times)
+            theirs = dataloader_us(lambda s, r, n=name: bench_transforms.timed(s, r, fn=n), images, rounds=4)
+            theirs_fn = inner_us(times)
+            runs.append((ours, ours_fn, ours - ours_fn, theirs, theirs_fn, theirs - theirs_fn))
+        m = [statistics.median(r[k] for r in runs) for k in range(6)]
+        print(f"{name:>10} {m[0]:10.1f} {m[1]:12.1f} {m[2]:9.1f} {m[3]:14.1f} {m[4]:12.1f} {m[5]:9.1f}")
+    print("(medians of 3 alternated runs; stoker: center_crop(224) in C++ is subtracted; DataLoader: one worker "
+          "process over in-memory crops, batches of 32 handed to the main process)")
 
 
 def start_server(workers, python_workers, log):
