@@ -167,7 +167,9 @@ int PluginInstance::OutputSize(int* height, int* width) const {
 }
 
 absl::StatusOr<cv::Mat> PluginInstance::Apply(cv::Mat image, Rng& rng, int64_t max_pixels) const {
-  if (!image.isContinuous() || image.type() != CV_8UC3) image = image.clone();
+  if (image.type() != CV_8UC3) {
+    return DecodeError(DecodeFailure::kTransform, absl::StrCat(info_->name, " was given an image that is not 8-bit RGB"));
+  }
   StokerImage in{image.data, image.rows, image.cols, 3, static_cast<int64_t>(image.step[0])};
   StokerRng generator{&rng, &NextFromRng};
   Made made{max_pixels};

@@ -229,8 +229,8 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
         !s.ok()) {
       return s;
     }
-    p.NoteSize(static_cast<size_t>(i), op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
     if (auto s = p.Instantiate(static_cast<size_t>(i), op); !s.ok()) return s;
+    p.NoteSize(static_cast<size_t>(i), op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
     if (op.has_normalize()) {
       if (i + 1 != config.pipeline_size()) {
         return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
@@ -293,8 +293,8 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
     const bool fixed_before = fixed;
     const cv::Size before(p.out_width_, p.out_height_);
     if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_, p.user_); !s.ok()) return s;
-    p.NoteSize(i, op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
     if (auto s = p.Instantiate(i, op); !s.ok()) return s;
+    p.NoteSize(i, op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
     const OpEntry* entry = FindOp(op.op_case());
     if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) || op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter() ||
         op.has_random_vertical_flip() || op.has_random_iou_crop() || (entry != nullptr && entry->random(op))) {
@@ -545,10 +545,15 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
 void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after,
                         cv::Size after) {
   // An op that sets the size (or changes it) frees the user ops before it.
+  int unused_h = 0, unused_w = 0;
+  const bool plugin_fixed =
+      op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
   const bool sets_size = op.has_random_resized_crop() || op.has_center_crop() || op.has_resize_pad() ||
-                         op.has_random_crop() || !fixed_after || after != before || !fixed_before;
+                         op.has_random_crop() || plugin_fixed || !fixed_after || after != before || !fixed_before;
   if (sets_size) keeps_size_.clear();
-  if ((op.has_python() || op.has_plugin()) && fixed_before && fixed_after) keeps_size_[i] = before;
+  // A user op must make the size the checks assumed: its declared size (a
+  // plugin's fixed output), or the size it was given when that was fixed.
+  if ((op.has_python() || op.has_plugin()) && fixed_after && (fixed_before || plugin_fixed)) keeps_size_[i] = after;
 }
 
 absl::Status Pipeline::Instantiate(size_t i, const v1::Op& op) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -65,7 +66,8 @@ ReadResult ReadExact(int fd, char* out, size_t n, absl::Time deadline) {
 }
 
 std::string Frame(const nlohmann::json& message) {
-  const std::string body = message.dump();
+  // Invalid UTF-8 in a string argument is replaced, never thrown.
+  const std::string body = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const uint32_t n = static_cast<uint32_t>(body.size());
   std::string out(4, '\0');
   for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
@@ -90,6 +92,20 @@ ReadResult ReadMessage(int fd, absl::Time deadline, nlohmann::json* message, std
   }
   return ReadResult::kOk;
 }
+
+// The child is not trusted: a field of the wrong type reads as `otherwise`.
+bool BoolField(const nlohmann::json& m, const char* key) {
+  auto it = m.find(key);
+  return it != m.end() && it->is_boolean() && it->get<bool>();
+}
+std::string StringField(const nlohmann::json& m, const char* key, const std::string& otherwise) {
+  auto it = m.find(key);
+  return it != m.end() && it->is_string() ? it->get<std::string>() : otherwise;
+}
+
+// A copy of `fd` numbered 10 or above (close-on-exec), so that the child's
+// dup2 to 3 and 4 never meets a source that is itself 3 or 4.
+int HighCopy(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 10); }
 
 nlohmann::json ArgumentJson(const v1::OpArgument& a) {
   switch (a.value_case()) {
@@ -168,15 +184,26 @@ absl::Status PythonStage::Spawn(Worker& w) {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
     return absl::ResourceExhaustedError(ErrnoText("socketpair"));
   }
+  const int shm_high = HighCopy(w.shm_fd), child_high = HighCopy(ends[1]);
+  const int reader = fcntl(ends[0], F_DUPFD_CLOEXEC, 0);
+  close(ends[1]);
+  if (shm_high < 0 || child_high < 0 || reader < 0) {
+    for (int fd : {shm_high, child_high, reader, ends[0]}) {
+      if (fd >= 0) close(fd);
+    }
+    return absl::ResourceExhaustedError(ErrnoText("file descriptors for a Python worker"));
+  }
   // The child sees the shared memory as fd 3 and its end of the socket as
-  // fd 4; its stdout goes to the server's stderr (the server's stdout is for
-  // its start-up lines).
+  // fd 4, and nothing else of the server's (or, in local mode, of the
+  // training process's); its stdout goes to the server's stderr (the
+  // server's stdout is for its start-up lines).
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, 2, 1);
-  posix_spawn_file_actions_adddup2(&actions, w.shm_fd, 3);
-  posix_spawn_file_actions_adddup2(&actions, ends[1], 4);
+  posix_spawn_file_actions_adddup2(&actions, shm_high, 3);
+  posix_spawn_file_actions_adddup2(&actions, child_high, 4);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 5);
   const std::string size = std::to_string(config_.shared_bytes);
   const std::string modules = absl::StrJoin(config_.modules, ",");
   std::vector<char*> argv = {const_cast<char*>(config_.executable.c_str()), const_cast<char*>("-c"),
@@ -191,27 +218,33 @@ absl::Status PythonStage::Spawn(Worker& w) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // Its own process group: a signal to the server's group (Ctrl-C, a
+  // supervisor's SIGTERM) leaves the workers to finish the samples in
+  // flight; they end when the server closes their socket.
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = -1;
   const int spawned = posix_spawnp(&pid, config_.executable.c_str(), &actions, &attributes, argv.data(), environ);
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
-  close(ends[1]);
+  close(shm_high);
+  close(child_high);
   if (spawned != 0) {
     close(ends[0]);
+    close(reader);
     return absl::InvalidArgumentError(absl::StrCat("--python-executable ", config_.executable,
                                                    " does not start: ", std::strerror(spawned)));
   }
   w.pid = pid;
   w.to_child = ends[0];
-  w.from_child = fcntl(ends[0], F_DUPFD_CLOEXEC, 0);
+  w.from_child = reader;
   nlohmann::json ready;
   std::string problem;
   const ReadResult r = ReadMessage(w.from_child, absl::Now() + config_.start_timeout, &ready, &problem);
-  if (r != ReadResult::kOk || !ready.value("ready", false)) {
+  if (r != ReadResult::kOk || !BoolField(ready, "ready")) {
     std::string why = r == ReadResult::kTimeout ? absl::StrCat("did not import its modules within ",
                                                                absl::FormatDuration(config_.start_timeout))
-                      : r == ReadResult::kOk   ? ready.value("error", std::string("said it is not ready"))
+                      : r == ReadResult::kOk   ? StringField(ready, "error", "said it is not ready")
                                                : (problem.empty() ? "ended before it was ready" : problem);
     Stop(w);
     return absl::InvalidArgumentError(
@@ -219,31 +252,33 @@ absl::Status PythonStage::Spawn(Worker& w) {
   }
   if (functions_.empty() && ready.contains("functions") && ready["functions"].is_object()) {
     for (const auto& [module, names] : ready["functions"].items()) {
+      if (!names.is_array()) continue;
       for (const auto& n : names) {
         if (n.is_string()) functions_[module].push_back(n.get<std::string>());
       }
+      std::sort(functions_[module].begin(), functions_[module].end());
     }
   }
   return absl::OkStatus();
 }
 
 std::string PythonStage::Reap(Worker& w) {
-  if (w.pid <= 0) return "not running";
+  const pid_t pid = w.pid.exchange(-1);  // cleared first: Pids() never shows a reaped id
+  if (pid <= 0) return "not running";
   // A process that closed its socket is ending: give it a moment to end by
   // itself, so that its own cause (a signal, an exit status) is reported.
   int status = 0;
   pid_t got = 0;
   const absl::Time patience = absl::Now() + absl::Seconds(2);
-  while ((got = waitpid(w.pid.load(), &status, WNOHANG)) == 0 && absl::Now() < patience) {
+  while ((got = waitpid(pid, &status, WNOHANG)) == 0 && absl::Now() < patience) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   if (got == 0) {
-    kill(w.pid.load(), SIGKILL);
+    kill(pid, SIGKILL);
     do {
-      got = waitpid(w.pid.load(), &status, 0);
+      got = waitpid(pid, &status, 0);
     } while (got < 0 && errno == EINTR);
   }
-  w.pid = -1;
   if (got < 0) return "lost";
   if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
@@ -288,6 +323,10 @@ absl::Status PythonStage::Check(const std::string& where, const v1::PythonTransf
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".python: keyword '", a.name(), "' is not allowed (sample and rng are the call's own)"));
     }
+    if (a.has_float_value() && !std::isfinite(a.float_value())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".python: keyword '", a.name(), "' = ", a.float_value(), "; numbers must be finite"));
+    }
     if (a.value_case() == v1::OpArgument::VALUE_NOT_SET) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".python: keyword '", a.name(), "' has no value"));
     }
@@ -317,13 +356,32 @@ void PythonStage::Release(int slot) {
 absl::StatusOr<cv::Mat> PythonStage::Run(const v1::PythonTransform& op, size_t position, const Rng::Origin& origin,
                                          const cv::Mat& image, int64_t max_pixels) {
   const int slot = Acquire();
-  absl::StatusOr<cv::Mat> out = Call(*workers_[static_cast<size_t>(slot)], op, position, origin, image, max_pixels);
+  Worker& w = *workers_[static_cast<size_t>(slot)];
+  absl::StatusOr<cv::Mat> out;
+  try {
+    out = Call(w, op, position, origin, image, max_pixels);
+  } catch (const std::exception& e) {  // a reply nlohmann cannot read, an allocation: the sample's, and the process is replaced
+    Stop(w);
+    if (metrics_) metrics_->PythonReplaced("protocol").Increment();
+    out = Failure(op, absl::StrCat("failed in the server's side of the call (", e.what(),
+                                   "); the worker process was replaced"));
+  }
   Release(slot);
   return out;
 }
 
 absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& op, size_t position,
                                           const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels) {
+  if (w.pid > 0) {  // a process that died while idle (the OOM killer, a stray signal) is replaced, not blamed
+    int status = 0;
+    if (waitpid(w.pid.load(), &status, WNOHANG) == w.pid.load()) {
+      w.pid = -1;
+      Stop(w);
+      if (metrics_) metrics_->PythonReplaced("crash").Increment();
+      LOG(WARNING) << "a Python worker process ended while idle (" << (WIFSIGNALED(status) ? "signal " : "status ")
+                   << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) << "); starting another";
+    }
+  }
   if (w.pid <= 0) {  // replaced after a timeout or a crash: started on its next use
     if (absl::Status s = Spawn(w); !s.ok()) return Failure(op, absl::StrCat("has no worker process: ", s.message()));
   }
@@ -338,7 +396,9 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
   }
   nlohmann::json kwargs = nlohmann::json::object();
   for (const v1::OpArgument& a : op.kwargs()) kwargs[a.name()] = ArgumentJson(a);
+  const uint64_t id = ++w.calls;
   const nlohmann::json request = {
+      {"id", id},
       {"fn", op.function()},
       {"kwargs", kwargs},
       {"seed", {origin.seed, std::max<int64_t>(0, origin.epoch), std::max<int64_t>(0, origin.index), position}},
@@ -349,6 +409,12 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
   std::string problem;
   ReadResult r = WriteAll(w.to_child, Frame(request)) ? ReadMessage(w.from_child, deadline, &reply, &problem)
                                                       : ReadResult::kClosed;
+  if (r == ReadResult::kOk && !(reply.contains("id") && reply["id"] == id)) {
+    // Not the reply to this request (the function wrote to the socket
+    // itself?): the stream cannot be trusted any more.
+    problem = "a reply to another request";
+    r = ReadResult::kClosed;
+  }
   if (r == ReadResult::kTimeout) {
     Stop(w);
     if (metrics_) metrics_->PythonReplaced("timeout").Increment();
@@ -368,7 +434,7 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
     return Failure(op, absl::StrCat("crashed its worker process (", protocol ? problem : how,
                                     "); the process was replaced"));
   }
-  if (!reply.value("ok", false)) return Failure(op, reply.value("error", std::string("failed")));
+  if (!BoolField(reply, "ok")) return Failure(op, StringField(reply, "error", "failed"));
   // The reply is checked as untrusted: the image must lie inside the region.
   const nlohmann::json& shape = reply["image"];
   const nlohmann::json& offset = reply["offset"];
@@ -377,8 +443,10 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
     return Failure(op, "replied without an image shape");
   }
   const int64_t h = shape[0].get<int64_t>(), wd = shape[1].get<int64_t>(), at = offset.get<int64_t>();
-  if (h < 1 || wd < 1 || h > (int64_t{1} << 20) || wd > (int64_t{1} << 20) || at < 0 ||
-      at + h * wd * 3 > config_.shared_bytes) {
+  // h and wd are at most 2^20, so h * wd * 3 does not overflow; `at` is
+  // compared before anything is added to it.
+  if (h < 1 || wd < 1 || h > (int64_t{1} << 20) || wd > (int64_t{1} << 20) || at < 0 || at > config_.shared_bytes ||
+      h * wd * 3 > config_.shared_bytes - at) {
     return Failure(op, absl::StrCat("replied with an image of ", wd, "x", h, " at ", at, " that is not in its memory"));
   }
   if (max_pixels > 0 && h * wd > max_pixels) {

@@ -76,6 +76,7 @@ class PythonStage {
     uint8_t* shm = nullptr;
     std::atomic<pid_t> pid{-1};  // -1: not running (started on its next use); read by Pids()
     int to_child = -1, from_child = -1;
+    uint64_t calls = 0;  // requests sent; each reply echoes its request's number
   };
   PythonStage(PythonStageConfig config, ServerMetrics* metrics);
   // Starts w's process and waits for its ready line; fills functions_ from

@@ -88,6 +88,13 @@ TEST_F(PythonStageTest, ChecksNamesAgainstTheModules) {
   const absl::Status missing = (*stage)->Check("p[0]", Op("python(stoker_test_transforms:nope)"));
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(missing.message().find("has no public function 'nope'"), std::string::npos) << missing;
+  // Imported names (`from shutil import rmtree`) and private ones are not the module's functions.
+  for (const char* name : {"rmtree", "np", "os", "_private", "__import__", "noise.__globals__"}) {
+    const absl::Status s = (*stage)->Check("p[0]", Op(std::string("python(stoker_test_transforms:") + name + ")"));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+  v1::PythonTransform nan = Op("python(stoker_test_transforms:noise, amount=nan)");
+  EXPECT_NE((*stage)->Check("p[0]", nan).message().find("numbers must be finite"), std::string::npos);
   const absl::Status other = (*stage)->Check("p[0]", Op("python(subprocess:run)"));
   EXPECT_NE(other.message().find("module 'subprocess' is not one of"), std::string::npos) << other;
   EXPECT_FALSE((*stage)->Check("p[0]", Op("python(nocolon)")).ok());
@@ -107,6 +114,8 @@ TEST_F(PythonStageTest, FaultsFailTheSampleAndLostProcessesAreReplaced) {
            {"python(stoker_test_transforms:not_a_dict)", "returned a ndarray; expected the sample dict"},
            {"python(stoker_test_transforms:crashes)", "crashed its worker process (killed by signal 6"},
            {"python(stoker_test_transforms:sleeps, seconds=30)", "timed out after 1500 ms"},
+           {"python(stoker_test_transforms:garbles)", "crashed its worker process (a reply of 2147483647 bytes)"},
+           {"python(stoker_test_transforms:forged)", "crashed its worker process (a reply to another request)"},
        }) {
     const pid_t before = (*stage)->Pids()[0];
     absl::StatusOr<cv::Mat> out = (*stage)->Run(Op(c.op), 0, {}, in, 0);
@@ -119,12 +128,40 @@ TEST_F(PythonStageTest, FaultsFailTheSampleAndLostProcessesAreReplaced) {
     absl::StatusOr<cv::Mat> next = (*stage)->Run(Op("python(stoker_test_transforms:invert)"), 0, {}, in, 0);
     ASSERT_TRUE(next.ok()) << next.status();
     const bool replaced = (*stage)->Pids()[0] != before;
-    EXPECT_EQ(replaced, std::string(c.op).find("crashes") != std::string::npos ||
-                            std::string(c.op).find("sleeps") != std::string::npos)
+    const std::string name = c.op;
+    EXPECT_EQ(replaced, name.find("crashes") != std::string::npos || name.find("sleeps") != std::string::npos ||
+                            name.find("garbles") != std::string::npos || name.find("forged") != std::string::npos)
         << c.op;
   }
   EXPECT_EQ(metrics_.PythonReplaced("crash").Value(), 1);
   EXPECT_EQ(metrics_.PythonReplaced("timeout").Value(), 1);
+  EXPECT_EQ(metrics_.PythonReplaced("protocol").Value(), 2);
+}
+
+TEST_F(PythonStageTest, AProcessThatDiedWhileIdleIsReplacedWithoutFailingASample) {
+  auto stage = PythonStage::Start(Config(1), &metrics_);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  const pid_t before = (*stage)->Pids()[0];
+  ASSERT_EQ(kill(before, SIGKILL), 0);
+  absl::SleepFor(absl::Milliseconds(200));
+  absl::StatusOr<cv::Mat> out = (*stage)->Run(Op("python(stoker_test_transforms:invert)"), 0, {}, Image(), 0);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE((*stage)->Pids()[0], before);
+  EXPECT_EQ(metrics_.PythonReplaced("crash").Value(), 1);
+}
+
+TEST_F(PythonStageTest, WorkersIgnoreSignalsToTheServersGroupAndLeaveWithIt) {
+  PythonStageConfig c = Config(1);
+  auto stage = PythonStage::Start(c, &metrics_);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  const pid_t pid = (*stage)->Pids()[0];
+  EXPECT_NE(getpgid(pid), getpgid(0));  // its own group: Ctrl-C to the server's group passes it by
+  ASSERT_EQ(kill(pid, SIGTERM), 0);     // and a supervisor's SIGTERM leaves it to finish its sample
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE((*stage)->Run(Op("python(stoker_test_transforms:invert)"), 0, {}, Image(), 0).ok());
+  EXPECT_EQ((*stage)->Pids()[0], pid);
+  stage->reset();  // the stage ends its processes
+  EXPECT_EQ(kill(pid, 0), -1);
 }
 
 TEST_F(PythonStageTest, ImagesOverTheLimitsAreRefused) {

@@ -6,16 +6,18 @@
 # imported or evaluated: a request names a function of a module the operator
 # listed (--python-transforms), and the server checked the name first.
 #
-# Request:  {"fn": "mod:name", "kwargs": {...}, "seed": [seed, epoch, index, position],
+# Request:  {"id": n, "fn": "mod:name", "kwargs": {...}, "seed": [seed, epoch, index, position],
 #            "image": [h, w, c], "max_pixels": N}  (the image at offset 0)
-# Reply:    {"ok": true, "image": [h, w, c], "offset": K}
-#           {"ok": false, "error": "..."}
+# Reply:    {"id": n, "ok": true, "image": [h, w, c], "offset": K}
+#           {"id": n, "ok": false, "error": "..."}
 # Load-bearing: the server (python_stage.cc) reads exactly these fields.
 import importlib
+import inspect
 import json
 import mmap
 import os
 import signal
+import socket
 import struct
 import sys
 
@@ -45,10 +47,9 @@ def _receive(stream):
     return None if body is None else json.loads(body)
 
 
-def _send(stream, message):
+def _send(sock, message):
     body = json.dumps(message).encode()
-    stream.write(struct.pack("<I", len(body)) + body)
-    stream.flush()
+    sock.sendall(struct.pack("<I", len(body)) + body)  # all of it, through signals
 
 
 def _describe(error):
@@ -109,15 +110,27 @@ def _call(functions, shm, request):
     return {"ok": True, "image": [int(x) for x in result.shape], "offset": offset}
 
 
+def _public(module):
+    """The functions a session may name: the module's __all__ when it has one,
+    else the functions defined in the module itself (not what it imported:
+    `from subprocess import run` does not make `run` callable by a session)."""
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return sorted(n for n in names if isinstance(n, str) and callable(getattr(module, n, None)))
+    return sorted(n for n, f in vars(module).items()
+                  if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__)
+
+
 def main():
-    # Ctrl-C in a terminal reaches the whole process group: the server (or
-    # the training process, in local mode) decides when its workers stop;
-    # they stop when it closes their socket.
+    # The server (or the training process, in local mode) decides when its
+    # workers stop: they stop when it closes their socket, not on a signal
+    # sent to a whole process group or cgroup while samples are in flight.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     shm_bytes = int(sys.argv[1])
     modules = [m for m in sys.argv[2].split(",") if m]
-    requests = os.fdopen(4, "rb", buffering=0)
-    replies = os.fdopen(os.dup(4), "wb", buffering=0)
+    replies = socket.socket(fileno=4)
+    requests = replies.makefile("rb", buffering=0)
     shm = mmap.mmap(3, shm_bytes)
     functions, catalog = {}, {}
     for name in modules:
@@ -126,7 +139,7 @@ def main():
         except BaseException as e:
             _send(replies, {"ready": False, "error": f"cannot import {name}: {_describe(e)}"})
             return 1
-        public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+        public = _public(module)
         catalog[name] = public
         for n in public:
             functions[f"{name}:{n}"] = getattr(module, n)
@@ -144,6 +157,7 @@ def main():
             reply = _call(functions, shm, request)
         except Exception as e:
             reply = {"ok": False, "error": f"failed: {_describe(e)}"}
+        reply["id"] = request.get("id")
         _send(replies, reply)
 
 

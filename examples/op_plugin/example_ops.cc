@@ -3,6 +3,7 @@
 //   example.solarize(threshold=128)  every value >= threshold inverted (as the built-in solarize)
 //   example.channel_shuffle()        the colour channels in a random order (draws from the sample's generator)
 //   example.half()                   every other pixel of every other row: half the size
+//   example.thumbnail(size=32)       nearest-neighbour resize to size x size: a fixed output size
 //   example.identity()               nothing: what a plugin call itself costs (tests/bench)
 #include <algorithm>
 #include <array>
@@ -73,6 +74,27 @@ class Half {
   }
 };
 
+class Thumbnail {
+ public:
+  explicit Thumbnail(const Args& args) : size_(static_cast<int>(args.Int("size", 32, 1, 8192))) {}
+  int32_t OutputSize(int32_t* height, int32_t* width) const {
+    *height = *width = size_;
+    return STOKER_SIZE_FIXED;
+  }
+  void Apply(Sample& sample, Rng&) const {
+    const StokerImage in = sample.input();
+    const StokerImage out = sample.Replace(size_, size_);
+    for (int y = 0; y < size_; ++y) {
+      const uint8_t* src = in.data + int64_t{y} * in.height / size_ * in.stride;
+      uint8_t* dst = out.data + int64_t{y} * out.stride;
+      for (int x = 0; x < size_; ++x) std::memcpy(dst + 3 * x, src + 3 * (int64_t{x} * in.width / size_), 3);
+    }
+  }
+
+ private:
+  int size_;
+};
+
 class Identity {
  public:
   explicit Identity(const Args&) {}
@@ -80,6 +102,7 @@ class Identity {
 };
 
 const char* const kSolarizeParams[] = {"threshold", nullptr};
+const char* const kThumbnailParams[] = {"size", nullptr};
 
 }  // namespace
 
@@ -89,4 +112,6 @@ STOKER_OP_PLUGIN("example",
                  stoker::plugin::Op<ChannelShuffle>("example.channel_shuffle", "the RGB channels in a random order",
                                                     nullptr, true),
                  stoker::plugin::Op<Half>("example.half", "every other pixel of every other row", nullptr, false),
+                 stoker::plugin::Op<Thumbnail>("example.thumbnail", "nearest-neighbour resize to size x size",
+                                               kThumbnailParams, false),
                  stoker::plugin::Op<Identity>("example.identity", "nothing (a plugin call's own cost)", nullptr, false))

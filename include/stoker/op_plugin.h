@@ -6,9 +6,9 @@
  * and registers each op under its name, which has a dot ("team.op") so that
  * it never collides with a built-in op.
  *
- * Threading: create/destroy run once per session pipeline; apply runs on the
- * server's worker threads, concurrently, with the same state: it must only
- * read the state. The image, the arguments and the generator belong to the
+ * Threading: create/destroy may run more than once per session, and
+ * concurrently for different sessions; apply runs on the server's worker
+ * threads, concurrently, with the same state: it must only read the state. The image, the arguments and the generator belong to the
  * caller for the duration of the call.
  *
  * C++ plugins use the header-only wrapper in stoker/op_plugin.hpp. */

@@ -8,12 +8,19 @@
 //    private:
 //     int threshold_;
 //   };
-//   STOKER_OP_PLUGIN("example", stoker::plugin::Op<Solarize>("example.solarize", "doc", {"threshold"}));
+//   const char* const kParams[] = {"threshold", nullptr};
+//   STOKER_OP_PLUGIN("example", stoker::plugin::Op<Solarize>("example.solarize", "doc", kParams, /*random=*/false));
+//
+// An op whose output size differs from its input's also has
+//   int32_t OutputSize(int32_t* height, int32_t* width) const;  // a StokerOutputSize
+// and makes its output with sample.Replace(height, width).
 //
 // Errors are stoker::plugin::Error exceptions, thrown from the constructor
 // (a bad argument: the session is refused with the message) or from Apply
-// (the sample fails with it); no exception crosses the C ABI. Apply runs on
-// many threads at once with the same object: it must only read its members.
+// (the sample fails with it); no exception crosses the C ABI. The server may
+// construct an op more than once for one session, and from several threads
+// for several sessions; Apply runs on many threads at once with the same
+// object: it must only read its members.
 #ifndef STOKER_OP_PLUGIN_HPP_
 #define STOKER_OP_PLUGIN_HPP_
 
@@ -120,6 +127,8 @@ class Sample {
   // A new image of height x width that becomes the sample's when Apply
   // returns; the old one stays readable (as `input`) until then.
   StokerImage Replace(int height, int width) {
+    if (replaced_) throw Error("Replace may be called once per sample");
+    replaced_ = true;
     StokerImage* made = allocator_->allocate(allocator_->host, height, width);
     if (made == nullptr) {
       throw Error("an output of " + std::to_string(width) + "x" + std::to_string(height) +
@@ -132,6 +141,7 @@ class Sample {
  private:
   StokerImage* image_;
   StokerAllocator* allocator_;
+  bool replaced_ = false;
 };
 
 namespace internal {
@@ -193,7 +203,11 @@ int32_t Size(const void*, int32_t*, int32_t*, long) {
 }
 template <typename T>
 int32_t OutputSize(const void* state, int32_t* h, int32_t* w) {
-  return Size<T>(state, h, w, 0);
+  try {
+    return Size<T>(state, h, w, 0);
+  } catch (...) {  // never across the C ABI
+    return STOKER_SIZE_VARIES;
+  }
 }
 
 }  // namespace internal

@@ -70,6 +70,14 @@ def test_plugin_ops_run_on_a_real_server_beside_the_built_in_ones(start_server, 
     halved = images(server.address, "center_crop(64), example.half(), center_crop(16)")
     for i in big:
         np.testing.assert_array_equal(halved[i], big[i][::2, ::2][8:24, 8:24])
+    # An op with a fixed output size fixes the pipeline's, after a resize or
+    # after ops whose size was fixed already (and a Python-free check: its
+    # declared size is what it makes).
+    thumbs = images(server.address, "center_crop(64), example.thumbnail(24)")
+    rows = np.arange(24) * 64 // 24
+    for i in big:
+        np.testing.assert_array_equal(thumbs[i], big[i][rows][:, rows])
+    assert len(images(server.address, "resize(40), example.thumbnail(24)")) == 64
 
 
 def test_plugin_op_refusals_name_what_is_wrong(start_server, plugins):
@@ -80,7 +88,7 @@ def test_plugin_op_refusals_name_what_is_wrong(start_server, plugins):
         images(server.address, "center_crop(32), example.solarize(100, bogus=1)")
     with pytest.raises(stoker.InvalidArgument, match=r"no op 'example.nope' on this server; its plugin ops: "
                                                      r"example.channel_shuffle, example.half, example.identity, "
-                                                     r"example.solarize"):
+                                                     r"example.solarize, example.thumbnail"):
         images(server.address, "center_crop(32), example.nope()")
     with pytest.raises(stoker.InvalidArgument, match=r"output size is not fixed"):
         images(server.address, "center_crop(64), example.half()")

@@ -234,8 +234,11 @@ def test_a_crash_or_a_timeout_replaces_the_process_and_is_counted(start_server, 
 def test_refusals_name_what_is_wrong(start_server, tmp_path):
     server = python_server(start_server)
     with pytest.raises(stoker.InvalidArgument, match=r"stoker_test_transforms has no public function 'nope'; it has "
-                                                     r"crashes, invert"):
+                                                     r"crashes, forged, garbles, invert"):
         loader(server.address, f"{PLAIN}, python({MODULE}:nope)")
+    # What the module imported is not its own: not callable by a session.
+    with pytest.raises(stoker.InvalidArgument, match=r"has no public function 'rmtree'"):
+        loader(server.address, f"{PLAIN}, python({MODULE}:rmtree, path=/tmp)")
     with pytest.raises(stoker.InvalidArgument, match=r"module 'os' is not one of this server's --python-transforms"):
         loader(server.address, f"{PLAIN}, python(os:system, command=true)")
     with pytest.raises(stoker.InvalidArgument, match=r"keyword 'rng' is not allowed"):

@@ -1,7 +1,9 @@
 """Python transforms for the tests (python/tests/test_user_transforms.py):
 well-behaved ones and one per fault a user's code can have."""
 import os
+import struct
 import time
+from shutil import rmtree  # noqa: F401  (imported: a session must not be able to call it)
 
 import numpy as np
 
@@ -58,6 +60,20 @@ def sleeps(sample, rng, seconds=60.0):
 
 def crashes(sample, rng):
     os.abort()
+
+
+def garbles(sample, rng, length=0x7FFFFFFF):
+    """Writes a bogus message header to the worker's socket (fd 4): a reply the server cannot read."""
+    os.write(4, struct.pack("<I", length))
+    time.sleep(0.5)
+    return sample
+
+
+def forged(sample, rng):
+    """Writes a well-formed reply of its own before the worker's: one that answers no request."""
+    body = b'{"ok": false, "error": "forged"}'
+    os.write(4, struct.pack("<I", len(body)) + body)
+    return sample
 
 
 def pid(sample, rng):
