@@ -345,15 +345,23 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     if (!cached) metrics_->read_bytes->Increment(static_cast<double>(encoded.size()));
     Rng rng = Rng::ForSample(config_.seed(), epoch, index);
     SampleTimes times;
+    UserOpIo io;  // python(...) ops see the value fields (never targets: refused with them)
+    io.max_field_bytes = max_field_bytes_;
+    if (fields != nullptr && pipeline_.has_python()) {
+      for (size_t f = 0; f < value_fields_.size(); ++f) {
+        if (f < target_roles_.size() && target_roles_[f] != TargetRole::kMember) continue;
+        io.fields.push_back({value_fields_[f].name(), value_fields_[f].kind(), &(*fields)[f]});
+      }
+    }
     try {
       if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
-        status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry);
+        status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
         if (status.ok() && geometry != nullptr) status = sink.status;
         if (status.ok() && geometry != nullptr) {
           EncodeTargets(targets, target_roles_, pipeline_.out_height(), pipeline_.out_width(), fields);
         }
       } else {
-        status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times);
+        status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times, &io);
       }
     } catch (const std::exception& e) {  // OpenCV throws; never let it reach the worker thread
       status = DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
@@ -460,7 +468,8 @@ absl::StatusOr<std::string> BatchSession::Unpack(absl::string_view bytes) const 
   return plain;
 }
 
-absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const {
+absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times,
+                                            UserOpIo* io) const {
   const StoredForm* stored = source_->stored();
   // A materialised sample: undo the compression (decode time), then run the
   // ops after the stored prefix.
@@ -475,7 +484,7 @@ absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t
   }
   if (stored->format.encoding == StoredEncoding::kJpeg) {
     // Lossy anyway: the first op is fused with decoding (a region, DCT scaling) for speed.
-    absl::Status status = pipeline_.Produce(bytes, rng, max_pixels_, dst, times, first_op_);
+    absl::Status status = pipeline_.Produce(bytes, rng, max_pixels_, dst, times, first_op_, nullptr, io);
     times->decode = absl::Now() - t0 - times->augment - times->python;  // decompression counts as decoding
     return status;
   }
@@ -487,8 +496,9 @@ absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t
     return image.status();
   }
   const absl::Time t1 = absl::Now();
-  absl::StatusOr<cv::Mat> applied =
-      pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_, nullptr, &times->python);
+  const absl::Duration python_before = io->python_time;
+  absl::StatusOr<cv::Mat> applied = pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_, nullptr, io);
+  times->python = io->python_time - python_before;
   absl::Status status = applied.ok() ? pipeline_.Store(*applied, dst) : applied.status();
   times->decode = t1 - t0;
   times->augment = absl::Now() - t1 - times->python;
@@ -557,17 +567,17 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
   }
   const absl::Time t0 = absl::Now();
   Rng rng = Rng::ForSample(config_.seed(), epoch, index);
-  absl::Duration python;
+  UserOpIo io;
   try {
-    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, first_op_, max_pixels_, nullptr, &python);
+    absl::StatusOr<cv::Mat> applied = pipeline_.Apply(image.clone(), rng, first_op_, max_pixels_, nullptr, &io);
     if (!applied.ok()) return applied.status();
     if (absl::Status stored = pipeline_.Store(*applied, dst); !stored.ok()) return stored;
   } catch (const std::exception& e) {
     return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
   }
-  const absl::Duration augment = absl::Now() - t0 - python;
+  const absl::Duration augment = absl::Now() - t0 - io.python_time;
   job.augment_ns += Nanos(augment);
-  job.python_ns += Nanos(python);
+  job.python_ns += Nanos(io.python_time);
   metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(augment));
   metrics_->samples->Increment();
   return absl::OkStatus();

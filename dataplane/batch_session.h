@@ -138,7 +138,7 @@ class BatchSession final : public StreamSession {
   absl::StatusOr<std::string> ReadSample(int64_t index) const;
   // Runs the pipeline on a sample's bytes as the source stores them (an
   // encoded image, or a materialised dataset's stored prefix output).
-  absl::Status ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times) const;
+  absl::Status ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times, UserOpIo* io) const;
   // The whole image the ops from first_op_ start from (CACHE_DECODED).
   absl::StatusOr<cv::Mat> DecodeWhole(const std::string& bytes) const;
   // A materialised sample's uncompressed bytes as an RGB image: a raw one

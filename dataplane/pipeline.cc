@@ -373,8 +373,8 @@ absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, in
 }  // namespace
 
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
-                               SampleTimes* times, size_t first_op, GeometrySink* geometry) const {
-  absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times, geometry);
+                               SampleTimes* times, size_t first_op, GeometrySink* geometry, UserOpIo* io) const {
+  absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times, geometry, io);
   if (!image.ok()) return image.status();
   const absl::Time t0 = absl::Now();
   absl::Status stored = Store(*image, dst);
@@ -383,7 +383,8 @@ absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_
 }
 
 absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels,
-                                                 size_t first_op, SampleTimes* times, GeometrySink* geometry) const {
+                                                 size_t first_op, SampleTimes* times, GeometrySink* geometry,
+                                                 UserOpIo* io) const {
   const absl::Time t0 = absl::Now();
   absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
   if (!info.ok()) return info.status();
@@ -432,15 +433,22 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
     }
     if (geometry != nullptr) geometry->Step(GeometryStep::Resize(target.width, target.height));
   }
-  times->python = absl::ZeroDuration();
-  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels, geometry, &times->python);
+  UserOpIo own;
+  if (io == nullptr) io = &own;
+  const absl::Duration python_before = io->python_time;
+  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels, geometry, io);
+  times->python = io->python_time - python_before;
   times->decode = t1 - t0;
   times->augment = absl::Now() - t1 - times->python;
   return applied;
 }
 
+bool Pipeline::has_python() const {
+  return std::any_of(ops_.begin(), ops_.end(), [](const v1::Op& op) { return op.has_python(); });
+}
+
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
-                                        GeometrySink* geometry, absl::Duration* python_time) const {
+                                        GeometrySink* geometry, UserOpIo* io) const {
   auto step = [&](const GeometryStep& s) {
     if (geometry != nullptr) geometry->Step(s);
   };
@@ -520,7 +528,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         break;
       case v1::Op::kPython:
       case v1::Op::kPlugin:
-        if (absl::Status s = ApplyUserOp(i, image, rng, max_pixels, python_time); !s.ok()) return s;
+        if (absl::Status s = ApplyUserOp(i, image, rng, max_pixels, io); !s.ok()) return s;
         break;
       case v1::Op::kNormalize:  // applied by Store, with the dtype conversion
       case v1::Op::OP_NOT_SET:
@@ -565,8 +573,7 @@ absl::Status Pipeline::Instantiate(size_t i, const v1::Op& op) {
   return absl::OkStatus();
 }
 
-absl::Status Pipeline::ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels,
-                                   absl::Duration* python_time) const {
+absl::Status Pipeline::ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const {
   const v1::Op& op = ops_[i];
   const int64_t limit = max_pixels > 0 ? max_pixels : int64_t{1} << 28;
   absl::StatusOr<cv::Mat> out;
@@ -574,8 +581,8 @@ absl::Status Pipeline::ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t m
     if (!PassesGate(op.python().has_p(), op.python().p(), 1, rng)) return absl::OkStatus();
     if (user_.python == nullptr) return DecodeError(DecodeFailure::kTransform, "python ops need a Python stage");
     const absl::Time t0 = absl::Now();
-    out = user_.python->Run(op.python(), i, rng.origin(), image, limit);
-    if (python_time != nullptr) *python_time += absl::Now() - t0;
+    out = user_.python->Run(op.python(), i, rng.origin(), image, limit, io);
+    if (io != nullptr) io->python_time += absl::Now() - t0;
   } else {
     if (!PassesGate(op.plugin().has_p(), op.plugin().p(), 1, rng)) return absl::OkStatus();
     out = plugin_ops_.at(i)->Apply(image, rng, limit);

@@ -72,21 +72,27 @@ class Pipeline {
   // moves the sample's targets with them (geometry.h); it is started with
   // the decoded image's size, which fails (kBadField) when a mask does not
   // have it.
+  // `io` (may be null) carries the sample's value fields to python(...) ops
+  // and back; its python_time becomes times->python.
   absl::Status Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst, SampleTimes* times,
-                       size_t first_op = 0, GeometrySink* geometry = nullptr) const;
+                       size_t first_op = 0, GeometrySink* geometry = nullptr, UserOpIo* io = nullptr) const;
   // Produce without Store: the RGB image after ops [first_op, end), decoding
   // fused with op first_op as Produce does.
   absl::StatusOr<cv::Mat> DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels, size_t first_op,
-                                         SampleTimes* times, GeometrySink* geometry = nullptr) const;
+                                         SampleTimes* times, GeometrySink* geometry = nullptr,
+                                         UserOpIo* io = nullptr) const;
 
   // Runs ops [first_op, end) on an RGB image. The result of the whole list is
   // out_height x out_width x 3 (before normalize, which Store applies). A
   // resize whose output would exceed `max_pixels` (0: no limit) fails as
   // too_large before anything is allocated (review 1.11: resize(8192) of a
   // 100:1 panorama asked for gigabytes).
-  // `python_time` (may be null) receives the time spent in python(...) ops.
+  // `io` (may be null): the sample's value fields for python(...) ops, and
+  // the time spent in them.
   absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0,
-                                GeometrySink* geometry = nullptr, absl::Duration* python_time = nullptr) const;
+                                GeometrySink* geometry = nullptr, UserOpIo* io = nullptr) const;
+  // Whether any op is python(...).
+  bool has_python() const;
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
   // and dtype, normalizing if the last op is normalize. The image is 8-bit,
@@ -104,7 +110,7 @@ class Pipeline {
   // Keeps the plugin's instance of a plugin op (ops_[i]).
   absl::Status Instantiate(size_t i, const v1::Op& op);
   // Runs a python(...) or plugin op (ops_[i]) on the image.
-  absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, absl::Duration* python_time) const;
+  absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const;
 
   std::vector<v1::Op> ops_;  // with defaults filled in
   UserOps user_;

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/sample_fields.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 
@@ -116,6 +117,21 @@ nlohmann::json ArgumentJson(const v1::OpArgument& a) {
     default: return nullptr;
   }
 }
+
+// How a value field crosses to Python: its encoded values as a NumPy dtype.
+const char* FieldDtype(v1::FieldKind kind) {
+  switch (kind) {
+    case v1::CLASS:
+    case v1::CLASSES:
+    case v1::TOKENS:
+      return "int32";
+    case v1::NUMBER:
+      return "float32";
+    default:
+      return "uint8";
+  }
+}
+int64_t FieldElementBytes(v1::FieldKind kind) { return std::string(FieldDtype(kind)) == "uint8" ? 1 : 4; }
 
 absl::Status Failure(const v1::PythonTransform& op, const std::string& what) {
   return DecodeError(DecodeFailure::kTransform, absl::StrCat("python(", op.function(), ") ", what));
@@ -354,12 +370,12 @@ void PythonStage::Release(int slot) {
 }
 
 absl::StatusOr<cv::Mat> PythonStage::Run(const v1::PythonTransform& op, size_t position, const Rng::Origin& origin,
-                                         const cv::Mat& image, int64_t max_pixels) {
+                                         const cv::Mat& image, int64_t max_pixels, UserOpIo* io) {
   const int slot = Acquire();
   Worker& w = *workers_[static_cast<size_t>(slot)];
   absl::StatusOr<cv::Mat> out;
   try {
-    out = Call(w, op, position, origin, image, max_pixels);
+    out = Call(w, op, position, origin, image, max_pixels, io);
   } catch (const std::exception& e) {  // a reply nlohmann cannot read, an allocation: the sample's, and the process is replaced
     Stop(w);
     if (metrics_) metrics_->PythonReplaced("protocol").Increment();
@@ -371,7 +387,8 @@ absl::StatusOr<cv::Mat> PythonStage::Run(const v1::PythonTransform& op, size_t p
 }
 
 absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& op, size_t position,
-                                          const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels) {
+                                          const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels,
+                                          UserOpIo* io) {
   if (w.pid > 0) {  // a process that died while idle (the OOM killer, a stray signal) is replaced, not blamed
     int status = 0;
     if (waitpid(w.pid.load(), &status, WNOHANG) == w.pid.load()) {
@@ -394,6 +411,25 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
   for (int y = 0; y < image.rows; ++y) {
     std::memcpy(w.shm + int64_t{y} * image.cols * 3, image.ptr<uint8_t>(y), size_t(image.cols) * 3);
   }
+  // The value fields after the image, each at an aligned offset.
+  nlohmann::json fields = nlohmann::json::array();
+  int64_t end = in_bytes;
+  if (io != nullptr) {
+    for (const PythonField& f : io->fields) {
+      const int64_t at = (end + kAlign - 1) / kAlign * kAlign;
+      const int64_t bytes = static_cast<int64_t>(f.value->size());
+      if (bytes > config_.shared_bytes - at - kAlign) {
+        return Failure(op, absl::StrCat("cannot take field '", f.name, "' of ", bytes, " bytes: over the ",
+                                        config_.shared_bytes, " bytes of --python-transform-max-bytes"));
+      }
+      std::memcpy(w.shm + at, f.value->data(), static_cast<size_t>(bytes));
+      fields.push_back({{"name", f.name},
+                        {"dtype", FieldDtype(f.kind)},
+                        {"count", bytes / FieldElementBytes(f.kind)},
+                        {"offset", at}});
+      end = at + bytes;
+    }
+  }
   nlohmann::json kwargs = nlohmann::json::object();
   for (const v1::OpArgument& a : op.kwargs()) kwargs[a.name()] = ArgumentJson(a);
   const uint64_t id = ++w.calls;
@@ -403,6 +439,8 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
       {"kwargs", kwargs},
       {"seed", {origin.seed, std::max<int64_t>(0, origin.epoch), std::max<int64_t>(0, origin.index), position}},
       {"image", {image.rows, image.cols, 3}},
+      {"fields", fields},
+      {"inputs_end", end},
       {"max_pixels", max_pixels}};
   const absl::Time deadline = absl::Now() + config_.timeout;
   nlohmann::json reply;
@@ -452,9 +490,58 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
   if (max_pixels > 0 && h * wd > max_pixels) {
     return Failure(op, absl::StrCat("returned ", wd, "x", h, " pixels; --max-pixels is ", max_pixels));
   }
+  if (io != nullptr && !io->fields.empty()) {
+    if (absl::Status s = TakeFields(op, w, reply, io); !s.ok()) return s;
+  }
   cv::Mat out(static_cast<int>(h), static_cast<int>(wd), CV_8UC3);
   std::memcpy(out.data, w.shm + at, static_cast<size_t>(h * wd * 3));
   return out;
+}
+
+absl::Status PythonStage::TakeFields(const v1::PythonTransform& op, const Worker& w, const nlohmann::json& reply,
+                                     UserOpIo* io) const {
+  auto returned = reply.find("fields");
+  if (returned == reply.end() || !returned->is_array()) return Failure(op, "replied without its fields");
+  // Checked in full before any value is replaced: a failed sample keeps its fields.
+  std::vector<std::pair<PythonField*, std::string>> changes;
+  for (const nlohmann::json& r : *returned) {
+    const std::string name = r.is_object() ? StringField(r, "name", "") : "";
+    auto f = std::find_if(io->fields.begin(), io->fields.end(), [&](const PythonField& x) { return x.name == name; });
+    auto count = r.is_object() ? r.find("count") : r.end();
+    auto offset = r.is_object() ? r.find("offset") : r.end();
+    if (f == io->fields.end() || count == r.end() || offset == r.end() || !count->is_number_integer() ||
+        !offset->is_number_integer()) {
+      return Failure(op, absl::StrCat("replied with a field that is not the sample's ('", name, "')"));
+    }
+    const int64_t n = count->get<int64_t>(), at = offset->get<int64_t>(), element = FieldElementBytes(f->kind);
+    if (n < 0 || at < 0 || at > config_.shared_bytes || n > (config_.shared_bytes - at) / element) {
+      return Failure(op, absl::StrCat("replied with field '", name, "' outside its memory"));
+    }
+    const int64_t bytes = n * element;
+    if (bytes > io->max_field_bytes) {
+      return DecodeError(DecodeFailure::kTooLarge,
+                         absl::StrCat("python(", op.function(), ") returned field '", name, "' of ", bytes,
+                                      " bytes; the session's max_field_bytes is ", io->max_field_bytes));
+    }
+    if ((f->kind == v1::CLASS || f->kind == v1::NUMBER) && n != 1) {
+      return Failure(op, absl::StrCat("returned field '", name, "' with ", n, " values; a ",
+                                      v1::FieldKind_Name(f->kind), " field holds one"));
+    }
+    if (f->kind == v1::CLASSES && n > kMaxClassesPerSample) {
+      return Failure(op, absl::StrCat("returned field '", name, "' with ", n, " classes; at most ",
+                                      kMaxClassesPerSample));
+    }
+    std::string value(reinterpret_cast<const char*>(w.shm + at), static_cast<size_t>(bytes));
+    if (f->kind == v1::TEXT || f->kind == v1::JSON) {
+      absl::StatusOr<std::string> checked =
+          EncodeFieldValue(f->kind, std::move(value), absl::StrCat("python(", op.function(), ") field '", name, "'"));
+      if (!checked.ok()) return DecodeError(DecodeFailure::kTransform, checked.status().message());
+      value = *std::move(checked);
+    }
+    changes.emplace_back(&*f, std::move(value));
+  }
+  for (auto& [field, value] : changes) *field->value = std::move(value);
+  return absl::OkStatus();
 }
 
 }  // namespace stoker

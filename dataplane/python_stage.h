@@ -30,6 +30,8 @@
 #include "absl/time/time.h"
 #include "common/rng.h"
 #include "dataplane/server_metrics.h"
+#include "dataplane/user_ops.h"
+#include "nlohmann/json_fwd.hpp"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
 
@@ -63,8 +65,12 @@ class PythonStage {
   // with [origin.seed, origin.epoch, origin.index, position]. The result is
   // 8-bit RGB of at most max_pixels (0: no limit) pixels. A failure is a
   // DecodeError(kTransform) whose message starts with "python(module:fn)".
+  // `io` (may be null): the sample's value fields, passed as NumPy arrays
+  // under their names and replaced by what the function returns for them
+  // (checked as their kinds are: UTF-8 text, JSON that parses, one class,
+  // at most max_field_bytes); untouched when the call fails.
   absl::StatusOr<cv::Mat> Run(const v1::PythonTransform& op, size_t position, const Rng::Origin& origin,
-                              const cv::Mat& image, int64_t max_pixels);
+                              const cv::Mat& image, int64_t max_pixels, UserOpIo* io = nullptr);
 
   int processes() const { return static_cast<int>(workers_.size()); }
   // The running processes' ids (tests kill one to check replacement).
@@ -88,7 +94,10 @@ class PythonStage {
   std::string Reap(Worker& w);
   // One call on a worker this thread holds.
   absl::StatusOr<cv::Mat> Call(Worker& w, const v1::PythonTransform& op, size_t position,
-                               const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels);
+                               const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels, UserOpIo* io);
+  // The reply's fields, checked, into io's values.
+  absl::Status TakeFields(const v1::PythonTransform& op, const Worker& w, const nlohmann::json& reply,
+                          UserOpIo* io) const;
   int Acquire();
   void Release(int slot);
 

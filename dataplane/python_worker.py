@@ -7,9 +7,11 @@
 # listed (--python-transforms), and the server checked the name first.
 #
 # Request:  {"id": n, "fn": "mod:name", "kwargs": {...}, "seed": [seed, epoch, index, position],
-#            "image": [h, w, c], "max_pixels": N}  (the image at offset 0)
-# Reply:    {"id": n, "ok": true, "image": [h, w, c], "offset": K}
+#            "image": [h, w, c], "fields": [{"name", "dtype", "count", "offset"}...],
+#            "inputs_end": E, "max_pixels": N}  (the image at offset 0, the fields after it)
+# Reply:    {"id": n, "ok": true, "image": [h, w, c], "offset": K, "fields": [{"name", "count", "offset"}...]}
 #           {"id": n, "ok": false, "error": "..."}
+# Outputs are written from E on (aligned), never over the inputs.
 # Load-bearing: the server (python_stage.cc) reads exactly these fields.
 import importlib
 import inspect
@@ -77,6 +79,28 @@ def _check_image(image, max_pixels, capacity):
     return None
 
 
+def _align(n):
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _field_array(name, value, dtype):
+    """A returned field as a 1-D array of its kind's dtype, or the problem."""
+    import numpy as np
+
+    if isinstance(value, str):
+        value = value.encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = np.frombuffer(value, dtype=np.uint8)
+    if not isinstance(value, np.ndarray):
+        return None, f"returned field '{name}' as a {type(value).__name__}; expected a NumPy array of {dtype}"
+    if value.ndim == 0:
+        value = value.reshape(1)
+    if value.dtype != np.dtype(dtype) or value.ndim != 1:
+        return None, (f"returned field '{name}' of dtype {value.dtype} and shape {tuple(value.shape)}; "
+                      f"expected a 1-D array of {dtype}")
+    return value, None
+
+
 def _call(functions, shm, request):
     import numpy as np
 
@@ -85,6 +109,9 @@ def _call(functions, shm, request):
     size = h * w * c
     image = np.frombuffer(shm, dtype=np.uint8, count=size, offset=0).reshape(h, w, c)
     sample = {"image": image}
+    fields = [f for f in request.get("fields", []) if f["name"] != "image"]
+    for f in fields:
+        sample[f["name"]] = np.frombuffer(shm, dtype=f["dtype"], count=f["count"], offset=f["offset"])
     rng = np.random.default_rng(request["seed"])
     try:
         out = fn(sample, rng, **request["kwargs"])
@@ -98,16 +125,30 @@ def _call(functions, shm, request):
     if "image" not in out:
         return {"ok": False, "error": "returned a dict without 'image'"}
     result = out["image"]
-    offset = (size + ALIGN - 1) // ALIGN * ALIGN
+    offset = _align(request.get("inputs_end", size))
     problem = _check_image(result, request["max_pixels"], len(shm) - offset)
     if problem:
         return {"ok": False, "error": problem}
+    reply = {"ok": True, "image": [int(x) for x in result.shape], "offset": offset, "fields": []}
     if result is image or (result.__array_interface__["data"][0] == image.__array_interface__["data"][0]
                            and result.shape == image.shape and result.flags.c_contiguous):
-        return {"ok": True, "image": list(image.shape), "offset": 0}  # changed in place
-    target = np.frombuffer(shm, dtype=np.uint8, count=result.nbytes, offset=offset).reshape(result.shape)
-    np.copyto(target, result)
-    return {"ok": True, "image": [int(x) for x in result.shape], "offset": offset}
+        reply["offset"] = 0  # changed in place
+        end = offset
+    else:
+        target = np.frombuffer(shm, dtype=np.uint8, count=result.nbytes, offset=offset).reshape(result.shape)
+        np.copyto(target, result)
+        end = _align(offset + result.nbytes)
+    for f in fields:
+        value, problem = _field_array(f["name"], out.get(f["name"], sample[f["name"]]), f["dtype"])
+        if problem:
+            return {"ok": False, "error": problem}
+        if value.nbytes > len(shm) - end:
+            return {"ok": False, "error": f"returned field '{f['name']}' of {value.nbytes} bytes does not fit the "
+                                          "shared memory (--python-transform-max-bytes)"}
+        np.copyto(np.frombuffer(shm, dtype=value.dtype, count=value.size, offset=end), value)
+        reply["fields"].append({"name": f["name"], "count": int(value.size), "offset": end})
+        end = _align(end + value.nbytes)
+    return reply
 
 
 def _public(module):

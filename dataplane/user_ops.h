@@ -6,7 +6,13 @@
 #ifndef STOKER_DATAPLANE_USER_OPS_H_
 #define STOKER_DATAPLANE_USER_OPS_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
@@ -16,6 +22,24 @@ class OpPlugins;
 struct UserOps {
   std::shared_ptr<PythonStage> python;
   std::shared_ptr<const OpPlugins> plugins;
+};
+
+// A value field of the sample (a caption, a class, tokens...) as a python(...)
+// op sees it: a NumPy array of its encoded values (uint8 for text, bytes
+// and json; int32 for class, classes and tokens; float32 for number), which
+// the function may replace. `value` belongs to the caller.
+struct PythonField {
+  std::string name;
+  v1::FieldKind kind = v1::FIELD_KIND_UNSPECIFIED;
+  std::string* value = nullptr;
+};
+
+// What user ops exchange with the rest of a sample besides its image, for
+// one sample on one thread.
+struct UserOpIo {
+  absl::Duration python_time;       // spent in python(...) ops
+  std::vector<PythonField> fields;  // the sample's value fields
+  int64_t max_field_bytes = 0;      // a changed value's limit (the session's max_field_bytes)
 };
 
 }  // namespace stoker

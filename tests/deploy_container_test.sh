@@ -59,10 +59,12 @@ while read -r src; do
   [ -e "$root/$src" ] || missing="$missing $src"
 done < <(sed -n 's/^COPY \([^-][^ ]*\) .*/\1/p' "$file")
 [ -z "$missing" ] && ok "every COPY source exists" || fail "COPY sources missing:$missing"
-# Every source folder the top-level CMakeLists adds is copied into the build
-# stage (python/ is off there): a new folder is not forgotten.
+# Every source folder the top-level CMakeLists adds, or reads files from
+# (include/, cmake/), is copied into the build stage (python/ is off there):
+# a new folder is not forgotten.
 uncopied=
-for dir in $(sed -n 's/^ *add_subdirectory(\([a-z_]*\).*/\1/p' "$root/CMakeLists.txt" | sort -u); do
+read_from=$(grep -o '\b[a-z_]*/[a-zA-Z_]*/\?[a-zA-Z_.]*\.\(h\|hpp\|in\)\b' "$root/CMakeLists.txt" | cut -d/ -f1)
+for dir in $( (sed -n 's/^ *add_subdirectory(\([a-z_]*\).*/\1/p' "$root/CMakeLists.txt"; echo "$read_from") | sort -u); do
   [ "$dir" = python ] && continue
   grep -q "^COPY $dir/ " "$file" || uncopied="$uncopied $dir"
 done
