@@ -164,6 +164,39 @@ TEST_F(PythonStageTest, WorkersIgnoreSignalsToTheServersGroupAndLeaveWithIt) {
   EXPECT_EQ(kill(pid, 0), -1);
 }
 
+TEST_F(PythonStageTest, ValueFieldsAreArraysTheFunctionMayReplace) {
+  auto stage = PythonStage::Start(Config(1), &metrics_);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  std::string caption = "a photo of a cat", label(4, '\0');
+  label[0] = 3;  // int32 little-endian
+  UserOpIo io;
+  io.max_field_bytes = 1 << 20;
+  io.fields = {{"caption", v1::TEXT, &caption}, {"label", v1::CLASS, &label}};
+  absl::StatusOr<cv::Mat> out =
+      (*stage)->Run(Op("python(stoker_test_transforms:caption_upper)"), 0, {}, Image(), 0, &io);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(caption, "A PHOTO OF A CAT");
+  EXPECT_EQ(label, std::string("\x67\0\0\0", 4));  // 103
+  // A function that leaves them alone leaves their bytes.
+  ASSERT_TRUE((*stage)->Run(Op("python(stoker_test_transforms:invert)"), 0, {}, Image(), 0, &io).ok());
+  EXPECT_EQ(caption, "A PHOTO OF A CAT");
+  // Wrong values fail the sample and change nothing.
+  for (const auto& [fn, reason] : std::vector<std::pair<std::string, std::string>>{
+           {"bad_caption", "not UTF-8"},
+           {"label_as_float", "returned field 'label' of dtype float64 and shape (1,); expected a 1-D array of int32"},
+       }) {
+    out = (*stage)->Run(Op("python(stoker_test_transforms:" + fn + ")"), 0, {}, Image(), 0, &io);
+    ASSERT_FALSE(out.ok()) << fn;
+    EXPECT_NE(out.status().message().find(reason), std::string::npos) << out.status();
+    EXPECT_EQ(caption, "A PHOTO OF A CAT");
+    EXPECT_EQ(label, std::string("\x67\0\0\0", 4));
+  }
+  io.max_field_bytes = 4;  // the session's max_field_bytes holds for a changed value
+  out = (*stage)->Run(Op("python(stoker_test_transforms:caption_upper)"), 0, {}, Image(), 0, &io);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(DecodeFailureOf(out.status()), DecodeFailure::kTooLarge) << out.status();
+}
+
 TEST_F(PythonStageTest, ImagesOverTheLimitsAreRefused) {
   auto stage = PythonStage::Start(Config(1), &metrics_);
   ASSERT_TRUE(stage.ok()) << stage.status();

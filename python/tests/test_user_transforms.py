@@ -33,8 +33,8 @@ def transforms_on_path(monkeypatch):
     sys.path.remove(TRANSFORMS)
 
 
-def python_server(start_server, *flags):
-    return start_server(f"--python-transforms={MODULE}", f"--python-executable={sys.executable}", *flags)
+def python_server(start_server, *flags, **kw):
+    return start_server(f"--python-transforms={MODULE}", f"--python-executable={sys.executable}", *flags, **kw)
 
 
 def loader(servers, pipeline, **kw):
@@ -231,10 +231,39 @@ def test_a_crash_or_a_timeout_replaces_the_process_and_is_counted(start_server, 
     assert server.proc.poll() is None
 
 
+def test_a_function_sees_and_changes_the_samples_value_fields(start_server, tmp_path, data_root):
+    import io
+    import tarfile
+    root = tmp_path / "root"
+    (root / "pairs").mkdir(parents=True)
+    jpegs = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(data_root, "ds")) for f in fs)[:16]
+    with tarfile.open(root / "pairs" / "train-000000.tar", "w") as tar:
+        for i, path in enumerate(jpegs):
+            for ext, data in (("jpg", open(path, "rb").read()), ("txt", f"caption number {i}".encode()),
+                              ("cls", str(i % 3).encode())):
+                info = tarfile.TarInfo(f"s{i:04d}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    server = python_server(start_server, root=str(root))
+    fields = {"image": "jpg", "caption": "txt", "label": "cls"}
+    seen = set()
+    l = loader(server.address, f"{PLAIN}, python({MODULE}:caption_upper)", fields=fields, batch_size=4, dataset="pairs")
+    for batch in l:
+        for i, caption, label in zip(l.last_batch["sample_indices"], batch["caption"], batch["label"].tolist()):
+            assert caption == f"CAPTION NUMBER {i}"
+            assert label == i % 3 + 100
+            seen.add(i)
+    assert seen == set(range(16))
+    with pytest.raises(stoker.DataLoss, match=r"python\(stoker_test_transforms:bad_caption\) field 'caption'.*not UTF-8"):
+        for _ in loader(server.address, f"{PLAIN}, python({MODULE}:bad_caption)", fields=fields, dataset="pairs",
+                        bad_sample_policy="fail"):
+            pass
+
+
 def test_refusals_name_what_is_wrong(start_server, tmp_path):
     server = python_server(start_server)
     with pytest.raises(stoker.InvalidArgument, match=r"stoker_test_transforms has no public function 'nope'; it has "
-                                                     r"crashes, forged, garbles, invert"):
+                                                     r"bad_caption, caption_upper, crashes, forged, garbles, invert"):
         loader(server.address, f"{PLAIN}, python({MODULE}:nope)")
     # What the module imported is not its own: not callable by a session.
     with pytest.raises(stoker.InvalidArgument, match=r"has no public function 'rmtree'"):

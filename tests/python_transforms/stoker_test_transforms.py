@@ -81,3 +81,20 @@ def pid(sample, rng):
     value = os.getpid()
     sample["image"][0, 0, :] = [value & 255, (value >> 8) & 255, (value >> 16) & 255]
     return sample
+
+
+def caption_upper(sample, rng):
+    """Changes the value fields: the caption (uint8 UTF-8) upper-cased, the class (int32) plus 100."""
+    sample["caption"] = bytes(sample["caption"]).decode().upper()
+    sample["label"] = np.array([int(sample["label"][0]) + 100], dtype=np.int32)
+    return sample
+
+
+def bad_caption(sample, rng):
+    sample["caption"] = b"\xff\xfe not UTF-8"
+    return sample
+
+
+def label_as_float(sample, rng):
+    sample["label"] = np.array([1.5])
+    return sample
