@@ -345,9 +345,9 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     if (!cached) metrics_->read_bytes->Increment(static_cast<double>(encoded.size()));
     Rng rng = Rng::ForSample(config_.seed(), epoch, index);
     SampleTimes times;
-    UserOpIo io;  // python(...) ops see the value fields (never targets: refused with them)
+    UserOpIo io;  // user ops see the value fields (never targets: refused with them)
     io.max_field_bytes = max_field_bytes_;
-    if (fields != nullptr && pipeline_.has_python()) {
+    if (fields != nullptr && pipeline_.has_user_ops()) {
       for (size_t f = 0; f < value_fields_.size(); ++f) {
         if (f < target_roles_.size() && target_roles_[f] != TargetRole::kMember) continue;
         io.fields.push_back({value_fields_[f].name(), value_fields_[f].kind(), &(*fields)[f]});

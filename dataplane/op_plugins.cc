@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/sample_fields.h"
 #include "glog/logging.h"
 
 namespace stoker {
@@ -41,6 +43,18 @@ StokerImage* Allocate(void* host, int32_t height, int32_t width) {
   made->mat.create(height, width, CV_8UC3);
   made->image = {made->mat.data, height, width, 3, static_cast<int64_t>(made->mat.step[0])};
   return &made->image;
+}
+
+// The fields' host: the values a plugin asked to replace, by index.
+struct Replaced {
+  std::vector<std::optional<std::string>> values;
+};
+
+int32_t Replace(void* host, int32_t index, const uint8_t* data, int64_t size) {
+  auto* r = static_cast<Replaced*>(host);
+  if (index < 0 || static_cast<size_t>(index) >= r->values.size() || size < 0 || (data == nullptr && size > 0)) return 1;
+  r->values[static_cast<size_t>(index)] = std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(size));
+  return 0;
 }
 
 }  // namespace
@@ -166,7 +180,7 @@ int PluginInstance::OutputSize(int* height, int* width) const {
   return kind;
 }
 
-absl::StatusOr<cv::Mat> PluginInstance::Apply(cv::Mat image, Rng& rng, int64_t max_pixels) const {
+absl::StatusOr<cv::Mat> PluginInstance::Apply(cv::Mat image, Rng& rng, int64_t max_pixels, UserOpIo* io) const {
   if (image.type() != CV_8UC3) {
     return DecodeError(DecodeFailure::kTransform, absl::StrCat(info_->name, " was given an image that is not 8-bit RGB"));
   }
@@ -174,10 +188,33 @@ absl::StatusOr<cv::Mat> PluginInstance::Apply(cv::Mat image, Rng& rng, int64_t m
   StokerRng generator{&rng, &NextFromRng};
   Made made{max_pixels};
   StokerAllocator allocator{&made, &Allocate};
+  std::vector<StokerField> given;
+  Replaced replaced;
+  if (io != nullptr) {
+    for (const UserOpField& f : io->fields) {
+      given.push_back({f.name.c_str(), static_cast<int32_t>(f.kind), reinterpret_cast<const uint8_t*>(f.value->data()),
+                       static_cast<int64_t>(f.value->size())});
+    }
+  }
+  replaced.values.resize(given.size());
+  StokerFields fields{static_cast<int32_t>(given.size()), given.data(), &replaced, &Replace};
   char error[512] = "";
-  if (info_->apply(state_, &in, &generator, &allocator, error, sizeof(error)) != 0) {
+  if (info_->apply(state_, &in, &generator, &allocator, &fields, error, sizeof(error)) != 0) {
     return DecodeError(DecodeFailure::kTransform,
                        absl::StrCat(info_->name, " failed: ", error[0] ? error : "(no message)"));
+  }
+  // The replaced fields, checked in full before any is set.
+  std::vector<std::string> checked(replaced.values.size());
+  for (size_t i = 0; i < replaced.values.size(); ++i) {
+    if (!replaced.values[i]) continue;
+    absl::StatusOr<std::string> value =
+        CheckReplacedField(io->fields[i].kind, *std::move(replaced.values[i]), io->max_field_bytes,
+                           absl::StrCat(info_->name, " field '", io->fields[i].name, "'"));
+    if (!value.ok()) return value.status();
+    checked[i] = *std::move(value);
+  }
+  for (size_t i = 0; i < replaced.values.size(); ++i) {
+    if (replaced.values[i]) *io->fields[i].value = std::move(checked[i]);
   }
   return made.mat.empty() ? image : made.mat;
 }

@@ -49,9 +49,10 @@ class PluginInstance {
   const StokerOpInfo& info() const { return *info_; }
   // StokerOutputSize, and the size when it is fixed.
   int OutputSize(int* height, int* width) const;
-  // Runs the op on an 8-bit RGB image; a failure is DecodeError(kTransform)
-  // naming the op.
-  absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, int64_t max_pixels) const;
+  // Runs the op on an 8-bit RGB image and `io`'s value fields (may be null:
+  // none); a failure is DecodeError(kTransform) naming the op, and leaves
+  // the fields as they were.
+  absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, int64_t max_pixels, UserOpIo* io = nullptr) const;
 
  private:
   PluginInstance(std::shared_ptr<const OpPlugins> plugins, const StokerOpInfo* info, void* state)

@@ -443,8 +443,8 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   return applied;
 }
 
-bool Pipeline::has_python() const {
-  return std::any_of(ops_.begin(), ops_.end(), [](const v1::Op& op) { return op.has_python(); });
+bool Pipeline::has_user_ops() const {
+  return std::any_of(ops_.begin(), ops_.end(), [](const v1::Op& op) { return op.has_python() || op.has_plugin(); });
 }
 
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
@@ -585,7 +585,7 @@ absl::Status Pipeline::ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t m
     if (io != nullptr) io->python_time += absl::Now() - t0;
   } else {
     if (!PassesGate(op.plugin().has_p(), op.plugin().p(), 1, rng)) return absl::OkStatus();
-    out = plugin_ops_.at(i)->Apply(image, rng, limit);
+    out = plugin_ops_.at(i)->Apply(image, rng, limit, io);
   }
   if (!out.ok()) return out.status();
   if (auto keep = keeps_size_.find(i); keep != keeps_size_.end() && out->size() != keep->second) {

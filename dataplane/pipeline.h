@@ -91,8 +91,8 @@ class Pipeline {
   // the time spent in them.
   absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0,
                                 GeometrySink* geometry = nullptr, UserOpIo* io = nullptr) const;
-  // Whether any op is python(...).
-  bool has_python() const;
+  // Whether any op is python(...) or a plugin's.
+  bool has_user_ops() const;
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
   // and dtype, normalizing if the last op is normalize. The image is 8-bit,

@@ -120,18 +120,9 @@ nlohmann::json ArgumentJson(const v1::OpArgument& a) {
 
 // How a value field crosses to Python: its encoded values as a NumPy dtype.
 const char* FieldDtype(v1::FieldKind kind) {
-  switch (kind) {
-    case v1::CLASS:
-    case v1::CLASSES:
-    case v1::TOKENS:
-      return "int32";
-    case v1::NUMBER:
-      return "float32";
-    default:
-      return "uint8";
-  }
+  const int64_t element = FieldElementBytes(kind);
+  return element == 1 ? "uint8" : kind == v1::NUMBER ? "float32" : "int32";
 }
-int64_t FieldElementBytes(v1::FieldKind kind) { return std::string(FieldDtype(kind)) == "uint8" ? 1 : 4; }
 
 absl::Status Failure(const v1::PythonTransform& op, const std::string& what) {
   return DecodeError(DecodeFailure::kTransform, absl::StrCat("python(", op.function(), ") ", what));
@@ -415,7 +406,7 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
   nlohmann::json fields = nlohmann::json::array();
   int64_t end = in_bytes;
   if (io != nullptr) {
-    for (const PythonField& f : io->fields) {
+    for (const UserOpField& f : io->fields) {
       const int64_t at = (end + kAlign - 1) / kAlign * kAlign;
       const int64_t bytes = static_cast<int64_t>(f.value->size());
       if (bytes > config_.shared_bytes - at - kAlign) {
@@ -503,10 +494,10 @@ absl::Status PythonStage::TakeFields(const v1::PythonTransform& op, const Worker
   auto returned = reply.find("fields");
   if (returned == reply.end() || !returned->is_array()) return Failure(op, "replied without its fields");
   // Checked in full before any value is replaced: a failed sample keeps its fields.
-  std::vector<std::pair<PythonField*, std::string>> changes;
+  std::vector<std::pair<UserOpField*, std::string>> changes;
   for (const nlohmann::json& r : *returned) {
     const std::string name = r.is_object() ? StringField(r, "name", "") : "";
-    auto f = std::find_if(io->fields.begin(), io->fields.end(), [&](const PythonField& x) { return x.name == name; });
+    auto f = std::find_if(io->fields.begin(), io->fields.end(), [&](const UserOpField& x) { return x.name == name; });
     auto count = r.is_object() ? r.find("count") : r.end();
     auto offset = r.is_object() ? r.find("offset") : r.end();
     if (f == io->fields.end() || count == r.end() || offset == r.end() || !count->is_number_integer() ||
@@ -517,28 +508,11 @@ absl::Status PythonStage::TakeFields(const v1::PythonTransform& op, const Worker
     if (n < 0 || at < 0 || at > config_.shared_bytes || n > (config_.shared_bytes - at) / element) {
       return Failure(op, absl::StrCat("replied with field '", name, "' outside its memory"));
     }
-    const int64_t bytes = n * element;
-    if (bytes > io->max_field_bytes) {
-      return DecodeError(DecodeFailure::kTooLarge,
-                         absl::StrCat("python(", op.function(), ") returned field '", name, "' of ", bytes,
-                                      " bytes; the session's max_field_bytes is ", io->max_field_bytes));
-    }
-    if ((f->kind == v1::CLASS || f->kind == v1::NUMBER) && n != 1) {
-      return Failure(op, absl::StrCat("returned field '", name, "' with ", n, " values; a ",
-                                      v1::FieldKind_Name(f->kind), " field holds one"));
-    }
-    if (f->kind == v1::CLASSES && n > kMaxClassesPerSample) {
-      return Failure(op, absl::StrCat("returned field '", name, "' with ", n, " classes; at most ",
-                                      kMaxClassesPerSample));
-    }
-    std::string value(reinterpret_cast<const char*>(w.shm + at), static_cast<size_t>(bytes));
-    if (f->kind == v1::TEXT || f->kind == v1::JSON) {
-      absl::StatusOr<std::string> checked =
-          EncodeFieldValue(f->kind, std::move(value), absl::StrCat("python(", op.function(), ") field '", name, "'"));
-      if (!checked.ok()) return DecodeError(DecodeFailure::kTransform, checked.status().message());
-      value = *std::move(checked);
-    }
-    changes.emplace_back(&*f, std::move(value));
+    std::string value(reinterpret_cast<const char*>(w.shm + at), static_cast<size_t>(n * element));
+    absl::StatusOr<std::string> checked = CheckReplacedField(
+        f->kind, std::move(value), io->max_field_bytes, absl::StrCat("python(", op.function(), ") field '", name, "'"));
+    if (!checked.ok()) return checked.status();
+    changes.emplace_back(&*f, *std::move(checked));
   }
   for (auto& [field, value] : changes) *field->value = std::move(value);
   return absl::OkStatus();

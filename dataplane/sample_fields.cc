@@ -167,6 +167,38 @@ absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string byt
   }
 }
 
+int64_t FieldElementBytes(v1::FieldKind kind) {
+  return kind == v1::CLASS || kind == v1::CLASSES || kind == v1::TOKENS || kind == v1::NUMBER ? 4 : 1;
+}
+
+absl::StatusOr<std::string> CheckReplacedField(v1::FieldKind kind, std::string value, int64_t max_bytes,
+                                               const std::string& where) {
+  const int64_t bytes = static_cast<int64_t>(value.size()), element = FieldElementBytes(kind);
+  if (bytes > max_bytes) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat(where, " holds ", bytes, " bytes; the session's max_field_bytes is ", max_bytes));
+  }
+  if (bytes % element != 0) {
+    return DecodeError(DecodeFailure::kTransform,
+                       absl::StrCat(where, " holds ", bytes, " bytes, not a whole number of ", element, "-byte values"));
+  }
+  const int64_t n = bytes / element;
+  if ((kind == v1::CLASS || kind == v1::NUMBER) && n != 1) {
+    return DecodeError(DecodeFailure::kTransform,
+                       absl::StrCat(where, " holds ", n, " values; a ", v1::FieldKind_Name(kind), " field holds one"));
+  }
+  if (kind == v1::CLASSES && n > kMaxClassesPerSample) {
+    return DecodeError(DecodeFailure::kTransform,
+                       absl::StrCat(where, " holds ", n, " classes; at most ", kMaxClassesPerSample));
+  }
+  if (kind == v1::TEXT || kind == v1::JSON) {
+    absl::StatusOr<std::string> checked = EncodeFieldValue(kind, std::move(value), where);
+    if (!checked.ok()) return DecodeError(DecodeFailure::kTransform, checked.status().message());
+    return checked;
+  }
+  return value;
+}
+
 absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
                               const std::vector<TargetRole>& roles, int64_t max_bytes,
                               std::vector<std::string>* values, const Tokenizer* tokenizer, int max_tokens) {

@@ -46,6 +46,18 @@ absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::stri
 // `bytes` (from member `where`) checked and encoded as `kind` wants.
 absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where);
 
+// Bytes per encoded value of a value field: 4 for class, classes, tokens
+// (int32) and number (float32), 1 for text, bytes and json.
+int64_t FieldElementBytes(v1::FieldKind kind);
+
+// A value a user op (python(...), a plugin) made for a value field, checked
+// as its kind is before it replaces the read one: a whole number of
+// elements, one for class and number, at most kMaxClassesPerSample classes,
+// UTF-8 text, JSON that parses, at most max_bytes (too_large). Failures are
+// DecodeError(kTransform) naming `where` (e.g. "python(m:f) field 'caption'").
+absl::StatusOr<std::string> CheckReplacedField(v1::FieldKind kind, std::string value, int64_t max_bytes,
+                                               const std::string& where);
+
 // Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates, at
 // most U+10FFFF); *bad_at gets the offset of the first bad byte.
 bool IsValidUtf8(absl::string_view text, size_t* bad_at);

@@ -28,7 +28,7 @@ struct UserOps {
 // op sees it: a NumPy array of its encoded values (uint8 for text, bytes
 // and json; int32 for class, classes and tokens; float32 for number), which
 // the function may replace. `value` belongs to the caller.
-struct PythonField {
+struct UserOpField {
   std::string name;
   v1::FieldKind kind = v1::FIELD_KIND_UNSPECIFIED;
   std::string* value = nullptr;
@@ -38,7 +38,7 @@ struct PythonField {
 // one sample on one thread.
 struct UserOpIo {
   absl::Duration python_time;       // spent in python(...) ops
-  std::vector<PythonField> fields;  // the sample's value fields
+  std::vector<UserOpField> fields;  // the sample's value fields
   int64_t max_field_bytes = 0;      // a changed value's limit (the session's max_field_bytes)
 };
 

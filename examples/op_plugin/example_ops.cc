@@ -4,11 +4,13 @@
 //   example.channel_shuffle()        the colour channels in a random order (draws from the sample's generator)
 //   example.half()                   every other pixel of every other row: half the size
 //   example.thumbnail(size=32)       nearest-neighbour resize to size x size: a fixed output size
+//   example.append_text(field, text) appends text to a text field of the sample (e.g. a caption)
 //   example.identity()               nothing: what a plugin call itself costs (tests/bench)
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "stoker/op_plugin.hpp"
 
@@ -95,6 +97,18 @@ class Thumbnail {
   int size_;
 };
 
+class AppendText {
+ public:
+  explicit AppendText(const Args& args) : field_(args.String("field", "caption")), text_(args.String("text", "")) {}
+  void Apply(Sample& sample, Rng&) const {
+    std::string value(sample.FieldBytes(field_.c_str()));
+    sample.SetField(field_.c_str(), value + text_);
+  }
+
+ private:
+  std::string field_, text_;
+};
+
 class Identity {
  public:
   explicit Identity(const Args&) {}
@@ -103,6 +117,7 @@ class Identity {
 
 const char* const kSolarizeParams[] = {"threshold", nullptr};
 const char* const kThumbnailParams[] = {"size", nullptr};
+const char* const kAppendParams[] = {"field", "text", nullptr};
 
 }  // namespace
 
@@ -114,4 +129,6 @@ STOKER_OP_PLUGIN("example",
                  stoker::plugin::Op<Half>("example.half", "every other pixel of every other row", nullptr, false),
                  stoker::plugin::Op<Thumbnail>("example.thumbnail", "nearest-neighbour resize to size x size",
                                                kThumbnailParams, false),
+                 stoker::plugin::Op<AppendText>("example.append_text", "text appended to a text field",
+                                                kAppendParams, false),
                  stoker::plugin::Op<Identity>("example.identity", "nothing (a plugin call's own cost)", nullptr, false))

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* Load-bearing: bumped on any change to the structs below. */
-#define STOKER_OP_PLUGIN_ABI_VERSION 1
+#define STOKER_OP_PLUGIN_ABI_VERSION 2
 
 enum StokerArgumentType { STOKER_ARG_INT = 1, STOKER_ARG_FLOAT = 2, STOKER_ARG_BOOL = 3, STOKER_ARG_STRING = 4 };
 
@@ -60,6 +60,28 @@ typedef struct StokerAllocator {
   StokerImage* (*allocate)(void* host, int32_t height, int32_t width);
 } StokerAllocator;
 
+/* The sample's value fields (a caption, a class, tokens...), encoded as
+ * stoker.proto's FieldKind says: kind 2 class, 3 classes, 11 tokens: int32
+ * little-endian values; 12 number: one float32; 4 text (UTF-8), 5 bytes,
+ * 6 json: the bytes. Empty when the session has none. */
+typedef struct StokerField {
+  const char* name;
+  int32_t kind;
+  const uint8_t* data;
+  int64_t size; /* bytes */
+} StokerField;
+
+typedef struct StokerFields {
+  int32_t count;
+  const StokerField* fields;
+  void* host;
+  /* Replaces field `index` with `size` bytes at `data` (copied) once apply
+   * returns 0; the host checks it as its kind (UTF-8, JSON, one class, the
+   * session's max_field_bytes) and fails the sample otherwise. Returns 0,
+   * or nonzero for an index out of range. */
+  int32_t (*replace)(void* host, int32_t index, const uint8_t* data, int64_t size);
+} StokerFields;
+
 enum StokerOutputSize {
   STOKER_SIZE_KEEPS = 0, /* the output has the input's size */
   STOKER_SIZE_FIXED = 1, /* the output is always *height x *width */
@@ -76,10 +98,11 @@ typedef struct StokerOpInfo {
   void* (*create)(const StokerArgument* args, int32_t num_args, char* error, size_t error_size);
   void (*destroy)(void* state);
   int32_t (*output_size)(const void* state, int32_t* height, int32_t* width); /* StokerOutputSize */
-  /* Transforms *image in place, or into an image from allocator. Returns 0,
-   * or nonzero with a message in error (the sample fails with it). */
-  int32_t (*apply)(const void* state, StokerImage* image, StokerRng* rng, StokerAllocator* allocator, char* error,
-                   size_t error_size);
+  /* Transforms *image in place, or into an image from allocator, and may
+   * replace fields. Returns 0, or nonzero with a message in error (the
+   * sample fails with it, and its fields stay as they were). */
+  int32_t (*apply)(const void* state, StokerImage* image, StokerRng* rng, StokerAllocator* allocator,
+                   StokerFields* fields, char* error, size_t error_size);
 } StokerOpInfo;
 
 typedef struct StokerPluginInfo {

@@ -32,6 +32,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "stoker/op_plugin.h"
 
@@ -119,7 +120,8 @@ class Rng {
 // another size.
 class Sample {
  public:
-  Sample(StokerImage* image, StokerAllocator* allocator) : image_(image), allocator_(allocator) {}
+  Sample(StokerImage* image, StokerAllocator* allocator, StokerFields* fields = nullptr)
+      : image_(image), allocator_(allocator), fields_(fields) {}
   int height() const { return image_->height; }
   int width() const { return image_->width; }
   uint8_t* row(int y) { return image_->data + y * image_->stride; }
@@ -138,9 +140,31 @@ class Sample {
   }
   const StokerImage& input() const { return *image_; }
 
+  // A value field of the sample (encoded as its kind says, see StokerField),
+  // or nullptr when the session has no field of that name.
+  const StokerField* field(const char* name) const {
+    for (int32_t i = 0; fields_ != nullptr && i < fields_->count; ++i) {
+      if (std::strcmp(fields_->fields[i].name, name) == 0) return &fields_->fields[i];
+    }
+    return nullptr;
+  }
+  std::string_view FieldBytes(const char* name) const {
+    const StokerField* f = field(name);
+    if (f == nullptr) throw Error(std::string("the session has no field '") + name + "'");
+    return std::string_view(reinterpret_cast<const char*>(f->data), static_cast<size_t>(f->size));
+  }
+  // Replaces a field's value (checked by the server as its kind once Apply returns).
+  void SetField(const char* name, std::string_view bytes) {
+    const StokerField* f = field(name);
+    if (f == nullptr) throw Error(std::string("the session has no field '") + name + "'");
+    fields_->replace(fields_->host, static_cast<int32_t>(f - fields_->fields),
+                     reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()));
+  }
+
  private:
   StokerImage* image_;
   StokerAllocator* allocator_;
+  StokerFields* fields_;
   bool replaced_ = false;
 };
 
@@ -177,10 +201,10 @@ void Destroy(void* state) {
 }
 
 template <typename T>
-int32_t Apply(const void* state, StokerImage* image, StokerRng* rng, StokerAllocator* allocator, char* error,
-              size_t size) {
+int32_t Apply(const void* state, StokerImage* image, StokerRng* rng, StokerAllocator* allocator, StokerFields* fields,
+              char* error, size_t size) {
   try {
-    Sample sample(image, allocator);
+    Sample sample(image, allocator, fields);
     Rng r(rng);
     static_cast<const T*>(state)->Apply(sample, r);
     return 0;

@@ -65,6 +65,23 @@ def make_images(out, classes=4, per_class=16, min_side=48, max_side=96, seed=1):
                    check=True, capture_output=True)
 
 
+def write_caption_shard(out_dir, data_root, n=16):
+    """A WebDataset shard of n samples: sNNNN.jpg (from data_root/ds),
+    .txt "caption number i", .cls i % 3."""
+    import io
+    import tarfile
+    os.makedirs(out_dir, exist_ok=True)
+    jpegs = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(data_root, "ds")) for f in fs)[:n]
+    with tarfile.open(os.path.join(out_dir, "train-000000.tar"), "w") as tar:
+        for i, path in enumerate(jpegs):
+            with open(path, "rb") as f:
+                jpeg = f.read()
+            for ext, data in (("jpg", jpeg), ("txt", f"caption number {i}".encode()), ("cls", str(i % 3).encode())):
+                info = tarfile.TarInfo(f"s{i:04d}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory):
     """ds: 64 images in 4 classes; other: 48 images in 3 classes."""

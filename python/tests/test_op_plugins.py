@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import BUILD, SERVER, SOURCE
+from conftest import BUILD, SERVER, SOURCE, write_caption_shard
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +80,28 @@ def test_plugin_ops_run_on_a_real_server_beside_the_built_in_ones(start_server, 
     assert len(images(server.address, "resize(40), example.thumbnail(24)")) == 64
 
 
+def test_a_plugin_op_changes_the_samples_value_fields(start_server, plugins, tmp_path, data_root):
+    write_caption_shard(str(tmp_path / "root" / "pairs"), data_root)
+    server = start_server(f"--op-plugins={plugins}", root=str(tmp_path / "root"))
+    args = dict(servers=server.address, dataset="pairs", batch_size=4, seed=5, device="cpu", dtype="uint8",
+                layout="nhwc", framework="numpy", fields={"image": "jpg", "caption": "txt", "label": "cls"},
+                bad_sample_policy="fail")
+    l = stoker.Loader(pipeline="center_crop(32), example.append_text(caption, ' (augmented)')", **args)
+    seen = set()
+    for batch in l:
+        for i, caption in zip(l.last_batch["sample_indices"], batch["caption"]):
+            assert caption == f"caption number {i} (augmented)"
+            seen.add(i)
+    assert seen == set(range(16))
+    # A value that its kind cannot hold (five bytes for one int32 class) fails the sample, named.
+    with pytest.raises(stoker.DataLoss, match=r"example.append_text field 'label' holds 5 bytes, not a whole number"):
+        for _ in stoker.Loader(pipeline="center_crop(32), example.append_text(label, x)", **args):
+            pass
+    with pytest.raises(stoker.DataLoss, match=r"example.append_text failed: the session has no field 'nope'"):
+        for _ in stoker.Loader(pipeline="center_crop(32), example.append_text(nope, x)", **args):
+            pass
+
+
 def test_plugin_op_refusals_name_what_is_wrong(start_server, plugins):
     server = start_server(f"--op-plugins={plugins}")
     with pytest.raises(stoker.InvalidArgument, match=r"example.solarize: threshold = 300; allowed range is 0..256"):
@@ -87,8 +109,8 @@ def test_plugin_op_refusals_name_what_is_wrong(start_server, plugins):
     with pytest.raises(stoker.InvalidArgument, match=r"example.solarize: has no argument 'bogus'"):
         images(server.address, "center_crop(32), example.solarize(100, bogus=1)")
     with pytest.raises(stoker.InvalidArgument, match=r"no op 'example.nope' on this server; its plugin ops: "
-                                                     r"example.channel_shuffle, example.half, example.identity, "
-                                                     r"example.solarize, example.thumbnail"):
+                                                     r"example.append_text, example.channel_shuffle, example.half, "
+                                                     r"example.identity, example.solarize, example.thumbnail"):
         images(server.address, "center_crop(32), example.nope()")
     with pytest.raises(stoker.InvalidArgument, match=r"output size is not fixed"):
         images(server.address, "center_crop(64), example.half()")
@@ -114,7 +136,7 @@ const StokerPluginInfo* stoker_op_plugin(void) { return &info; }
 
 
 @pytest.mark.parametrize("source, message", [
-    (BAD_PLUGIN % 99, r"was built for op plugin ABI version 99; this server has version 1: rebuild it"),
+    (BAD_PLUGIN % 99, r"was built for op plugin ABI version 99; this server has version 2: rebuild it"),
     ("int unrelated(void) { return 0; }\n", r"has no stoker_op_plugin\(\) entry point"),
 ])
 def test_a_plugin_of_another_abi_or_without_the_entry_point_is_refused_at_start(tmp_path, source, message):

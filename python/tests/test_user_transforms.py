@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import SOURCE, wait_for
+from conftest import SOURCE, wait_for, write_caption_shard
 
 TRANSFORMS = os.path.join(SOURCE, "tests", "python_transforms")
 MODULE = "stoker_test_transforms"
@@ -232,18 +232,8 @@ def test_a_crash_or_a_timeout_replaces_the_process_and_is_counted(start_server, 
 
 
 def test_a_function_sees_and_changes_the_samples_value_fields(start_server, tmp_path, data_root):
-    import io
-    import tarfile
     root = tmp_path / "root"
-    (root / "pairs").mkdir(parents=True)
-    jpegs = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(data_root, "ds")) for f in fs)[:16]
-    with tarfile.open(root / "pairs" / "train-000000.tar", "w") as tar:
-        for i, path in enumerate(jpegs):
-            for ext, data in (("jpg", open(path, "rb").read()), ("txt", f"caption number {i}".encode()),
-                              ("cls", str(i % 3).encode())):
-                info = tarfile.TarInfo(f"s{i:04d}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
+    write_caption_shard(str(root / "pairs"), data_root)
     server = python_server(start_server, root=str(root))
     fields = {"image": "jpg", "caption": "txt", "label": "cls"}
     seen = set()
