@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <type_traits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -172,15 +173,26 @@ absl::Status SetParam(absl::string_view v, const Param& p, google::protobuf::Mes
   return SetScalar(v, p.field, m);
 }
 
-// The shortest %g form that reads back as the same float.
-std::string FloatText(float f) {
-  for (int digits : {6, 9}) {
+// The shortest %g form (6, 9, ... digits) that reads back as the same float
+// or double; %.9g / %.17g always do.
+template <typename T>
+std::string ShortestText(T f) {
+  constexpr int kMost = std::is_same_v<T, float> ? 9 : 17;
+  for (int digits = 6; digits < kMost; digits += 3) {
     const std::string text = absl::StrFormat("%.*g", digits, f);
-    float back = 0;
-    if (absl::SimpleAtof(text, &back) && back == f) return text;
+    T back = 0;
+    bool parsed;
+    if constexpr (std::is_same_v<T, float>) {
+      parsed = absl::SimpleAtof(text, &back);
+    } else {
+      parsed = absl::SimpleAtod(text, &back);
+    }
+    if (parsed && back == f) return text;
   }
-  return absl::StrFormat("%.9g", f);
+  return absl::StrFormat("%.*g", kMost, f);
 }
+
+std::string FloatText(float f) { return ShortestText(f); }
 
 std::string ScalarText(const google::protobuf::Message& m, const FieldDescriptor* f, int index) {
   const google::protobuf::Reflection* r = m.GetReflection();
@@ -292,15 +304,7 @@ std::string ArgumentValueText(const v1::OpArgument& a) {
     case v1::OpArgument::kIntValue:
       return absl::StrCat(a.int_value());
     case v1::OpArgument::kFloatValue: {
-      std::string text = absl::StrFormat("%.17g", a.float_value());
-      for (int digits : {6, 9, 12, 15}) {
-        const std::string shorter = absl::StrFormat("%.*g", digits, a.float_value());
-        double back = 0;
-        if (absl::SimpleAtod(shorter, &back) && back == a.float_value()) {
-          text = shorter;
-          break;
-        }
-      }
+      std::string text = ShortestText(a.float_value());
       // Keep it a float when read back ("2" would be an integer).
       if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
       return text;

@@ -690,19 +690,9 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
 }
 
 absl::StatusOr<std::unique_ptr<DataServiceCore>> DataServiceCore::Create(CoreConfig config, ServerMetrics* metrics) {
-  UserOps user;
-  if (!config.python.modules.empty()) {
-    absl::StatusOr<std::unique_ptr<PythonStage>> stage = PythonStage::Start(config.python, metrics);
-    if (!stage.ok()) return stage.status();
-    user.python = *std::move(stage);
-    metrics->python_workers->Set(user.python->processes());
-  }
-  if (!config.op_plugins.empty()) {
-    absl::StatusOr<std::shared_ptr<const OpPlugins>> plugins = OpPlugins::Load(config.op_plugins);
-    if (!plugins.ok()) return plugins.status();
-    user.plugins = *std::move(plugins);
-  }
-  return std::make_unique<DataServiceCore>(std::move(config), metrics, std::move(user));
+  absl::StatusOr<UserOps> user = StartUserOps(config.python, config.op_plugins, metrics);
+  if (!user.ok()) return user.status();
+  return std::make_unique<DataServiceCore>(std::move(config), metrics, *std::move(user));
 }
 
 DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics, UserOps user)

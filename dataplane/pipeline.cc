@@ -65,10 +65,13 @@ absl::Status CheckIouCrop(const std::string& where, v1::RandomIoUCrop& o) {
   return absl::OkStatus();
 }
 
-// A plugin op: the plugin checks its arguments; its output size.
-absl::Status CheckPluginOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user) {
+// A plugin op: the plugin checks its arguments (making the instance the
+// pipeline keeps, *plugin); its output size.
+absl::Status CheckPluginOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
+                           std::shared_ptr<const PluginInstance>* plugin) {
   absl::StatusOr<std::shared_ptr<const PluginInstance>> instance = PluginInstance::Create(where, op.plugin(), user);
   if (!instance.ok()) return instance.status();
+  *plugin = *instance;
   int oh = 0, ow = 0;
   switch ((*instance)->OutputSize(&oh, &ow)) {
     case STOKER_SIZE_FIXED:
@@ -95,8 +98,9 @@ bool PluginOpIsRandom(const v1::Op& op, const UserOps& user) {
 }
 
 // Fills defaults and validates one op. `fixed` tells whether the output size
-// is fixed after this op.
-absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user) {
+// is fixed after this op; a plugin op's instance goes to *plugin.
+absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
+                     std::shared_ptr<const PluginInstance>* plugin) {
   switch (op.op_case()) {
     case v1::Op::kPython:
       if (user.python == nullptr) {
@@ -106,7 +110,7 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
       }
       return user.python->Check(where, op.python());  // the size stays as it was (checked when it runs)
     case v1::Op::kPlugin:
-      return CheckPluginOp(where, op, fixed, h, w, user);
+      return CheckPluginOp(where, op, fixed, h, w, user, plugin);
     case v1::Op::kRandomResizedCrop: {
       auto& o = *op.mutable_random_resized_crop();
       if (o.scale_min() == 0) o.set_scale_min(0.08f);
@@ -223,14 +227,9 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   bool fixed = false;
   for (int i = 0; i < config.pipeline_size(); ++i) {
     v1::Op op = config.pipeline(i);
-    const bool fixed_before = fixed;
-    const cv::Size before(p.out_width_, p.out_height_);
-    if (auto s = CheckOp(absl::StrCat("pipeline[", i, "]"), op, fixed, p.out_height_, p.out_width_, p.user_);
-        !s.ok()) {
+    if (auto s = p.CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed); !s.ok()) {
       return s;
     }
-    if (auto s = p.Instantiate(static_cast<size_t>(i), op); !s.ok()) return s;
-    p.NoteSize(static_cast<size_t>(i), op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
     if (op.has_normalize()) {
       if (i + 1 != config.pipeline_size()) {
         return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
@@ -290,11 +289,7 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
   for (size_t i = 0; i < ops.size(); ++i) {
     v1::Op op = ops[i];
     const std::string where = absl::StrCat("prefix[", i, "]");
-    const bool fixed_before = fixed;
-    const cv::Size before(p.out_width_, p.out_height_);
-    if (auto s = CheckOp(where, op, fixed, p.out_height_, p.out_width_, p.user_); !s.ok()) return s;
-    if (auto s = p.Instantiate(i, op); !s.ok()) return s;
-    p.NoteSize(i, op, fixed_before, before, fixed, cv::Size(p.out_width_, p.out_height_));
+    if (auto s = p.CheckOpAt(where, i, op, fixed); !s.ok()) return s;
     const OpEntry* entry = FindOp(op.op_case());
     if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) || op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter() ||
         op.has_random_vertical_flip() || op.has_random_iou_crop() || (entry != nullptr && entry->random(op))) {
@@ -564,12 +559,13 @@ void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size 
   if ((op.has_python() || op.has_plugin()) && fixed_after && (fixed_before || plugin_fixed)) keeps_size_[i] = after;
 }
 
-absl::Status Pipeline::Instantiate(size_t i, const v1::Op& op) {
-  if (!op.has_plugin()) return absl::OkStatus();
-  absl::StatusOr<std::shared_ptr<const PluginInstance>> instance =
-      PluginInstance::Create(absl::StrCat("pipeline[", i, "]"), op.plugin(), user_);
-  if (!instance.ok()) return instance.status();
-  plugin_ops_[i] = *std::move(instance);
+absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed) {
+  const bool fixed_before = fixed;
+  const cv::Size before(out_width_, out_height_);
+  std::shared_ptr<const PluginInstance> plugin;
+  if (absl::Status s = CheckOp(where, op, fixed, out_height_, out_width_, user_, &plugin); !s.ok()) return s;
+  if (plugin != nullptr) plugin_ops_[i] = std::move(plugin);
+  NoteSize(i, op, fixed_before, before, fixed, cv::Size(out_width_, out_height_));
   return absl::OkStatus();
 }
 

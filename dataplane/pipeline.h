@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -107,8 +108,10 @@ class Pipeline {
  private:
   // Records, after checking op i, whether user ops must keep the size.
   void NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after, cv::Size after);
-  // Keeps the plugin's instance of a plugin op (ops_[i]).
-  absl::Status Instantiate(size_t i, const v1::Op& op);
+  // Fills defaults and validates op i (at `where`), updating `fixed` and the
+  // output size; keeps a plugin op's instance and notes the sizes user ops
+  // must keep.
+  absl::Status CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed);
   // Runs a python(...) or plugin op (ops_[i]) on the image.
   absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const;
 

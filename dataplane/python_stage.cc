@@ -104,6 +104,13 @@ std::string StringField(const nlohmann::json& m, const char* key, const std::str
   return it != m.end() && it->is_string() ? it->get<std::string>() : otherwise;
 }
 
+// How a process ended, from waitpid's status.
+std::string ExitText(int status) {
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  return "ended";
+}
+
 // A copy of `fd` numbered 10 or above (close-on-exec), so that the child's
 // dup2 to 3 and 4 never meets a source that is itself 3 or 4.
 int HighCopy(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 10); }
@@ -287,9 +294,7 @@ std::string PythonStage::Reap(Worker& w) {
     } while (got < 0 && errno == EINTR);
   }
   if (got < 0) return "lost";
-  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
-  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
-  return "ended";
+  return ExitText(status);
 }
 
 void PythonStage::Stop(Worker& w) {
@@ -386,8 +391,7 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
       w.pid = -1;
       Stop(w);
       if (metrics_) metrics_->PythonReplaced("crash").Increment();
-      LOG(WARNING) << "a Python worker process ended while idle (" << (WIFSIGNALED(status) ? "signal " : "status ")
-                   << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) << "); starting another";
+      LOG(WARNING) << "a Python worker process ended while idle (" << ExitText(status) << "); starting another";
     }
   }
   if (w.pid <= 0) {  // replaced after a timeout or a crash: started on its next use

@@ -7,10 +7,12 @@
 #define STOKER_DATAPLANE_USER_OPS_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
@@ -18,11 +20,19 @@ namespace stoker {
 
 class PythonStage;
 class OpPlugins;
+struct PythonStageConfig;
+struct ServerMetrics;
 
 struct UserOps {
   std::shared_ptr<PythonStage> python;
   std::shared_ptr<const OpPlugins> plugins;
 };
+
+// Starts the Python stage (when `python` names modules) and loads the
+// plugins in `op_plugins` (when not empty): the errors of PythonStage::Start
+// and OpPlugins::Load. `metrics` (nullable) gets the stage's gauge and counters.
+absl::StatusOr<UserOps> StartUserOps(const PythonStageConfig& python, const std::filesystem::path& op_plugins,
+                                     ServerMetrics* metrics);
 
 // A value field of the sample (a caption, a class, tokens...) as a python(...)
 // op sees it: a NumPy array of its encoded values (uint8 for text, bytes

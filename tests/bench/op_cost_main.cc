@@ -18,9 +18,9 @@
 #include "common/flag_names.h"
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
-#include "dataplane/op_plugins.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/python_stage.h"
+#include "dataplane/user_ops.h"
 #include "tests/testdata/image_set.h"
 
 ABSL_FLAG(std::string, dir, "", "Photos (.jpg, searched recursively) to cut 224x224 inputs from; empty: synthetic");
@@ -72,27 +72,15 @@ std::vector<cv::Mat> Inputs() {
 
 // The user ops the flags name (none by default).
 stoker::UserOps LoadUserOps() {
-  stoker::UserOps user;
-  if (!absl::GetFlag(FLAGS_op_plugins).empty()) {
-    auto plugins = stoker::OpPlugins::Load(absl::GetFlag(FLAGS_op_plugins));
-    if (!plugins.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(plugins.status().message()).c_str());
-      std::exit(2);
-    }
-    user.plugins = *std::move(plugins);
+  stoker::PythonStageConfig python;
+  python.modules = absl::GetFlag(FLAGS_python_transforms);
+  python.executable = absl::GetFlag(FLAGS_python_executable);
+  absl::StatusOr<stoker::UserOps> user = stoker::StartUserOps(python, absl::GetFlag(FLAGS_op_plugins), nullptr);
+  if (!user.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(user.status().message()).c_str());
+    std::exit(2);
   }
-  if (!absl::GetFlag(FLAGS_python_transforms).empty()) {
-    stoker::PythonStageConfig python;
-    python.modules = absl::GetFlag(FLAGS_python_transforms);
-    python.executable = absl::GetFlag(FLAGS_python_executable);
-    auto stage = stoker::PythonStage::Start(python, nullptr);
-    if (!stage.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(stage.status().message()).c_str());
-      std::exit(2);
-    }
-    user.python = *std::move(stage);
-  }
-  return user;
+  return *std::move(user);
 }
 
 // Microseconds per image of center_crop(224) followed by `ops`.
