@@ -12,8 +12,8 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "dataplane/image_codecs.h"
 #include "dataplane/image_header.h"
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 namespace stoker {
@@ -181,25 +181,11 @@ absl::StatusOr<cv::Mat> DecodeJpeg(absl::string_view bytes, const CropBox& box, 
 
 // `expected`: the header's size (width 0: unknown); a decode of another size
 // is corrupt.
-absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes, const CropBox& box, int d, int64_t max_pixels,
-                                         const ImageInfo& expected) {
-  // OpenCV picks its decoder from the bytes, not from our probe: DICOM files
-  // ("DICM" at offset 128) go to GDCM, which aborts the process on malformed
-  // input (found by the fuzzer). DICOM is not a format we serve.
-  if (bytes.size() >= 132 && bytes.substr(128, 4) == "DICM") {
-    return DecodeError(DecodeFailure::kNotAnImage, "DICOM data is not decoded (not a supported image format)");
-  }
-  cv::Mat decoded;
-  try {
-    const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-    // 8-bit BGR whatever the source depth. EXIF orientation is ignored, as
-    // PIL (torchvision) does, and so that the header's size (from which a
-    // fused crop is computed) is the decoded size.
-    decoded = cv::imdecode(buf, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
-  } catch (const std::exception& e) {
-    return DecodeError(DecodeFailure::kCorrupt, e.what());
-  }
-  if (decoded.empty()) return DecodeError(DecodeFailure::kCorrupt, "OpenCV could not decode the image");
+absl::StatusOr<cv::Mat> DecodeOther(absl::string_view bytes, const CropBox& box, int d, int64_t max_pixels,
+                                    const ImageInfo& expected) {
+  absl::StatusOr<cv::Mat> rgb_or = DecodeOtherImage(bytes);
+  if (!rgb_or.ok()) return DecodeError(DecodeFailure::kCorrupt, rgb_or.status().message());
+  cv::Mat decoded = *std::move(rgb_or);
   if (max_pixels > 0 && int64_t{decoded.rows} * decoded.cols > max_pixels) {
     return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(decoded.cols, "x", decoded.rows,
                                                               " pixels exceed --max-pixels ", max_pixels));
@@ -214,9 +200,8 @@ absl::StatusOr<cv::Mat> DecodeWithOpenCv(absl::string_view bytes, const CropBox&
     const cv::Rect rect = cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, decoded.cols, decoded.rows);
     region = decoded(rect);
   }
-  cv::Mat rgb;
+  cv::Mat rgb = box.width > 0 ? region.clone() : region;  // contiguous, as before
   try {
-    cv::cvtColor(region, rgb, cv::COLOR_BGR2RGB);
     if (d < 8) {
       const ScaledRegion r = Scale({0, 0, rgb.rows, rgb.cols}, rgb.cols, rgb.rows, d);
       cv::resize(rgb, rgb, cv::Size(r.width, r.height), 0, 0, cv::INTER_AREA);
@@ -329,7 +314,7 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& regi
     return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(info->width, "x", info->height,
                                                               " pixels exceed --max-pixels ", max_pixels));
   }
-  return DecodeWithOpenCv(bytes, region, scale_eighths, max_pixels, *info);
+  return DecodeOther(bytes, region, scale_eighths, max_pixels, *info);
 }
 
 }  // namespace stoker

@@ -2,9 +2,9 @@
 // bytes, not the file name. JPEG goes through libjpeg-turbo's libjpeg API,
 // which can decode just a region (jpeg_crop_scanline / jpeg_skip_scanlines)
 // and scale by M/8 (M = 1..8) in the DCT domain; grayscale, CMYK/YCCK and
-// progressive JPEGs come out as RGB. PNG (8/16-bit, palette, alpha), WebP and
-// the other formats OpenCV reads go through OpenCV and are converted to 8-bit
-// RGB. Thread-safe (each call owns its decoder state); results own their pixels.
+// progressive JPEGs come out as RGB. PNG (8/16-bit, palette, alpha), WebP,
+// TIFF, BMP and PNM go through their own libraries (image_codecs.h) and are
+// converted to 8-bit RGB. Thread-safe (each call owns its decoder state); results own their pixels.
 #ifndef STOKER_DATAPLANE_IMAGE_DECODER_H_
 #define STOKER_DATAPLANE_IMAGE_DECODER_H_
 
@@ -39,7 +39,7 @@ absl::Status DecodeError(DecodeFailure failure, absl::string_view detail);
 DecodeFailure DecodeFailureOf(const absl::Status& status);
 
 // Reads the dimensions from the header only. JPEG and PNG headers are parsed
-// without decoding; other formats are decoded by OpenCV to learn their size.
+// without decoding; so are WebP, BMP, PNM and TIFF headers.
 absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes);
 
 // Decodes `region` (full-image coordinates; empty means the whole image) of

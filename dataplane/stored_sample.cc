@@ -14,7 +14,7 @@
 #include <xxhash.h>
 
 #include "absl/strings/str_format.h"
-#include <opencv2/imgcodecs.hpp>
+#include "dataplane/image_codecs.h"
 #include <opencv2/imgproc.hpp>
 #include <zstd.h>
 
@@ -235,19 +235,10 @@ absl::StatusOr<std::string> EncodeStoredSample(const cv::Mat& rgb, const StoredF
     plain.reserve(plain.size() + row * rgb.rows);
     for (int y = 0; y < rgb.rows; ++y) plain.append(reinterpret_cast<const char*>(rgb.ptr(y)), row);
   } else {
-    cv::Mat bgr;
-    cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);  // OpenCV's codecs take BGR
-    std::vector<uchar> buf;
-    std::vector<int> params;
-    if (format.encoding == StoredEncoding::kJpeg) params = {cv::IMWRITE_JPEG_QUALITY, format.jpeg_quality};
-    try {
-      if (!cv::imencode(format.encoding == StoredEncoding::kJpeg ? ".jpg" : ".png", bgr, buf, params)) {
-        return absl::InternalError(absl::StrCat("cannot encode ", format.EncodingText()));
-      }
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("encoding ", format.EncodingText(), ": ", e.what()));
-    }
-    plain.assign(reinterpret_cast<const char*>(buf.data()), buf.size());
+    absl::StatusOr<std::string> encoded =
+        format.encoding == StoredEncoding::kJpeg ? EncodeJpeg(rgb, format.jpeg_quality) : EncodePng(rgb);
+    if (!encoded.ok()) return encoded.status();
+    plain = *std::move(encoded);
   }
   return Compress(std::move(plain), format);
 }

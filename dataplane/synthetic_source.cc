@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/rng.h"
-#include <opencv2/imgcodecs.hpp>
+#include "dataplane/image_codecs.h"
 #include <opencv2/imgproc.hpp>
 
 namespace stoker {
@@ -36,9 +36,12 @@ std::string MakeJpeg(int width, int height, uint64_t seed) {
   cv::theRNG().state = seed | 1;
   cv::randn(grain, cv::Scalar::all(128), cv::Scalar::all(6));
   cv::addWeighted(img, 1.0, grain, 1.0, -128, img);
-  std::vector<uint8_t> buf;
-  cv::imencode(".jpg", img, buf, {cv::IMWRITE_JPEG_QUALITY, 90});
-  return std::string(buf.begin(), buf.end());
+  // `img` was drawn as OpenCV's BGR; the same file as before comes from its
+  // channels in RGB order.
+  cv::Mat rgb;
+  cv::cvtColor(img, rgb, cv::COLOR_BGR2RGB);
+  absl::StatusOr<std::string> jpeg = EncodeJpeg(rgb, 90);
+  return jpeg.ok() ? *std::move(jpeg) : std::string();
 }
 
 }  // namespace

@@ -10,7 +10,9 @@ PACKAGES=(
   # gRPC, protobuf, Abseil
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   # decode and augment: libjpeg-turbo and only the OpenCV modules we use
-  libturbojpeg0-dev libjpeg62-turbo-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libopencv-core-dev libopencv-imgproc-dev
+  # the other image formats, each with its own library (imgcodecs is a test reference only)
+  libwebp-dev libtiff-dev libstb-dev libopencv-imgcodecs-dev
   # metrics, logging, hashing, JSON
   prometheus-cpp-dev libgoogle-glog-dev libxxhash-dev nlohmann-json3-dev
   # fast normal draws for random erasing's noise (Boost.Random, header-only)
