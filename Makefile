@@ -13,7 +13,9 @@ CUDA_FLAG := $(if $(NVCC),-DSTOKER_CUDA=ON,-DSTOKER_CUDA=AUTO)
 # from PyPI into a venv that also sees Debian's packages; the tests run with
 # /usr/bin/python3 itself.
 PYENV := $(BUILD_DIR)/pyenv
-PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2
+GRPCIO := 1.68.1
+# auditwheel (with Debian's patchelf) repairs the wheels `make wheel` packs.
+PYTOOLS := nanobind==3.1.0 scikit-build-core==1.1.2 auditwheel==6.1.0
 # Test-only validators: the Kubernetes API schemas, and JSON patches where no
 # kubectl renders overlays (tests/deploy_k8s_test.py).
 PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
@@ -24,10 +26,18 @@ PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
 # timm: only its mixup module is loaded (python/tests/test_mixup.py); without
 # its dependencies, which would replace Debian's torch.
 PYNODEPS := timm==0.9.16
-PYREFERENCES := webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 sentencepiece==0.2.0 numpy==1.26.4 \
+# PyPI's grpcio and CPU jax: the wheel shares a process with grpcio, and
+# framework="jax" is tested with jax (python/tests/test_jax.py, wheel_test.sh).
+PYREFERENCES := grpcio==$(GRPCIO) jax==0.4.38 jaxlib==0.4.38 webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 sentencepiece==0.2.0 numpy==1.26.4 \
   opencv-python-headless==4.10.0.84 "scipy<1.15"
 
-.PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean
+# The installed wheel is tried in a Debian trixie root (Python 3.13) with
+# PyPI's grpcio for that Python, downloaded once beside the build.
+WHEELHOUSE := $(BUILD_DIR)/wheelhouse-cp313
+DIST_DIR ?= dist
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
+
+.PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean wheel dist
 
 all: build
 
@@ -42,15 +52,35 @@ $(PYENV)/.ready: Makefile | deps
 
 pyenv: $(PYENV)/.ready
 
+$(WHEELHOUSE)/.ready: Makefile | pyenv
+	@$(PYENV)/bin/pip download -q --disable-pip-version-check --only-binary=:all: --no-deps --python-version 3.13 \
+	  --platform manylinux_2_17_x86_64 -d $(WHEELHOUSE) grpcio==$(GRPCIO)
+	@touch $@
+
 build: deps pyenv
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CUDA_FLAG) \
 	  -DSTOKER_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PYENV))/bin/python >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The wheels, in $(DIST_DIR): one for this build's Python (cp311 on bookworm)
+# and one for Python 3.12 and later (nanobind's stable ABI, compiled against
+# Debian trixie's CPython 3.13 headers, which python/fetch_python_headers.sh
+# downloads; where they cannot be had, that wheel is left out, said so).
+wheel: build
+	@if includes=$$(python/fetch_python_headers.sh $(BUILD_DIR)/python-headers); then \
+	  cmake -S . -B $(BUILD_DIR) -DSTOKER_PYTHON_ABI3_INCLUDE="$$includes" >/dev/null && \
+	  cmake --build $(BUILD_DIR) -j $(JOBS) --target _stoker_ext_abi3 >/dev/null; \
+	else echo "wheel: no CPython >= 3.12 headers; the abi3 wheel (Python 3.12+) is left out"; fi
+	@python/build_wheels.sh $(BUILD_DIR) $(DIST_DIR) $(abspath $(PYENV))/bin/python
+
+# The server and tools with their libraries, runnable by path elsewhere.
+dist: build
+	@deploy/dist.sh $(BUILD_DIR) $(DIST_DIR) $(VERSION)
+
 demo: build
 	@deploy/demo.sh $(BUILD_DIR)
 
-test: build thread-safety sanitizers tsan
+test: build wheel dist $(WHEELHOUSE)/.ready thread-safety sanitizers tsan
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The unit and in-process tests under AddressSanitizer + UndefinedBehavior-

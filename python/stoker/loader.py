@@ -32,15 +32,13 @@ STATE_VERSION = 1
 
 
 def _distributed_rank():
-    """(rank, world size): torch.distributed when initialised, else the RANK
-    and WORLD_SIZE environment variables (torchrun sets both), else (0, 1)."""
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except ImportError:
-        pass
+    """(rank, world size): torch.distributed when the process has imported and
+    initialised it, else the RANK and WORLD_SIZE environment variables
+    (torchrun sets both), else (0, 1). Never imports torch itself: a JAX or
+    NumPy job does not pay for it (nor need it installed)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
