@@ -29,6 +29,11 @@ for whl in "$raw"/*.whl; do
   [ -n "$plat" ] || { echo "build_wheels: auditwheel gave no platform tag for $whl" >&2; exit 1; }
   "$python" -m auditwheel repair --plat "$plat" -w "$out" "$whl" 2>&1 | grep -v '^INFO' || true
 done
+# What the manylinux policy leaves to the system beyond glibc and the C++
+# runtime (zlib): bundled too, as auditwheel bundles the rest.
+for whl in "$out"/*.whl; do
+  "$python" "$here/bundle_system_libs.py" "$whl"
+done
 for whl in "$out"/*.whl; do
   echo "wheel: $whl ($(du -m "$whl" | cut -f1) MB)"
 done
