@@ -18,12 +18,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-// stb_image (Debian's libstb-dev header) for BMP and binary PNM only, its
+// stb_image (Debian's libstb-dev header) for BMP only, its
 // functions private to this file.
 #define STB_IMAGE_IMPLEMENTATION
 #define STB_IMAGE_STATIC
 #define STBI_ONLY_BMP
-#define STBI_ONLY_PNM
 #define STBI_NO_STDIO
 #define STBI_NO_LINEAR
 #define STBI_NO_HDR
@@ -76,17 +75,27 @@ uint32_t BigEndian32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
 
-absl::StatusOr<cv::Mat> DecodePng(absl::string_view bytes) {
+absl::Status CheckPixels(absl::string_view format, int64_t width, int64_t height, int64_t max_pixels) {
+  if (max_pixels > 0 && width * height > max_pixels) {
+    return Bad(format, absl::StrCat(width, "x", height, " pixels exceed the limit of ", max_pixels));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cv::Mat> DecodePng(absl::string_view bytes, int64_t max_pixels) {
   if (bytes.size() < 24) return Bad("PNG", "premature end of data");
+  if (bytes.substr(12, 4) != "IHDR") return Bad("PNG", "the first chunk is not IHDR");
   // The size from IHDR (as ProbeImage read it) so that every C++ object is
   // made before libpng may longjmp; libpng's own reading is checked against it.
   const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
   const uint32_t width = BigEndian32(u + 16), height = BigEndian32(u + 20);
   if (width == 0 || height == 0 || width > (1u << 20) || height > (1u << 20)) return Bad("PNG", "bad IHDR size");
+  if (absl::Status s = CheckPixels("PNG", width, height, max_pixels); !s.ok()) return s;
   cv::Mat rgb(static_cast<int>(height), static_cast<int>(width), CV_8UC3);
   std::vector<png_bytep> rows(height);
   for (uint32_t y = 0; y < height; ++y) rows[y] = rgb.ptr<png_byte>(static_cast<int>(y));
-  PngSource src{bytes};
+  PngSource src;
+  src.bytes = bytes;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, PngError, PngWarning);
   if (png == nullptr) return absl::ResourceExhaustedError("PNG: cannot create a decoder");
   png_infop info = png_create_info_struct(png);
@@ -176,8 +185,9 @@ int TiffError(TIFF*, void* user, const char* module, const char* format, va_list
 }
 int TiffWarning(TIFF*, void*, const char*, const char*, va_list) { return 1; }
 
-absl::StatusOr<cv::Mat> DecodeTiff(absl::string_view bytes) {
-  TiffSource src{bytes};
+absl::StatusOr<cv::Mat> DecodeTiff(absl::string_view bytes, int64_t max_pixels) {
+  TiffSource src;
+  src.bytes = bytes;
   TIFFOpenOptions* options = TIFFOpenOptionsAlloc();
   TIFFOpenOptionsSetErrorHandlerExtR(options, TiffError, &src);
   TIFFOpenOptionsSetWarningHandlerExtR(options, TiffWarning, &src);
@@ -192,6 +202,10 @@ absl::StatusOr<cv::Mat> DecodeTiff(absl::string_view bytes) {
   if (width == 0 || height == 0 || width > (1u << 20) || height > (1u << 20)) {
     TIFFClose(tif);
     return Bad("TIFF", absl::StrCat("header states ", width, "x", height, " pixels"));
+  }
+  if (absl::Status s = CheckPixels("TIFF", width, height, max_pixels); !s.ok()) {
+    TIFFClose(tif);
+    return s;
   }
   // libtiff's RGBA interface reads every photometric, depth and layout.
   std::vector<uint32_t> raster(size_t{width} * height);
@@ -213,12 +227,13 @@ absl::StatusOr<cv::Mat> DecodeTiff(absl::string_view bytes) {
 
 // --- WebP (libwebp) -------------------------------------------------------------
 
-absl::StatusOr<cv::Mat> DecodeWebp(absl::string_view bytes) {
+absl::StatusOr<cv::Mat> DecodeWebp(absl::string_view bytes, int64_t max_pixels) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   int width = 0, height = 0;
   if (!WebPGetInfo(data, bytes.size(), &width, &height) || width <= 0 || height <= 0) {
     return Bad("WebP", "not a WebP bitstream libwebp reads");
   }
+  if (absl::Status s = CheckPixels("WebP", width, height, max_pixels); !s.ok()) return s;
   cv::Mat rgb(height, width, CV_8UC3);
   if (WebPDecodeRGBInto(data, bytes.size(), rgb.data, rgb.total() * 3, static_cast<int>(rgb.step)) == nullptr) {
     return Bad("WebP", "corrupt or truncated bitstream");
@@ -255,16 +270,6 @@ absl::StatusOr<size_t> ReadPnmNumbers(absl::string_view bytes, int count, int64_
   return pos + 1;  // the single whitespace before the samples
 }
 
-// stb_image reads past the end of a P5/P6 file's samples as zeros.
-bool PnmIsTruncated(absl::string_view bytes) {
-  int64_t n[3];
-  absl::StatusOr<size_t> start = ReadPnmNumbers(bytes, 3, n);
-  if (!start.ok()) return true;
-  const uint64_t sample_bytes = n[2] > 255 ? 2 : 1, channels = bytes[1] == '6' ? 3 : 1;
-  return *start > bytes.size() || bytes.size() - *start < uint64_t(n[0]) * uint64_t(n[1]) * channels * sample_bytes;
-}
-
-
 uint32_t LittleEndian(const unsigned char* p, int n) {
   uint32_t v = 0;
   for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
@@ -285,25 +290,58 @@ bool BmpIsTruncated(absl::string_view bytes) {
   return bytes.size() < offset + stride * rows;
 }
 
-absl::StatusOr<cv::Mat> DecodeWithStb(absl::string_view bytes, absl::string_view format) {
+absl::StatusOr<cv::Mat> DecodeWithStb(absl::string_view bytes, absl::string_view format, int64_t max_pixels) {
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) return Bad(format, "file over 2 GiB");
-  if (format == "BMP" ? BmpIsTruncated(bytes) : PnmIsTruncated(bytes)) return Bad(format, "premature end of data");
+  if (BmpIsTruncated(bytes)) return Bad(format, "premature end of data");
   int width = 0, height = 0, channels = 0;
+  if (!stbi_info_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), static_cast<int>(bytes.size()), &width,
+                             &height, &channels)) {
+    return Bad(format, "unreadable header");
+  }
+  if (absl::Status s = CheckPixels(format, width, height, max_pixels); !s.ok()) return s;
   unsigned char* pixels = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
                                                 static_cast<int>(bytes.size()), &width, &height, &channels, 3);
-  if (pixels == nullptr) return Bad(format, "corrupt, truncated or a variant not read (RLE BMP, ASCII PNM)");
+  if (pixels == nullptr) return Bad(format, "corrupt, truncated or a variant not read (RLE)");
   cv::Mat rgb = cv::Mat(height, width, CV_8UC3, pixels).clone();
   stbi_image_free(pixels);
   return rgb;
 }
 
+// PGM (P5) and PPM (P6): grey or RGB samples, one byte each up to a maxval
+// of 255, else two (big-endian), of which the high byte is kept. Grey is
+// replicated. (stb_image's reader of 16-bit files overflows its buffer on
+// crafted headers: found by fuzzing, so PNM is read here.)
+absl::StatusOr<cv::Mat> DecodePgmPpm(absl::string_view bytes, int64_t max_pixels) {
+  int64_t n[3];
+  absl::StatusOr<size_t> start = ReadPnmNumbers(bytes, 3, n);
+  if (!start.ok()) return start.status();
+  const int64_t width = n[0], height = n[1], maxval = n[2];
+  if (maxval < 1 || maxval > 65535) return Bad("PNM", absl::StrCat("maxval ", maxval, "; need 1..65535"));
+  if (absl::Status s = CheckPixels("PNM", width, height, max_pixels); !s.ok()) return s;
+  const int channels = bytes[1] == '6' ? 3 : 1, sample = maxval > 255 ? 2 : 1;
+  const uint64_t row_bytes = uint64_t(width) * channels * sample;
+  if (*start > bytes.size() || (bytes.size() - *start) / row_bytes < uint64_t(height)) {
+    return Bad("PNM", "premature end of data");
+  }
+  cv::Mat rgb(static_cast<int>(height), static_cast<int>(width), CV_8UC3);
+  for (int y = 0; y < rgb.rows; ++y) {
+    const auto* in = reinterpret_cast<const uint8_t*>(bytes.data() + *start + row_bytes * static_cast<uint64_t>(y));
+    auto* row = rgb.ptr<uint8_t>(y);
+    for (int x = 0; x < rgb.cols; ++x) {
+      for (int c = 0; c < 3; ++c) row[3 * x + c] = in[(x * channels + (channels == 3 ? c : 0)) * sample];
+    }
+  }
+  return rgb;
+}
+
 // PBM's binary form (P4), which stb_image does not read: rows of bits, 1 is
 // black, each row padded to a byte.
-absl::StatusOr<cv::Mat> DecodePbm(absl::string_view bytes) {
+absl::StatusOr<cv::Mat> DecodePbm(absl::string_view bytes, int64_t max_pixels) {
   int64_t size[2];
   absl::StatusOr<size_t> start = ReadPnmNumbers(bytes, 2, size);
   if (!start.ok()) return Bad("PBM", start.status().message());
   const int64_t width = size[0], height = size[1];
+  if (absl::Status s = CheckPixels("PBM", width, height, max_pixels); !s.ok()) return s;
   const size_t pos = *start;
   const size_t row_bytes = static_cast<size_t>((width + 7) / 8);
   if (pos > bytes.size() || (bytes.size() - pos) / row_bytes < static_cast<size_t>(height)) {
@@ -337,16 +375,16 @@ void JpegWriteError(j_common_ptr cinfo) {
 
 }  // namespace
 
-absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes) {
-  if (StartsWith(bytes, "\x89PNG\r\n\x1a\n")) return DecodePng(bytes);
-  if (StartsWith(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return DecodeWebp(bytes);
+absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes, int64_t max_pixels) {
+  if (StartsWith(bytes, "\x89PNG\r\n\x1a\n")) return DecodePng(bytes, max_pixels);
+  if (StartsWith(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return DecodeWebp(bytes, max_pixels);
   if (StartsWith(bytes, absl::string_view("II*\0", 4)) || StartsWith(bytes, absl::string_view("MM\0*", 4)) ||
       StartsWith(bytes, absl::string_view("II+\0", 4)) || StartsWith(bytes, absl::string_view("MM\0+", 4))) {
-    return DecodeTiff(bytes);
+    return DecodeTiff(bytes, max_pixels);
   }
-  if (StartsWith(bytes, "BM")) return DecodeWithStb(bytes, "BMP");
-  if (StartsWith(bytes, "P4")) return DecodePbm(bytes);
-  if (StartsWith(bytes, "P5") || StartsWith(bytes, "P6")) return DecodeWithStb(bytes, "PNM");
+  if (StartsWith(bytes, "BM")) return DecodeWithStb(bytes, "BMP", max_pixels);
+  if (StartsWith(bytes, "P4")) return DecodePbm(bytes, max_pixels);
+  if (StartsWith(bytes, "P5") || StartsWith(bytes, "P6")) return DecodePgmPpm(bytes, max_pixels);
   if (bytes.size() >= 2 && bytes[0] == 'P' && bytes[1] >= '1' && bytes[1] <= '7') {
     return Bad("PNM", "only the binary forms (P4, P5, P6) are read; this is the ASCII or PAM form");
   }

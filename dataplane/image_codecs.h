@@ -1,6 +1,6 @@
 // The image formats other than JPEG, each through its own library: PNG with
-// libpng, WebP with libwebp, TIFF with libtiff, BMP and binary PNM with
-// stb_image. They replace OpenCV's imgcodecs module, whose Debian build
+// libpng, WebP with libwebp, TIFF with libtiff, BMP with stb_image, and
+// binary PNM read here. They replace OpenCV's imgcodecs module, whose Debian build
 // links GDAL, HDF5, Poppler and a hundred more libraries that a data server
 // or a wheel must not carry. Each decoder gives 8-bit RGB with the pixels
 // OpenCV's imdecode(IMREAD_COLOR | IMREAD_IGNORE_ORIENTATION) gave (alpha
@@ -8,10 +8,10 @@
 // existing datasets decode to the same bytes (image_codecs_test.cc checks
 // this against OpenCV). The encoders write JPEG (TurboJPEG) and PNG
 // (libpng) with the settings OpenCV's imencode used, byte for byte.
-// Callers check the header's size (ProbeImage, --max-pixels) before decoding.
 #ifndef STOKER_DATAPLANE_IMAGE_CODECS_H_
 #define STOKER_DATAPLANE_IMAGE_CODECS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,8 +22,10 @@ namespace stoker {
 
 // PNG, WebP, TIFF, BMP or binary PNM (P5/P6) bytes, told apart by their
 // magic, decoded whole into an 8-bit RGB image (CV_8UC3). Errors are
-// InvalidArgument naming the format and the library's message.
-absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes);
+// InvalidArgument naming the format and the library's message. An image of
+// more than `max_pixels` (0: no limit) is refused from its header, before
+// any pixel buffer exists.
+absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes, int64_t max_pixels = 0);
 
 // 8-bit RGB (CV_8UC3) to JPEG: quality 1..100, 4:2:0, baseline.
 absl::StatusOr<std::string> EncodeJpeg(const cv::Mat& rgb, int quality);

@@ -106,6 +106,35 @@ TEST(ImageCodecsTest, BmpAndPnmDecodeAsOpenCvDid) {
   ExpectSamePixels(Reference(".pbm", v.gray), "PBM (P4)");
 }
 
+TEST(ImageCodecsTest, SixteenBitPnmKeepsTheHighByte) {
+  // Found by fuzzing: stb_image's 16-bit PNM reader overflowed its buffer on
+  // this header (maxval 256, then a second image); PNM is read here now.
+  const std::string crafted = std::string("P5\n7 6\n256 2\n57P4\n7 6\n") + std::string(200, '\x9f');
+  absl::StatusOr<cv::Mat> decoded = DecodeOtherImage(crafted);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();  // 7x6 two-byte samples: 84 bytes are there
+  EXPECT_EQ(decoded->size(), cv::Size(7, 6));
+  std::string pgm16 = "P5\n2 1\n65535\n";
+  pgm16 += std::string("\x12\x34\xab\xcd", 4);
+  decoded = DecodeOtherImage(pgm16);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->at<cv::Vec3b>(0, 0), cv::Vec3b(0x12, 0x12, 0x12));
+  EXPECT_EQ(decoded->at<cv::Vec3b>(0, 1), cv::Vec3b(0xab, 0xab, 0xab));
+  EXPECT_FALSE(DecodeOtherImage("P5\n2 1\n65535\n\x12\x34\xab").ok()) << "one byte short";
+  EXPECT_FALSE(DecodeOtherImage("P6\n2 1\n0\n123456").ok()) << "maxval 0";
+}
+
+TEST(ImageCodecsTest, MaxPixelsIsCheckedFromEachHeaderBeforeDecoding) {
+  const Variants v = MakeVariants(40, 50);
+  for (const char* ext : {".png", ".webp", ".tiff", ".bmp", ".ppm", ".pbm"}) {
+    const std::string bytes = Reference(ext, std::string(ext) == ".pbm" ? v.gray : v.bgr);
+    EXPECT_TRUE(DecodeOtherImage(bytes, 2000).ok()) << ext;
+    absl::StatusOr<cv::Mat> refused = DecodeOtherImage(bytes, 1999);
+    ASSERT_FALSE(refused.ok()) << ext;
+    EXPECT_NE(refused.status().message().find("50x40 pixels exceed the limit of 1999"), std::string::npos)
+        << refused.status();
+  }
+}
+
 TEST(ImageCodecsTest, EncodersWriteOpenCvsBytes) {
   for (const auto& [rows, cols] : {std::pair{48, 64}, std::pair{17, 33}, std::pair{224, 200}}) {
     const cv::Mat rgb = SyntheticImage(rows, cols, 11);

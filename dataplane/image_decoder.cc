@@ -183,7 +183,7 @@ absl::StatusOr<cv::Mat> DecodeJpeg(absl::string_view bytes, const CropBox& box, 
 // is corrupt.
 absl::StatusOr<cv::Mat> DecodeOther(absl::string_view bytes, const CropBox& box, int d, int64_t max_pixels,
                                     const ImageInfo& expected) {
-  absl::StatusOr<cv::Mat> rgb_or = DecodeOtherImage(bytes);
+  absl::StatusOr<cv::Mat> rgb_or = DecodeOtherImage(bytes, max_pixels);
   if (!rgb_or.ok()) return DecodeError(DecodeFailure::kCorrupt, rgb_or.status().message());
   cv::Mat decoded = *std::move(rgb_or);
   if (max_pixels > 0 && int64_t{decoded.rows} * decoded.cols > max_pixels) {
