@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 // stb_image (Debian's libstb-dev header) for BMP only, its
 // functions private to this file.
@@ -40,7 +42,7 @@
 namespace stoker {
 namespace {
 
-bool StartsWith(absl::string_view bytes, absl::string_view magic) {
+bool HasMagic(absl::string_view bytes, absl::string_view magic) {
   return bytes.size() >= magic.size() && bytes.substr(0, magic.size()) == magic;
 }
 
@@ -334,6 +336,95 @@ absl::StatusOr<cv::Mat> DecodePgmPpm(absl::string_view bytes, int64_t max_pixels
   return rgb;
 }
 
+// ASCII PNM: PBM (P1, 1 is black; digits may touch), PGM (P2) and PPM (P3),
+// samples as decimal numbers. As OpenCV read them: a maxval under 255 is
+// scaled to 255 (integer division), above 255 the high byte is kept, values
+// over the maxval saturate.
+absl::StatusOr<cv::Mat> DecodeAsciiPnm(absl::string_view bytes, int64_t max_pixels) {
+  const char kind = bytes[1];
+  int64_t n[3] = {0, 0, 1};
+  absl::StatusOr<size_t> start = ReadPnmNumbers(bytes, kind == '1' ? 2 : 3, n);
+  if (!start.ok()) return start.status();
+  const int64_t width = n[0], height = n[1], maxval = n[2];
+  if (maxval < 1 || maxval > 65535) return Bad("PNM", absl::StrCat("maxval ", maxval, "; need 1..65535"));
+  if (absl::Status s = CheckPixels("PNM", width, height, max_pixels); !s.ok()) return s;
+  const int channels = kind == '3' ? 3 : 1;
+  size_t pos = *start - 1;  // the whitespace after the header is not required before a P1 digit
+  const size_t count = static_cast<size_t>(width * height) * static_cast<size_t>(channels);
+  if (bytes.size() - pos < count) return Bad("PNM", "premature end of data");  // a digit a sample at least
+  cv::Mat rgb(static_cast<int>(height), static_cast<int>(width), CV_8UC3);
+  uint8_t* out = rgb.data;
+  for (size_t i = 0; i < count; ++i) {
+    while (pos < bytes.size() && (std::isspace(static_cast<unsigned char>(bytes[pos])) || bytes[pos] == '#')) {
+      if (bytes[pos] == '#') {
+        while (pos < bytes.size() && bytes[pos] != '\n') ++pos;
+      } else {
+        ++pos;
+      }
+    }
+    if (pos >= bytes.size()) return Bad("PNM", "premature end of data");
+    if (!std::isdigit(static_cast<unsigned char>(bytes[pos]))) return Bad("PNM", "a sample is not a number");
+    int64_t v = 0;
+    if (kind == '1') {
+      v = bytes[pos++] == '1' ? 0 : 255;
+    } else {
+      while (pos < bytes.size() && std::isdigit(static_cast<unsigned char>(bytes[pos]))) {
+        v = std::min<int64_t>(v * 10 + (bytes[pos++] - '0'), 1 << 20);
+      }
+      v = std::min(v, maxval);
+      v = maxval > 255 ? v >> 8 : maxval < 255 ? v * 255 / maxval : v;
+    }
+    const uint8_t value = static_cast<uint8_t>(v);
+    if (channels == 3) {
+      *out++ = value;
+    } else {
+      out[0] = out[1] = out[2] = value;
+      out += 3;
+    }
+  }
+  return rgb;
+}
+
+// PAM (P7): WIDTH, HEIGHT, DEPTH (1 to 4) and MAXVAL lines up to ENDHDR, then
+// binary samples as in P5/P6. Depth 1 or 2 is grey (with alpha), 3 or 4 RGB
+// (with alpha); alpha is dropped. (OpenCV's reader swapped R and B here.)
+absl::StatusOr<cv::Mat> DecodePam(absl::string_view bytes, int64_t max_pixels) {
+  const size_t end = bytes.substr(0, 4096).find("ENDHDR");
+  if (end == absl::string_view::npos) return Bad("PAM", "no ENDHDR in the first 4 KiB");
+  size_t data = end + 6;
+  if (data < bytes.size() && bytes[data] == '\r') ++data;
+  if (data >= bytes.size() || bytes[data] != '\n') return Bad("PAM", "ENDHDR is not followed by a newline");
+  ++data;
+  int64_t width = 0, height = 0, depth = 0, maxval = 0;
+  for (absl::string_view line : absl::StrSplit(bytes.substr(3, end - 3), '\n')) {
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() != 2) continue;
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(words[1], &value)) continue;
+    if (words[0] == "WIDTH") width = value;
+    if (words[0] == "HEIGHT") height = value;
+    if (words[0] == "DEPTH") depth = value;
+    if (words[0] == "MAXVAL") maxval = value;
+  }
+  if (width < 1 || height < 1 || width > (1 << 20) || height > (1 << 20)) return Bad("PAM", "bad size");
+  if (depth < 1 || depth > 4) return Bad("PAM", absl::StrCat("depth ", depth, "; need 1..4"));
+  if (maxval < 1 || maxval > 65535) return Bad("PAM", absl::StrCat("maxval ", maxval, "; need 1..65535"));
+  if (absl::Status s = CheckPixels("PAM", width, height, max_pixels); !s.ok()) return s;
+  const int sample = maxval > 255 ? 2 : 1;
+  const uint64_t row_bytes = uint64_t(width) * uint64_t(depth) * sample;
+  if ((bytes.size() - data) / row_bytes < uint64_t(height)) return Bad("PAM", "premature end of data");
+  cv::Mat rgb(static_cast<int>(height), static_cast<int>(width), CV_8UC3);
+  const bool colour = depth >= 3;
+  for (int y = 0; y < rgb.rows; ++y) {
+    const auto* in = reinterpret_cast<const uint8_t*>(bytes.data() + data + row_bytes * static_cast<uint64_t>(y));
+    auto* row = rgb.ptr<uint8_t>(y);
+    for (int x = 0; x < rgb.cols; ++x) {
+      for (int c = 0; c < 3; ++c) row[3 * x + c] = in[(x * depth + (colour ? c : 0)) * sample];
+    }
+  }
+  return rgb;
+}
+
 // PBM's binary form (P4), which stb_image does not read: rows of bits, 1 is
 // black, each row padded to a byte.
 absl::StatusOr<cv::Mat> DecodePbm(absl::string_view bytes, int64_t max_pixels) {
@@ -376,18 +467,19 @@ void JpegWriteError(j_common_ptr cinfo) {
 }  // namespace
 
 absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes, int64_t max_pixels) {
-  if (StartsWith(bytes, "\x89PNG\r\n\x1a\n")) return DecodePng(bytes, max_pixels);
-  if (StartsWith(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return DecodeWebp(bytes, max_pixels);
-  if (StartsWith(bytes, absl::string_view("II*\0", 4)) || StartsWith(bytes, absl::string_view("MM\0*", 4)) ||
-      StartsWith(bytes, absl::string_view("II+\0", 4)) || StartsWith(bytes, absl::string_view("MM\0+", 4))) {
+  if (HasMagic(bytes, "\x89PNG\r\n\x1a\n")) return DecodePng(bytes, max_pixels);
+  if (HasMagic(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return DecodeWebp(bytes, max_pixels);
+  if (HasMagic(bytes, absl::string_view("II*\0", 4)) || HasMagic(bytes, absl::string_view("MM\0*", 4)) ||
+      HasMagic(bytes, absl::string_view("II+\0", 4)) || HasMagic(bytes, absl::string_view("MM\0+", 4))) {
     return DecodeTiff(bytes, max_pixels);
   }
-  if (StartsWith(bytes, "BM")) return DecodeWithStb(bytes, "BMP", max_pixels);
-  if (StartsWith(bytes, "P4")) return DecodePbm(bytes, max_pixels);
-  if (StartsWith(bytes, "P5") || StartsWith(bytes, "P6")) return DecodePgmPpm(bytes, max_pixels);
-  if (bytes.size() >= 2 && bytes[0] == 'P' && bytes[1] >= '1' && bytes[1] <= '7') {
-    return Bad("PNM", "only the binary forms (P4, P5, P6) are read; this is the ASCII or PAM form");
+  if (HasMagic(bytes, "BM")) return DecodeWithStb(bytes, "BMP", max_pixels);
+  if (HasMagic(bytes, "P4")) return DecodePbm(bytes, max_pixels);
+  if (HasMagic(bytes, "P5") || HasMagic(bytes, "P6")) return DecodePgmPpm(bytes, max_pixels);
+  if (HasMagic(bytes, "P1") || HasMagic(bytes, "P2") || HasMagic(bytes, "P3")) {
+    return DecodeAsciiPnm(bytes, max_pixels);
   }
+  if (HasMagic(bytes, "P7")) return DecodePam(bytes, max_pixels);
   return absl::InvalidArgumentError("not a PNG, WebP, TIFF, BMP or PNM image");
 }
 

@@ -1,6 +1,7 @@
 // The image formats other than JPEG, each through its own library: PNG with
 // libpng, WebP with libwebp, TIFF with libtiff, BMP with stb_image, and
-// binary PNM read here. They replace OpenCV's imgcodecs module, whose Debian build
+// PNM (PBM, PGM, PPM, binary and ASCII, and PAM) read here. They replace
+// OpenCV's imgcodecs module, whose Debian build
 // links GDAL, HDF5, Poppler and a hundred more libraries that a data server
 // or a wheel must not carry. Each decoder gives 8-bit RGB with the pixels
 // OpenCV's imdecode(IMREAD_COLOR | IMREAD_IGNORE_ORIENTATION) gave (alpha
@@ -20,7 +21,7 @@
 
 namespace stoker {
 
-// PNG, WebP, TIFF, BMP or binary PNM (P5/P6) bytes, told apart by their
+// PNG, WebP, TIFF, BMP or PNM (P1 to P7) bytes, told apart by their
 // magic, decoded whole into an 8-bit RGB image (CV_8UC3). Errors are
 // InvalidArgument naming the format and the library's message. An image of
 // more than `max_pixels` (0: no limit) is refused from its header, before

@@ -37,6 +37,12 @@ void ExpectSamePixels(const std::string& bytes, const std::string& what) {
   EXPECT_EQ(cv::norm(*ours, ref, cv::NORM_INF), 0) << what;
 }
 
+// A literal's bytes, NULs included.
+template <size_t N>
+std::string Bytes(const char (&literal)[N]) {
+  return std::string(literal, N - 1);
+}
+
 // The variants each format comes in: colour, grey, alpha, 16-bit.
 struct Variants {
   cv::Mat bgr, gray, bgra, bgr16, gray16;
@@ -106,6 +112,35 @@ TEST(ImageCodecsTest, BmpAndPnmDecodeAsOpenCvDid) {
   ExpectSamePixels(Reference(".pbm", v.gray), "PBM (P4)");
 }
 
+TEST(ImageCodecsTest, AsciiPnmDecodesAsOpenCvDid) {
+  const Variants v = MakeVariants(9, 13);
+  ExpectSamePixels(Reference(".ppm", v.bgr, {cv::IMWRITE_PXM_BINARY, 0}), "PPM (P3)");
+  ExpectSamePixels(Reference(".pgm", v.gray, {cv::IMWRITE_PXM_BINARY, 0}), "PGM (P2)");
+  ExpectSamePixels(Reference(".pbm", v.gray, {cv::IMWRITE_PXM_BINARY, 0}), "PBM (P1)");
+  // Hand-made: a maxval under 255 scaled by integer division, one over it
+  // cut to the high byte, values over the maxval saturated, touching P1
+  // digits, comments between samples.
+  ExpectSamePixels("P2\n3 1\n7\n3 5 6\n", "PGM maxval 7");
+  ExpectSamePixels("P3\n1 1\n300\n299 256 1\n", "PPM maxval 300");
+  ExpectSamePixels("P2\n2 1\n255\n300 7\n", "PGM value over maxval");
+  ExpectSamePixels("P1\n3 2\n010\n# a comment\n1 1 0\n", "PBM touching digits");
+}
+
+TEST(ImageCodecsTest, PamIsReadInItsOwnChannelOrder) {
+  // RGB tuples come out as RGB (OpenCV's reader swapped R and B); alpha and
+  // the grey depths as for PNG; two-byte samples keep the high byte.
+  absl::StatusOr<cv::Mat> rgb = DecodeOtherImage(
+      Bytes("P7\nWIDTH 2\nHEIGHT 1\nDEPTH 4\nMAXVAL 255\nTUPLTYPE RGB_ALPHA\nENDHDR\n\x01\x02\x03\xff\x04\x05\x06\x00"));
+  ASSERT_TRUE(rgb.ok()) << rgb.status();
+  EXPECT_EQ(rgb->at<cv::Vec3b>(0, 0), cv::Vec3b(1, 2, 3));
+  EXPECT_EQ(rgb->at<cv::Vec3b>(0, 1), cv::Vec3b(4, 5, 6));
+  absl::StatusOr<cv::Mat> grey = DecodeOtherImage(
+      Bytes("P7\nWIDTH 1\nHEIGHT 2\nDEPTH 1\nMAXVAL 65535\nTUPLTYPE GRAYSCALE\nENDHDR\n\xab\xcd\x12\x34"));
+  ASSERT_TRUE(grey.ok()) << grey.status();
+  EXPECT_EQ(grey->at<cv::Vec3b>(0, 0), cv::Vec3b(0xab, 0xab, 0xab));
+  EXPECT_EQ(grey->at<cv::Vec3b>(1, 0), cv::Vec3b(0x12, 0x12, 0x12));
+}
+
 TEST(ImageCodecsTest, SixteenBitPnmKeepsTheHighByte) {
   // Found by fuzzing: stb_image's 16-bit PNM reader overflowed its buffer on
   // this header (maxval 256, then a second image); PNM is read here now.
@@ -173,7 +208,10 @@ TEST(ImageCodecsTest, BadBytesAreErrorsThatNameTheFormat) {
     for (size_t i = whole.size() / 3; i < whole.size(); i += 7) flipped[i] = static_cast<char>(~flipped[i]);
     cases.push_back({flipped, ""});  // corrupt: an error or some pixels, never a crash
   }
-  cases.push_back({"P3\n2 2\n255\n0 0 0 0 0 0 0 0 0 0 0 0\n", "PNM"});
+  cases.push_back({"P3\n2 2\n255\n0 0 0 0 0 0 0 0 0 0 0\n", "PNM"});  // one sample short
+  cases.push_back({"P2\n1 1\n255\nx\n", "PNM"});
+  cases.push_back({"P7\nWIDTH 2\nHEIGHT 2\nDEPTH 3\nMAXVAL 255\nENDHDR\n12345", "PAM"});
+  cases.push_back({"P7\nWIDTH 2\nHEIGHT 2\nDEPTH 5\nMAXVAL 255\nENDHDR\n", "PAM"});
   cases.push_back({"not an image at all", "not a PNG"});
   for (const Case& c : cases) {
     absl::StatusOr<cv::Mat> decoded = DecodeOtherImage(c.bytes);
