@@ -100,6 +100,9 @@ TEST(ImageCodecsTest, TiffDecodesAsOpenCvDid) {
   ExpectSamePixels(Reference(".tiff", v.bgr), "TIFF RGB");
   ExpectSamePixels(Reference(".tiff", v.gray), "TIFF grey");
   ExpectSamePixels(Reference(".tiff", v.bgr, {cv::IMWRITE_TIFF_COMPRESSION, 1}), "TIFF RGB uncompressed");
+  ExpectSamePixels(Reference(".tiff", v.bgra), "TIFF RGBA");
+  ExpectSamePixels(Reference(".tiff", v.bgr16), "TIFF 16-bit RGB");
+  ExpectSamePixels(Reference(".tiff", v.gray16), "TIFF 16-bit grey");
 }
 
 TEST(ImageCodecsTest, BmpAndPnmDecodeAsOpenCvDid) {

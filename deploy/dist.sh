@@ -27,12 +27,9 @@ for b in "${bins[@]}" "${modules[@]}"; do
   [ -x "$build/$b" ] || [ -f "$build/$b" ] || { echo "dist: $build/$b is missing (make build first)" >&2; exit 1; }
   install -m 755 -s "$build/$b" "$stage/$name/bin/"
 done
-for b in "${bins[@]}" "${modules[@]}"; do
-  ldd "$build/$b" | awk '/=> \//{print $3}'
-done | sort -u | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libresolv.so*|libutil.so*) continue;;
-  esac
+paths=()
+for b in "${bins[@]}" "${modules[@]}"; do paths+=("$build/$b"); done
+"$(dirname "$0")/container/shared_libs.sh" "${paths[@]}" | while read -r lib; do
   install -m 644 "$(readlink -f "$lib")" "$stage/$name/lib/$(basename "$lib")"
 done
 for f in "$stage/$name"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done

@@ -19,12 +19,9 @@ modules=(dataplane/libstoker_spm.so)
 for m in "${modules[@]}"; do
   install -m 755 -s "$build/$m" "$out/usr/local/bin/"
 done
-for b in "${bins[@]}" "${modules[@]}"; do
-  ldd "$build/$b" | awk '/=> \//{print $3}'
-done | sort -u | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libresolv.so*) continue;;
-  esac
+paths=()
+for b in "${bins[@]}" "${modules[@]}"; do paths+=("$build/$b"); done
+"$(dirname "$0")/shared_libs.sh" "${paths[@]}" | while read -r lib; do
   cp -L "$lib" "$out/usr/local/lib/stoker/"
 done
 echo /usr/local/lib/stoker > "$out/etc/ld.so.conf.d/stoker.conf"
