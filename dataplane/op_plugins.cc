@@ -32,7 +32,7 @@ uint64_t NextFromRng(void* state) { return static_cast<Rng*>(state)->Next(); }
 
 // The allocator's host: the image an op makes, bounded by the pixel limit.
 struct Made {
-  int64_t max_pixels;
+  int64_t max_pixels = 0;
   cv::Mat mat;
   StokerImage image{};
 };
@@ -186,7 +186,8 @@ absl::StatusOr<cv::Mat> PluginInstance::Apply(cv::Mat image, Rng& rng, int64_t m
   }
   StokerImage in{image.data, image.rows, image.cols, 3, static_cast<int64_t>(image.step[0])};
   StokerRng generator{&rng, &NextFromRng};
-  Made made{max_pixels};
+  Made made;
+  made.max_pixels = max_pixels;
   StokerAllocator allocator{&made, &Allocate};
   std::vector<StokerField> given;
   Replaced replaced;
