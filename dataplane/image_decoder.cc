@@ -198,6 +198,11 @@ absl::StatusOr<cv::Mat> DecodeOther(absl::string_view bytes, const CropBox& box,
   cv::Mat region = decoded;
   if (box.width > 0) {
     const cv::Rect rect = cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, decoded.cols, decoded.rows);
+    if (rect.empty()) {
+      return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("the region ", box.width, "x", box.height, " at (",
+                                                               box.left, ", ", box.top, ") is outside the ",
+                                                               decoded.cols, "x", decoded.rows, " image"));
+    }
     region = decoded(rect);
   }
   cv::Mat rgb = box.width > 0 ? region.clone() : region;  // contiguous, as before

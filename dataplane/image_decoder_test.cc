@@ -223,6 +223,18 @@ TEST(ImageDecoderTest, FormatComesFromTheBytesNotTheName) {
   EXPECT_EQ(jpeg->height, 10);
 }
 
+// Found by the image_decode fuzzer: a region wholly outside a non-JPEG image
+// gave an empty one-channel result (OpenCV's cvtColor used to refuse it).
+TEST(ImageDecoderTest, ARegionOutsideTheImageIsCorrupt) {
+  const cv::Mat src = SyntheticImage(3, 4, 3);
+  for (const char* ext : {".png", ".ppm", ".bmp"}) {
+    auto decoded = DecodeImage(Encode(ext, src), CropBox{3, 3, 1, 4}, 8, 0);
+    ASSERT_FALSE(decoded.ok()) << ext;
+    EXPECT_EQ(DecodeFailureOf(decoded.status()), DecodeFailure::kCorrupt) << decoded.status();
+    EXPECT_NE(decoded.status().message().find("outside the 4x3 image"), std::string::npos) << decoded.status();
+  }
+}
+
 TEST(ImageDecoderTest, BadBytesFailWithTheirKind) {
   const std::string jpeg = EncodeJpeg(SyntheticImage(64, 64, 4), 90);
   const std::string png = testing::EncodeWithOpenCv(SyntheticImage(64, 64, 4), ".png");
