@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -41,10 +42,6 @@
 
 namespace stoker {
 namespace {
-
-bool HasMagic(absl::string_view bytes, absl::string_view magic) {
-  return bytes.size() >= magic.size() && bytes.substr(0, magic.size()) == magic;
-}
 
 absl::Status Bad(absl::string_view format, absl::string_view detail) {
   return absl::InvalidArgumentError(absl::StrCat(format, ": ", detail));
@@ -467,19 +464,19 @@ void JpegWriteError(j_common_ptr cinfo) {
 }  // namespace
 
 absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes, int64_t max_pixels) {
-  if (HasMagic(bytes, "\x89PNG\r\n\x1a\n")) return DecodePng(bytes, max_pixels);
-  if (HasMagic(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return DecodeWebp(bytes, max_pixels);
-  if (HasMagic(bytes, absl::string_view("II*\0", 4)) || HasMagic(bytes, absl::string_view("MM\0*", 4)) ||
-      HasMagic(bytes, absl::string_view("II+\0", 4)) || HasMagic(bytes, absl::string_view("MM\0+", 4))) {
+  if (absl::StartsWith(bytes, "\x89PNG\r\n\x1a\n")) return DecodePng(bytes, max_pixels);
+  if (absl::StartsWith(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return DecodeWebp(bytes, max_pixels);
+  if (absl::StartsWith(bytes, absl::string_view("II*\0", 4)) || absl::StartsWith(bytes, absl::string_view("MM\0*", 4)) ||
+      absl::StartsWith(bytes, absl::string_view("II+\0", 4)) || absl::StartsWith(bytes, absl::string_view("MM\0+", 4))) {
     return DecodeTiff(bytes, max_pixels);
   }
-  if (HasMagic(bytes, "BM")) return DecodeWithStb(bytes, "BMP", max_pixels);
-  if (HasMagic(bytes, "P4")) return DecodePbm(bytes, max_pixels);
-  if (HasMagic(bytes, "P5") || HasMagic(bytes, "P6")) return DecodePgmPpm(bytes, max_pixels);
-  if (HasMagic(bytes, "P1") || HasMagic(bytes, "P2") || HasMagic(bytes, "P3")) {
+  if (absl::StartsWith(bytes, "BM")) return DecodeWithStb(bytes, "BMP", max_pixels);
+  if (absl::StartsWith(bytes, "P4")) return DecodePbm(bytes, max_pixels);
+  if (absl::StartsWith(bytes, "P5") || absl::StartsWith(bytes, "P6")) return DecodePgmPpm(bytes, max_pixels);
+  if (absl::StartsWith(bytes, "P1") || absl::StartsWith(bytes, "P2") || absl::StartsWith(bytes, "P3")) {
     return DecodeAsciiPnm(bytes, max_pixels);
   }
-  if (HasMagic(bytes, "P7")) return DecodePam(bytes, max_pixels);
+  if (absl::StartsWith(bytes, "P7")) return DecodePam(bytes, max_pixels);
   return absl::InvalidArgumentError("not a PNG, WebP, TIFF, BMP or PNM image");
 }
 
