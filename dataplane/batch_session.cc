@@ -23,6 +23,38 @@
 namespace stoker {
 namespace {
 
+// An allocation that failed while a sample was made (std::bad_alloc, or
+// OpenCV's out-of-memory error): the process is at a memory limit, the
+// sample is not bad, so it is not replaced: its batch fails with this.
+constexpr char kOutOfMemoryPayload[] = "stoker.dev/out-of-memory";
+
+bool IsOutOfMemory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
+  const auto* cv_error = dynamic_cast<const cv::Exception*>(&e);
+  return cv_error != nullptr && cv_error->code == cv::Error::StsNoMem;
+}
+
+// What a sample's processing threw, as its status.
+absl::Status ProcessingError(const std::exception& e, absl::string_view what) {
+  if (!IsOutOfMemory(e)) return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(what, " failed: ", e.what()));
+  absl::Status status = absl::ResourceExhaustedError(
+      absl::StrCat("out of memory while ", what, " (the process is at its cgroup, RLIMIT_AS or RLIMIT_DATA limit; "
+                   "lower --max-inflight-bytes or ask for smaller batches): ", e.what()));
+  status.SetPayload(kOutOfMemoryPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsOutOfMemory(const absl::Status& status) { return status.GetPayload(kOutOfMemoryPayload).has_value(); }
+
+// A batch whose memory could not be allocated: the batch's failure, with
+// what the operator can change.
+absl::Status OutOfMemory(int64_t batch_index, int64_t bytes, int64_t budget) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "batch ", batch_index, ": could not allocate ", bytes, " bytes (the process is at a memory limit: its "
+      "cgroup, RLIMIT_AS or RLIMIT_DATA); the server's budget for batches in flight is ", budget,
+      " bytes (--max-inflight-bytes): lower it, or ask for smaller batches"));
+}
+
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
 
 // The failed_samples reason of a read's error: a decode failure's name (a
@@ -241,10 +273,22 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   const absl::Time task_start = absl::Now();
   metrics_->queued_samples->Decrement();
   // Allocated when work starts, not at Submit: queued requests hold no memory.
+  // An allocation the process cannot make (an address-space or data limit
+  // the budget did not foresee) fails this batch, never the server.
   if (!store_) {
     std::call_once(job->allocated, [&] {
-      job->data = std::make_shared<std::string>(static_cast<size_t>(job->bytes), '\0');
+      try {
+        job->data = std::make_shared<std::string>(static_cast<size_t>(job->bytes), '\0');
+      } catch (const std::bad_alloc&) {
+        job->data.reset();
+        absl::MutexLock lock(&job->mu);
+        job->error = OutOfMemory(job->header.batch_index(), job->bytes, budget_->limit());
+      }
     });
+  }
+  if (!store_ && !job->data) {  // the buffer could not be made: nothing to produce into
+    if (job->remaining.fetch_sub(1) == 1) Complete(job);
+    return;
   }
   if (!job->started.exchange(true)) {
     const absl::Duration queued = absl::Now() - job->arrived;
@@ -256,7 +300,13 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
     std::vector<std::string>* fields = value_fields_.empty() ? nullptr : &job->field_values[static_cast<size_t>(slot)];
     absl::Status status = store_ ? ProduceStored(index, &job->stored[static_cast<size_t>(slot)], *job)
                                  : ProduceSample(epoch, index, dst, fields, *job);
-    if (!status.ok()) {
+    if (IsOutOfMemory(status)) {  // not the sample's fault: no replacement, the batch fails
+      absl::MutexLock lock(&job->mu);
+      if (job->error.ok()) {
+        job->error = absl::Status(status.code(), absl::StrCat("batch ", job->header.batch_index(), ", sample ",
+                                                              index, ": ", status.message()));
+      }
+    } else if (!status.ok()) {
       v1::FailedSample failed;
       failed.set_sample_index(index);
       failed.set_path(source_->Describe(index));
@@ -364,7 +414,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
         status = ProduceFromBytes(cached ? std::string(encoded) : *std::move(bytes), rng, dst, &times, &io);
       }
     } catch (const std::exception& e) {  // OpenCV throws; never let it reach the worker thread
-      status = DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
+      status = ProcessingError(e, "processing");
     }
     job.decode_ns += Nanos(times.decode);
     job.augment_ns += Nanos(times.augment);
@@ -374,7 +424,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     if (times.python > absl::ZeroDuration()) metrics_->python_seconds->Observe(absl::ToDoubleSeconds(times.python));
     reason = DecodeFailureName(DecodeFailureOf(status));
   }
-  if (status.ok()) return status;
+  if (status.ok() || IsOutOfMemory(status)) return status;  // out of memory: the batch's failure, not the sample's
   return Failed(index, status, reason);
 }
 
@@ -533,7 +583,8 @@ absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
       return source_->ReadField(index, image_extensions_, nullptr);
     }
     return source_->Read(index);
-  } catch (const std::exception& e) {  // e.g. bad_alloc: fail the sample, never the worker thread
+  } catch (const std::exception& e) {  // e.g. bad_alloc: fail the sample or batch, never the worker thread
+    if (IsOutOfMemory(e)) return ProcessingError(e, absl::StrCat("reading ", source_->Describe(index)));
     return absl::ResourceExhaustedError(absl::StrCat("reading ", source_->Describe(index), ": ", e.what()));
   }
 }
@@ -555,7 +606,7 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
     try {
       decoded = DecodeWhole(*bytes);
     } catch (const std::exception& e) {
-      return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("decoding failed: ", e.what()));
+      return ProcessingError(e, "decoding");
     }
     if (!decoded.ok()) return decoded.status();
     const absl::Duration decode = absl::Now() - decode_start;
@@ -573,7 +624,7 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
     if (!applied.ok()) return applied.status();
     if (absl::Status stored = pipeline_.Store(*applied, dst); !stored.ok()) return stored;
   } catch (const std::exception& e) {
-    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("processing failed: ", e.what()));
+    return ProcessingError(e, "processing");
   }
   const absl::Duration augment = absl::Now() - t0 - io.python_time;
   job.augment_ns += Nanos(augment);
@@ -640,33 +691,41 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
     absl::MutexLock lock(&job->mu);
     for (v1::FailedSample& f : job->failed) *job->header.add_failed_samples() = std::move(f);
   }
-  if (store_) {  // the samples, one after another, and their sizes
-    const absl::Time t0 = absl::Now();
-    size_t total = 0;
-    for (const std::string& sample : job->stored) total += sample.size();
-    job->data = std::make_shared<std::string>();
-    job->data->reserve(total);
-    for (std::string& sample : job->stored) {
-      job->header.add_sample_sizes(static_cast<int64_t>(sample.size()));
-      job->data->append(sample);
-      std::string().swap(sample);
-    }
-    job->header.set_total_bytes(static_cast<int64_t>(total));
-    t.set_assemble_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
-    if (static_cast<int64_t>(total) > kMaxBatchBytes) {
-      absl::MutexLock lock(&job->mu);
-      if (job->error.ok()) {
-        job->error = absl::ResourceExhaustedError(absl::StrCat(
-            "batch ", job->header.batch_index(), " holds ", total, " bytes of stored samples; a batch may hold at most ",
-            kMaxBatchBytes, ": ask for fewer samples per batch"));
+  // Joining stored samples or appending the fields allocates again: a
+  // failure there is the batch's too.
+  try {
+    if (store_) {  // the samples, one after another, and their sizes
+      const absl::Time t0 = absl::Now();
+      size_t total = 0;
+      for (const std::string& sample : job->stored) total += sample.size();
+      job->data = std::make_shared<std::string>();
+      job->data->reserve(total);
+      for (std::string& sample : job->stored) {
+        job->header.add_sample_sizes(static_cast<int64_t>(sample.size()));
+        job->data->append(sample);
+        std::string().swap(sample);
+      }
+      job->header.set_total_bytes(static_cast<int64_t>(total));
+      t.set_assemble_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
+      if (static_cast<int64_t>(total) > kMaxBatchBytes) {
+        absl::MutexLock lock(&job->mu);
+        if (job->error.ok()) {
+          job->error = absl::ResourceExhaustedError(absl::StrCat(
+              "batch ", job->header.batch_index(), " holds ", total, " bytes of stored samples; a batch may hold at most ",
+              kMaxBatchBytes, ": ask for fewer samples per batch"));
+        }
       }
     }
-  }
-  if (!value_fields_.empty() && job->data) {  // the field region follows the image buffer
-    const absl::Time t0 = absl::Now();
-    job->data->append(BuildFieldRegion(value_fields_, job->field_values, &job->header, item_shapes_));
-    std::vector<std::vector<std::string>>().swap(job->field_values);
-    t.set_assemble_seconds(t.assemble_seconds() + absl::ToDoubleSeconds(absl::Now() - t0));
+    if (!value_fields_.empty() && job->data) {  // the field region follows the image buffer
+      const absl::Time t0 = absl::Now();
+      job->data->append(BuildFieldRegion(value_fields_, job->field_values, &job->header, item_shapes_));
+      std::vector<std::vector<std::string>>().swap(job->field_values);
+      t.set_assemble_seconds(t.assemble_seconds() + absl::ToDoubleSeconds(absl::Now() - t0));
+    }
+  } catch (const std::bad_alloc&) {
+    job->data.reset();
+    absl::MutexLock lock(&job->mu);
+    if (job->error.ok()) job->error = OutOfMemory(job->header.batch_index(), job->header.total_bytes(), budget_->limit());
   }
   absl::Status status;
   {

@@ -1,5 +1,6 @@
 #include "dataplane/memory_budget.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +11,19 @@
 
 namespace stoker {
 
-MemoryBudget::MemoryBudget(int64_t limit_bytes) : limit_(limit_bytes > 0 ? limit_bytes : DefaultLimit()) {}
+namespace {
+
+int64_t ChosenLimit(int64_t limit_bytes) {
+  if (limit_bytes > 0) return limit_bytes;
+  std::string which;
+  const int64_t limit = MemoryBudget::DefaultLimit(MemoryBudget::ProcessLimits::Read(), &which);
+  LOG(INFO) << "batches in flight may hold " << limit << " bytes (--max-inflight-bytes 0: half of " << which << ")";
+  return limit;
+}
+
+}  // namespace
+
+MemoryBudget::MemoryBudget(int64_t limit_bytes) : limit_(ChosenLimit(limit_bytes)) {}
 
 namespace {
 
@@ -50,11 +63,60 @@ int64_t MemoryBudget::CgroupLimit(const std::string& proc_self_cgroup, const std
   return 0;
 }
 
-int64_t MemoryBudget::DefaultLimit(const std::string& proc_self_cgroup, const std::string& cgroup_fs) {
+namespace {
+
+// A "Key:   N kB" line of /proc/self/status, in bytes; 0 when missing.
+int64_t StatusBytes(const std::string& proc_self_status, const std::string& key) {
+  std::ifstream in(proc_self_status);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + ":", 0) != 0) continue;
+    try {
+      return std::stoll(line.substr(key.size() + 1)) * 1024;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+int64_t SoftLimit(int resource) {
+  rlimit r{};
+  if (getrlimit(resource, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<int64_t>(std::min<rlim_t>(r.rlim_cur, rlim_t{1} << 62));
+}
+
+}  // namespace
+
+MemoryBudget::ProcessLimits MemoryBudget::ProcessLimits::Read(const std::string& proc_self_cgroup,
+                                                              const std::string& cgroup_fs,
+                                                              const std::string& proc_self_status) {
+  ProcessLimits l;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  int64_t memory = pages > 0 && page > 0 ? int64_t{pages} * page : int64_t{8} << 30;
-  if (const int64_t cgroup = CgroupLimit(proc_self_cgroup, cgroup_fs); cgroup > 0) memory = std::min(memory, cgroup);
-  return memory / 2;
+  l.physical = pages > 0 && page > 0 ? int64_t{pages} * page : int64_t{8} << 30;
+  l.cgroup = CgroupLimit(proc_self_cgroup, cgroup_fs);
+  l.address_space = SoftLimit(RLIMIT_AS);
+  l.data = SoftLimit(RLIMIT_DATA);
+  if (l.address_space > 0) l.address_space_used = StatusBytes(proc_self_status, "VmSize");
+  if (l.data > 0) l.data_used = StatusBytes(proc_self_status, "VmData");
+  return l;
+}
+
+int64_t MemoryBudget::DefaultLimit(const ProcessLimits& limits, std::string* which) {
+  int64_t room = limits.physical > 0 ? limits.physical : int64_t{8} << 30;
+  std::string name = "the machine's memory";
+  auto consider = [&](int64_t limit, int64_t used, const char* what) {
+    if (limit <= 0) return;
+    const int64_t left = std::max<int64_t>(0, limit - used);
+    if (left < room) {
+      room = left;
+      name = what;
+    }
+  };
+  consider(limits.cgroup, 0, "the cgroup's memory limit");
+  consider(limits.address_space, limits.address_space_used, "what RLIMIT_AS leaves");
+  consider(limits.data, limits.data_used, "what RLIMIT_DATA leaves");
+  if (which) *which = name;
+  return std::max<int64_t>(1, room / 2);
 }
 
 bool MemoryBudget::TryAcquire(int64_t bytes) {

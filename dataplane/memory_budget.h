@@ -19,11 +19,26 @@ class MemoryBudget {
   // `limit_bytes` <= 0: DefaultLimit().
   explicit MemoryBudget(int64_t limit_bytes);
 
-  // Half the memory this process may use: the machine's physical memory, or
-  // its cgroup's limit where that is smaller (a container's memory limit, a
-  // systemd unit's MemoryMax), which the kernel enforces by killing.
-  static int64_t DefaultLimit(const std::string& proc_self_cgroup = "/proc/self/cgroup",
-                              const std::string& cgroup_fs = "/sys/fs/cgroup");
+  // What bounds the memory this process may use.
+  struct ProcessLimits {
+    int64_t physical = 0;            // the machine's memory
+    int64_t cgroup = 0;              // its cgroup's limit (CgroupLimit); 0: none
+    int64_t address_space = 0;       // RLIMIT_AS (soft); 0: unlimited
+    int64_t address_space_used = 0;  // VmSize now
+    int64_t data = 0;                // RLIMIT_DATA (soft); 0: unlimited
+    int64_t data_used = 0;           // VmData now
+    // This process's, from sysconf, getrlimit and `proc_self_status`.
+    static ProcessLimits Read(const std::string& proc_self_cgroup = "/proc/self/cgroup",
+                              const std::string& cgroup_fs = "/sys/fs/cgroup",
+                              const std::string& proc_self_status = "/proc/self/status");
+  };
+  // Half the room the tightest limit leaves: the machine's memory, its
+  // cgroup's limit (a container's memory limit, a systemd unit's MemoryMax:
+  // the kernel enforces it by killing), and what RLIMIT_AS and RLIMIT_DATA
+  // leave beyond what the process already maps (past them an allocation
+  // fails). *which (nullable) names the limit that decided.
+  static int64_t DefaultLimit(const ProcessLimits& limits, std::string* which = nullptr);
+  static int64_t DefaultLimit() { return DefaultLimit(ProcessLimits::Read()); }
   // The memory limit of the cgroup that `proc_self_cgroup` names, read from
   // the cgroup file system at `cgroup_fs` (v2 memory.max, or v1
   // memory.limit_in_bytes); 0 when there is none.

@@ -1,5 +1,7 @@
 #include "dataplane/memory_budget.h"
 
+#include <sys/resource.h>
+
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -23,7 +25,7 @@ TEST(MemoryBudgetTest, CgroupV2LimitOfTheProcesssOwnCgroup) {
   Write(fs + "/system.slice/stoker-server.service/memory.max", "17179869184\n");
   EXPECT_EQ(MemoryBudget::CgroupLimit(root + "/self", fs), int64_t{16} << 30);
   // The budget is half of the smaller of the machine's memory and the limit.
-  EXPECT_LE(MemoryBudget::DefaultLimit(root + "/self", fs), int64_t{8} << 30);
+  EXPECT_LE(MemoryBudget::DefaultLimit(MemoryBudget::ProcessLimits::Read(root + "/self", fs)), int64_t{8} << 30);
   Write(fs + "/system.slice/stoker-server.service/memory.max", "max\n");
   EXPECT_EQ(MemoryBudget::CgroupLimit(root + "/self", fs), 0);
 }
@@ -36,7 +38,7 @@ TEST(MemoryBudgetTest, CgroupV1MemoryControllerAmongOthers) {
   Write(root + "/self", "4:cpu,cpuacct:/kubepods/pod1\n3:memory:/kubepods/pod1\n");
   Write(fs + "/memory/kubepods/pod1/memory.limit_in_bytes", "1073741824\n");
   EXPECT_EQ(MemoryBudget::CgroupLimit(root + "/self", fs), int64_t{1} << 30);
-  EXPECT_EQ(MemoryBudget::DefaultLimit(root + "/self", fs), int64_t{1} << 29);
+  EXPECT_EQ(MemoryBudget::DefaultLimit(MemoryBudget::ProcessLimits::Read(root + "/self", fs)), int64_t{1} << 29);
   Write(fs + "/memory/kubepods/pod1/memory.limit_in_bytes", "9223372036854771712\n");  // v1 "unlimited"
   EXPECT_EQ(MemoryBudget::CgroupLimit(root + "/self", fs), 0);
 }
@@ -47,7 +49,46 @@ TEST(MemoryBudgetTest, NoCgroupMeansTheMachinesMemory) {
   EXPECT_EQ(MemoryBudget::CgroupLimit(root + "/missing", root), 0);
   Write(root + "/self", "garbage without colons\n0::/nowhere\n");
   EXPECT_EQ(MemoryBudget::CgroupLimit(root + "/self", root), 0);
-  EXPECT_GT(MemoryBudget::DefaultLimit(root + "/self", root), 0);
+  EXPECT_GT(MemoryBudget::DefaultLimit(MemoryBudget::ProcessLimits::Read(root + "/self", root)), 0);
+}
+
+TEST(MemoryBudgetTest, TheTightestLimitDecidesAndRlimitsCountWhatIsAlreadyMapped) {
+  MemoryBudget::ProcessLimits l;
+  l.physical = int64_t{64} << 30;
+  std::string which;
+  EXPECT_EQ(MemoryBudget::DefaultLimit(l, &which), int64_t{32} << 30);
+  EXPECT_EQ(which, "the machine's memory");
+  l.cgroup = int64_t{16} << 30;
+  EXPECT_EQ(MemoryBudget::DefaultLimit(l, &which), int64_t{8} << 30);
+  EXPECT_EQ(which, "the cgroup's memory limit");
+  // prlimit --as=8GiB on a process that already maps 1 GiB: half of 7 GiB.
+  l.address_space = int64_t{8} << 30;
+  l.address_space_used = int64_t{1} << 30;
+  EXPECT_EQ(MemoryBudget::DefaultLimit(l, &which), int64_t{7} << 29);
+  EXPECT_EQ(which, "what RLIMIT_AS leaves");
+  l.data = int64_t{4} << 30;
+  l.data_used = int64_t{2} << 30;
+  EXPECT_EQ(MemoryBudget::DefaultLimit(l, &which), int64_t{1} << 30);
+  EXPECT_EQ(which, "what RLIMIT_DATA leaves");
+  // Already past a limit: the smallest budget there is, never a negative one.
+  l.address_space_used = int64_t{9} << 30;
+  EXPECT_EQ(MemoryBudget::DefaultLimit(l, &which), 1);
+}
+
+TEST(MemoryBudgetTest, ReadsThisProcesssAddressSpaceLimitAndUse) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+  const rlim_t limit = rlim_t{1} << 40;  // far above what a test maps: changes nothing else
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < limit) GTEST_SKIP() << "hard RLIMIT_AS below 1 TiB";
+  rlimit set = saved;
+  set.rlim_cur = limit;
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &set), 0);
+  const MemoryBudget::ProcessLimits l = MemoryBudget::ProcessLimits::Read();
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+  EXPECT_EQ(l.address_space, int64_t{1} << 40);
+  EXPECT_GT(l.address_space_used, int64_t{1} << 20);  // VmSize of a running test: megabytes at least
+  EXPECT_LT(l.address_space_used, l.address_space);
+  EXPECT_GT(l.physical, 0);
 }
 
 }  // namespace

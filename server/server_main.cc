@@ -63,7 +63,9 @@ ABSL_FLAG(bool, allow_synthetic, true,
           "Serve 'synthetic:WxH[:N[:C]]' datasets (generated JPEGs, for benchmarks); false refuses them");
 ABSL_FLAG(int64_t, max_inflight_bytes, 0,
           "Bytes of batches in flight (accepted, not yet sent) over all streams; past it requests get "
-          "RESOURCE_EXHAUSTED; 0: half the memory the process may use (the machine's, or its cgroup's limit)");
+          "RESOURCE_EXHAUSTED; 0: half the room the tightest limit leaves (the machine's memory, the cgroup's limit, "
+          "RLIMIT_AS or RLIMIT_DATA less what is already mapped); an allocation that fails anyway fails its batch "
+          "with RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, allow_cache_modes, true,
           "Let sessions ask for the diagnostic cache modes (batch, decoded, raw; used by stoker-diagnose); "
           "false refuses them with FAILED_PRECONDITION");
