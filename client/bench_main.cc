@@ -441,18 +441,31 @@ int Run() {
     nlohmann::json j = SummaryJson(summary);
     j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
     const DemandReport demand = (*client)->meter().demand().Report();
-    j["demand_images_per_second"] = demand.demand_images_per_second;
     j["server_capacity_images_per_second"] = demand.mean_server_capacity;
-    j["servers_needed"] = demand.servers_needed;
+    if (absl::GetFlag(FLAGS_step_ms) > 0) {  // else not estimated (see below)
+      j["demand_images_per_second"] = demand.demand_images_per_second;
+      j["servers_needed"] = demand.servers_needed;
+    } else {
+      j["demand_images_per_second"] = nullptr;
+      j["servers_needed"] = nullptr;
+    }
     std::ofstream(absl::GetFlag(FLAGS_json)) << j.dump(2) << '\n';
   }
   // How many servers this job needs (client/demand_meter.h; the recording
   // rule stoker:servers_needed computes the same fleet-wide).
+  // With no training step (--step-ms 0) the loop asks for batches as fast as
+  // they come: its demand is unbounded, and no pool size follows from it.
   const DemandReport demand = (*client)->meter().demand().Report();
-  std::printf("  %-22s %12.1f\n", "demand images/s", demand.demand_images_per_second);
+  const bool has_step = absl::GetFlag(FLAGS_step_ms) > 0;
+  if (has_step) std::printf("  %-22s %12.1f\n", "demand images/s", demand.demand_images_per_second);
   std::printf("  %-22s %12.1f\n", "capacity/server img/s", demand.mean_server_capacity);
-  std::printf("servers needed: %d (%s)\n", demand.servers_needed, demand.Explain().c_str());
-  if (config->world_size > 1) {
+  if (!has_step) {
+    std::printf("servers needed: not estimated (--step-ms 0: no training step, so the demand is as fast as batches "
+                "come; give the job's step time in --step-ms to size the pool)\n");
+  } else {
+    std::printf("servers needed: %d (%s)\n", demand.servers_needed, demand.Explain().c_str());
+  }
+  if (has_step && config->world_size > 1) {
     std::printf("  (for this rank's share, %d of %d: the job's ranks together need about %d times as much; the "
                 "recording rule stoker:servers_needed sums them)\n",
                 config->rank, config->world_size, config->world_size);

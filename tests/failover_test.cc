@@ -174,6 +174,10 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
              summary = out_.path() / "failed.json";
   auto reference = Bench({servers, "--epochs=2", "--log-batches=" + reference_log.string()});
   ASSERT_EQ(Finish(*reference), 0) << reference->output();
+  // No training step (--step-ms 0): no pool size is made up from an
+  // unbounded demand.
+  EXPECT_NE(reference->output().find("servers needed: not estimated (--step-ms 0"), std::string::npos)
+      << reference->output();
 
   auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--log-batches=" + failed_log.string(),
                     "--json=" + summary.string()});
