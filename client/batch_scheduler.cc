@@ -32,6 +32,7 @@ BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientM
       meter_(meter),
       jitter_state_(options_.jitter_seed ? options_.jitter_seed : std::random_device{}()) {
   plans_.push_back(std::move(plan));
+  if (options_.fanout) fanout_.emplace(*options_.fanout);
   for (int64_t b = 0; b < per_epoch_; ++b) {
     if (options_.already_delivered.count(b)) {
       delivered_.insert(b);
@@ -102,6 +103,7 @@ std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::str
   std::vector<std::string> to_open;
   for (auto& [address, server] : servers_) server.member = false;
   for (const std::string& a : addresses) servers_[a].member = true;
+  Rechoose(now);
   for (auto& [address, server] : servers_) {
     const size_t lanes = static_cast<size_t>(LimitsOf(address).lanes);
     if (!server.member) {
@@ -113,12 +115,50 @@ std::vector<std::string> BatchScheduler::OnMembership(const std::vector<std::str
         MaybeHalfClose(id);
       }
     }
-    if (server.member && server.live.size() < lanes && now >= server.retry_at && now >= server.full_until &&
-        error_.ok() && !Done()) {
+    if (server.member && server.chosen && server.live.size() < lanes && now >= server.retry_at &&
+        now >= server.full_until && error_.ok() && !Done()) {
       to_open.insert(to_open.end(), lanes - server.live.size(), address);
     }
   }
   return to_open;
+}
+
+void BatchScheduler::Rechoose(absl::Time now) {
+  if (!fanout_) return;
+  std::vector<std::string> eligible;
+  for (const auto& [address, server] : servers_) {
+    if (!server.member || options_.producer_limits.count(address)) continue;  // the local producer is always used
+    if (now < server.retry_at || now < server.full_until) continue;
+    eligible.push_back(address);
+  }
+  // A batch that r servers refused needs an (r + 1)-th to try it.
+  size_t refusals = 0;
+  for (const auto& [b, a] : attempts_) {
+    if (!assigned_.count(b) && !ready_.count(b)) refusals = std::max(refusals, a.refused_by.size());
+  }
+  const std::vector<std::string>& chosen = fanout_->Choose(eligible, static_cast<int>(refusals) + 1, now);
+  const std::set<std::string> in(chosen.begin(), chosen.end());
+  for (auto& [address, server] : servers_) {
+    const bool was = server.chosen;
+    // A server backing off or full keeps its flag: it is out of the subset
+    // (not eligible), and its streams are already ending or refused.
+    server.chosen = options_.producer_limits.count(address) > 0 || in.count(address) > 0;
+    if (was && !server.chosen) {
+      for (StreamId id : server.live) MaybeHalfClose(id);
+    }
+  }
+}
+
+void BatchScheduler::SetDemand(double batches_per_second) {
+  if (fanout_) fanout_->SetDemand(batches_per_second);
+}
+
+std::vector<std::string> BatchScheduler::ServersInUse() const {
+  std::vector<std::string> out;
+  for (const auto& [address, server] : servers_) {
+    if (server.member && server.chosen && !options_.producer_limits.count(address)) out.push_back(address);
+  }
+  return out;
 }
 
 void BatchScheduler::OnConnectFailed(const std::string& address, const std::string& why) {
@@ -300,7 +340,7 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     // (which the next epoch's batches may fill): in order, the next one; out
     // of order, any of the current epoch while none of it is under way.
     const bool head = options_.ordered ? b == next_to_deliver_ : b < CurrentEnd() && !CurrentUnderWay();
-    if (!head && static_cast<int64_t>(assigned_.size() + ready_.size()) >= options_.prefetch) break;
+    if (!head && static_cast<int64_t>(assigned_.size() + ready_.size()) >= prefetch()) break;
     // The least-loaded live server with room: fast servers return batches
     // sooner, so they are asked more often. Among equally loaded ones, the one
     // asked least recently, so that when the consumer (not the servers) sets
@@ -316,7 +356,7 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     for (auto& [address, server] : servers_) {
       // A server backing off after a failure gets no new work, also not on
       // its other lanes: a failed lane's batches go to other servers.
-      if (now < server.retry_at) continue;
+      if (now < server.retry_at || !server.chosen) continue;
       const int64_t load = Outstanding(server);
       if (load >= LimitsOf(address).window) continue;
       for (StreamId id : server.live) {
@@ -425,6 +465,10 @@ absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Tim
     batch.receive_latency = now - it->second;
     requested_at_.erase(it);
   }
+  if (fanout_) {
+    fanout_->OnBatch(s.address, batch.receive_latency, batch.stage_times.queue_seconds(),
+                     batch.stage_times.server_seconds());
+  }
   if (meter_) {
     meter_->OnBatch(batch.stage_times, batch.receive_latency);
     meter_->demand().OnCapacity(s.address, batch.stage_times.capacity_images_per_second());
@@ -448,6 +492,20 @@ absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Tim
 
 std::vector<StreamId> BatchScheduler::Tick(absl::Time now) {
   std::vector<StreamId> to_cancel;
+  if (fanout_) {
+    if (meter_ && per_epoch_ > 0) {
+      const double images = meter_->demand().Report().demand_images_per_second;
+      const size_t batch = PlanOf(epoch()).BatchIndices(0).size();
+      fanout_->SetDemand(batch > 0 ? images / static_cast<double>(batch) : 0);
+    }
+    fanout_->Evaluate(now);
+  }
+  if (metrics_) {
+    metrics_->servers_in_use->Set(static_cast<double>(ServersInUse().size()));
+    metrics_->prefetch_batches->Set(prefetch());
+    const int64_t batch_bytes = options_.fanout ? options_.fanout->batch_bytes : 0;
+    metrics_->prefetch_bytes->Set(static_cast<double>(prefetch()) * static_cast<double>(batch_bytes));
+  }
   // A batch outstanding too long: give its stream up.
   for (const auto& [b, at] : requested_at_) {
     if (now - at <= options_.batch_timeout) continue;
@@ -493,7 +551,9 @@ void BatchScheduler::MaybeHalfClose(StreamId id) {
   // otherwise they stay open for an epoch that may still be armed, until the
   // run is dropped), on an error, or when their server drains.
   const bool run_received = Done() && options_.final_epoch >= 0 && last_armed_epoch() >= options_.final_epoch;
-  if (!s.draining && !run_received && error_.ok()) return;
+  auto server = servers_.find(s.address);
+  const bool left_out = server != servers_.end() && !server->second.chosen;  // fan-out: not in the subset now
+  if (!s.draining && !run_received && error_.ok() && !left_out) return;
   s.half_closed = true;
   half_close_.push_back(id);
 }

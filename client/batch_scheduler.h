@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/batch.h"
+#include "client/fanout.h"
 #include "common/epoch_plan.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
@@ -68,6 +70,11 @@ struct SchedulerOptions {
   };
   std::map<std::string, Limits> producer_limits;
   int prefetch = 4;
+  // Bounded fan-out (client/fanout.h): the rank streams from a subset of the
+  // servers sized by its demand, and prefetches by time (fanout's own
+  // fixed_prefetch, or by time, replaces `prefetch`). Unset: every server in
+  // the set gets streams, and `prefetch` holds.
+  std::optional<FanoutOptions> fanout;
   bool ordered = true;  // false: hand batches over as they complete
   absl::Duration batch_timeout = absl::Seconds(120);
   absl::Duration unavailable_timeout = absl::Seconds(30);
@@ -199,6 +206,20 @@ class BatchScheduler {
   // epoch is being dropped).
   void ReleaseGauges();
 
+  // --- fan-out ---
+  // The rank's demand, in batches per second (<= 0: not known); with a
+  // meter, Tick reads it from the meter's demand instead.
+  void SetDemand(double batches_per_second);
+  // The caller waited this long for a batch (the fan-out's starvation signal).
+  void OnCallerWait(absl::Duration waited) {
+    if (fanout_) fanout_->OnWait(waited);
+  }
+  // The servers that get new work now (with fan-out, the chosen subset; else
+  // every member) and the prefetch depth in batches.
+  std::vector<std::string> ServersInUse() const;
+  int prefetch() const { return fanout_ ? fanout_->prefetch() : options_.prefetch; }
+  const Fanout* fanout() const { return fanout_ ? &*fanout_ : nullptr; }
+
   // For tests and metrics.
   int64_t reassigned() const { return reassigned_; }
 
@@ -223,6 +244,7 @@ class BatchScheduler {
     absl::Time full_until = absl::InfinitePast();
     std::string last_error;
     bool member = false;  // in the set now
+    bool chosen = true;   // in this rank's subset (fan-out): gets new streams and work
   };
   struct Attempts {
     int count = 0;
@@ -254,6 +276,10 @@ class BatchScheduler {
   void MaybeHalfClose(StreamId id);
   void Fail(absl::Status status);
   uint64_t NextJitter();
+  // Fan-out: chooses the subset among the eligible members (not backing off,
+  // not full); a batch refused by r servers widens it to r + 1. Streams of
+  // servers left out finish what they have and close.
+  void Rechoose(absl::Time now);
 
   std::deque<EpochPlan> plans_;  // armed epochs, the current one first
   const int64_t first_epoch_;
@@ -280,6 +306,7 @@ class BatchScheduler {
   absl::Time no_server_since_ = absl::InfiniteFuture();
   absl::Status error_;
   uint64_t jitter_state_;
+  std::optional<Fanout> fanout_;
 };
 
 }  // namespace stoker

@@ -85,7 +85,16 @@ ABSL_FLAG(uint64_t, seed, 0, "Session seed: fixes sample order and augmentation"
 ABSL_FLAG(int, window, 2, "Batches requested from one server at a time");
 ABSL_FLAG(int, streams_per_server, 2,
           "Streams to each server, each on its own TCP connection, sharing its --window (see docs/transport.md)");
-ABSL_FLAG(int, prefetch, 0, "Most batches requested or buffered at once; 0 means window x servers");
+ABSL_FLAG(int, prefetch, 0,
+          "Most batches requested or buffered at once; 0: by time (enough to cover a batch's arrival time at the "
+          "step's rate, at most --prefetch-bytes)");
+ABSL_FLAG(int64_t, prefetch_bytes, int64_t{2} << 30, "Cap of the prefetch depth by time, in bytes; 0: none");
+ABSL_FLAG(bool, bounded_fanout, true,
+          "Stream from a subset of the servers sized from demand (--min-servers..--max-servers); false: from every "
+          "server");
+ABSL_FLAG(int, min_servers, 2, "Bounded fan-out: fewest servers streamed from (failover), where the pool has them");
+ABSL_FLAG(int, initial_servers, 4, "Bounded fan-out: servers streamed from before a demand is measured");
+ABSL_FLAG(int, max_servers, 32, "Bounded fan-out: most servers streamed from; 0: the whole pool");
 ABSL_FLAG(int, warmup_batches, 0, "Leave the first N delivered batches out of the summary (start-up, caches)");
 ABSL_FLAG(bool, drop_last, false, "Leave out each epoch's last partial batch");
 ABSL_FLAG(std::string, log_batches, "", "Write one JSON line per delivered batch to this file");
@@ -165,6 +174,11 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   c.streams_per_server = absl::GetFlag(FLAGS_streams_per_server);
   if (c.streams_per_server < 1) return absl::InvalidArgumentError("--streams-per-server must be at least 1");
   c.prefetch_batches = absl::GetFlag(FLAGS_prefetch);
+  c.prefetch_bytes = absl::GetFlag(FLAGS_prefetch_bytes);
+  c.bounded_fanout = absl::GetFlag(FLAGS_bounded_fanout);
+  c.min_servers = absl::GetFlag(FLAGS_min_servers);
+  c.initial_servers = absl::GetFlag(FLAGS_initial_servers);
+  c.max_servers = absl::GetFlag(FLAGS_max_servers);
   c.epochs = absl::GetFlag(FLAGS_epochs);
   c.overlap_epochs = absl::GetFlag(FLAGS_overlap_epochs);
   c.drop_last = absl::GetFlag(FLAGS_drop_last);

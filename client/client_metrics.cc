@@ -40,6 +40,21 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                           .Help("Batches requested from servers and not yet received.")
                           .Register(registry)
                           .Add({});
+  servers_in_use = &prometheus::BuildGauge()
+                        .Name("stoker_client_servers_in_use")
+                        .Help("Data servers this client streams from now (its subset of the pool).")
+                        .Register(registry)
+                        .Add({});
+  prefetch_batches = &prometheus::BuildGauge()
+                          .Name("stoker_client_prefetch_batches")
+                          .Help("Most batches this client keeps requested or buffered at once (its prefetch depth).")
+                          .Register(registry)
+                          .Add({});
+  prefetch_bytes = &prometheus::BuildGauge()
+                        .Name("stoker_client_prefetch_bytes")
+                        .Help("Bytes the prefetch depth holds at most: depth x batch bytes (0 when batches vary).")
+                        .Register(registry)
+                        .Add({});
   streams_opened = &prometheus::BuildCounter()
                         .Name("stoker_client_streams_opened_total")
                         .Help("Batch streams opened to data servers (one per server, kept across epochs; more "

@@ -23,6 +23,11 @@ struct ClientMetrics {
   prometheus::Counter* failed_samples;             // stoker_client_failed_samples_total
   prometheus::Gauge* buffered_batches;             // stoker_client_buffered_batches
   prometheus::Gauge* inflight_batches;             // stoker_client_inflight_batches
+  // Bounded fan-out (fanout.h): servers this rank streams from, and the
+  // prefetch depth (most batches requested or buffered at once) and its bytes.
+  prometheus::Gauge* servers_in_use;               // stoker_client_servers_in_use
+  prometheus::Gauge* prefetch_batches;             // stoker_client_prefetch_batches
+  prometheus::Gauge* prefetch_bytes;               // stoker_client_prefetch_bytes
   prometheus::Counter* reassigned_batches;         // stoker_client_reassigned_batches_total
   prometheus::Counter* streams_opened;             // stoker_client_streams_opened_total
   prometheus::Histogram* h2d_seconds;              // stoker_client_h2d_seconds

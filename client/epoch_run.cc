@@ -581,6 +581,7 @@ absl::Status EpochRun::Next(Batch* batch, bool* end_of_epoch) {
     mu_.Await(absl::Condition(+[](BatchScheduler* s) { return s->CanTake(); }, &scheduler_));
     absl::Status status = scheduler_.Take(batch, end_of_epoch);
     if (*end_of_epoch && options_.meter) options_.meter->demand().Pause();  // between epochs is no step
+    if (status.ok() && !*end_of_epoch) scheduler_.OnCallerWait(clock_->Now() - start);
     if (!status.ok() || *end_of_epoch) return status;
     assignments = scheduler_.Dispatch(clock_->Now());
     half_closes = scheduler_.TakeHalfCloses();

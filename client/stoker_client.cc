@@ -208,6 +208,7 @@ int PrefetchDepth(const ClientConfig& config, int servers) {
   if (config.prefetch_batches > 0) return config.prefetch_batches;
   const int window = std::max(1, config.window_per_server);
   const int local = std::max(0, config.local_workers);
+  if (config.bounded_fanout) servers = std::min(servers, std::max({1, config.min_servers, config.initial_servers}));
   return 2 * window * (local > 0 ? std::max(0, servers) : std::max(1, servers)) + 2 * LocalWindow(local);
 }
 
@@ -248,6 +249,19 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   s.streams_per_server = std::max(1, config_.streams_per_server);
   if (local_) s.producer_limits[kLocalProducer] = {LocalWindow(local_->workers()), 1};
   s.prefetch = PrefetchDepth(config_, servers_ ? static_cast<int>(servers_->Addresses().size()) : 0);
+  if (config_.bounded_fanout && servers_) {
+    FanoutOptions f;
+    f.key = absl::StrCat(config_.session.job(), "/", config_.rank, "/", config_.world_size);
+    f.min_servers = config_.min_servers;
+    f.initial_servers = config_.initial_servers;
+    f.max_servers = config_.max_servers;
+    f.window = s.window;
+    f.fixed_prefetch = config_.prefetch_batches;
+    f.prefetch_bytes = config_.prefetch_bytes;
+    f.batch_bytes = config_.session.has_store() ? 0 : int64_t{config_.session.batch_size()} * dataset_.sample_bytes();
+    f.extra_prefetch = local_ ? 2 * LocalWindow(local_->workers()) : 0;
+    s.fanout = f;
+  }
   s.ordered = config_.ordered;
   s.batch_timeout = config_.batch_timeout;
   s.unavailable_timeout = config_.unavailable_timeout;

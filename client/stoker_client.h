@@ -76,8 +76,21 @@ struct ClientConfig {
   // a time, so two let it use a second core (see docs/transport.md).
   int streams_per_server = 2;
   // Most batches requested or buffered at once (bounds client memory at about
-  // prefetch_batches x batch bytes); 0 means 2 x window_per_server x servers.
+  // prefetch_batches x batch bytes); 0: by time (client/fanout.h): enough to
+  // cover how long a batch takes to arrive at the rate the step consumes
+  // them, at most prefetch_bytes; without bounded fan-out, 2 x
+  // window_per_server x servers.
   int prefetch_batches = 0;
+  int64_t prefetch_bytes = int64_t{2} << 30;  // cap of the depth by time; 0: none
+  // Bounded fan-out (client/fanout.h): this rank streams from a subset of the
+  // servers, sized from its demand and the servers' supply: initial_servers
+  // at first, then between min_servers (failover) and max_servers (0: the
+  // whole pool); ranks spread evenly over the pool by rendezvous hashing.
+  // false: every server in the set (the behaviour before).
+  bool bounded_fanout = true;
+  int min_servers = 2;
+  int initial_servers = 4;
+  int max_servers = 32;
   absl::Duration rpc_timeout = absl::Seconds(10);     // OpenSession and connecting
   // How long Connect waits for servers that are up but still scanning the
   // dataset (a first open of a large tree takes minutes).
@@ -93,10 +106,12 @@ struct ClientConfig {
 
 class EpochRun;
 
-// Batches requested or buffered at once: prefetch_batches, or 2 x
-// window_per_server x `servers` (plus 2 x the local producer's window, its
-// workers) when that is 0. Host buffers (and the pinned pool,
-// DeviceOptions::host_slots) are sized from it, plus 2.
+// Batches requested or buffered at once when a run starts: prefetch_batches,
+// or 2 x window_per_server x the servers used (`servers`, or with bounded
+// fan-out at most initial_servers of them), plus 2 x the local producer's
+// window (its workers), when that is 0. Host buffers (and the pinned pool,
+// DeviceOptions::host_slots) are sized from it, plus 2; a deeper prefetch by
+// time later takes plain memory past them.
 int PrefetchDepth(const ClientConfig& config, int servers);
 // The local producer's window: batches it holds at once (at least 2, so that
 // its workers do not idle at a batch's tail).
