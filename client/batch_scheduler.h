@@ -210,6 +210,10 @@ class BatchScheduler {
   // The rank's demand, in batches per second (<= 0: not known); with a
   // meter, Tick reads it from the meter's demand instead.
   void SetDemand(double batches_per_second);
+  // The servers' capacities as they reported them (Fanout::SetCapacities).
+  void SetCapacities(std::map<std::string, double> capacities) {
+    if (fanout_) fanout_->SetCapacities(std::move(capacities));
+  }
   // The caller waited this long for a batch (the fan-out's starvation signal).
   void OnCallerWait(absl::Duration waited) {
     if (fanout_) fanout_->OnWait(waited);

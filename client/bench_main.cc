@@ -1,6 +1,8 @@
 // stoker-bench: drives a training loop with a simulated step against Stoker
 // data servers and reports throughput, the share of time the loop starved for
 // data, and the time between batches.
+#include <sys/resource.h>
+
 #include <xxhash.h>
 
 #include <cstdio>
@@ -454,6 +456,13 @@ int Run() {
   if (!absl::GetFlag(FLAGS_json).empty()) {
     nlohmann::json j = SummaryJson(summary);
     j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
+    // Fan-out and memory: streams opened over the run, the servers and
+    // prefetch depth at its end, and the process's peak resident memory.
+    j["streams_opened"] = metrics.streams_opened->Value();
+    j["servers_in_use"] = metrics.servers_in_use->Value();
+    j["prefetch_batches"] = metrics.prefetch_batches->Value();
+    rusage usage{};
+    if (getrusage(RUSAGE_SELF, &usage) == 0) j["max_rss_bytes"] = static_cast<int64_t>(usage.ru_maxrss) * 1024;
     const DemandReport demand = (*client)->meter().demand().Report();
     j["server_capacity_images_per_second"] = demand.mean_server_capacity;
     if (absl::GetFlag(FLAGS_step_ms) > 0) {  // else not estimated (see below)

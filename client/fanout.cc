@@ -32,10 +32,35 @@ void Blend(double* average, double value, bool first) { *average = first ? value
 
 }  // namespace
 
-std::vector<std::string> RendezvousOrder(const std::string& key, const std::vector<std::string>& servers) {
-  std::vector<std::pair<uint64_t, std::string>> scored;
+std::vector<std::string> RendezvousOrder(const std::string& key, const std::vector<std::string>& servers,
+                                         const std::map<std::string, double>& weights) {
+  double mean = 1;
+  if (!weights.empty()) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& [s, w] : weights) {
+      if (w > 0) {
+        sum += w;
+        ++n;
+      }
+    }
+    if (n > 0) mean = sum / n;
+  }
+  std::vector<std::pair<double, std::string>> scored;
   scored.reserve(servers.size());
-  for (const std::string& s : servers) scored.emplace_back(Score(key, s), s);
+  for (const std::string& s : servers) {
+    const uint64_t h = Score(key, s);
+    if (weights.empty()) {
+      scored.emplace_back(static_cast<double>(h), s);
+      continue;
+    }
+    // -w / ln(u), u uniform in (0, 1): the highest score wins with
+    // probability proportional to w.
+    auto it = weights.find(s);
+    const double w = it != weights.end() && it->second > 0 ? it->second : mean;
+    const double u = (static_cast<double>(h >> 11) + 0.5) / static_cast<double>(uint64_t{1} << 53);
+    scored.emplace_back(-w / std::log(u), s);
+  }
   std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
@@ -49,12 +74,20 @@ Fanout::Fanout(FanoutOptions options)
     : options_(std::move(options)),
       target_(std::max(Floor(), std::min(options_.initial_servers, Cap()))),
       probe_backoff_(2 * options_.interval) {
+  SetCapacities(options_.capacities);
   SetPrefetch();
 }
 
 int Fanout::Floor() const { return std::max(1, options_.min_servers); }
 
 int Fanout::Cap() const { return options_.max_servers > 0 ? std::max(options_.max_servers, Floor()) : INT_MAX; }
+
+void Fanout::SetCapacities(std::map<std::string, double> capacities) {
+  weights_.clear();
+  for (const auto& [s, c] : capacities) {
+    if (c > 0) weights_[s] = std::sqrt(c);
+  }
+}
 
 void Fanout::OnBatch(const std::string& server, absl::Duration latency, double queue_seconds, double server_seconds) {
   ServerStats& s = stats_[server];
@@ -67,7 +100,8 @@ void Fanout::OnBatch(const std::string& server, absl::Duration latency, double q
 
 bool Fanout::saturated(const std::string& server) const {
   auto it = stats_.find(server);
-  return it != stats_.end() && it->second.batches >= 2 && it->second.queue > kSaturatedQueue * it->second.make;
+  return it != stats_.end() && it->second.batches >= 2 &&
+         it->second.queue > std::max(kSaturatedQueue * it->second.make, absl::ToDoubleSeconds(kSaturatedFloor));
 }
 
 double Fanout::SupplyOf(const std::string& server) const {
@@ -81,7 +115,7 @@ const std::vector<std::string>& Fanout::Choose(const std::vector<std::string>& e
   for (auto it = avoid_.begin(); it != avoid_.end();) it = now >= it->second ? avoid_.erase(it) : std::next(it);
   const size_t want = static_cast<size_t>(std::max(target_, at_least));
   // Avoided servers come last: used only when the others are too few.
-  std::vector<std::string> order = RendezvousOrder(options_.key, eligible);
+  std::vector<std::string> order = RendezvousOrder(options_.key, eligible, weights_);
   std::stable_partition(order.begin(), order.end(), [this](const std::string& s) { return !avoid_.count(s); });
   order.resize(std::min(order.size(), want));
   // Statistics of servers no longer chosen are dropped: a server that comes
@@ -121,6 +155,14 @@ void Fanout::Evaluate(absl::Time now) {
   SetPrefetch();
   if (window_start_ == absl::InfinitePast()) window_start_ = now;
   if (now < next_change_ || now - window_start_ < options_.interval || pending_ != Probe::kNone) return;
+  // The first interval with batches is the start (connecting, the first
+  // requests' cold queue): its waits say nothing about the servers.
+  if (!started_) {
+    started_ = measured > 0;
+    waited_ = absl::ZeroDuration();
+    window_start_ = now;
+    return;
+  }
   // Starved: the training loop waited for batches more than kStarved of the
   // time since the last look.
   starved_ratio_ = absl::FDivDuration(waited_, now - window_start_);
@@ -130,7 +172,8 @@ void Fanout::Evaluate(absl::Time now) {
   // Short: the chosen servers cannot supply the demand with headroom. (The
   // starved ratio is kept for metrics: in a pool short of capacity every
   // rank is starved, and moving on that alone only churns.)
-  const bool starved = demand_ > 0 && measured > 0 && supply_ < want;
+  const bool short_of_supply = demand_ > 0 && measured > 0 && supply_ < want;
+  const bool starved = short_of_supply || starved_ratio_ > kStarved;
   if (!probe_.empty()) {
     auto it = stats_.find(probe_);
     const bool answered = it != stats_.end() && it->second.batches >= 2;
@@ -140,6 +183,7 @@ void Fanout::Evaluate(absl::Time now) {
       // No room there either: a grown target shrinks back, and the next
       // probe waits longer.
       if (probing_ == Probe::kGrow) target_ = std::max(Floor(), target_ - 1);
+      if (probing_ == Probe::kMove) avoid_.erase(moved_off_);  // nothing gained: back to the server it left
       ++probes_dropped_;
       next_probe_ = now + probe_backoff_;
       probe_backoff_ = std::min(2 * probe_backoff_, 64 * options_.interval);
@@ -167,6 +211,7 @@ void Fanout::Evaluate(absl::Time now) {
     }
     if (!worst.empty() && eligible_ > static_cast<int>(chosen_.size())) {
       avoid_[worst] = now + 30 * options_.interval;
+      moved_off_ = worst;
       pending_ = Probe::kMove;
     } else if (target_ < Cap() && target_ < eligible_) {
       ++target_;

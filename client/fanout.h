@@ -18,7 +18,8 @@
 //   next server in order takes its place); otherwise it takes one more
 //   server. If the new server turns out saturated too while the rank is
 //   still short, the pool has no room there either: a grown target shrinks
-//   back and the next probe waits twice as long (up to 64 intervals). So
+//   back (a move goes back to the server it left) and the next probe waits
+//   twice as long (up to 64 intervals). So
 //   ranks leave overloaded servers for idle ones while the pool has room,
 //   and a pool short of capacity keeps each rank near its size instead of
 //   every rank streaming from every server.
@@ -55,20 +56,36 @@ struct FanoutOptions {
   int64_t batch_bytes = 0;
   int64_t prefetch_bytes = 0;
   int extra_prefetch = 0;  // batches for producers outside the fan-out (the local producer)
+  std::map<std::string, double> capacities;  // as SetCapacities, from the servers' OpenSession answers
 };
 
 // A server's wait in its queue beyond this many times its making marks it
 // saturated (it has more requests than its workers take).
 inline constexpr double kSaturatedQueue = 2.0;
+// ... and longer than this (a queue of a few quick batches is no sign).
+inline constexpr absl::Duration kSaturatedFloor = absl::Milliseconds(50);
+// The training loop waiting for batches more than this share of an interval
+// marks the rank starved: it probes for one more server too.
+inline constexpr double kStarved = 0.05;
 
 // Rendezvous order of `servers` for `key`: highest score first. Stable
-// across processes (a fixed hash, not absl::Hash's per-process seed).
-std::vector<std::string> RendezvousOrder(const std::string& key, const std::vector<std::string>& servers);
+// across processes (a fixed hash, not absl::Hash's per-process seed). With
+// `weights` (server -> weight > 0; missing ones weigh the mean of the
+// others), weighted rendezvous: a server is first for a share of the keys
+// proportional to its weight.
+std::vector<std::string> RendezvousOrder(const std::string& key, const std::vector<std::string>& servers,
+                                         const std::map<std::string, double>& weights = {});
 
 class Fanout {
  public:
   explicit Fanout(FanoutOptions options);
 
+  // What each server can make (its capacity as it reported it, any unit
+  // common to all): ranks choose servers in proportion to the square root
+  // of it, so that faster servers take more ranks while streams per server
+  // stay within 2x of each other where capacities differ 4x; pull
+  // scheduling shifts the rest of the load to them.
+  void SetCapacities(std::map<std::string, double> capacities);
   // Batches per second the training loop consumes when it does not wait
   // (<= 0: not known).
   void SetDemand(double batches_per_second) { demand_ = batches_per_second; }
@@ -113,10 +130,12 @@ class Fanout {
   std::vector<std::string> chosen_;
   int eligible_ = 0;  // servers the last Choose could pick from
   std::map<std::string, ServerStats> stats_;
+  std::map<std::string, double> weights_;  // sqrt of the capacities
   absl::Time next_change_ = absl::InfinitePast();
   absl::Duration waited_;                          // since window_start_
   absl::Time window_start_ = absl::InfinitePast();
   double starved_ratio_ = 0;
+  bool started_ = false;  // past the first interval with a measured server
   // A probe: the server added while short, judged once it has answered.
   std::string probe_;
   absl::Time probe_since_;
@@ -126,6 +145,7 @@ class Fanout {
   Probe pending_ = Probe::kNone;  // a probe made since the last Choose: its new server is the probe
   Probe probing_ = Probe::kNone;  // what probe_ is
   std::map<std::string, absl::Time> avoid_;  // servers moved off, until when
+  std::string moved_off_;                    // the server the last move left
   int probes_dropped_ = 0;
 };
 

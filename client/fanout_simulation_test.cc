@@ -4,16 +4,15 @@
 // different demand. Simulated time, event-driven; a server makes one batch
 // at a time, first come first served, at its capacity.
 //
-// Two phases: demand at 70 % of the pool's capacity (the ranks' demand met:
-// at least 90 % on the mean), then at 150 % (the pool must deliver at least
-// 95 % of its capacity). Both print every rank's lowest share of its demand
-// and each server's load against its capacity-weighted share.
+// Two phases: demand at 70 % of the pool's capacity (every rank's demand must
+// be met, within a batch), then at 150 % (the pool must deliver at least 95 %
+// of its capacity, each server within +-10 % of its capacity-weighted share).
 // Throughout: streams per server at most 2x the mean, each rank's batches in
 // flight or buffered within its prefetch cap, every batch handed over once
 // and in order.
 //
 // make test runs 256 ranks x 32 servers; the benchmark
-// (tests/bench/fanout_simulation.sh) sets STOKER_FANOUT_SIM=4096,512,60.
+// (tests/bench/fanout_simulation.sh) sets STOKER_FANOUT_SIM=4096,512,120.
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -40,7 +39,7 @@ constexpr double kNet = 0.001;  // one-way network time, seconds
 
 struct Size {
   int ranks = 256, servers = 32;
-  double seconds = 40;  // both phases together
+  double seconds = 120;  // both phases together; each measured over its last 60 %
 };
 
 Size SizeFromEnv() {
@@ -141,6 +140,11 @@ class PoolSimulation {
       f.window = o.window;
       o.fanout = f;
       rank.scheduler = std::make_unique<BatchScheduler>(rank.plan, o, nullptr);
+      // As each server's OpenSession answer tells the client.
+      std::map<std::string, double> capacities;
+      const char* exp = std::getenv("STOKER_FANOUT_CAPACITY_EXP");  // experiments: 0 = unweighted
+      for (const SimServer& srv : servers_) capacities[srv.address] = std::pow(srv.capacity, exp ? std::atof(exp) : 1.0);
+      rank.scheduler->SetCapacities(capacities);
     }
     SetDemand(0.7);
     for (int r = 0; r < size.ranks; ++r) {
@@ -209,7 +213,9 @@ class PoolSimulation {
     p.capacity = capacity;
     double met = 0;
     for (const Rank& r : ranks_) {
-      const double m = r.taken_window / span / r.demand;
+      // Within one batch: a rank whose next batch is due just after the
+      // window is not short (a 0.5 batch/s rank takes 6 in 12 s).
+      const double m = std::min(1.0, (r.taken_window + 1) / (span * r.demand));
       p.min_demand_met = std::min(p.min_demand_met, m);
       met += m;
       p.prefetch_max = std::max<int64_t>(p.prefetch_max, r.max_prefetch);
@@ -222,11 +228,11 @@ class PoolSimulation {
     if (std::getenv("STOKER_FANOUT_DEBUG")) {
       for (size_t i = 0; i < ranks_.size(); ++i) {
         const Rank& r = ranks_[i];
-        const double m = r.taken_window / span / r.demand;
-        if (m > 0.9) continue;
+        const double m = (r.taken_window + 1) / (span * r.demand);
+        if (m > 0.95) continue;
         const Fanout* f = r.scheduler->fanout();
-        std::printf("rank %zu weight %d met %.2f demand %.2f supply %.2f target %d prefetch %d held %lld chosen:",
-                    i, weight_[i], m, r.demand, f->supply(), f->target(), f->prefetch(), (long long)r.held);
+        std::printf("rank %zu weight %d met %.2f demand %.2f supply %.2f starved %.2f dropped %d target %d prefetch %d held %lld chosen:",
+                    i, weight_[i], m, r.demand, f->supply(), f->starved_ratio(), f->probes_dropped(), f->target(), f->prefetch(), (long long)r.held);
         for (const auto& c : f->chosen()) {
           std::printf(" %d(cap %.1f sat %d streams %zu)", ServerIndex(c), servers_[ServerIndex(c)].capacity,
                       f->saturated(c), servers_[ServerIndex(c)].streams.size());
@@ -420,8 +426,8 @@ class PoolSimulation {
 
 void Print(const char* phase, const PoolSimulation::PhaseResult& p) {
   std::printf(
-      "%s: delivered %.0f batches/s of the up servers' capacity %.0f (%.3fx); demand met: lowest rank %.3f, mean "
-      "%.3f; load vs capacity-weighted share: worst %+.1f %%; streams per server: max %.0f, mean %.1f (%.2fx); "
+      "%s: delivered %.0f batches/s of the up servers' capacity %.0f (%.3fx); demand met (within a batch): lowest "
+      "rank %.3f, mean %.3f; load vs capacity-weighted share: worst %+.1f %%; streams per server: max %.0f, mean %.1f (%.2fx); "
       "servers per rank: mean %.2f, max %.0f; prefetch depth max %lld batches, held max %lld (cap %lld)\n",
       phase, p.delivered, p.capacity, p.delivered / p.capacity, p.min_demand_met, p.mean_demand_met,
       100 * p.worst_share, p.streams_max, p.streams_mean, p.streams_max / std::max(1e-9, p.streams_mean),
@@ -444,14 +450,11 @@ TEST(FanoutSimulationTest, PoolDeliversItsCapacityEvenlyWithBoundedStreamsAndMem
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   Print("demand 1.5x capacity", over);
   std::printf("simulated in %.1f s\n", absl::ToDoubleSeconds(absl::Now() - started));
-  // Under capacity: the ranks get what they ask for on the whole. Not yet
-  // met, printed above and in the note: every rank's demand (the
-  // lowest rank gets 0.4 of it) and each server within +-10 % of its
-  // capacity-weighted share over capacity. Ranks spread evenly over servers
-  // whose capacities differ 4x, so the slowest servers' ranks wait on them.
-  EXPECT_GE(under.mean_demand_met, 0.90);
-  // Over capacity: the pool delivers what it can.
+  // Under capacity: every rank gets what it asks for (within a batch).
+  EXPECT_GE(under.min_demand_met, 0.95);
+  // Over capacity: the pool delivers what it can, each server its share.
   EXPECT_GE(over.delivered / over.capacity, 0.95);
+  EXPECT_LE(over.worst_share, 0.10);
   for (const auto& p : {under, over}) {
     EXPECT_LE(p.streams_max, 2 * p.streams_mean);
     EXPECT_LE(p.prefetch_max, kPrefetchBytes / kBatchBytes);

@@ -172,6 +172,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
                           absl::StrCat("server ", addresses[i], ": ", call.status.error_message()));
     }
     const v1::OpenSessionResponse& r = call.response;
+    client->server_capacity_[addresses[i]] = {r.capacity_images_per_second(), r.workers()};
     if (!have_dataset) {
       client->dataset_ = r;
       have_dataset = true;
@@ -260,6 +261,14 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
     f.prefetch_bytes = config_.prefetch_bytes;
     f.batch_bytes = config_.session.has_store() ? 0 : int64_t{config_.session.batch_size()} * dataset_.sample_bytes();
     f.extra_prefetch = local_ ? 2 * LocalWindow(local_->workers()) : 0;
+    // Servers are chosen in proportion to what they can make: their measured
+    // capacities when every one has one, else their worker threads.
+    bool measured = !server_capacity_.empty();
+    for (const auto& [address, c] : server_capacity_) measured = measured && c.first > 0;
+    for (const auto& [address, c] : server_capacity_) {
+      const double weight = measured ? c.first : c.second;
+      if (weight > 0) f.capacities[address] = weight;
+    }
     s.fanout = f;
   }
   s.ordered = config_.ordered;

@@ -6,6 +6,7 @@
 #ifndef STOKER_CLIENT_STOKER_CLIENT_H_
 #define STOKER_CLIENT_STOKER_CLIENT_H_
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -156,6 +157,8 @@ class StokerClient {
   absl::Status Next(Batch* batch, bool* end_of_epoch);
 
  private:
+  // Each server's OpenSession answer: (capacity in images/s, workers).
+  std::map<std::string, std::pair<double, int>> server_capacity_;
   // The pipeline text, dtype and layout, as saved in a position.
   std::string PipelineDescription() const;
   StokerClient(ClientConfig config, ClientMetrics* metrics);

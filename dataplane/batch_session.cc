@@ -932,9 +932,11 @@ void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Durati
 }
 
 void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Duration patience, OpenDone done) {
-  PrepareAsync(config, patience, [config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
+  PrepareAsync(config, patience, [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
     if (!prepared.ok()) return done(prepared.status());
     v1::OpenSessionResponse response;
+    response.set_capacity_images_per_second(metrics_->capacity->ImagesPerSecond());
+    response.set_workers(workers());
     response.set_num_samples(prepared->source->size());
     for (const std::string& name : prepared->source->class_names()) response.add_class_names(name);
     if (!config.has_store()) {  // a materialising session's samples differ in size
