@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/epoch_run.h"
+#include "client/fanout.h"
 #include "common/epoch_plan.h"
 #include "common/job_name.h"
 #include "common/field_layout.h"
@@ -96,8 +97,19 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   client->servers_ = *std::move(servers);
 
   // Ask every server at once; those still starting get rpc_timeout. Those
-  // still scanning the dataset are asked again, up to open_timeout.
-  const std::vector<std::string> addresses = client->servers_->Addresses();
+  // still scanning the dataset are asked again, up to open_timeout. With
+  // bounded fan-out, only the first servers of this rank's order (those it
+  // will stream from, and two more): a job of thousands of ranks does not
+  // open a session and a connection from every rank to every server. The
+  // others are checked when a stream opens (the expected fingerprint).
+  std::vector<std::string> addresses = client->servers_->Addresses();
+  if (c.bounded_fanout) {
+    const size_t ask = static_cast<size_t>(std::max({1, c.initial_servers, c.min_servers}) + 2);
+    if (addresses.size() > ask) {
+      addresses = RendezvousOrder(FanoutKey(c), addresses);
+      addresses.resize(ask);
+    }
+  }
   struct Call {
     std::unique_ptr<v1::DataService::Stub> stub;
     std::unique_ptr<grpc::ClientContext> context;
@@ -205,6 +217,10 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   return client;
 }
 
+std::string FanoutKey(const ClientConfig& config) {
+  return absl::StrCat(config.session.job(), "/", config.rank, "/", config.world_size);
+}
+
 int PrefetchDepth(const ClientConfig& config, int servers) {
   if (config.prefetch_batches > 0) return config.prefetch_batches;
   const int window = std::max(1, config.window_per_server);
@@ -252,7 +268,7 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   s.prefetch = PrefetchDepth(config_, servers_ ? static_cast<int>(servers_->Addresses().size()) : 0);
   if (config_.bounded_fanout && servers_) {
     FanoutOptions f;
-    f.key = absl::StrCat(config_.session.job(), "/", config_.rank, "/", config_.world_size);
+    f.key = FanoutKey(config_);
     f.min_servers = config_.min_servers;
     f.initial_servers = config_.initial_servers;
     f.max_servers = config_.max_servers;

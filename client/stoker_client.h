@@ -114,6 +114,9 @@ class EpochRun;
 // DeviceOptions::host_slots) are sized from it, plus 2; a deeper prefetch by
 // time later takes plain memory past them.
 int PrefetchDepth(const ClientConfig& config, int servers);
+// This rank's key in the servers' rendezvous order (client/fanout.h): its
+// job, rank and world size.
+std::string FanoutKey(const ClientConfig& config);
 // The local producer's window: batches it holds at once (at least 2, so that
 // its workers do not idle at a batch's tail).
 int LocalWindow(int local_workers);
