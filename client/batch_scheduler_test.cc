@@ -529,5 +529,44 @@ TEST(BatchSchedulerTest, AFullServerKeepsItsLiveLaneAndIsAskedAgainAfterTheHint)
   EXPECT_TRUE(t.error().ok()) << t.error();
 }
 
+// Issue 33: with bounded fan-out only the chosen servers get streams and
+// work; a chosen server that leaves is replaced by the next in the rank's
+// order. (A batch refused by the whole subset widening it is exercised by
+// the scheduler simulation's poisoned fan-out runs.)
+TEST(BatchSchedulerTest, FanOutStreamsFromItsSubsetAndReplacesAServerThatLeaves) {
+  SchedulerOptions o = Options();
+  FanoutOptions f;
+  f.key = "job/3/8";
+  f.min_servers = 2;
+  f.initial_servers = 2;
+  f.max_servers = 2;
+  o.fanout = f;
+  o.prefetch = 100;  // by time instead: 2 x window x 2 servers before anything is measured
+  BatchScheduler s(Plan(), o, nullptr);
+  std::vector<std::string> pool;
+  for (int i = 0; i < 8; ++i) pool.push_back("10.0.0." + std::to_string(i) + ":1");
+  absl::Time now = kT0;
+  std::vector<std::string> opened = s.OnMembership(pool, now);
+  const std::vector<std::string> order = RendezvousOrder(f.key, pool);
+  std::sort(opened.begin(), opened.end());
+  std::vector<std::string> first_two{order[0], order[1]};
+  std::sort(first_two.begin(), first_two.end());
+  EXPECT_EQ(opened, first_two);
+  EXPECT_EQ(s.ServersInUse(), first_two);
+  EXPECT_EQ(s.prefetch(), 2 * 2 * 2);
+  std::map<StreamId, std::string> address;
+  for (const std::string& a : opened) address[s.OnStreamOpened(a, now)] = a;
+  for (const Assignment& a : s.Dispatch(now)) {
+    EXPECT_TRUE(address.count(a.stream)) << "work for a stream of a server outside the subset";
+  }
+  // order[0] leaves the set: its stream finishes what it has and closes;
+  // order[2] takes its place.
+  std::vector<std::string> without = pool;
+  without.erase(std::find(without.begin(), without.end(), order[0]));
+  const std::vector<std::string> next = s.OnMembership(without, now);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0], order[2]);
+}
+
 }  // namespace
 }  // namespace stoker

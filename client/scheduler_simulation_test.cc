@@ -1,7 +1,7 @@
 // Deterministic simulation of the client's scheduling: thousands of seeded
 // random schedules of server kills, stalls, slow and out-of-order answers,
 // duplicate and late answers, joins, leaves and drains, against the real
-// BatchScheduler with simulated time. Each run must deliver every batch
+// BatchScheduler with simulated time, half of them with bounded fan-out. Each run must deliver every batch
 // exactly once (in order when ordered) or end with a clear error: a batch that
 // fails on every server ends the epoch with that batch's error.
 #include <deque>
@@ -49,7 +49,10 @@ struct Outcome {
 class Simulation {
  public:
   explicit Simulation(uint64_t seed) : rng_(seed) {
-    const int servers = 1 + Uniform(4);
+    // Half the schedules use bounded fan-out over up to 7 servers (a subset
+    // of 1..3 at first), so that kills, leaves and drains meet re-choices.
+    fanout_ = Uniform(2) == 0;
+    const int servers = 1 + Uniform(fanout_ ? 7 : 4);
     for (int i = 0; i < servers; ++i) servers_.push_back({absl::StrCat("s", i, ":1")});
     const int64_t samples = 5 + Uniform(120), batch = 1 + Uniform(8);
     const bool drop_last = Uniform(2) == 0;
@@ -75,14 +78,26 @@ class Simulation {
     poison_ = (seed % 5 == 0 && per_epoch > 0) ? Uniform(static_cast<int>(per_epoch)) : -1;
     poison_epoch_ = Uniform(epochs_);
     o.max_attempts = 1000;  // kills are random here; the attempt cap has its own test
+    if (fanout_) {
+      FanoutOptions f;
+      f.key = absl::StrCat("sim/", seed);
+      f.min_servers = 1 + Uniform(2);
+      f.initial_servers = 1 + Uniform(3);
+      f.max_servers = 1 + Uniform(7);
+      f.interval = absl::Milliseconds(200 + Uniform(800));
+      f.window = o.window;
+      o.fanout = f;
+    }
     ordered_ = o.ordered;
     scheduler_ = std::make_unique<BatchScheduler>(plans_[0], o, nullptr);
+    if (fanout_) scheduler_->SetDemand(0.5 + Uniform(40));  // batches/s: the subset grows and shrinks
     if (arm_early_ && epochs_ > 1) {
       EXPECT_TRUE(scheduler_->ArmEpoch(plans_[1]).ok());
     }
   }
 
   int64_t poison() const { return poison_; }
+  bool fanout() const { return fanout_; }
   int poison_epoch() const { return poison_epoch_; }
   int epochs() const { return epochs_; }
   bool ordered() const { return ordered_; }
@@ -110,7 +125,10 @@ class Simulation {
       } else if (e < 75) {
         Batch batch;
         bool end = false;
-        if (!scheduler_->CanTake()) continue;
+        if (!scheduler_->CanTake()) {
+          scheduler_->OnCallerWait(absl::Milliseconds(Uniform(50)));
+          continue;
+        }
         absl::Status st = scheduler_->Take(&batch, &end);
         if (!st.ok()) {
           out.error = st;
@@ -337,12 +355,13 @@ class Simulation {
   int64_t current_ = 0;  // the epoch being handed over
   bool arm_early_ = true;
   bool ordered_ = true;
+  bool fanout_ = false;
 };
 
 TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
   FLAGS_minloglevel = 3;  // tens of thousands of expected failover warnings
   constexpr int kSeeds = 10000;
-  int finished = 0, poisoned = 0, reassigned_runs = 0, multi_epoch_runs = 0;
+  int finished = 0, poisoned = 0, reassigned_runs = 0, multi_epoch_runs = 0, fanout_runs = 0;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     Simulation sim(seed);
     const Outcome out = sim.Run(/*max_steps=*/200000);
@@ -378,11 +397,13 @@ TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
       ++finished;
     }
     multi_epoch_runs += sim.epochs() > 1;
+    fanout_runs += sim.fanout();
     reassigned_runs += out.reassigned > 0;
   }
   // The schedules really exercised failover.
   EXPECT_GT(reassigned_runs, kSeeds / 4);
   EXPECT_GT(multi_epoch_runs, kSeeds / 2);
+  EXPECT_GT(fanout_runs, kSeeds / 3);
   RecordProperty("finished", finished);
   RecordProperty("poisoned", poisoned);
   RecordProperty("with_reassignment", reassigned_runs);

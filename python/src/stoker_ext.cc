@@ -101,6 +101,8 @@ struct Options {
   int window = 2;
   int streams_per_server = 2;
   int prefetch = 0;
+  int64_t prefetch_bytes = int64_t{2} << 30;
+  int max_servers = 32;
   int64_t epochs = 0;
   double connect_timeout_s = 10;
   double open_timeout_s = 1800;
@@ -192,6 +194,12 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   }
   cc.streams_per_server = o.streams_per_server;
   cc.prefetch_batches = o.prefetch;
+  if (o.prefetch_bytes < 0 || o.max_servers < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("prefetch_bytes ", o.prefetch_bytes, ", max_servers ",
+                                                   o.max_servers, "; expected >= 0"));
+  }
+  cc.prefetch_bytes = o.prefetch_bytes;
+  cc.max_servers = o.max_servers;
   cc.epochs = o.epochs;
   cc.rpc_timeout = absl::Seconds(o.connect_timeout_s);
   cc.open_timeout = absl::Seconds(o.open_timeout_s);
@@ -402,6 +410,8 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("window", &Options::window)
       .def_rw("streams_per_server", &Options::streams_per_server)
       .def_rw("prefetch", &Options::prefetch)
+      .def_rw("prefetch_bytes", &Options::prefetch_bytes)
+      .def_rw("max_servers", &Options::max_servers)
       .def_rw("epochs", &Options::epochs)
       .def_rw("connect_timeout_s", &Options::connect_timeout_s)
       .def_rw("open_timeout_s", &Options::open_timeout_s)

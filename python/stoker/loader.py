@@ -139,7 +139,12 @@ class Loader:
       window: batches requested from one server at a time (2).
       streams_per_server: streams (each its own TCP connection) to each
         server, sharing its window (2; see docs/transport.md).
-      prefetch: most batches requested or buffered; 0: 2 x window x servers.
+      prefetch: most batches requested or buffered; 0: by time (enough to
+        cover a batch's arrival time at the rate the loop consumes them),
+        at most prefetch_bytes (2 GiB) of batches.
+      max_servers: most servers this rank streams from (32; 0: the whole
+        pool). Each rank streams from a subset sized from its demand, at
+        least 2, chosen so that ranks spread evenly over the pool.
       epochs: how many epochs the job runs, if known. While an epoch drains,
         the next one's first batches are requested (so epoch boundaries do
         not stall); knowing the count avoids fetching past the last epoch.
@@ -160,7 +165,8 @@ class Loader:
 
     def __init__(self, servers=None, dataset=None, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
                  device="auto", dtype="float32", layout="nchw", normalize="imagenet", framework="torch",
-                 rank=None, world_size=None, ordered=True, window=2, streams_per_server=2, prefetch=0, epochs=None, connect_timeout=10.0,
+                 rank=None, world_size=None, ordered=True, window=2, streams_per_server=2, prefetch=0,
+                 prefetch_bytes=2 << 30, max_servers=32, epochs=None, connect_timeout=10.0,
                  open_timeout=1800.0,
                  batch_timeout=120.0, unavailable_timeout=30.0, resolve_interval=5.0, bad_sample_policy="skip",
                  cache_mode="none", slots=3, max_live_batches=32, slot_wait=60.0, metrics_port=None,
@@ -229,6 +235,7 @@ class Loader:
         o.rank, o.world_size = int(rank), int(world_size)
         o.ordered = bool(ordered)
         o.window, o.prefetch = int(window), int(prefetch)
+        o.prefetch_bytes, o.max_servers = int(prefetch_bytes), int(max_servers)
         o.streams_per_server = int(streams_per_server)
         o.epochs = int(epochs or 0)
         o.connect_timeout_s = float(connect_timeout)

@@ -257,6 +257,25 @@ def test_streams_per_server_below_one_is_a_clear_error(two_servers):
         loader(two_servers, streams_per_server=0)
 
 
+def test_fan_out_and_prefetch_bytes_reach_the_client(two_servers):
+    """Issue 33: max_servers and prefetch_bytes are the client's; the gauges
+    show the servers in use and a prefetch depth within the byte cap."""
+    with pytest.raises(stoker.InvalidArgument, match="max_servers -1"):
+        loader(two_servers, max_servers=-1)
+    batch_bytes = 8 * 3 * 32 * 32  # the loader() helper's batches: 8 samples of 32x32 (uint8 on the wire)
+    l = loader(two_servers, metrics_port=0, prefetch_bytes=3 * batch_bytes, max_servers=1)
+    indices = []
+    for _ in l:
+        indices += l.last_batch["sample_indices"]
+    assert sorted(indices) == list(range(64))
+    time.sleep(0.3)  # the gauges are set by the client's 100 ms supervisor tick
+    text = urllib.request.urlopen(f"http://127.0.0.1:{l.metrics_port}/metrics", timeout=10).read().decode()
+    # max_servers 1 is below the failover floor of 2: both servers are used.
+    assert metric(text, "stoker_client_servers_in_use") == 2
+    assert 2 <= metric(text, "stoker_client_prefetch_batches") <= 3
+    assert metric(text, "stoker_client_prefetch_bytes") <= 3 * batch_bytes
+
+
 def test_a_cuda_device_without_a_gpu_is_a_clear_error():
     if not stoker._ext.cuda_usable(0) == "":
         with pytest.raises(stoker.FailedPrecondition, match="--device cuda"):
