@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "proto/stoker/v1/stoker.grpc.pb.h"
+#include "tests/testdata/server_process.h"
 #include "tests/testdata/subprocess.h"
 
 namespace stoker {
@@ -28,23 +29,13 @@ constexpr int kSide = 8192;      // the largest crop: 8192 x 8192 x 3 = 201 MB a
 constexpr int kHugeBatch = 5;    // 1,007 MB a batch: just under the 1 GiB per-stream cap
 constexpr char kDataset[] = "synthetic:64x64:16";
 
-struct Server {
-  std::unique_ptr<Subprocess> process;
-  std::string address;
-};
+using Server = testing::RunningServer;
 
 Server StartLimited(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {"/usr/bin/prlimit", absl::StrCat("--as=", kAddressSpace), STOKER_SERVER_BIN,
-                                   "--host=127.0.0.1", "--port=0", "--metrics-port=-1", "--workers=2",
-                                   "--shutdown-grace-seconds=2"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  auto p = Subprocess::Start(argv);
-  EXPECT_TRUE(p.ok()) << p.status();
-  if (!p.ok()) return {};
-  auto line = (*p)->WaitForLine("listening on", absl::Seconds(20));
-  EXPECT_TRUE(line.ok()) << line.status();
-  if (!line.ok()) return {*std::move(p), ""};
-  return {*std::move(p), absl::StrCat("127.0.0.1:", *testing::PortFromLine(*line))};
+  std::vector<std::string> flags = {"--workers=2", "--shutdown-grace-seconds=2"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return testing::StartServerProcess(STOKER_SERVER_BIN, std::filesystem::temp_directory_path(), flags,
+                                     {"/usr/bin/prlimit", absl::StrCat("--as=", kAddressSpace)});
 }
 
 v1::SessionConfig Config(int side, int batch_size) {

@@ -19,10 +19,15 @@ struct RunningServer {
   std::string address;  // 127.0.0.1:port
 };
 
+// `prefix`: a command the server runs under (e.g. prlimit and its flags).
 inline RunningServer StartServerProcess(const std::string& binary, const std::filesystem::path& root,
-                                        const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {binary, "--host=127.0.0.1", "--port=0", "--metrics-port=-1",
-                                   "--data-root=" + root.string()};
+                                        const std::vector<std::string>& flags,
+                                        const std::vector<std::string>& prefix = {}) {
+  std::vector<std::string> argv = prefix;
+  for (const std::string& a : {binary, std::string("--host=127.0.0.1"), std::string("--port=0"),
+                               std::string("--metrics-port=-1"), "--data-root=" + root.string()}) {
+    argv.push_back(a);
+  }
   argv.insert(argv.end(), flags.begin(), flags.end());
   auto p = Subprocess::Start(argv);
   EXPECT_TRUE(p.ok()) << p.status();
