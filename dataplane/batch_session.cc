@@ -114,6 +114,7 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       metrics_(metrics),
       failure_log_(failure_log),
       max_pixels_(core.max_pixels),
+      max_media_seconds_(core.max_media_seconds),
       sample_delay_(core.sample_delay),
       read_bytes_per_second_(core.test_read_bytes_per_second),
       budget_(budget),
@@ -405,7 +406,9 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     }
     try {
       if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
-        status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
+        status = pipeline_.audio() != nullptr
+                     ? pipeline_.ProduceAudio(encoded, rng, max_media_seconds_, dst, &times)
+                     : pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
         if (status.ok() && geometry != nullptr) status = sink.status;
         if (status.ok() && geometry != nullptr) {
           EncodeTargets(targets, target_roles_, pipeline_.out_height(), pipeline_.out_width(), fields);
@@ -902,6 +905,14 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
   if (absl::Status fits = CheckFieldsFitSource(config.dataset(), **source, config.fields()); !fits.ok()) {
     metrics_->rejected_sessions->Increment();
     return fits;
+  }
+  if ((pipeline.audio() != nullptr) != (*source)->audio()) {
+    metrics_->rejected_sessions->Increment();
+    return absl::InvalidArgumentError(
+        (*source)->audio()
+            ? absl::StrCat("dataset '", config.dataset(), "' holds audio files: its pipeline starts with audio(...)")
+            : absl::StrCat("dataset '", config.dataset(), "' holds images, not audio files: audio(...) reads a "
+                           "class-per-folder tree of .wav, .flac, .mp3, .ogg, .opus, .m4a files"));
   }
   return Prepared{std::move(pipeline), *std::move(source), std::move(store), std::move(tokenizer)};
 }

@@ -43,6 +43,9 @@ struct CoreConfig {
   // Largest image (width x height) decoded, checked from the header before
   // any pixel buffer is allocated; larger ones fail as too_large.
   int64_t max_pixels = 100'000'000;
+  // Longest audio stream decoded, in seconds, announced or found; longer
+  // ones fail as too_large.
+  double max_media_seconds = 3600;
   // Test-only: extra worker time per sample, to make a server slow.
   absl::Duration sample_delay = absl::ZeroDuration();
   // Test-only: reads throttled to this many bytes per second and worker
@@ -180,6 +183,7 @@ class BatchSession final : public StreamSession {
   ServerMetrics* const metrics_;
   FailureLog* const failure_log_;
   const int64_t max_pixels_;
+  const double max_media_seconds_;
   const absl::Duration sample_delay_;
   const int64_t read_bytes_per_second_;
   MemoryBudget* const budget_;

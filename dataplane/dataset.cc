@@ -27,6 +27,12 @@ const std::set<std::string>& ImageExtensions() {
   return *ext;
 }
 
+const std::set<std::string>& AudioExtensions() {
+  static const auto* ext =
+      new std::set<std::string>{".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".aiff", ".aif"};
+  return *ext;
+}
+
 bool IsUnder(const fs::path& path, const fs::path& root) {
   auto p = path.begin();
   for (auto r = root.begin(); r != root.end(); ++r, ++p) {
@@ -73,7 +79,9 @@ absl::StatusOr<fs::path> ResolveUnderRoot(const fs::path& data_root, const std::
 }
 
 absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
-    const fs::path& dir, const fs::path& data_root, int64_t max_file_bytes, const std::atomic<bool>* cancelled) {
+    const fs::path& dir, const fs::path& data_root, int64_t max_file_bytes, const std::atomic<bool>* cancelled,
+    bool audio) {
+  const std::set<std::string>& extensions = audio ? AudioExtensions() : ImageExtensions();
   auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
   const absl::Status cancel_status = absl::CancelledError(absl::StrCat("scan of ", dir.string(), " cancelled"));
   std::error_code ec;
@@ -98,6 +106,7 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
   auto index = std::make_shared<ImageFolderIndex>();
   FingerprintBuilder fingerprint;
   index->dir_ = dir;
+  index->audio_ = audio;
   index->max_file_bytes_ = max_file_bytes;
   for (const fs::path& class_dir : class_dirs) {
     std::vector<std::pair<std::string, int64_t>> files;  // path, size
@@ -108,7 +117,7 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
       std::error_code entry_ec;
       if (!rit->is_regular_file(entry_ec)) continue;  // also a broken or looping symlink
       std::string ext = absl::AsciiStrToLower(rit->path().extension().string());
-      if (!ImageExtensions().count(ext)) continue;
+      if (!extensions.count(ext)) continue;
       const fs::path real = fs::canonical(rit->path(), entry_ec);
       if (entry_ec || !IsUnder(real, root)) continue;  // a symlink out of the root
       const fs::path rel = rit->path().lexically_relative(dir);  // no throwing overload
@@ -127,8 +136,8 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
     }
   }
   if (index->samples_.empty()) {
-    return absl::NotFoundError(absl::StrCat("dataset ", dir.string(),
-                                            " has no images in class directories (root/<class>/<file>)"));
+    return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), " has no ", audio ? "audio files" : "images",
+                                            " in class directories (root/<class>/<file>)"));
   }
   index->fingerprint_ = fingerprint.Finish();
   return std::shared_ptr<const ImageFolderIndex>(std::move(index));
@@ -368,6 +377,19 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
   auto s = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_);
+  if (absl::IsNotFound(s.status())) {  // no images: a tree of audio clips?
+    auto a = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_, /*audio=*/true);
+    if (a.ok()) {
+      LOG(INFO) << "dataset '" << name << "': " << (*a)->size() << " audio files in " << (*a)->class_names().size()
+                << " classes";
+      return std::shared_ptr<const SampleSource>(*std::move(a));
+    }
+    if (absl::IsNotFound(a.status())) {
+      return absl::NotFoundError(absl::StrCat("dataset ", dir.string(),
+                                              " has no images or audio files in class directories (root/<class>/<file>)"));
+    }
+    return a.status();
+  }
   if (!s.ok()) return s.status();
   return std::shared_ptr<const SampleSource>(*std::move(s));
 }

@@ -38,6 +38,9 @@ absl::StatusOr<std::filesystem::path> ResolveUnderRoot(const std::filesystem::pa
 
 // torchvision.datasets.folder.IMG_EXTENSIONS (lower case, with the dot).
 const std::set<std::string>& ImageExtensions();
+// Audio files a class-per-folder tree may hold instead of images: .wav,
+// .flac, .mp3, .ogg, .opus, .m4a, .aac, .aiff, .aif (lower case, with the dot).
+const std::set<std::string>& AudioExtensions();
 // Whether `path` is `root` or below it (both canonical).
 bool IsUnder(const std::filesystem::path& path, const std::filesystem::path& root);
 
@@ -56,9 +59,11 @@ class ImageFolderIndex final : public SampleSource {
   // symlinked files that point outside `data_root` are skipped.
   // Reads of files larger than `max_file_bytes` (0: no limit) fail as too_large.
   // CANCELLED as soon as `*cancelled` (when given) turns true.
+  // With `audio`, the files counted are AudioExtensions() instead (a tree of
+  // audio clips; audio() is then true).
   static absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Scan(
       const std::filesystem::path& dir, const std::filesystem::path& data_root, int64_t max_file_bytes = 0,
-      const std::atomic<bool>* cancelled = nullptr);
+      const std::atomic<bool>* cancelled = nullptr, bool audio = false);
 
   const std::filesystem::path& dir() const { return dir_; }
   const std::vector<SampleRef>& samples() const { return samples_; }
@@ -69,8 +74,10 @@ class ImageFolderIndex final : public SampleSource {
   std::string Describe(int64_t index) const override { return samples_[index].path; }
   absl::StatusOr<std::string> Read(int64_t index) const override;
   const std::string& fingerprint() const override { return fingerprint_; }
+  bool audio() const override { return audio_; }
 
  private:
+  bool audio_ = false;
   std::filesystem::path dir_;
   std::string fingerprint_;
   int64_t max_file_bytes_ = 0;

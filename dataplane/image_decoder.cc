@@ -229,6 +229,7 @@ const char* DecodeFailureName(DecodeFailure failure) {
     case DecodeFailure::kMissingField: return "missing_field";
     case DecodeFailure::kBadField: return "bad_field";
     case DecodeFailure::kTransform: return "transform";
+    case DecodeFailure::kUnsupported: return "unsupported";
   }
   return "corrupt";
 }
@@ -241,7 +242,7 @@ absl::Status DecodeError(DecodeFailure failure, absl::string_view detail) {
 
 DecodeFailure DecodeFailureOf(const absl::Status& status) {
   auto payload = status.GetPayload(kFailurePayload);
-  if (!payload || payload->size() != 1 || std::string(*payload)[0] > static_cast<char>(DecodeFailure::kTransform)) {
+  if (!payload || payload->size() != 1 || std::string(*payload)[0] > static_cast<char>(DecodeFailure::kUnsupported)) {
     return DecodeFailure::kCorrupt;
   }
   return static_cast<DecodeFailure>(std::string(*payload)[0]);

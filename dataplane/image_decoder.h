@@ -31,7 +31,8 @@ struct ImageInfo {
 // label values are part of the metrics contract).
 // kMissingField and kBadField are a sample's other fields (sample_fields.h).
 enum class DecodeFailure { kEmpty, kNotAnImage, kTruncated, kCorrupt, kTooLarge, kMissingField, kBadField,
-                           kTransform /* a user op (python, plugin) failed */ };
+                           kTransform /* a user op (python, plugin) failed */,
+                           kUnsupported /* audio/video: no stream of the kind, or a codec the server lacks */ };
 const char* DecodeFailureName(DecodeFailure failure);
 
 // Errors carry the failure kind in their payload so callers can count them.

@@ -222,6 +222,25 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   }
   Pipeline p;
   p.user_ = std::move(user);
+  if (IsAudioPipeline(config.pipeline())) {  // audio_ops.h: the session's dtype and layout describe images
+    for (const v1::FieldSpec& f : config.fields()) {
+      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS ||
+          f.kind() == v1::IMAGE) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
+                                                       " is an image's: an audio pipeline's sample is its audio"));
+      }
+    }
+    p.ops_.assign(config.pipeline().begin(), config.pipeline().end());
+    absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&p.ops_, config.batch_size());
+    if (!audio.ok()) return audio.status();
+    p.audio_ = std::make_shared<const AudioPipeline>(*std::move(audio));
+    p.layout_ = v1::AUDIO;
+    p.dtype_ = v1::FLOAT32;
+    return p;
+  }
+  if (config.layout() == v1::AUDIO) {
+    return absl::InvalidArgumentError("layout = AUDIO is an audio pipeline's; images are NHWC or NCHW");
+  }
   p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
   p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
   bool fixed = false;
@@ -283,6 +302,12 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
 }
 
 absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].has_audio() || ops[i].has_mel_spectrogram()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefix[", i, "] ", PipelineToText({ops[i]}), ": audio pipelines are not materialised"));
+    }
+  }
   Pipeline p;
   p.user_ = std::move(user);
   bool fixed = false;
@@ -339,11 +364,13 @@ int DctScaleFor(int crop, int out, bool antialias) {
 }
 
 int64_t Pipeline::sample_bytes() const {
+  if (audio_) return audio_->sample_bytes();
   const int64_t element = dtype_ == v1::FLOAT32 ? 4 : dtype_ == v1::FLOAT16 ? 2 : 1;
   return int64_t{out_height_} * out_width_ * 3 * element;
 }
 
 std::vector<int64_t> Pipeline::SampleShape() const {
+  if (audio_) return audio_->SampleShape();
   if (layout_ == v1::NCHW) return {3, out_height_, out_width_};
   return {out_height_, out_width_, 3};
 }
@@ -367,8 +394,15 @@ absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, in
 
 }  // namespace
 
+absl::Status Pipeline::ProduceAudio(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst,
+                                    SampleTimes* times) const {
+  if (!audio_) return absl::FailedPreconditionError("not an audio pipeline");
+  return audio_->Produce(encoded, rng, max_seconds, dst, times);
+}
+
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
                                SampleTimes* times, size_t first_op, GeometrySink* geometry, UserOpIo* io) const {
+  if (audio_) return audio_->Produce(encoded, rng, 0, dst, times);
   absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times, geometry, io);
   if (!image.ok()) return image.status();
   const absl::Time t0 = absl::Now();
@@ -380,6 +414,7 @@ absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_
 absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels,
                                                  size_t first_op, SampleTimes* times, GeometrySink* geometry,
                                                  UserOpIo* io) const {
+  if (audio_) return absl::FailedPreconditionError("an audio pipeline makes no image");
   const absl::Time t0 = absl::Now();
   absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
   if (!info.ok()) return info.status();
@@ -444,6 +479,7 @@ bool Pipeline::has_user_ops() const {
 
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
                                         GeometrySink* geometry, UserOpIo* io) const {
+  if (audio_) return absl::FailedPreconditionError("an audio pipeline makes no image");
   auto step = [&](const GeometryStep& s) {
     if (geometry != nullptr) geometry->Step(s);
   };

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "common/rng.h"
+#include "dataplane/audio_ops.h"
 #include "dataplane/geometry.h"
 #include "dataplane/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
@@ -56,6 +57,11 @@ class Pipeline {
   // The ops with defaults filled in.
   const std::vector<v1::Op>& ops() const { return ops_; }
 
+  // An audio pipeline (its first op is audio(...)): samples come from
+  // ProduceAudio, shaped [C, samples] or [C, n_mels, frames], FLOAT32 in
+  // layout AUDIO. Null for images.
+  const AudioPipeline* audio() const { return audio_.get(); }
+
   int out_height() const { return out_height_; }
   int out_width() const { return out_width_; }
   v1::Layout layout() const { return layout_; }
@@ -77,6 +83,10 @@ class Pipeline {
   // and back; its python_time becomes times->python.
   absl::Status Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst, SampleTimes* times,
                        size_t first_op = 0, GeometrySink* geometry = nullptr, UserOpIo* io = nullptr) const;
+  // An audio pipeline's sample (audio() set): at most `max_seconds` of
+  // stream decoded (0: the decoder's default, an hour).
+  absl::Status ProduceAudio(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst,
+                            SampleTimes* times) const;
   // Produce without Store: the RGB image after ops [first_op, end), decoding
   // fused with op first_op as Produce does.
   absl::StatusOr<cv::Mat> DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels, size_t first_op,
@@ -116,6 +126,7 @@ class Pipeline {
   absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const;
 
   std::vector<v1::Op> ops_;  // with defaults filled in
+  std::shared_ptr<const AudioPipeline> audio_;
   UserOps user_;
   // A user op's output must keep this size: the pipeline's size was fixed
   // before it and no later op sets one (by op position).

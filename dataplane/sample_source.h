@@ -51,6 +51,9 @@ class SampleSource {
   // Null for sources of encoded images (Read gives a file's bytes); for a
   // materialised dataset, what Read's bytes are.
   virtual const StoredForm* stored() const { return nullptr; }
+  // Whether the samples are audio files (a class-per-folder tree of them):
+  // read by audio(...) pipelines only.
+  virtual bool audio() const { return false; }
 
   // Whether samples have named members besides the image (WebDataset
   // shards), which ReadField finds.

@@ -46,7 +46,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
                      .Help("Samples that could not be read or decoded (or lacked a requested field), by reason.")
                      .Register(registry);
   for (const char* reason : {"read_error", "empty", "not_an_image", "truncated", "corrupt", "too_large",
-                             "missing_field", "bad_field", "transform"}) {
+                             "missing_field", "bad_field", "transform", "unsupported"}) {
     samples_failed_[reason] = &failed.Add({{"reason", reason}});
   }
   auto& batches = prometheus::BuildCounter()

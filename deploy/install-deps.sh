@@ -13,6 +13,9 @@ PACKAGES=(
   libturbojpeg0-dev libjpeg62-turbo-dev libopencv-core-dev libopencv-imgproc-dev
   # the other image formats, each with its own library (imgcodecs is a test reference only)
   libwebp-dev libtiff-dev libstb-dev libopencv-imgcodecs-dev
+  # audio and video: Debian's FFmpeg libraries (a module loaded at run time)
+  # and the ffmpeg tool the tests make their clips with
+  libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libswscale-dev ffmpeg
   # metrics, logging, hashing, JSON
   prometheus-cpp-dev libgoogle-glog-dev libxxhash-dev nlohmann-json3-dev
   # fast normal draws for random erasing's noise (Boost.Random, header-only)
@@ -31,6 +34,8 @@ PACKAGES=(
   # from PyPI into build/pyenv); torch, torchvision, NumPy, pytest, xxhash to
   # test it with Debian's interpreter
   python3-dev python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-xxhash
+  # references of the audio parity tests: PyAV (on the same FFmpeg) and torchaudio
+  python3-av python3-torchaudio
   # the per-batch timeline plot (tests/bench/plot_timeline.py)
   python3-matplotlib
   # deployment files: systemd-analyze checks the unit; PyYAML reads manifests;

@@ -49,6 +49,9 @@ ABSL_FLAG(int64_t, max_stream_outstanding_bytes, int64_t{1} << 30,
           "with RESOURCE_EXHAUSTED; 0: no bound but --max-inflight-bytes");
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "Largest image decoded, in pixels (width x height), checked from the header; larger ones fail as too_large");
+ABSL_FLAG(double, max_media_seconds, 3600,
+          "Longest audio stream decoded, in seconds, as its header announces it or as decoded; longer ones fail as "
+          "too_large");
 ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20,
           "Largest sample file (or tar member) read, in bytes; larger ones fail as too_large; 0: no limit");
 ABSL_FLAG(int64_t, max_field_bytes, int64_t{16} << 20,
@@ -133,6 +136,11 @@ int main(int argc, char** argv) {
   const int workers = absl::GetFlag(FLAGS_workers);
   config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  config.core.max_media_seconds = absl::GetFlag(FLAGS_max_media_seconds);
+  if (config.core.max_media_seconds <= 0) {
+    LOG(ERROR) << "--max-media-seconds must be positive (got " << config.core.max_media_seconds << ")";
+    return 2;
+  }
   if (config.core.max_pixels > 0) {
     // OpenCV's own guard, read at its first decode: a second line behind the
     // header checks (image_header.cc), should a header reader and OpenCV ever

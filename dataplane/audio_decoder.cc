@@ -1,0 +1,48 @@
+#include "dataplane/audio_decoder.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dataplane/image_decoder.h"
+#include "dataplane/media_loader.h"
+
+namespace stoker {
+
+absl::StatusOr<Waveform> DecodeAudio(absl::string_view bytes, const AudioDecodeOptions& options) {
+  if (bytes.empty()) return DecodeError(DecodeFailure::kEmpty, "zero bytes");
+  std::string why;
+  const MediaApi* api = LoadMediaModule(&why);
+  if (api == nullptr) return absl::FailedPreconditionError(why);
+  StokerAudioRequest request{options.rate, options.channels, options.max_seconds, options.max_wall_seconds};
+  float* samples = nullptr;
+  int64_t frames = 0;
+  char error[512] = "";
+  const int r = api->decode_audio(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &request, &samples,
+                                  &frames, error, sizeof(error));
+  switch (r) {
+    case STOKER_MEDIA_OK: {
+      Waveform w;
+      w.rate = options.rate;
+      w.channels = options.channels;
+      w.frames = frames;
+      w.samples.assign(samples, samples + frames * options.channels);
+      api->free(samples);
+      return w;
+    }
+    case STOKER_MEDIA_EMPTY:
+      return DecodeError(DecodeFailure::kEmpty, error);
+    case STOKER_MEDIA_TRUNCATED:
+      return DecodeError(DecodeFailure::kTruncated, error);
+    case STOKER_MEDIA_TOO_LARGE:
+      return DecodeError(DecodeFailure::kTooLarge, error);
+    case STOKER_MEDIA_UNSUPPORTED:
+      return DecodeError(DecodeFailure::kUnsupported, error);
+    case STOKER_MEDIA_NO_MEMORY:
+      return absl::ResourceExhaustedError(absl::StrCat("out of memory while decoding audio: ", error));
+    default:
+      return DecodeError(DecodeFailure::kCorrupt, error);
+  }
+}
+
+}  // namespace stoker

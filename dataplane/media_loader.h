@@ -1,0 +1,26 @@
+// Loads libstoker_media.so (media_module.cc, FFmpeg behind media_abi.h) on
+// first use with dlopen: from $STOKER_MEDIA_MODULE, beside the library or
+// binary holding this code, or where the build put it. A process that never
+// decodes audio or video never loads FFmpeg. Thread-safe.
+#ifndef STOKER_DATAPLANE_MEDIA_LOADER_H_
+#define STOKER_DATAPLANE_MEDIA_LOADER_H_
+
+#include <string>
+
+#include "dataplane/media_abi.h"
+
+namespace stoker {
+
+struct MediaApi {
+  decltype(&stoker_media_decode_audio) decode_audio = nullptr;
+  decltype(&stoker_media_free) free = nullptr;
+  decltype(&stoker_media_version) version = nullptr;
+};
+
+// The module's functions, or null with *error saying where it was looked
+// for and why each try failed.
+const MediaApi* LoadMediaModule(std::string* error);
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_MEDIA_LOADER_H_

@@ -1,0 +1,435 @@
+// libstoker_media.so: FFmpeg's demuxers, decoders and resampler behind the C
+// interface of media_abi.h. Input is a sample's bytes in memory (a custom
+// AVIOContext), never a path or a URL: only the demuxers listed below are
+// allowed, and every loop is bounded (duration, packets without output, wall
+// time), so that a hostile file fails its sample instead of hanging a worker.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "dataplane/media_abi.h"
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/time.h>
+#include <libswresample/swresample.h>
+}
+
+namespace {
+
+// Containers a sample may be: audio files, and the video containers whose
+// audio tracks are decoded (mov is mp4/m4a, matroska is webm too).
+constexpr const char* kDemuxers = "wav,w64,flac,mp3,ogg,mov,matroska,aac,aiff,caf";
+constexpr int kIoBufferBytes = 64 << 10;
+constexpr int kMaxChannels = 64;
+constexpr int kMaxRate = 768000;
+// A stream that yields nothing for this many packets in a row is not audio
+// that will ever decode (a container that demuxes forever).
+constexpr int kMaxIdlePackets = 20000;
+
+struct Failure {
+  int code = STOKER_MEDIA_OK;
+  std::string message;
+};
+
+Failure Fail(int code, const char* format, ...) __attribute__((format(printf, 2, 3)));
+Failure Fail(int code, const char* format, ...) {
+  char buffer[400];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  return {code, buffer};
+}
+
+std::string AvError(int err) {
+  char buffer[AV_ERROR_MAX_STRING_SIZE] = "";
+  av_strerror(err, buffer, sizeof(buffer));
+  return buffer;
+}
+
+struct MemoryInput {
+  const uint8_t* data;
+  int64_t size;
+  int64_t pos = 0;
+  int64_t deadline_us = 0;  // av_gettime_relative() past which the demuxer is interrupted; 0: none
+};
+
+int ReadInput(void* opaque, uint8_t* buf, int buf_size) {
+  auto* in = static_cast<MemoryInput*>(opaque);
+  const int64_t n = std::min<int64_t>(buf_size, in->size - in->pos);
+  if (n <= 0) return AVERROR_EOF;
+  std::memcpy(buf, in->data + in->pos, static_cast<size_t>(n));
+  in->pos += n;
+  return static_cast<int>(n);
+}
+
+int64_t SeekInput(void* opaque, int64_t offset, int whence) {
+  auto* in = static_cast<MemoryInput*>(opaque);
+  if (whence & AVSEEK_SIZE) return in->size;
+  whence &= ~AVSEEK_FORCE;
+  const int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? in->pos : whence == SEEK_END ? in->size : -1;
+  if (base < 0 || offset > in->size || base + offset < 0 || base + offset > in->size) return AVERROR(EINVAL);
+  in->pos = base + offset;
+  return in->pos;
+}
+
+int Interrupted(void* opaque) {
+  const auto* in = static_cast<const MemoryInput*>(opaque);
+  return in->deadline_us > 0 && av_gettime_relative() > in->deadline_us;
+}
+
+// An opened container over memory; closes everything it opened.
+struct Container {
+  MemoryInput input;
+  AVIOContext* io = nullptr;
+  AVFormatContext* format = nullptr;
+
+  ~Container() {
+    if (format != nullptr) avformat_close_input(&format);
+    if (io != nullptr) {
+      av_freep(&io->buffer);
+      avio_context_free(&io);
+    }
+  }
+
+  Failure Open(double max_wall_seconds) {
+    if (max_wall_seconds > 0) input.deadline_us = av_gettime_relative() + static_cast<int64_t>(max_wall_seconds * 1e6);
+    auto* buffer = static_cast<uint8_t*>(av_malloc(kIoBufferBytes));
+    if (buffer == nullptr) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the demuxer's buffer");
+    io = avio_alloc_context(buffer, kIoBufferBytes, 0, &input, ReadInput, nullptr, SeekInput);
+    if (io == nullptr) {
+      av_free(buffer);
+      return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the demuxer's input");
+    }
+    format = avformat_alloc_context();
+    if (format == nullptr) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the demuxer");
+    format->pb = io;
+    format->flags |= AVFMT_FLAG_CUSTOM_IO;
+    format->format_whitelist = av_strdup(kDemuxers);
+    format->interrupt_callback = {Interrupted, &input};
+    int err = avformat_open_input(&format, nullptr, nullptr, nullptr);  // frees `format` on failure
+    if (err < 0) {
+      if (err == AVERROR_EXIT) return Fail(STOKER_MEDIA_CORRUPT, "opening the container took longer than %.0f s", max_wall_seconds);
+      return Fail(STOKER_MEDIA_CORRUPT, "not a container this server reads (%s: %s)", kDemuxers, AvError(err).c_str());
+    }
+    err = avformat_find_stream_info(format, nullptr);
+    if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the container's streams cannot be read: %s", AvError(err).c_str());
+    return {};
+  }
+};
+
+struct CodecDeleter {
+  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+};
+struct PacketDeleter {
+  void operator()(AVPacket* p) const { av_packet_free(&p); }
+};
+struct FrameDeleter {
+  void operator()(AVFrame* f) const { av_frame_free(&f); }
+};
+struct SwrDeleter {
+  void operator()(SwrContext* s) const { swr_free(&s); }
+};
+
+// Collects the resampled output, planar, and stops at the frame limit.
+class Output {
+ public:
+  Output(int channels, int64_t max_frames) : channels_(channels), max_frames_(max_frames), planes_(channels) {}
+
+  // Appends what swr gives for `in` (null: the flush). False past the limit.
+  Failure Convert(SwrContext* swr, const uint8_t** in, int in_count) {
+    const int room = swr_get_out_samples(swr, in_count);
+    if (room < 0) return Fail(STOKER_MEDIA_CORRUPT, "the resampler failed: %s", AvError(room).c_str());
+    std::vector<uint8_t*> out(static_cast<size_t>(channels_));
+    try {
+      for (int c = 0; c < channels_; ++c) {
+        planes_[c].resize(static_cast<size_t>(frames_) + static_cast<size_t>(room));
+        out[c] = reinterpret_cast<uint8_t*>(planes_[c].data() + frames_);
+      }
+    } catch (const std::bad_alloc&) {
+      return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate %d more samples", room);
+    }
+    const int n = swr_convert(swr, out.data(), room, in, in_count);
+    if (n < 0) return Fail(STOKER_MEDIA_CORRUPT, "the resampler failed: %s", AvError(n).c_str());
+    frames_ += n;
+    for (int c = 0; c < channels_; ++c) planes_[c].resize(static_cast<size_t>(frames_));
+    return {};
+  }
+
+  bool over() const { return frames_ > max_frames_; }
+  int64_t frames() const { return frames_; }
+  const std::vector<std::vector<float>>& planes() const { return planes_; }
+
+ private:
+  int channels_;
+  int64_t max_frames_;
+  int64_t frames_ = 0;
+  std::vector<std::vector<float>> planes_;
+};
+
+// The length a WAV header states for its data chunk, in seconds (0: none
+// stated, or not a WAV): FFmpeg's demuxer clips it to the bytes there are,
+// which hides a cut file and a header announcing hours.
+double WavAnnounced(const uint8_t* data, size_t size, const AVCodecParameters* par) {
+  auto u32 = [data](size_t at) {
+    return static_cast<uint32_t>(data[at]) | static_cast<uint32_t>(data[at + 1]) << 8 |
+           static_cast<uint32_t>(data[at + 2]) << 16 | static_cast<uint32_t>(data[at + 3]) << 24;
+  };
+  if (size < 12 || std::memcmp(data, "RIFF", 4) != 0 || std::memcmp(data + 8, "WAVE", 4) != 0) return 0;
+  if (par->block_align <= 0 || par->sample_rate <= 0) return 0;
+  for (size_t at = 12; at + 8 <= size;) {
+    const uint32_t chunk = u32(at + 4);
+    if (std::memcmp(data + at, "data", 4) == 0) {
+      if (chunk == 0 || chunk == 0xffffffffu) return 0;  // streamed: no length stated
+      return static_cast<double>(chunk) / par->block_align / par->sample_rate;
+    }
+    at += 8 + chunk + (chunk & 1);
+  }
+  return 0;
+}
+
+Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& request,
+                    std::vector<std::vector<float>>* planes, int64_t* frames) {
+  if (size == 0) return Fail(STOKER_MEDIA_EMPTY, "zero bytes");
+  if (request.rate < 1 || request.rate > kMaxRate || request.channels < 1 || request.channels > kMaxChannels) {
+    return Fail(STOKER_MEDIA_CORRUPT, "bad request: rate %d, channels %d", request.rate, request.channels);
+  }
+  Container box;
+  box.input.data = data;
+  box.input.size = static_cast<int64_t>(size);
+  if (Failure f = box.Open(request.max_wall_seconds); f.code != STOKER_MEDIA_OK) return f;
+  AVFormatContext* format = box.format;
+  const AVCodec* codec = nullptr;
+  const int index = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
+  if (index == AVERROR_STREAM_NOT_FOUND) {
+    return Fail(STOKER_MEDIA_UNSUPPORTED, "the %s container has no audio stream", format->iformat->name);
+  }
+  if (index == AVERROR_DECODER_NOT_FOUND || (index >= 0 && codec == nullptr)) {
+    const AVCodecParameters* p = format->streams[std::max(index, 0)]->codecpar;
+    const AVCodecDescriptor* d = avcodec_descriptor_get(p->codec_id);
+    return Fail(STOKER_MEDIA_UNSUPPORTED, "the audio stream's codec (%s) is not one this server's FFmpeg decodes",
+                d != nullptr ? d->name : "unknown");
+  }
+  if (index < 0) return Fail(STOKER_MEDIA_CORRUPT, "no audio stream could be chosen: %s", AvError(index).c_str());
+  AVStream* stream = format->streams[index];
+  for (unsigned i = 0; i < format->nb_streams; ++i) {
+    if (static_cast<int>(i) != index) format->streams[i]->discard = AVDISCARD_ALL;
+  }
+  const AVCodecParameters* par = stream->codecpar;
+  if (par->ch_layout.nb_channels < 1 || par->ch_layout.nb_channels > kMaxChannels) {
+    return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream has %d channels; at most %d are read",
+                par->ch_layout.nb_channels, kMaxChannels);
+  }
+  if (par->sample_rate < 1 || par->sample_rate > kMaxRate) {
+    return Fail(STOKER_MEDIA_CORRUPT, "the audio stream's rate %d Hz is not 1..%d", par->sample_rate, kMaxRate);
+  }
+  // The duration the header announces, in seconds (0: none).
+  double announced = 0;
+  bool estimated = format->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE;
+  if (stream->duration > 0 && stream->time_base.den > 0) {
+    announced = static_cast<double>(stream->duration) * av_q2d(stream->time_base);
+  } else if (format->duration > 0) {
+    announced = static_cast<double>(format->duration) / AV_TIME_BASE;
+  }
+  if (std::strcmp(format->iformat->name, "wav") == 0) {
+    if (const double stated = WavAnnounced(data, size, par); stated > 0) {
+      announced = stated;
+      estimated = false;
+    }
+  }
+  if (announced > request.max_seconds) {
+    return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream announces %.1f s; at most %.1f s are decoded (--max-media-seconds)",
+                announced, request.max_seconds);
+  }
+
+  std::unique_ptr<AVCodecContext, CodecDeleter> decoder(avcodec_alloc_context3(codec));
+  if (!decoder) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the decoder");
+  int err = avcodec_parameters_to_context(decoder.get(), par);
+  if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the stream's parameters: %s", AvError(err).c_str());
+  decoder->thread_count = 1;  // a worker decodes one sample; the pool runs many at once
+  decoder->pkt_timebase = stream->time_base;
+  err = avcodec_open2(decoder.get(), codec, nullptr);
+  if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s decoder does not open: %s", codec->name, AvError(err).c_str());
+
+  std::unique_ptr<AVPacket, PacketDeleter> packet(av_packet_alloc());
+  std::unique_ptr<AVFrame, FrameDeleter> frame(av_frame_alloc());
+  if (!packet || !frame) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate a packet");
+  std::unique_ptr<SwrContext, SwrDeleter> swr;
+  AVChannelLayout out_layout;
+  av_channel_layout_default(&out_layout, request.channels);
+  const auto max_frames = static_cast<int64_t>(std::ceil(request.max_seconds * request.rate));
+  Output output(request.channels, max_frames);
+  int in_rate = 0, in_format = -1, in_channels = 0;
+  int64_t in_frames = 0;
+  int idle_packets = 0;
+
+  // Drains the decoder's frames into the resampler.
+  auto drain = [&]() -> Failure {
+    while (true) {
+      const int r = avcodec_receive_frame(decoder.get(), frame.get());
+      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return {};
+      if (r < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec->name, AvError(r).c_str());
+      idle_packets = 0;
+      const int channels = frame->ch_layout.nb_channels;
+      if (!swr) {
+        AVChannelLayout in_layout;
+        if (frame->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
+          av_channel_layout_default(&in_layout, channels);
+        } else if (av_channel_layout_copy(&in_layout, &frame->ch_layout) < 0) {
+          return Fail(STOKER_MEDIA_NO_MEMORY, "could not copy the channel layout");
+        }
+        SwrContext* s = nullptr;
+        const int e = swr_alloc_set_opts2(&s, &out_layout, AV_SAMPLE_FMT_FLTP, request.rate, &in_layout,
+                                          static_cast<AVSampleFormat>(frame->format), frame->sample_rate, 0, nullptr);
+        av_channel_layout_uninit(&in_layout);
+        swr.reset(s);
+        if (e >= 0 && request.channels == 1 && channels > 1) {
+          // Mono is the mean of the channels (torchaudio's waveform.mean(0)),
+          // not swresample's -3 dB sum, which can clip.
+          std::vector<double> matrix(static_cast<size_t>(channels), 1.0 / channels);
+          if (swr_set_matrix(swr.get(), matrix.data(), channels) < 0) {
+            return Fail(STOKER_MEDIA_CORRUPT, "no mix-down of %d channels", channels);
+          }
+        }
+        if (e < 0 || swr_init(swr.get()) < 0) {
+          return Fail(STOKER_MEDIA_CORRUPT, "no resampler from %d channels at %d Hz", channels, frame->sample_rate);
+        }
+        in_rate = frame->sample_rate;
+        in_format = frame->format;
+        in_channels = channels;
+      } else if (frame->sample_rate != in_rate || frame->format != in_format || channels != in_channels) {
+        return Fail(STOKER_MEDIA_CORRUPT, "the audio changes from %d channels at %d Hz to %d at %d Hz mid-stream",
+                    in_channels, in_rate, channels, frame->sample_rate);
+      }
+      in_frames += frame->nb_samples;
+      Failure f = output.Convert(swr.get(), const_cast<const uint8_t**>(frame->extended_data), frame->nb_samples);
+      av_frame_unref(frame.get());
+      if (f.code != STOKER_MEDIA_OK) return f;
+      if (output.over()) {
+        return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream is longer than %.1f s (--max-media-seconds)",
+                    request.max_seconds);
+      }
+    }
+  };
+
+  // A decode error is judged by what follows it: the last packet of the
+  // bytes failing is a cut file (truncated); one with packets after it, a
+  // corrupt stream.
+  Failure held;
+  while (true) {
+    err = av_read_frame(format, packet.get());
+    if (err == AVERROR_EXIT) {
+      return Fail(STOKER_MEDIA_CORRUPT, "decoding took longer than %.0f s", request.max_wall_seconds);
+    }
+    if (err < 0) {
+      if (held.code != STOKER_MEDIA_OK || (err != AVERROR_EOF && box.input.pos >= box.input.size)) {
+        return Fail(STOKER_MEDIA_TRUNCATED, "the stream ends mid-frame (%s): the file is cut",
+                    held.code != STOKER_MEDIA_OK ? held.message.c_str() : AvError(err).c_str());
+      }
+      if (err == AVERROR_EOF) break;
+      return Fail(STOKER_MEDIA_CORRUPT, "the container does not demux: %s", AvError(err).c_str());
+    }
+    if (packet->stream_index != index) {
+      av_packet_unref(packet.get());
+      continue;
+    }
+    if (held.code != STOKER_MEDIA_OK) return held;
+    if (++idle_packets > kMaxIdlePackets) {
+      return Fail(STOKER_MEDIA_CORRUPT, "%d packets in a row decoded to no audio", kMaxIdlePackets);
+    }
+    err = avcodec_send_packet(decoder.get(), packet.get());
+    av_packet_unref(packet.get());
+    if (err < 0 && err != AVERROR(EAGAIN)) {
+      held = Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec->name, AvError(err).c_str());
+      continue;
+    }
+    if (Failure f = drain(); f.code == STOKER_MEDIA_CORRUPT) {
+      held = f;
+    } else if (f.code != STOKER_MEDIA_OK) {
+      return f;
+    }
+    if (Interrupted(&box.input)) {
+      return Fail(STOKER_MEDIA_CORRUPT, "decoding took longer than %.0f s", request.max_wall_seconds);
+    }
+  }
+  avcodec_send_packet(decoder.get(), nullptr);  // the decoder's last frames
+  if (Failure f = drain(); f.code != STOKER_MEDIA_OK) return f;
+  if (!swr || in_frames == 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream holds no audio", codec->name);
+  if (Failure f = output.Convert(swr.get(), nullptr, 0); f.code != STOKER_MEDIA_OK) return f;
+  // Less than the header announced (where it states a length rather than
+  // estimating one from the bit rate): the file was cut.
+  const double found = static_cast<double>(in_frames) / in_rate;
+  if (announced > 0 && !estimated && found < 0.98 * announced - 0.05) {
+    return Fail(STOKER_MEDIA_TRUNCATED, "%.3f s of audio decoded where the header announces %.3f s", found, announced);
+  }
+  *frames = output.frames();
+  *planes = output.planes();
+  return {};
+}
+
+void CopyMessage(const std::string& message, char* error, size_t error_size) {
+  if (error == nullptr || error_size == 0) return;
+  const size_t n = std::min(message.size(), error_size - 1);
+  std::memcpy(error, message.data(), n);
+  error[n] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int stoker_media_decode_audio(const uint8_t* data, size_t size,
+                                                                      const StokerAudioRequest* request,
+                                                                      float** samples, int64_t* frames, char* error,
+                                                                      size_t error_size) {
+  av_log_set_level(AV_LOG_QUIET);  // each failure is reported once, by its sample
+  *samples = nullptr;
+  *frames = 0;
+  Failure f;
+  std::vector<std::vector<float>> planes;
+  int64_t n = 0;
+  try {
+    f = DecodeAudio(data, size, *request, &planes, &n);
+  } catch (const std::bad_alloc&) {
+    f = Fail(STOKER_MEDIA_NO_MEMORY, "out of memory while decoding audio");
+  } catch (const std::exception& e) {
+    f = Fail(STOKER_MEDIA_CORRUPT, "%s", e.what());
+  }
+  if (f.code == STOKER_MEDIA_OK) {
+    const size_t total = static_cast<size_t>(n) * planes.size();
+    auto* out = static_cast<float*>(std::malloc(std::max<size_t>(1, total) * sizeof(float)));
+    if (out == nullptr) {
+      f = Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate %zu samples", total);
+    } else {
+      for (size_t c = 0; c < planes.size(); ++c) {
+        std::copy(planes[c].begin(), planes[c].end(), out + c * static_cast<size_t>(n));
+      }
+      *samples = out;
+      *frames = n;
+      return STOKER_MEDIA_OK;
+    }
+  }
+  CopyMessage(f.message, error, error_size);
+  return f.code;
+}
+
+__attribute__((visibility("default"))) void stoker_media_free(void* p) { std::free(p); }
+
+__attribute__((visibility("default"))) const char* stoker_media_version(void) {
+  static const std::string version = std::string("libavformat ") + AV_STRINGIFY(LIBAVFORMAT_VERSION) +
+                                     ", libavcodec " + AV_STRINGIFY(LIBAVCODEC_VERSION) + ", libswresample " +
+                                     AV_STRINGIFY(LIBSWRESAMPLE_VERSION);
+  return version.c_str();
+}
+
+}  // extern "C"
