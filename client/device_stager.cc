@@ -18,6 +18,19 @@ absl::StatusOr<DeviceOptions::Device> ParseDevice(absl::string_view name) {
 }
 
 absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) {
+  if (batch.layout == v1::AUDIO) {
+    uint64_t elements = batch.shape.empty() ? 0 : 1;
+    for (int64_t d : batch.shape) elements *= d > 0 && d < (int64_t{1} << 31) ? static_cast<uint64_t>(d) : 0;
+    if (batch.dtype != v1::FLOAT32 || batch.shape.size() < 2 || elements * 4 != batch.data.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("audio batch ", batch.batch_index, " of ", batch.data.size(),
+                                                     " bytes: its shape and dtype do not describe them"));
+    }
+    ConvertSpec s;
+    s.raw = true;
+    s.n = batch.shape[0];
+    s.type = TensorType::kFloat32;
+    return s;
+  }
   if (batch.dtype != v1::UINT8 || batch.layout != v1::NHWC || batch.shape.size() != 4 || batch.shape[3] != 3) {
     return absl::InvalidArgumentError(
         "staging needs uint8 NHWC RGB batches from the servers (the conversion to float happens here)");
@@ -84,6 +97,7 @@ absl::Status DeviceStager::SetMixup(const MixupOptions& mixup) {
 
 absl::Status DeviceStager::PrepareMix(const Batch& batch, ConvertSpec* spec, std::vector<float>* targets) const {
   if (!mixup_.enabled()) return absl::OkStatus();
+  if (spec->raw) return absl::InvalidArgumentError("MixUp and CutMix mix images; this session's batches are audio");
   if (batch.labels.size() != static_cast<size_t>(spec->n)) {
     return absl::InvalidArgumentError(absl::StrCat("MixUp/CutMix: batch ", batch.batch_index, " has ",
                                                    batch.labels.size(), " labels for ", spec->n, " images"));
@@ -152,10 +166,12 @@ class CpuStager final : public DeviceStager {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
     const absl::Time t0 = absl::Now();
-    if (owned && spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC && !mixup_.enabled()) {
+    if (spec->raw && mixup_.enabled()) return PrepareMix(batch, &*spec, nullptr);
+    if (owned && (spec->raw || (spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC &&
+                                !mixup_.enabled()))) {
       if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
       DeviceTensor t;
-      t.shape = ShapeOf(*spec);
+      t.shape = spec->raw ? batch.shape : ShapeOf(*spec);
       t.type = spec->type;
       t.batch = std::move(*owned);
       t.data = t.batch.data.data();  // the received bytes themselves
@@ -170,13 +186,17 @@ class CpuStager final : public DeviceStager {
       return s;
     }
     std::vector<uint8_t>& out = buffers.tensor;
-    out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
     if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
-    ConvertOnCpu(batch.data.data(), *spec, out.data());
+    if (spec->raw) {  // a borrowed audio batch: copied as it is
+      out.assign(batch.data.data(), batch.data.data() + batch.data.size());
+    } else {
+      out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
+      ConvertOnCpu(batch.data.data(), *spec, out.data());
+    }
     Count(batch.data.size(), absl::Now() - t0);
     DeviceTensor t;
     t.data = out.data();
-    t.shape = ShapeOf(*spec);
+    t.shape = spec->raw ? batch.shape : ShapeOf(*spec);
     t.type = spec->type;
     if (mixup_.enabled()) {
       t.targets = buffers.targets.data();

@@ -158,6 +158,7 @@ class CudaStager final : public DeviceStager {
   absl::StatusOr<DeviceTensor> StageFrom(const Batch& batch, Batch* owned) override {
     absl::StatusOr<ConvertSpec> spec = SpecFor(batch, options_);
     if (!spec.ok()) return spec.status();
+    if (spec->raw && mixup_.enabled()) return PrepareMix(batch, &*spec, nullptr);
     DeviceGuard guard(options_.gpu);
     absl::StatusOr<int> index = ring_->Acquire(options_.slot_wait);
     if (!index.ok()) return index.status();
@@ -173,7 +174,9 @@ class CudaStager final : public DeviceStager {
       return s;
     }
     // uint8 NHWC needs no conversion: the tensor is the copied input.
-    const bool as_is = spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC && !spec->mixes();
+    // Audio (raw) is float32 already: copied, not converted.
+    const bool as_is =
+        spec->raw || (spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC && !spec->mixes());
     const size_t in_bytes = batch.data.size();
     const size_t out_bytes =
         as_is ? 0 : static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type);
@@ -205,7 +208,7 @@ class CudaStager final : public DeviceStager {
     pending_times_.push_back(&slot);
     DeviceTensor t;
     t.data = as_is ? static_cast<void*>(slot.input) : slot.output;
-    t.shape = ShapeOf(*spec);
+    t.shape = spec->raw ? batch.shape : ShapeOf(*spec);
     t.type = spec->type;
     t.device = options_.gpu;
     if (mixup_.enabled()) {

@@ -35,6 +35,9 @@ struct ConvertSpec {
   int64_t box[4] = {0, 0, 0, 0};
 
   bool mixes() const { return cutmix || mix_self != 1.0f; }
+  // An audio batch (layout AUDIO): float32 the server computed, handed over
+  // as it arrived, in the batch's own shape; nothing is converted.
+  bool raw = false;
 };
 
 size_t TensorElementBytes(TensorType type);

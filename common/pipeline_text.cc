@@ -111,9 +111,16 @@ const FieldDescriptor* ReflectedOp(absl::string_view name) {
 
 std::vector<Param> Params(const google::protobuf::Descriptor* d) {
   std::vector<Param> params;
+  // Ops whose NAME_min / NAME_max are two arguments, as their references
+  // name them (torchaudio's f_min, f_max), not one range NAME=lo:hi.
+  const bool separate = d == v1::MelSpectrogram::descriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
     const std::string& n = f->name();
+    if (separate) {
+      params.push_back({n, f, nullptr});
+      continue;
+    }
     if (absl::EndsWith(n, "_max") && d->FindFieldByName(n.substr(0, n.size() - 4) + "_min") != nullptr) continue;
     if (absl::EndsWith(n, "_min")) {
       if (const FieldDescriptor* max = d->FindFieldByName(n.substr(0, n.size() - 4) + "_max")) {

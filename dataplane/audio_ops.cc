@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "dataplane/audio_decoder.h"
+#include "dataplane/media_loader.h"
 #include "dataplane/pipeline.h"
 #include <opencv2/core.hpp>
 
@@ -174,6 +175,8 @@ absl::StatusOr<AudioPipeline> AudioPipeline::Create(std::vector<v1::Op>* ops, in
   }
   AudioPipeline p;
   if (auto s = CheckAudio("pipeline[0]", *(*ops)[0].mutable_audio()); !s.ok()) return s;
+  std::string why;
+  if (LoadMediaModule(&why) == nullptr) return absl::FailedPreconditionError(why);
   p.audio_ = (*ops)[0].audio();
   p.window_ = std::llround(double{p.audio_.seconds()} * p.audio_.rate());
   for (size_t i = 1; i < ops->size(); ++i) {

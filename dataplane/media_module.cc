@@ -377,6 +377,14 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
   return {};
 }
 
+// FFmpeg's log callback is one per process. Another user of the same
+// libraries here (PyAV in a training process running local mode) may have
+// installed one that takes its own locks (PyAV's takes the GIL, which the
+// thread waiting for this batch may hold): every decode puts back a callback
+// that does nothing, so a worker never waits on another library's lock, and
+// a bad sample is reported once, by its sample, not by FFmpeg's log.
+void DropLog(void*, int, const char*, va_list) {}
+
 void CopyMessage(const std::string& message, char* error, size_t error_size) {
   if (error == nullptr || error_size == 0) return;
   const size_t n = std::min(message.size(), error_size - 1);
@@ -392,7 +400,8 @@ __attribute__((visibility("default"))) int stoker_media_decode_audio(const uint8
                                                                       const StokerAudioRequest* request,
                                                                       float** samples, int64_t* frames, char* error,
                                                                       size_t error_size) {
-  av_log_set_level(AV_LOG_QUIET);  // each failure is reported once, by its sample
+  av_log_set_level(AV_LOG_QUIET);
+  av_log_set_callback(DropLog);
   *samples = nullptr;
   *frames = 0;
   Failure f;

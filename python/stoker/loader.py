@@ -278,6 +278,14 @@ class Loader:
         self._batches = 0
 
     # -- what DataLoader users expect ------------------------------------
+    @property
+    def sample_shape(self):
+        """One sample's shape as the servers make it: [H, W, 3] for images
+        (before the loader's layout and dtype), [C, samples] or
+        [C, n_mels, frames] for audio(...) pipelines, whose batches are
+        float32 as made."""
+        return list(self._client.sample_shape)
+
     def __len__(self):
         """Batches this rank gets per epoch."""
         return self._client.batches_per_epoch
