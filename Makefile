@@ -93,7 +93,7 @@ SAN_TESTS := common/common_test dataplane/dataplane_test server/server_test clie
   client/client_test tests/bad_input_test materialize/materialize_test materialize/profile_test \
   materialize/remote_maker_test
 FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample sample_fields \
-  coco_annotations
+  coco_annotations media_decode
 FUZZ_SECONDS ?= 15
 sanitizers: deps
 	@cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \

@@ -8,7 +8,7 @@ set -eu
 build=$1
 seconds=$2
 shift 2
-targets=${*:-"tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample sample_fields coco_annotations"}
+targets=${*:-"tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample sample_fields coco_annotations media_decode"}
 here=$(cd "$(dirname "$0")" && pwd)
 # tar_index writes a shard and its sidecar per execution: memory-backed
 # storage makes it about 10x faster than a disk-backed /tmp.
