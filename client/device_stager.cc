@@ -31,14 +31,25 @@ absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) 
     s.type = TensorType::kFloat32;
     return s;
   }
-  if (batch.dtype != v1::UINT8 || batch.layout != v1::NHWC || batch.shape.size() != 4 || batch.shape[3] != 3) {
+  // Images [N, H, W, 3]; video clips [N, T, H, W, 3] or [N, K, T, H, W, 3],
+  // converted as N x T (x K) images.
+  const size_t dims = batch.shape.size();
+  if (batch.dtype != v1::UINT8 || batch.layout != v1::NHWC || dims < 4 || dims > 6 || batch.shape[dims - 1] != 3) {
     return absl::InvalidArgumentError(
         "staging needs uint8 NHWC RGB batches from the servers (the conversion to float happens here)");
   }
   // The shape must describe exactly the bytes there are (review 1.7: a
   // shape larger than the buffer made the conversion read past it).
   constexpr int64_t kMaxSide = int64_t{1} << 20;
-  const int64_t n = batch.shape[0], h = batch.shape[1], w = batch.shape[2];
+  int64_t n = 1;
+  for (size_t d = 0; d + 3 < dims; ++d) {
+    if (batch.shape[d] < 1 || batch.shape[d] > kMaxSide || n > kMaxSide) {
+      return absl::InvalidArgumentError(absl::StrCat("batch ", batch.batch_index, ": dimension ", d, " is ",
+                                                     batch.shape[d]));
+    }
+    n *= batch.shape[d];
+  }
+  const int64_t h = batch.shape[dims - 3], w = batch.shape[dims - 2];
   if (n < 1 || h < 1 || w < 1 || n > kMaxSide || h > kMaxSide || w > kMaxSide ||
       static_cast<uint64_t>(n) * static_cast<uint64_t>(h) * static_cast<uint64_t>(w) * 3 != batch.data.size()) {
     return absl::InvalidArgumentError(absl::StrCat("batch ", batch.batch_index, " of shape [", n, ",", h, ",", w,
@@ -79,6 +90,16 @@ Batch TakeOrDescribe(const Batch& source, Batch* owned) {
 std::vector<int64_t> ShapeOf(const ConvertSpec& s) {
   if (s.layout == TensorLayout::kNCHW) return {s.n, 3, s.h, s.w};
   return {s.n, s.h, s.w, 3};
+}
+
+std::vector<int64_t> TensorShape(const Batch& batch, const ConvertSpec& s) {
+  if (s.raw) return batch.shape;
+  // The batch's leading dimensions (N, or N, T for video clips), then one
+  // image in the tensor's layout.
+  std::vector<int64_t> shape(batch.shape.begin(), batch.shape.end() - 3);
+  const std::vector<int64_t> image = ShapeOf(s);
+  shape.insert(shape.end(), image.begin() + 1, image.end());
+  return shape;
 }
 
 absl::Status DeviceStager::SetMixup(const MixupOptions& mixup) {
@@ -171,7 +192,7 @@ class CpuStager final : public DeviceStager {
                                 !mixup_.enabled()))) {
       if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
       DeviceTensor t;
-      t.shape = spec->raw ? batch.shape : ShapeOf(*spec);
+      t.shape = TensorShape(batch, *spec);
       t.type = spec->type;
       t.batch = std::move(*owned);
       t.data = t.batch.data.data();  // the received bytes themselves
@@ -196,7 +217,7 @@ class CpuStager final : public DeviceStager {
     Count(batch.data.size(), absl::Now() - t0);
     DeviceTensor t;
     t.data = out.data();
-    t.shape = spec->raw ? batch.shape : ShapeOf(*spec);
+    t.shape = TensorShape(batch, *spec);
     t.type = spec->type;
     if (mixup_.enabled()) {
       t.targets = buffers.targets.data();

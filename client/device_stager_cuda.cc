@@ -14,6 +14,7 @@ namespace stoker {
 
 absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o);
 std::vector<int64_t> ShapeOf(const ConvertSpec& s);
+std::vector<int64_t> TensorShape(const Batch& batch, const ConvertSpec& s);
 Batch TakeOrDescribe(const Batch& source, Batch* owned);
 
 namespace {
@@ -208,7 +209,7 @@ class CudaStager final : public DeviceStager {
     pending_times_.push_back(&slot);
     DeviceTensor t;
     t.data = as_is ? static_cast<void*>(slot.input) : slot.output;
-    t.shape = spec->raw ? batch.shape : ShapeOf(*spec);
+    t.shape = TensorShape(batch, *spec);
     t.type = spec->type;
     t.device = options_.gpu;
     if (mixup_.enabled()) {

@@ -394,14 +394,14 @@ TEST(AudioDatasetTest, ATreeOfAudioFilesIsAnAudioSource) {
   DatasetCatalog catalog(root);
   SourceOrError source = catalog.Open("clips");
   ASSERT_TRUE(source.ok()) << source.status();
-  EXPECT_TRUE((*source)->audio());
+  EXPECT_EQ((*source)->media(), MediaKind::kAudio);
   EXPECT_EQ((*source)->size(), 4);
   EXPECT_EQ((*source)->class_names(), (std::vector<std::string>{"cat", "dog"}));
   fs::create_directories(root / "empty" / "a");
   std::ofstream(root / "empty" / "a" / "x.txt") << "x";
   SourceOrError none = catalog.Open("empty");
   ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.status().message().find("no images or audio files"), std::string::npos) << none.status();
+  EXPECT_NE(none.status().message().find("no images, audio or video files"), std::string::npos) << none.status();
   fs::remove_all(root);
 }
 

@@ -115,6 +115,7 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       failure_log_(failure_log),
       max_pixels_(core.max_pixels),
       max_media_seconds_(core.max_media_seconds),
+      max_video_frames_(core.max_video_frames),
       sample_delay_(core.sample_delay),
       read_bytes_per_second_(core.test_read_bytes_per_second),
       budget_(budget),
@@ -406,9 +407,17 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     }
     try {
       if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
-        status = pipeline_.audio() != nullptr
-                     ? pipeline_.ProduceAudio(encoded, rng, max_media_seconds_, dst, &times)
-                     : pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
+        if (pipeline_.audio() != nullptr) {
+          status = pipeline_.ProduceAudio(encoded, rng, max_media_seconds_, dst, &times);
+        } else if (pipeline_.video()) {
+          VideoLimits limits;
+          limits.max_pixels = max_pixels_;
+          limits.max_frames = max_video_frames_;
+          limits.max_seconds = max_media_seconds_;
+          status = pipeline_.ProduceVideo(encoded, rng, limits, dst, &times);
+        } else {
+          status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
+        }
         if (status.ok() && geometry != nullptr) status = sink.status;
         if (status.ok() && geometry != nullptr) {
           EncodeTargets(targets, target_roles_, pipeline_.out_height(), pipeline_.out_width(), fields);
@@ -906,13 +915,18 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     metrics_->rejected_sessions->Increment();
     return fits;
   }
-  if ((pipeline.audio() != nullptr) != (*source)->audio()) {
+  const MediaKind wants = pipeline.audio() != nullptr ? MediaKind::kAudio
+                          : pipeline.video()           ? MediaKind::kVideo
+                                                       : MediaKind::kImage;
+  if (wants != (*source)->media()) {
     metrics_->rejected_sessions->Increment();
-    return absl::InvalidArgumentError(
-        (*source)->audio()
-            ? absl::StrCat("dataset '", config.dataset(), "' holds audio files: its pipeline starts with audio(...)")
-            : absl::StrCat("dataset '", config.dataset(), "' holds images, not audio files: audio(...) reads a "
-                           "class-per-folder tree of .wav, .flac, .mp3, .ogg, .opus, .m4a files"));
+    static const char* const kHolds[] = {"images", "audio files", "video files"};
+    static const char* const kStarts[] = {"image ops", "audio(...)", "video_clip(...)"};
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", config.dataset(), "' holds ", kHolds[static_cast<int>((*source)->media())],
+        ": its pipeline starts with ", kStarts[static_cast<int>((*source)->media())], ", not ",
+        kStarts[static_cast<int>(wants)], " (a class-per-folder tree of .wav/.flac/.mp3/.ogg/.opus/.m4a files is "
+        "audio, of .mp4/.mkv/.webm/.avi/.mov files video)"));
   }
   return Prepared{std::move(pipeline), *std::move(source), std::move(store), std::move(tokenizer)};
 }

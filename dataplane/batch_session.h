@@ -46,6 +46,9 @@ struct CoreConfig {
   // Longest audio stream decoded, in seconds, announced or found; longer
   // ones fail as too_large.
   double max_media_seconds = 3600;
+  // Most frames a video stream may have (from its index); more fail as
+  // too_large.
+  int64_t max_video_frames = 1'000'000;
   // Test-only: extra worker time per sample, to make a server slow.
   absl::Duration sample_delay = absl::ZeroDuration();
   // Test-only: reads throttled to this many bytes per second and worker
@@ -184,6 +187,7 @@ class BatchSession final : public StreamSession {
   FailureLog* const failure_log_;
   const int64_t max_pixels_;
   const double max_media_seconds_;
+  const int64_t max_video_frames_;
   const absl::Duration sample_delay_;
   const int64_t read_bytes_per_second_;
   MemoryBudget* const budget_;

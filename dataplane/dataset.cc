@@ -33,6 +33,11 @@ const std::set<std::string>& AudioExtensions() {
   return *ext;
 }
 
+const std::set<std::string>& VideoExtensions() {
+  static const auto* ext = new std::set<std::string>{".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi"};
+  return *ext;
+}
+
 bool IsUnder(const fs::path& path, const fs::path& root) {
   auto p = path.begin();
   for (auto r = root.begin(); r != root.end(); ++r, ++p) {
@@ -80,8 +85,9 @@ absl::StatusOr<fs::path> ResolveUnderRoot(const fs::path& data_root, const std::
 
 absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
     const fs::path& dir, const fs::path& data_root, int64_t max_file_bytes, const std::atomic<bool>* cancelled,
-    bool audio) {
-  const std::set<std::string>& extensions = audio ? AudioExtensions() : ImageExtensions();
+    MediaKind kind) {
+  const std::set<std::string>& extensions =
+      kind == MediaKind::kAudio ? AudioExtensions() : kind == MediaKind::kVideo ? VideoExtensions() : ImageExtensions();
   auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
   const absl::Status cancel_status = absl::CancelledError(absl::StrCat("scan of ", dir.string(), " cancelled"));
   std::error_code ec;
@@ -106,7 +112,7 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
   auto index = std::make_shared<ImageFolderIndex>();
   FingerprintBuilder fingerprint;
   index->dir_ = dir;
-  index->audio_ = audio;
+  index->media_ = kind;
   index->max_file_bytes_ = max_file_bytes;
   for (const fs::path& class_dir : class_dirs) {
     std::vector<std::pair<std::string, int64_t>> files;  // path, size
@@ -136,7 +142,10 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
     }
   }
   if (index->samples_.empty()) {
-    return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), " has no ", audio ? "audio files" : "images",
+    return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), " has no ",
+                                            kind == MediaKind::kAudio   ? "audio files"
+                                            : kind == MediaKind::kVideo ? "video files"
+                                                                        : "images",
                                             " in class directories (root/<class>/<file>)"));
   }
   index->fingerprint_ = fingerprint.Finish();
@@ -377,18 +386,19 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
   auto s = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_);
-  if (absl::IsNotFound(s.status())) {  // no images: a tree of audio clips?
-    auto a = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_, /*audio=*/true);
-    if (a.ok()) {
-      LOG(INFO) << "dataset '" << name << "': " << (*a)->size() << " audio files in " << (*a)->class_names().size()
-                << " classes";
-      return std::shared_ptr<const SampleSource>(*std::move(a));
+  if (absl::IsNotFound(s.status())) {  // no images: a tree of audio or video clips?
+    for (const MediaKind kind : {MediaKind::kAudio, MediaKind::kVideo}) {
+      auto a = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_, kind);
+      if (a.ok()) {
+        LOG(INFO) << "dataset '" << name << "': " << (*a)->size()
+                  << (kind == MediaKind::kAudio ? " audio" : " video") << " files in " << (*a)->class_names().size()
+                  << " classes";
+        return std::shared_ptr<const SampleSource>(*std::move(a));
+      }
+      if (!absl::IsNotFound(a.status())) return a.status();
     }
-    if (absl::IsNotFound(a.status())) {
-      return absl::NotFoundError(absl::StrCat("dataset ", dir.string(),
-                                              " has no images or audio files in class directories (root/<class>/<file>)"));
-    }
-    return a.status();
+    return absl::NotFoundError(absl::StrCat(
+        "dataset ", dir.string(), " has no images, audio or video files in class directories (root/<class>/<file>)"));
   }
   if (!s.ok()) return s.status();
   return std::shared_ptr<const SampleSource>(*std::move(s));

@@ -41,6 +41,8 @@ const std::set<std::string>& ImageExtensions();
 // Audio files a class-per-folder tree may hold instead of images: .wav,
 // .flac, .mp3, .ogg, .opus, .m4a, .aac, .aiff, .aif (lower case, with the dot).
 const std::set<std::string>& AudioExtensions();
+// Video files such a tree may hold: .mp4, .m4v, .mov, .mkv, .webm, .avi.
+const std::set<std::string>& VideoExtensions();
 // Whether `path` is `root` or below it (both canonical).
 bool IsUnder(const std::filesystem::path& path, const std::filesystem::path& root);
 
@@ -59,11 +61,11 @@ class ImageFolderIndex final : public SampleSource {
   // symlinked files that point outside `data_root` are skipped.
   // Reads of files larger than `max_file_bytes` (0: no limit) fail as too_large.
   // CANCELLED as soon as `*cancelled` (when given) turns true.
-  // With `audio`, the files counted are AudioExtensions() instead (a tree of
-  // audio clips; audio() is then true).
+  // With `kind` kAudio or kVideo, the files counted are AudioExtensions()
+  // or VideoExtensions() instead (a tree of clips; media() is then `kind`).
   static absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Scan(
       const std::filesystem::path& dir, const std::filesystem::path& data_root, int64_t max_file_bytes = 0,
-      const std::atomic<bool>* cancelled = nullptr, bool audio = false);
+      const std::atomic<bool>* cancelled = nullptr, MediaKind kind = MediaKind::kImage);
 
   const std::filesystem::path& dir() const { return dir_; }
   const std::vector<SampleRef>& samples() const { return samples_; }
@@ -74,10 +76,10 @@ class ImageFolderIndex final : public SampleSource {
   std::string Describe(int64_t index) const override { return samples_[index].path; }
   absl::StatusOr<std::string> Read(int64_t index) const override;
   const std::string& fingerprint() const override { return fingerprint_; }
-  bool audio() const override { return audio_; }
+  MediaKind media() const override { return media_; }
 
  private:
-  bool audio_ = false;
+  MediaKind media_ = MediaKind::kImage;
   std::filesystem::path dir_;
   std::string fingerprint_;
   int64_t max_file_bytes_ = 0;

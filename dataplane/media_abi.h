@@ -42,6 +42,30 @@ struct StokerAudioRequest {
 int stoker_media_decode_audio(const uint8_t* data, size_t size, const struct StokerAudioRequest* request,
                               float** samples, int64_t* frames, char* error, size_t error_size);
 
+// What a video's index and decode are bounded by.
+struct StokerVideoLimits {
+  int64_t max_pixels;      // width x height of a frame (else TOO_LARGE)
+  int64_t max_frames;      // frames in the stream (else TOO_LARGE)
+  double max_seconds;      // the stream's duration (else TOO_LARGE)
+  double max_wall_seconds; // a demux or decode running longer is stopped (CORRUPT); <= 0: none
+};
+
+// The first video stream of a container: its frame size and every frame's
+// presentation timestamp (in the stream's time base), in presentation
+// order, from a demux of the whole file (no decoding). *pts is freed with
+// stoker_media_free.
+int stoker_media_video_index(const uint8_t* data, size_t size, const struct StokerVideoLimits* limits, int* width,
+                             int* height, int64_t** pts, int64_t* frames, char* error, size_t error_size);
+
+// Decodes the frames whose timestamps are pts[0..n) (ascending; repeats
+// allowed) to 8-bit RGB (width x height x 3 each, as the index said) in
+// out, seeking to the keyframe before pts[0] and decoding from there.
+// libswscale converts with SWS_BILINEAR and its default colour space, as
+// PyAV's to_ndarray(format="rgb24").
+int stoker_media_video_frames(const uint8_t* data, size_t size, const struct StokerVideoLimits* limits,
+                              const int64_t* pts, int n, int width, int height, uint8_t* out, char* error,
+                              size_t error_size);
+
 void stoker_media_free(void* p);
 
 // The FFmpeg libraries' versions, for the server's start-up log.

@@ -47,9 +47,13 @@ const Loaded& Load() {
       }
       l->api.decode_audio =
           reinterpret_cast<decltype(l->api.decode_audio)>(dlsym(handle, "stoker_media_decode_audio"));
+      l->api.video_index =
+          reinterpret_cast<decltype(l->api.video_index)>(dlsym(handle, "stoker_media_video_index"));
+      l->api.video_frames =
+          reinterpret_cast<decltype(l->api.video_frames)>(dlsym(handle, "stoker_media_video_frames"));
       l->api.free = reinterpret_cast<decltype(l->api.free)>(dlsym(handle, "stoker_media_free"));
       l->api.version = reinterpret_cast<decltype(l->api.version)>(dlsym(handle, "stoker_media_version"));
-      if (l->api.decode_audio && l->api.free && l->api.version) {
+      if (l->api.decode_audio && l->api.video_index && l->api.video_frames && l->api.free && l->api.version) {
         l->ok = true;
         LOG(INFO) << "media decoding: " << path << " (" << l->api.version() << ")";
         return l;

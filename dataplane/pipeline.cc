@@ -8,6 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/video_decoder.h"
+#include "dataplane/video_ops.h"
 #include "dataplane/detection_ops.h"
 #include "dataplane/geometric_ops.h"
 #include "dataplane/op_registry.h"
@@ -188,6 +190,8 @@ absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, 
     case v1::Op::kRandomIouCrop:
       fixed = false;
       return CheckIouCrop(where, *op.mutable_random_iou_crop());
+    case v1::Op::kVideoClip:
+      return CheckVideoClip(where, *op.mutable_video_clip());  // each frame keeps the video's size
     case v1::Op::OP_NOT_SET:
       break;
     default:
@@ -246,6 +250,10 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   bool fixed = false;
   for (int i = 0; i < config.pipeline_size(); ++i) {
     v1::Op op = config.pipeline(i);
+    if (op.has_video_clip() && i > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
+    }
     if (auto s = p.CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed); !s.ok()) {
       return s;
     }
@@ -275,6 +283,24 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
         "pipeline output size is not fixed, so samples cannot be batched: add center_crop(size), "
         "random_resized_crop(size) or resize_pad(size) after the last resize or random_iou_crop");
   }
+  if (!p.ops_.empty() && p.ops_[0].has_video_clip()) {
+    p.video_ = true;
+    for (const v1::FieldSpec& f : config.fields()) {
+      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS ||
+          f.kind() == v1::IMAGE) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
+                                                       ": a video_clip pipeline's sample is its clips"));
+      }
+    }
+    if (p.has_user_ops()) {
+      return absl::InvalidArgumentError("python(...) and plugin ops do not run on video clips yet");
+    }
+    if (config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
+                                                     p.sample_bytes(), " bytes; a batch may hold at most ",
+                                                     kMaxBatchBytes, " bytes"));
+    }
+  }
   const bool has_boxes = std::any_of(config.fields().begin(), config.fields().end(),
                                      [](const v1::FieldSpec& f) { return f.kind() == v1::BOXES; });
   const bool has_targets = std::any_of(config.fields().begin(), config.fields().end(), [](const v1::FieldSpec& f) {
@@ -303,9 +329,9 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
 
 absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].has_audio() || ops[i].has_mel_spectrogram()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prefix[", i, "] ", PipelineToText({ops[i]}), ": audio pipelines are not materialised"));
+    if (ops[i].has_audio() || ops[i].has_mel_spectrogram() || ops[i].has_video_clip()) {
+      return absl::InvalidArgumentError(absl::StrCat("prefix[", i, "] ", PipelineToText({ops[i]}),
+                                                     ": audio and video pipelines are not materialised"));
     }
   }
   Pipeline p;
@@ -363,16 +389,67 @@ int DctScaleFor(int crop, int out, bool antialias) {
   return 8;
 }
 
-int64_t Pipeline::sample_bytes() const {
-  if (audio_) return audio_->sample_bytes();
+int64_t Pipeline::frame_bytes() const {
   const int64_t element = dtype_ == v1::FLOAT32 ? 4 : dtype_ == v1::FLOAT16 ? 2 : 1;
   return int64_t{out_height_} * out_width_ * 3 * element;
 }
 
+int64_t Pipeline::sample_bytes() const {
+  if (audio_) return audio_->sample_bytes();
+  if (video_) return frame_bytes() * ops_[0].video_clip().frames() * ops_[0].video_clip().clips();
+  return frame_bytes();
+}
+
 std::vector<int64_t> Pipeline::SampleShape() const {
   if (audio_) return audio_->SampleShape();
-  if (layout_ == v1::NCHW) return {3, out_height_, out_width_};
-  return {out_height_, out_width_, 3};
+  std::vector<int64_t> shape;
+  if (video_) {
+    if (ops_[0].video_clip().clips() > 1) shape.push_back(ops_[0].video_clip().clips());
+    shape.push_back(ops_[0].video_clip().frames());
+  }
+  if (layout_ == v1::NCHW) {
+    shape.insert(shape.end(), {3, out_height_, out_width_});
+  } else {
+    shape.insert(shape.end(), {out_height_, out_width_, 3});
+  }
+  return shape;
+}
+
+absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
+                                    SampleTimes* times) const {
+  if (!video_) return absl::FailedPreconditionError("not a video_clip pipeline");
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<VideoIndex> index = IndexVideo(encoded, limits);
+  times->decode += absl::Now() - t0;
+  if (!index.ok()) return index.status();
+  const v1::VideoClip& clip = ops_[0].video_clip();
+  const std::vector<int64_t> frames = ClipFrames(clip, static_cast<int64_t>(index->pts.size()), rng);
+  const int T = clip.frames();
+  const size_t rgb_bytes = static_cast<size_t>(index->width) * static_cast<size_t>(index->height) * 3;
+  std::vector<uint8_t> rgb(rgb_bytes * static_cast<size_t>(T));
+  for (int k = 0; k < clip.clips(); ++k) {
+    std::vector<int64_t> pts(static_cast<size_t>(T));
+    for (int t = 0; t < T; ++t) pts[t] = index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T + t)])];
+    const absl::Time t1 = absl::Now();
+    absl::Status decoded = DecodeVideoFrames(encoded, limits, pts, index->width, index->height, rgb.data());
+    const absl::Time t2 = absl::Now();
+    times->decode += t2 - t1;
+    if (!decoded.ok()) return decoded;
+    // One draw for the clip: every frame replays the same random stream.
+    const Rng clip_rng(rng.Next());
+    for (int t = 0; t < T; ++t) {
+      cv::Mat frame(index->height, index->width, CV_8UC3, rgb.data() + static_cast<size_t>(t) * rgb_bytes);
+      Rng r = clip_rng;
+      absl::StatusOr<cv::Mat> out = Apply(frame, r, 1, limits.max_pixels);
+      if (!out.ok()) return out.status();
+      if (absl::Status s = Store(*out, dst + static_cast<size_t>(k * T + t) * static_cast<size_t>(frame_bytes()));
+          !s.ok()) {
+        return s;
+      }
+    }
+    times->augment += absl::Now() - t2;
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -403,6 +480,11 @@ absl::Status Pipeline::ProduceAudio(absl::string_view encoded, Rng& rng, double 
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
                                SampleTimes* times, size_t first_op, GeometrySink* geometry, UserOpIo* io) const {
   if (audio_) return audio_->Produce(encoded, rng, 0, dst, times);
+  if (video_) {
+    VideoLimits limits;
+    limits.max_pixels = max_pixels;
+    return ProduceVideo(encoded, rng, limits, dst, times);
+  }
   absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times, geometry, io);
   if (!image.ok()) return image.status();
   const absl::Time t0 = absl::Now();
@@ -415,6 +497,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
                                                  size_t first_op, SampleTimes* times, GeometrySink* geometry,
                                                  UserOpIo* io) const {
   if (audio_) return absl::FailedPreconditionError("an audio pipeline makes no image");
+  if (video_) return absl::FailedPreconditionError("a video_clip pipeline makes clips, not one image");
   const absl::Time t0 = absl::Now();
   absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
   if (!info.ok()) return info.status();

@@ -20,6 +20,7 @@
 #include "common/rng.h"
 #include "dataplane/audio_ops.h"
 #include "dataplane/geometry.h"
+#include "dataplane/video_decoder.h"
 #include "dataplane/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
@@ -61,6 +62,10 @@ class Pipeline {
   // ProduceAudio, shaped [C, samples] or [C, n_mels, frames], FLOAT32 in
   // layout AUDIO. Null for images.
   const AudioPipeline* audio() const { return audio_.get(); }
+  // A video pipeline (its first op is video_clip(...)): samples come from
+  // ProduceVideo, each frame made by the image ops after it, shaped
+  // [T, ...frame] or [K, T, ...frame].
+  bool video() const { return video_; }
 
   int out_height() const { return out_height_; }
   int out_width() const { return out_width_; }
@@ -86,6 +91,11 @@ class Pipeline {
   // An audio pipeline's sample (audio() set): at most `max_seconds` of
   // stream decoded (0: the decoder's default, an hour).
   absl::Status ProduceAudio(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst,
+                            SampleTimes* times) const;
+  // A video pipeline's sample (video() set): the clips' frames chosen from
+  // the stream's index and decoded within `limits`, then every frame through
+  // ops [1, end) with one random draw per clip.
+  absl::Status ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
                             SampleTimes* times) const;
   // Produce without Store: the RGB image after ops [first_op, end), decoding
   // fused with op first_op as Produce does.
@@ -127,6 +137,8 @@ class Pipeline {
 
   std::vector<v1::Op> ops_;  // with defaults filled in
   std::shared_ptr<const AudioPipeline> audio_;
+  bool video_ = false;
+  int64_t frame_bytes() const;  // one image (a video's frame) in the session's layout and dtype
   UserOps user_;
   // A user op's output must keep this size: the pipeline's size was fixed
   // before it and no later op sets one (by op position).

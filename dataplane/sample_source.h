@@ -16,6 +16,8 @@
 
 namespace stoker {
 
+enum class MediaKind { kImage, kAudio, kVideo };
+
 // A materialised dataset's samples: the ops applied before they were stored
 // (a session's pipeline must begin with them) and how they are stored.
 // Which targets a session wants from ReadTargets (decoding masks costs).
@@ -51,9 +53,10 @@ class SampleSource {
   // Null for sources of encoded images (Read gives a file's bytes); for a
   // materialised dataset, what Read's bytes are.
   virtual const StoredForm* stored() const { return nullptr; }
-  // Whether the samples are audio files (a class-per-folder tree of them):
-  // read by audio(...) pipelines only.
-  virtual bool audio() const { return false; }
+  // What the samples' files are: images, or audio or video files (a
+  // class-per-folder tree of them), read by audio(...) or video_clip(...)
+  // pipelines only.
+  virtual MediaKind media() const { return MediaKind::kImage; }
 
   // Whether samples have named members besides the image (WebDataset
   // shards), which ReadField finds.

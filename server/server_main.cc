@@ -50,8 +50,10 @@ ABSL_FLAG(int64_t, max_stream_outstanding_bytes, int64_t{1} << 30,
 ABSL_FLAG(int64_t, max_pixels, 100'000'000,
           "Largest image decoded, in pixels (width x height), checked from the header; larger ones fail as too_large");
 ABSL_FLAG(double, max_media_seconds, 3600,
-          "Longest audio stream decoded, in seconds, as its header announces it or as decoded; longer ones fail as "
-          "too_large");
+          "Longest audio or video stream read, in seconds, as its header announces it or as found; longer ones fail "
+          "as too_large");
+ABSL_FLAG(int64_t, max_video_frames, 1'000'000,
+          "Most frames a video stream may have (counted when it is indexed); more fail as too_large");
 ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20,
           "Largest sample file (or tar member) read, in bytes; larger ones fail as too_large; 0: no limit");
 ABSL_FLAG(int64_t, max_field_bytes, int64_t{16} << 20,
@@ -137,6 +139,11 @@ int main(int argc, char** argv) {
   config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   config.core.max_media_seconds = absl::GetFlag(FLAGS_max_media_seconds);
+  config.core.max_video_frames = absl::GetFlag(FLAGS_max_video_frames);
+  if (config.core.max_video_frames < 1) {
+    LOG(ERROR) << "--max-video-frames must be >= 1 (got " << config.core.max_video_frames << ")";
+    return 2;
+  }
   if (config.core.max_media_seconds <= 0) {
     LOG(ERROR) << "--max-media-seconds must be positive (got " << config.core.max_media_seconds << ")";
     return 2;
