@@ -79,8 +79,9 @@ TEST(VideoDecoderTest, EveryCodecIndexesAndDecodesTheSameFramesFromASeek) {
       {"vp9.webm", absl::StrCat(kPattern, " -c:v libvpx-vp9 -deadline realtime", keys)},
       {"av1.mkv", absl::StrCat(kPattern, " -c:v libaom-av1 -cpu-used 8", keys)},
       {"mpeg4.avi", absl::StrCat(kPattern, " -c:v mpeg4", keys)},
-      // Variable frame rate: timestamps N (N + 40) / 1000 s.
-      {"vfr.mkv", absl::StrCat(kPattern, " -vf setpts='N*(N+40)/1000/TB' -fps_mode passthrough -c:v libx264", keys)},
+      // Variable frame rate: frame N at N (N + 40) / 1000 s.
+      {"vfr.mkv", absl::StrCat(kPattern, " -vf settb=1/1000,setpts='N*(N+40)/1000/TB' -fps_mode passthrough "
+                                         "-enc_time_base 1/1000 -c:v libx264", keys)},
   };
   VideoLimits limits;
   for (const Case& c : cases) {

@@ -1,0 +1,178 @@
+"""Video clips (video_clip(...)): a class-per-folder tree of videos made here
+with Debian's ffmpeg (H.264 with B-frames in MP4, VP9 in WebM, a variable
+frame rate in Matroska), served by real stoker-server processes on 127.0.0.1
+and by local mode. Frames equal PyAV's decode (Debian's python3-av, the same
+FFmpeg libraries) of the same presentation timestamps, exactly; plus
+determinism, one draw per clip, exactly once through a server SIGKILL, and
+the batch layouts."""
+
+import os
+import shutil
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+
+import stoker
+
+av = pytest.importorskip("av", reason="PyAV (Debian's python3-av) is the decoding reference")
+
+if shutil.which("ffmpeg") is None:
+    pytest.skip("Debian's ffmpeg makes the test videos (deploy/install-deps.sh installs it)", allow_module_level=True)
+
+PATTERN = "-f lavfi -i testsrc2=size=80x60:rate=25:duration={d}"
+VIDEOS = [
+    ("a", "h264.mp4", PATTERN.format(d=1.6) + " -c:v libx264 -bf 2 -g 12 -pix_fmt yuv420p"),
+    ("a", "vp9.webm", PATTERN.format(d=1.2) + " -c:v libvpx-vp9 -deadline realtime -g 10"),
+    ("b", "vfr.mkv", PATTERN.format(d=2.0) + " -vf settb=1/1000,setpts='N*(N+30)/1000/TB' -fps_mode passthrough -enc_time_base 1/1000 -c:v libx264 -g 9"),
+    ("b", "short.mp4", PATTERN.format(d=0.2) + " -c:v libx264"),
+]
+
+
+@pytest.fixture(scope="module")
+def video_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("video")
+    for cls, name, args in VIDEOS:
+        os.makedirs(root / "clips" / cls, exist_ok=True)
+        subprocess.run(f"ffmpeg -v error -y {args} {root / 'clips' / cls / name}", shell=True, check=True,
+                       stdin=subprocess.DEVNULL)
+    return root
+
+
+def files_by_index(root):
+    out = []
+    for cls in sorted(os.listdir(root / "clips")):
+        out += [root / "clips" / cls / f for f in sorted(os.listdir(root / "clips" / cls))]
+    return out
+
+
+def pyav_frames(path):
+    """Every frame as PyAV decodes it, RGB, in presentation order."""
+    with av.open(str(path)) as container:
+        frames = [(f.pts, f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
+    frames.sort(key=lambda f: f[0])
+    return [f[1] for f in frames]
+
+
+def uniform_frames(n, frames, stride, clips):
+    """video_clip's uniform choice (stoker.proto): clip k starts at
+    k (n - span) / (clips - 1), the middle for one clip; the last frame
+    repeats past the end."""
+    span = (frames - 1) * stride + 1
+    room = max(0, n - span)
+    out = []
+    for k in range(clips):
+        start = room // 2 if clips == 1 else int(np.floor(k * room / (clips - 1) + 0.5))
+        out.append([min(n - 1, start + t * stride) for t in range(frames)])
+    return out
+
+
+def video_loader(servers, pipeline, **kw):
+    args = dict(servers=servers, dataset="clips", pipeline=pipeline, batch_size=2, seed=5, device="cpu",
+                dtype="uint8", layout="nhwc")
+    args.update(kw)
+    return stoker.Loader(**args)
+
+
+def epoch(l, e=0):
+    got = {}
+    l.set_epoch(e)
+    for batch, _ in l:
+        for k, i in enumerate(l.last_batch["sample_indices"]):
+            assert i not in got, f"sample {i} twice"
+            got[i] = np.array(batch[k])
+    return got
+
+
+@pytest.fixture
+def video_server(video_root, start_server):
+    return start_server("--workers=2", root=str(video_root))
+
+
+def test_frames_equal_pyav_at_the_same_timestamps(video_root, video_server):
+    # center_crop(60) of an 80x60 frame is columns 10..69: pure indexing.
+    l = video_loader(video_server.address, "video_clip(frames=4, stride=3, clips=2, mode=uniform), center_crop(60)")
+    assert l.sample_shape == [2, 4, 60, 60, 3]
+    got = epoch(l)
+    paths = files_by_index(video_root)
+    assert sorted(got) == list(range(len(paths)))
+    for i, path in enumerate(paths):
+        frames = pyav_frames(path)
+        want = np.stack([np.stack([frames[f][:, 10:70] for f in clip])
+                         for clip in uniform_frames(len(frames), 4, 3, 2)])
+        assert got[i].shape == want.shape
+        np.testing.assert_array_equal(got[i], want, err_msg=str(path))
+
+
+def test_random_clips_are_deterministic_with_one_draw_per_clip(video_root, video_server):
+    pipeline = "video_clip(frames=3, stride=2, mode=random), random_resized_crop(32), random_horizontal_flip(0.5)"
+    a, b = epoch(video_loader(video_server.address, pipeline)), epoch(video_loader(video_server.address, pipeline))
+    c = epoch(video_loader(video_server.address, pipeline), 1)
+    for i in a:
+        np.testing.assert_array_equal(a[i], b[i])
+    assert any(not np.array_equal(a[i], c[i]) for i in a)
+    # One draw per clip: with a random flip after uniform clips, every frame
+    # of a clip is PyAV's frame flipped, or every one is not.
+    flips = epoch(video_loader(video_server.address,
+                               "video_clip(frames=3, stride=2, clips=3, mode=uniform), center_crop(60), "
+                               "random_horizontal_flip(0.5)"))
+    choices = []
+    for i, path in enumerate(files_by_index(video_root)):
+        frames = pyav_frames(path)
+        for k, clip in enumerate(uniform_frames(len(frames), 3, 2, 3)):
+            plain = [np.array_equal(flips[i][k][t], frames[f][:, 10:70]) for t, f in enumerate(clip)]
+            flipped = [np.array_equal(flips[i][k][t], frames[f][:, 10:70][:, ::-1]) for t, f in enumerate(clip)]
+            assert all(plain) or all(flipped), (path, k, plain, flipped)
+            choices.append(all(flipped))
+    assert any(choices) and not all(choices)  # both draws happen, clip by clip
+
+
+def test_float_nchw_batches_and_local_mode(video_root, video_server):
+    pipeline = "video_clip(frames=2, stride=1, mode=uniform), resize(48), center_crop(48)"
+    remote = epoch(video_loader(video_server.address, pipeline, dtype="float32", layout="nchw", normalize=None))
+    assert next(iter(remote.values())).shape == (2, 3, 48, 48)
+    as_uint8 = epoch(video_loader(video_server.address, pipeline))
+    for i in remote:
+        np.testing.assert_allclose(remote[i], as_uint8[i].transpose(0, 3, 1, 2) / 255.0, atol=1e-6)
+    local = epoch(video_loader(None, pipeline, local_workers=2, data_root=str(video_root)))
+    for i in as_uint8:
+        np.testing.assert_array_equal(local[i], as_uint8[i])
+
+
+def test_exactly_once_through_a_server_sigkill(video_root, start_server):
+    pipeline = "video_clip(frames=2, stride=2), center_crop(48)"
+    a = start_server("--workers=1", "--test-sample-delay-ms=30", root=str(video_root))
+    b = start_server("--workers=1", root=str(video_root))
+    reference = epoch(video_loader(b.address, pipeline, batch_size=1))
+    l = video_loader(f"{a.address},{b.address}", pipeline, batch_size=1, window=1)
+    got = {}
+    l.set_epoch(0)
+    for n, (batch, _) in enumerate(l):
+        got[l.last_batch["sample_indices"][0]] = np.array(batch[0])
+        if n == 0:
+            a.proc.send_signal(signal.SIGKILL)
+    assert a.proc.wait(timeout=10) == -signal.SIGKILL
+    assert sorted(got) == sorted(reference)
+    for i in reference:
+        np.testing.assert_array_equal(got[i], reference[i])
+
+
+def test_bad_videos_fail_with_their_reason(video_root, tmp_path, start_server):
+    root = tmp_path / "root"
+    os.makedirs(root / "bad" / "x")
+    good = video_root / "clips" / "a" / "h264.mp4"
+    shutil.copy(good, root / "bad" / "x" / "good.mp4")
+    (root / "bad" / "x" / "empty.mp4").write_bytes(b"")
+    (root / "bad" / "x" / "text.mkv").write_bytes(b"not a video " * 500)
+    subprocess.run(f"ffmpeg -v error -y -f lavfi -i sine=duration=1 -c:a libvorbis {root / 'bad' / 'x' / 'audio.webm'}",
+                   shell=True, check=True, stdin=subprocess.DEVNULL)
+    server = start_server("--workers=1", root=str(root))
+    l = video_loader(server.address, "video_clip(frames=2), center_crop(48)", dataset="bad", batch_size=4)
+    got = epoch(l)
+    assert len(got) == 4  # the bad ones replaced by the good one
+    log = open(server.log).read()
+    for reason in ("empty", "corrupt", "unsupported"):
+        assert reason in log, reason
+    with pytest.raises(stoker.InvalidArgument, match="holds video files"):
+        video_loader(server.address, "center_crop(32)", dataset="bad")
