@@ -164,3 +164,14 @@ def test_detector_example_trains_faster_rcnn_from_served_boxes(start_server, tmp
     assert len(steps) == 3, r.stdout
     assert all("loss_box_reg" in line and "boxes;" in line for line in steps), r.stdout
     assert "done: 3 steps" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(__import__("shutil").which("ffmpeg") is None, reason="Debian's ffmpeg makes the example's videos")
+def test_video_example_trains_a_3d_conv_on_generated_clips(tmp_path):
+    cmd = [sys.executable, os.path.join(EXAMPLES, "train_video.py"), f"--make-videos={tmp_path}", "--steps=6",
+           "--device=cpu", "--local-workers=1"]
+    r = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    losses = [float(line.split("loss ")[1].split()[0]) for line in r.stdout.splitlines() if line.startswith("step ")]
+    assert len(losses) == 6 and all(np.isfinite(losses)), r.stdout
+    assert "clips (4, 8, 3, 56, 56)" in r.stdout and "done: 6 steps" in r.stdout, r.stdout

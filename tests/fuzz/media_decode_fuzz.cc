@@ -1,7 +1,9 @@
-// Audio demux + decode + resample (dataplane/media_module.cc, compiled into
-// this target so that its code is instrumented; FFmpeg's own libraries are
-// Debian's) and the window and mel spectrogram after it. The first byte
-// chooses the output rate and channels; the rest is the file.
+// Audio and video demux + decode (dataplane/media_module.cc and
+// media_video.cc, compiled into this target so that their code is
+// instrumented; FFmpeg's own libraries are Debian's): the audio path with
+// the window and mel spectrogram after it, and the video index with the
+// decode of its first, middle and last frames. The first byte chooses the
+// output rate and channels; the rest is the file.
 #include <cstdint>
 #include <vector>
 
@@ -9,8 +11,34 @@
 #include "dataplane/audio_ops.h"
 #include "dataplane/media_abi.h"
 
+namespace {
+
+void Video(const uint8_t* data, size_t size) {
+  StokerVideoLimits limits{/*max_pixels=*/1 << 20, /*max_frames=*/2000, /*max_seconds=*/60, /*max_wall_seconds=*/5};
+  int width = 0, height = 0;
+  int64_t* pts = nullptr;
+  int64_t frames = 0;
+  char error[256];
+  if (stoker_media_video_index(data, size, &limits, &width, &height, &pts, &frames, error, sizeof(error)) !=
+      STOKER_MEDIA_OK) {
+    if (pts != nullptr) __builtin_trap();
+    return;
+  }
+  if (frames < 1 || width < 1 || height < 1 || int64_t{width} * height > limits.max_pixels) __builtin_trap();
+  const int64_t picks[3] = {pts[0], pts[frames / 2], pts[frames - 1]};
+  std::vector<uint8_t> out(static_cast<size_t>(width) * static_cast<size_t>(height) * 3 * 3);
+  stoker_media_video_frames(data, size, &limits, picks, 3, width, height, out.data(), error, sizeof(error));
+  stoker_media_free(pts);
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
+  if (data[0] & 0x80) {
+    Video(data + 1, size - 1);
+    return 0;
+  }
   static const int kRates[] = {8000, 16000, 22050, 44100};
   const uint8_t mode = data[0];
   StokerAudioRequest request{kRates[mode & 3], 1 + ((mode >> 2) & 1), /*max_seconds=*/30, /*max_wall_seconds=*/5};
