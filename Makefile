@@ -153,6 +153,7 @@ bench: build
 	@tests/bench/sharing_bench.py $(BUILD_DIR)
 	@tests/bench/tls_goodput.py $(BUILD_DIR)
 	@tests/bench/audio_bench.py $(BUILD_DIR)
+	@tests/bench/video_bench.py $(BUILD_DIR)
 	@$(PYENV)/bin/python tests/bench/fields_bench.py $(BUILD_DIR)
 	@$(BUILD_DIR)/tests/stoker-convert-bench
 

@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""Video clips per core (issue 34): Stoker against a torch DataLoader that
+decodes the same clips with PyAV, in one run.
+
+Videos: BENCH_VIDEOS (default 24) H.264 files of 8 s at 25 fps, 400x300,
+a keyframe every 50 frames (x264's default 250 is longer than the videos),
+made with Debian's ffmpeg from the standard photo set
+(../shared/bench/photoset.sh): each a photograph panned across, so that the
+frames differ as a camera's do. Under .bench/video-N (made once).
+
+Both sides take one random clip of 16 frames, every 2nd frame, per video,
+decode it from the keyframe before it, and cut 112x112 from each frame after
+a resize to 128 (Stoker: resize(128), center_crop(112); the DataLoader:
+torchvision's resize and center_crop on the uint8 frames).
+
+- Stoker: local mode with one worker thread (local_workers=1).
+- DataLoader: num_workers=1, a persistent worker: PyAV seeks to the
+  keyframe before the clip's first timestamp (container.seek) and decodes
+  until its last frame, frame.to_ndarray(format="rgb24").
+
+Each side runs one warm-up epoch and then WINDOWS_ROUNDS (3) epochs,
+alternated; medians, and the ratio (goal: 2x).
+
+Usage: tests/bench/video_bench.py [BUILD_DIR]
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
+VIDEOS = int(os.environ.get("BENCH_VIDEOS", "24"))
+ROUNDS = int(os.environ.get("WINDOWS_ROUNDS", "3"))
+DATA = os.path.join(ROOT, ".bench", f"video-{VIDEOS}")
+PHOTOS = os.path.join(ROOT, ".bench", "photos-1000")  # as the other benchmarks
+sys.path.insert(0, os.path.join(BUILD, "python"))
+os.environ.setdefault("STOKER_LOG_LEVEL", "1")
+
+FRAMES, STRIDE, SIZE, BATCH = 16, 2, 112, 4
+
+
+def make_videos():
+    if os.path.exists(os.path.join(DATA, ".done")):
+        return
+    if not os.path.isdir(PHOTOS):
+        subprocess.run([os.path.join(ROOT, "..", "shared", "bench", "photoset.sh"), PHOTOS, "1000"], check=True)
+    photos = sorted(os.path.join(d, f) for d, _, fs in os.walk(PHOTOS) for f in fs if f.lower().endswith(".jpg"))
+    for i in range(VIDEOS):
+        cls = ("a", "b")[i % 2]
+        os.makedirs(os.path.join(DATA, cls), exist_ok=True)
+        # A 560x420 view of the photo, panned: 400x300 crops moving over 8 s.
+        vf = "scale=560:420,crop=400:300:x='80+70*sin(t*0.9)':y='60+50*cos(t*0.7)',format=yuv420p"
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-loop", "1", "-framerate", "25", "-i", photos[i % len(photos)],
+                        "-t", "8", "-vf", vf, "-c:v", "libx264", "-g", "50", "-preset", "veryfast",
+                        os.path.join(DATA, cls, f"{i:04d}.mp4")], check=True, stdin=subprocess.DEVNULL)
+    open(os.path.join(DATA, ".done"), "w").close()
+
+
+class PyAvClips:
+    def __init__(self):
+        self.files = sorted(os.path.join(d, f) for d, _, fs in os.walk(DATA) for f in fs if f.endswith(".mp4"))
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        import av
+        import numpy as np
+        import torch
+        import torchvision.transforms.functional as TF
+        with av.open(self.files[i]) as container:
+            stream = container.streams.video[0]
+            # Every frame's timestamp (a demux, as Stoker's index), then the clip's.
+            pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None)
+            start = np.random.randint(0, max(1, len(pts) - (FRAMES - 1) * STRIDE))
+            wanted = [pts[min(len(pts) - 1, start + t * STRIDE)] for t in range(FRAMES)]
+            container.seek(wanted[0], stream=stream, backward=True)
+            got = {}
+            for frame in container.decode(stream):
+                if frame.pts in wanted:
+                    got[frame.pts] = frame.to_ndarray(format="rgb24")
+                if frame.pts >= wanted[-1]:
+                    break
+        clip = torch.from_numpy(np.stack([got[p] for p in wanted])).permute(0, 3, 1, 2)  # T, 3, H, W
+        clip = TF.center_crop(TF.resize(clip, 128, antialias=True), SIZE)
+        return clip.permute(0, 2, 3, 1).contiguous(), int("/b/" in self.files[i])
+
+
+def dataloader():
+    import torch
+    torch.set_num_threads(1)
+    return torch.utils.data.DataLoader(PyAvClips(), batch_size=BATCH, shuffle=True, num_workers=1,
+                                       persistent_workers=True)
+
+
+def stoker_loader():
+    import stoker
+    return stoker.Loader(dataset=os.path.basename(DATA), data_root=os.path.dirname(DATA), local_workers=1,
+                         pipeline=f"video_clip(frames={FRAMES}, stride={STRIDE}, mode=random), resize(128), "
+                                  f"center_crop({SIZE})",
+                         batch_size=BATCH, device="cpu", dtype="uint8", layout="nhwc", seed=1)
+
+
+def clips_per_second(loader, epoch=None):
+    if epoch is not None:
+        loader.set_epoch(epoch)
+    t0 = time.perf_counter()
+    n = 0
+    for x, _ in loader:
+        assert tuple(x.shape[1:]) == (FRAMES, SIZE, SIZE, 3), x.shape
+        n += x.shape[0]
+    return n / (time.perf_counter() - t0)
+
+
+def main():
+    make_videos()
+    print(f"{VIDEOS} H.264 videos of 8 s, 400x300 at 25 fps (keyframe every 50) in {DATA}; one random clip of "
+          f"{FRAMES} frames (every {STRIDE}th) per video, resize(128) + center_crop({SIZE}), uint8; one core each side")
+    ours_loader, their_loader = stoker_loader(), dataloader()
+    clips_per_second(ours_loader, 0)
+    clips_per_second(their_loader)
+    ours, theirs = [], []
+    for r in range(ROUNDS):
+        ours.append(clips_per_second(ours_loader, r + 1))
+        theirs.append(clips_per_second(their_loader))
+    a, b = statistics.median(ours), statistics.median(theirs)
+    print(f"{'':<12}{'Stoker (clips/s)':>18}{'DataLoader+PyAV (clips/s)':>28}{'ratio':>8}")
+    print(f"{'clips':<12}{a:>18.2f}{b:>28.2f}{a / b:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
