@@ -117,7 +117,7 @@ def clips_per_second(loader, epoch=None):
 def main():
     make_videos()
     print(f"{VIDEOS} H.264 videos of 8 s, 400x300 at 25 fps (keyframe every 50) in {DATA}; one random clip of "
-          f"{FRAMES} frames (every {STRIDE}th) per video, resize(128) + center_crop({SIZE}), uint8; one core each side")
+          f"{FRAMES} frames (stride {STRIDE}) per video, resize(128) + center_crop({SIZE}), uint8; one core each side")
     ours_loader, their_loader = stoker_loader(), dataloader()
     clips_per_second(ours_loader, 0)
     clips_per_second(their_loader)
