@@ -20,29 +20,14 @@ absl::StatusOr<Waveform> DecodeAudio(absl::string_view bytes, const AudioDecodeO
   char error[512] = "";
   const int r = api->decode_audio(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &request, &samples,
                                   &frames, error, sizeof(error));
-  switch (r) {
-    case STOKER_MEDIA_OK: {
-      Waveform w;
-      w.rate = options.rate;
-      w.channels = options.channels;
-      w.frames = frames;
-      w.samples.assign(samples, samples + frames * options.channels);
-      api->free(samples);
-      return w;
-    }
-    case STOKER_MEDIA_EMPTY:
-      return DecodeError(DecodeFailure::kEmpty, error);
-    case STOKER_MEDIA_TRUNCATED:
-      return DecodeError(DecodeFailure::kTruncated, error);
-    case STOKER_MEDIA_TOO_LARGE:
-      return DecodeError(DecodeFailure::kTooLarge, error);
-    case STOKER_MEDIA_UNSUPPORTED:
-      return DecodeError(DecodeFailure::kUnsupported, error);
-    case STOKER_MEDIA_NO_MEMORY:
-      return absl::ResourceExhaustedError(absl::StrCat("out of memory while decoding audio: ", error));
-    default:
-      return DecodeError(DecodeFailure::kCorrupt, error);
-  }
+  if (r != STOKER_MEDIA_OK) return MediaStatus(r, error, "decoding audio");
+  Waveform w;
+  w.rate = options.rate;
+  w.channels = options.channels;
+  w.frames = frames;
+  w.samples.assign(samples, samples + frames * options.channels);
+  api->free(samples);
+  return w;
 }
 
 }  // namespace stoker

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "dataplane/image_decoder.h"
 #include "glog/logging.h"
 
 namespace stoker {
@@ -74,6 +76,25 @@ const MediaApi* LoadMediaModule(std::string* error) {
   if (l.ok) return &l.api;
   if (error != nullptr) *error = l.error;
   return nullptr;
+}
+
+absl::Status MediaStatus(int result, const char* error, const char* what) {
+  switch (result) {
+    case STOKER_MEDIA_OK:
+      return absl::OkStatus();
+    case STOKER_MEDIA_EMPTY:
+      return DecodeError(DecodeFailure::kEmpty, error);
+    case STOKER_MEDIA_TRUNCATED:
+      return DecodeError(DecodeFailure::kTruncated, error);
+    case STOKER_MEDIA_TOO_LARGE:
+      return DecodeError(DecodeFailure::kTooLarge, error);
+    case STOKER_MEDIA_UNSUPPORTED:
+      return DecodeError(DecodeFailure::kUnsupported, error);
+    case STOKER_MEDIA_NO_MEMORY:
+      return absl::ResourceExhaustedError(absl::StrCat("out of memory while ", what, ": ", error));
+    default:
+      return DecodeError(DecodeFailure::kCorrupt, error);
+  }
 }
 
 }  // namespace stoker

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 #include "dataplane/media_abi.h"
 
 namespace stoker {
@@ -22,6 +24,11 @@ struct MediaApi {
 // The module's functions, or null with *error saying where it was looked
 // for and why each try failed.
 const MediaApi* LoadMediaModule(std::string* error);
+
+// A module call's result as a Status: decode failures (image_decoder.h)
+// carrying `error`, RESOURCE_EXHAUSTED for memory ("out of memory while
+// <what>: ..."), OK for STOKER_MEDIA_OK.
+absl::Status MediaStatus(int result, const char* error, const char* what);
 
 }  // namespace stoker
 

@@ -9,25 +9,6 @@
 namespace stoker {
 namespace {
 
-absl::Status MediaStatus(int result, const char* error, const char* what) {
-  switch (result) {
-    case STOKER_MEDIA_OK:
-      return absl::OkStatus();
-    case STOKER_MEDIA_EMPTY:
-      return DecodeError(DecodeFailure::kEmpty, error);
-    case STOKER_MEDIA_TRUNCATED:
-      return DecodeError(DecodeFailure::kTruncated, error);
-    case STOKER_MEDIA_TOO_LARGE:
-      return DecodeError(DecodeFailure::kTooLarge, error);
-    case STOKER_MEDIA_UNSUPPORTED:
-      return DecodeError(DecodeFailure::kUnsupported, error);
-    case STOKER_MEDIA_NO_MEMORY:
-      return absl::ResourceExhaustedError(absl::StrCat("out of memory while ", what, ": ", error));
-    default:
-      return DecodeError(DecodeFailure::kCorrupt, error);
-  }
-}
-
 StokerVideoLimits Limits(const VideoLimits& l) {
   return {l.max_pixels, l.max_frames, l.max_seconds, l.max_wall_seconds};
 }

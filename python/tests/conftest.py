@@ -82,6 +82,24 @@ def write_caption_shard(out_dir, data_root, n=16):
                 tar.addfile(info, io.BytesIO(data))
 
 
+def make_media_tree(root, clips):
+    """root/clips/<class>/<name> for each (class, name, ffmpeg arguments) of
+    `clips`: audio or video files made by Debian's ffmpeg."""
+    for cls, name, args in clips:
+        os.makedirs(root / "clips" / cls, exist_ok=True)
+        subprocess.run(f"ffmpeg -v error -y {args} {root / 'clips' / cls / name}", shell=True, check=True,
+                       stdin=subprocess.DEVNULL)
+
+
+def files_by_index(tree):
+    """A class-per-folder tree's files by sample index, as the server orders
+    them: sorted classes, then sorted names."""
+    out = []
+    for cls in sorted(os.listdir(tree)):
+        out += [tree / cls / f for f in sorted(os.listdir(tree / cls))]
+    return out
+
+
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory):
     """ds: 64 images in 4 classes; other: 48 images in 3 classes."""

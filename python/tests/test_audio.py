@@ -9,12 +9,12 @@ through a server SIGKILL, resume, and bad files failing with their reason."""
 import os
 import shutil
 import signal
-import subprocess
 
 import numpy as np
 import pytest
 
 import stoker
+from conftest import files_by_index, make_media_tree
 
 av = pytest.importorskip("av", reason="PyAV (Debian's python3-av) is the decoding reference")
 torchaudio = pytest.importorskip("torchaudio", reason="torchaudio (Debian's python3-torchaudio) is the mel reference")
@@ -38,16 +38,10 @@ RATE, SECONDS = 16000, 1.0
 WINDOW = int(RATE * SECONDS)
 
 
-def ffmpeg(args, out):
-    subprocess.run(f"ffmpeg -v error -y {args} {out}", shell=True, check=True, stdin=subprocess.DEVNULL)
-
-
 @pytest.fixture(scope="module")
 def audio_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("audio")
-    for cls, name, args in CLIPS:
-        os.makedirs(root / "clips" / cls, exist_ok=True)
-        ffmpeg(args, root / "clips" / cls / name)
+    make_media_tree(root, CLIPS)
     # Bad files beside good ones: zero bytes, cut in half, not audio at all.
     bad = root / "bad" / "x"
     os.makedirs(bad)
@@ -57,14 +51,6 @@ def audio_root(tmp_path_factory):
     (bad / "cut.flac").write_bytes(flac[: len(flac) // 2])
     (bad / "text.mp3").write_bytes(b"this is not an mp3 file at all " * 100)
     return root
-
-
-def files_by_index(root):
-    """Sample index -> path, in the server's order (sorted classes, then names)."""
-    out = []
-    for cls in sorted(os.listdir(root / "clips")):
-        out += [root / "clips" / cls / f for f in sorted(os.listdir(root / "clips" / cls))]
-    return out
 
 
 def reference_waveform(path, rate):
@@ -109,7 +95,7 @@ def test_waveforms_equal_pyav_resampling(audio_root, audio_server):
     l = audio_loader(audio_server.address, f"audio(rate={RATE}, seconds={SECONDS}, crop=start)")
     assert l.sample_shape == [1, WINDOW]
     got, labels = epoch(l)
-    paths = files_by_index(audio_root)
+    paths = files_by_index(audio_root / "clips")
     assert sorted(got) == list(range(len(paths)))
     for i, path in enumerate(paths):
         ref = reference_waveform(path, RATE)[:WINDOW]
@@ -127,7 +113,7 @@ def test_random_windows_are_slices_of_the_stream_and_deterministic(audio_root, a
     a, _ = epoch(audio_loader(audio_server.address, pipeline))
     b, _ = epoch(audio_loader(audio_server.address, pipeline))
     c, _ = epoch(audio_loader(audio_server.address, pipeline), 1)
-    paths = files_by_index(audio_root)
+    paths = files_by_index(audio_root / "clips")
     starts = set()
     for i, path in enumerate(paths):
         np.testing.assert_array_equal(a[i], b[i])

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import stoker
+from conftest import files_by_index, make_media_tree
 
 av = pytest.importorskip("av", reason="PyAV (Debian's python3-av) is the decoding reference")
 
@@ -33,18 +34,8 @@ VIDEOS = [
 @pytest.fixture(scope="module")
 def video_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("video")
-    for cls, name, args in VIDEOS:
-        os.makedirs(root / "clips" / cls, exist_ok=True)
-        subprocess.run(f"ffmpeg -v error -y {args} {root / 'clips' / cls / name}", shell=True, check=True,
-                       stdin=subprocess.DEVNULL)
+    make_media_tree(root, VIDEOS)
     return root
-
-
-def files_by_index(root):
-    out = []
-    for cls in sorted(os.listdir(root / "clips")):
-        out += [root / "clips" / cls / f for f in sorted(os.listdir(root / "clips" / cls))]
-    return out
 
 
 def pyav_frames(path):
@@ -95,7 +86,7 @@ def test_frames_equal_pyav_at_the_same_timestamps(video_root, video_server):
     l = video_loader(video_server.address, "video_clip(frames=4, stride=3, clips=2, mode=uniform), center_crop(60)")
     assert l.sample_shape == [2, 4, 60, 60, 3]
     got = epoch(l)
-    paths = files_by_index(video_root)
+    paths = files_by_index(video_root / "clips")
     assert sorted(got) == list(range(len(paths)))
     for i, path in enumerate(paths):
         frames = pyav_frames(path)
@@ -118,7 +109,7 @@ def test_random_clips_are_deterministic_with_one_draw_per_clip(video_root, video
                                "video_clip(frames=3, stride=2, clips=3, mode=uniform), center_crop(60), "
                                "random_horizontal_flip(0.5)"))
     choices = []
-    for i, path in enumerate(files_by_index(video_root)):
+    for i, path in enumerate(files_by_index(video_root / "clips")):
         frames = pyav_frames(path)
         for k, clip in enumerate(uniform_frames(len(frames), 3, 2, 3)):
             plain = [np.array_equal(flips[i][k][t], frames[f][:, 10:70]) for t, f in enumerate(clip)]
