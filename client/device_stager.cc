@@ -20,7 +20,10 @@ absl::StatusOr<DeviceOptions::Device> ParseDevice(absl::string_view name) {
 absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) {
   if (batch.layout == v1::AUDIO) {
     uint64_t elements = batch.shape.empty() ? 0 : 1;
-    for (int64_t d : batch.shape) elements *= d > 0 && d < (int64_t{1} << 31) ? static_cast<uint64_t>(d) : 0;
+    for (int64_t d : batch.shape) {
+      const bool fits = d > 0 && static_cast<uint64_t>(d) <= (uint64_t{1} << 40) / std::max<uint64_t>(1, elements);
+      elements = fits ? elements * static_cast<uint64_t>(d) : 0;
+    }
     if (batch.dtype != v1::FLOAT32 || batch.shape.size() < 2 || elements * 4 != batch.data.size()) {
       return absl::InvalidArgumentError(absl::StrCat("audio batch ", batch.batch_index, " of ", batch.data.size(),
                                                      " bytes: its shape and dtype do not describe them"));

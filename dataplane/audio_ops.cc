@@ -19,6 +19,7 @@ constexpr int kMinRate = 1000, kMaxRate = 384000;
 constexpr int kMaxChannels = 8;
 constexpr float kMaxSeconds = 600;
 constexpr int kMinFft = 16, kMaxFft = 16384;
+constexpr int64_t kMaxSpectrogramBytes = int64_t{256} << 20;
 
 double HzToMel(double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); }
 double MelToHz(double mel) { return 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0); }
@@ -192,6 +193,14 @@ absl::StatusOr<AudioPipeline> AudioPipeline::Create(std::vector<v1::Op>* ops, in
       return absl::InvalidArgumentError(absl::StrCat(where, ".mel_spectrogram.n_fft = ", op.mel_spectrogram().n_fft(),
                                                      ": the window of ", p.window_,
                                                      " samples must be longer than n_fft / 2 (its reflect padding)"));
+    }
+    // The frames' windowed copies (frames x n_fft floats) are the work.
+    const int64_t work = (1 + p.window_ / op.mel_spectrogram().hop()) * int64_t{op.mel_spectrogram().n_fft()} * 4;
+    if (work > kMaxSpectrogramBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".mel_spectrogram: ", 1 + p.window_ / op.mel_spectrogram().hop(), " frames of n_fft ",
+          op.mel_spectrogram().n_fft(), " are ", work, " bytes of work per sample; at most ", kMaxSpectrogramBytes,
+          " (a larger hop or a shorter window)"));
     }
     p.mel_ = true;
     p.spectrogram_.emplace_back(op.mel_spectrogram(), p.audio_.rate());

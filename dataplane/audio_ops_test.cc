@@ -183,6 +183,8 @@ TEST(AudioDecoderTest, EachKindOfBadInputFailsWithItsReason) {
     EXPECT_EQ(reason(flac.substr(0, flac.size() / 2)), "truncated");
   }
   EXPECT_EQ(reason(wav.substr(0, 30)), "corrupt");  // the header itself cut
+  // 500 Hz is no real audio, and upsampling it 32x from a few bytes is huge.
+  EXPECT_EQ(reason(Wav(Sine(500, 500, 50, 0.5), 500, 1)), "corrupt");
   // A header announcing about 18 hours (0x7fffffff bytes at 16 kHz mono).
   EXPECT_EQ(reason(Wav(Sine(160, 16000, 440, 0.5), 16000, 1, 0x7ffffff0)), "too_large");
   // Two seconds decoded where one is the limit.
@@ -348,9 +350,15 @@ TEST(AudioPipelineTest, RefusesWhatDoesNotApplyToAudio) {
   EXPECT_NE(error("audio(channels=9)").find("channels = 9"), std::string::npos);
   EXPECT_NE(error("audio(seconds=0.01), mel_spectrogram(n_fft=400)").find("longer than n_fft / 2"), std::string::npos);
   EXPECT_NE(error("audio(), mel_spectrogram(), mel_spectrogram()").find("at most one"), std::string::npos);
+  // The spectrogram's work is bounded: 9.6 M frames of n_fft 16384.
+  EXPECT_NE(error("audio(seconds=600), mel_spectrogram(n_fft=16384, hop=1)").find("bytes of work"),
+            std::string::npos);
   v1::SessionConfig c = Session("center_crop(8)");
   c.set_layout(v1::AUDIO);
   EXPECT_FALSE(Pipeline::Create(c).ok());
+  c = Session("audio()");
+  c.set_cache_mode(v1::CACHE_DECODED);
+  EXPECT_NE(Pipeline::Create(c).status().message().find("CACHE_DECODED"), std::string::npos);
   std::vector<v1::Op> prefix(1);
   prefix[0].mutable_audio();
   EXPECT_FALSE(Pipeline::CreatePrefix(prefix).ok());

@@ -386,7 +386,8 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
   auto s = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_);
-  if (absl::IsNotFound(s.status())) {  // no images: a tree of audio or video clips?
+  std::error_code dir_ec;
+  if (absl::IsNotFound(s.status()) && fs::is_directory(dir, dir_ec)) {  // no images: a tree of audio or video clips?
     for (const MediaKind kind : {MediaKind::kAudio, MediaKind::kVideo}) {
       auto a = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_, kind);
       if (a.ok()) {

@@ -27,6 +27,7 @@ namespace stoker_media {
 inline constexpr const char* kDemuxers = "wav,w64,flac,mp3,ogg,mov,matroska,avi,aac,aiff,caf";
 inline constexpr int kIoBufferBytes = 64 << 10;
 inline constexpr int kMaxChannels = 64;
+inline constexpr int kMinRate = 1000;  // an input rate below this is no real audio (and upsampling it is huge)
 inline constexpr int kMaxRate = 768000;
 // A stream that yields nothing for this many packets in a row is not audio
 // that will ever decode (a container that demuxes forever).

@@ -36,8 +36,11 @@ class Output {
 
   // Appends what swr gives for `in` (null: the flush). False past the limit.
   Failure Convert(SwrContext* swr, const uint8_t** in, int in_count) {
-    const int room = swr_get_out_samples(swr, in_count);
+    int room = swr_get_out_samples(swr, in_count);
     if (room < 0) return Fail(STOKER_MEDIA_CORRUPT, "the resampler failed: %s", AvError(room).c_str());
+    // Never more than one sample past the limit: swresample keeps the rest,
+    // and over() then stops the decode before anything larger is allocated.
+    room = static_cast<int>(std::min<int64_t>(room, std::max<int64_t>(0, max_frames_ + 1 - frames_)));
     std::vector<uint8_t*> out(static_cast<size_t>(channels_));
     try {
       for (int c = 0; c < channels_; ++c) {
@@ -56,7 +59,7 @@ class Output {
 
   bool over() const { return frames_ > max_frames_; }
   int64_t frames() const { return frames_; }
-  const std::vector<std::vector<float>>& planes() const { return planes_; }
+  std::vector<std::vector<float>> TakePlanes() { return std::move(planes_); }
 
  private:
   int channels_;
@@ -118,8 +121,9 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
     return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream has %d channels; at most %d are read",
                 par->ch_layout.nb_channels, kMaxChannels);
   }
-  if (par->sample_rate < 1 || par->sample_rate > kMaxRate) {
-    return Fail(STOKER_MEDIA_CORRUPT, "the audio stream's rate %d Hz is not 1..%d", par->sample_rate, kMaxRate);
+  if (par->sample_rate < kMinRate || par->sample_rate > kMaxRate) {
+    return Fail(STOKER_MEDIA_CORRUPT, "the audio stream's rate %d Hz is not %d..%d", par->sample_rate, kMinRate,
+                kMaxRate);
   }
   // The duration the header announces, in seconds (0: none).
   double announced = 0;
@@ -169,6 +173,10 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
       if (r < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec->name, AvError(r).c_str());
       idle_packets = 0;
       const int channels = frame->ch_layout.nb_channels;
+      if (frame->sample_rate < kMinRate || frame->sample_rate > kMaxRate || channels < 1 || channels > kMaxChannels) {
+        av_frame_unref(frame.get());
+        return Fail(STOKER_MEDIA_CORRUPT, "a frame of %d channels at %d Hz", channels, frame->sample_rate);
+      }
       if (!swr) {
         AVChannelLayout in_layout;
         if (frame->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
@@ -254,6 +262,10 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
   if (Failure f = drain(); f.code != STOKER_MEDIA_OK) return f;
   if (!swr || in_frames == 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream holds no audio", codec->name);
   if (Failure f = output.Convert(swr.get(), nullptr, 0); f.code != STOKER_MEDIA_OK) return f;
+  if (output.over()) {
+    return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream is longer than %.1f s (--max-media-seconds)",
+                request.max_seconds);
+  }
   // Less than the header announced (where it states a length rather than
   // estimating one from the bit rate): the file was cut.
   const double found = static_cast<double>(in_frames) / in_rate;
@@ -261,7 +273,7 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
     return Fail(STOKER_MEDIA_TRUNCATED, "%.3f s of audio decoded where the header announces %.3f s", found, announced);
   }
   *frames = output.frames();
-  *planes = output.planes();
+  *planes = output.TakePlanes();
   return {};
 }
 

@@ -101,7 +101,8 @@ Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits,
       if (v.box.input.pos >= v.box.input.size && !pts->empty()) break;  // a cut last packet: the frames before it stand
       return Fail(STOKER_MEDIA_CORRUPT, "the container does not demux: %s", AvError(err).c_str());
     }
-    if (packet->stream_index == v.index) {
+    if (packet->stream_index == v.index && !(packet->flags & AV_PKT_FLAG_DISCARD)) {
+      // (Packets an edit list cuts are decoded but never output: not frames.)
       const int64_t ts = packet->pts != AV_NOPTS_VALUE ? packet->pts : packet->dts;
       if (ts == AV_NOPTS_VALUE) {
         av_packet_unref(packet.get());
@@ -122,7 +123,8 @@ Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits,
   std::sort(pts->begin(), pts->end());
   pts->erase(std::unique(pts->begin(), pts->end()), pts->end());
   if (pts->empty()) return Fail(STOKER_MEDIA_CORRUPT, "the video stream holds no frames");
-  const double span = static_cast<double>(pts->back() - pts->front()) * av_q2d(v.stream->time_base);
+  const double span =
+      (static_cast<double>(pts->back()) - static_cast<double>(pts->front())) * av_q2d(v.stream->time_base);
   if (limits.max_seconds > 0 && span > limits.max_seconds) {
     return Fail(STOKER_MEDIA_TOO_LARGE, "the video stream lasts %.1f s; at most %.1f s are read (--max-media-seconds)",
                 span, limits.max_seconds);
@@ -161,6 +163,8 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
   rgb->height = height;
   if (av_frame_get_buffer(rgb.get(), 0) < 0) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate an RGB frame");
   std::unique_ptr<SwsContext, SwsDeleter> sws;
+  int sws_format = -1;
+  bool keyed = !seek;  // from the start every frame counts
   int next = 0;
   const size_t row = static_cast<size_t>(width) * 3;
 
@@ -170,6 +174,21 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return {};
       if (r < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", v.codec->name, AvError(r).c_str());
       const int64_t ts = frame->best_effort_timestamp != AV_NOPTS_VALUE ? frame->best_effort_timestamp : frame->pts;
+      if (!keyed) {
+        // After a seek, frames before the first keyframe out are an open
+        // GOP's leading pictures, made from references the seek skipped:
+        // never taken. A wanted one among them: decode from the start.
+        if (frame->key_frame) {
+          keyed = true;
+        } else {
+          const bool wanted = ts != AV_NOPTS_VALUE && ts >= pts[next];
+          av_frame_unref(frame.get());
+          if (!wanted) continue;
+          *missed = true;
+          return Fail(STOKER_MEDIA_CORRUPT, "the frame at timestamp %lld precedes the keyframe the seek found",
+                      static_cast<long long>(ts));
+        }
+      }
       if (ts == AV_NOPTS_VALUE || ts < pts[next]) {
         av_frame_unref(frame.get());
         continue;
@@ -185,9 +204,10 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
         return Fail(STOKER_MEDIA_CORRUPT, "a frame of %dx%d in a %dx%d stream", frame->width, frame->height, width,
                     height);
       }
-      if (!sws) {
+      if (!sws || frame->format != sws_format) {  // the first frame, or the stream changed its pixel format
         sws.reset(sws_getContext(width, height, static_cast<AVPixelFormat>(frame->format), width, height,
                                  AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+        sws_format = frame->format;
         if (!sws) {
           av_frame_unref(frame.get());
           return Fail(STOKER_MEDIA_UNSUPPORTED, "no conversion from pixel format %d to RGB", frame->format);
@@ -283,8 +303,16 @@ __attribute__((visibility("default"))) int stoker_media_video_frames(const uint8
   } else {
     try {
       bool missed = false;
+      const int64_t start = av_gettime_relative();
       f = Frames(data, size, *limits, pts, n, width, height, out, /*seek=*/true, &missed);
-      if (missed) f = Frames(data, size, *limits, pts, n, width, height, out, /*seek=*/false, &missed);
+      if (missed) {  // again from the start, within what is left of the time limit
+        StokerVideoLimits rest = *limits;
+        if (rest.max_wall_seconds > 0) {
+          rest.max_wall_seconds -= static_cast<double>(av_gettime_relative() - start) / 1e6;
+          if (rest.max_wall_seconds <= 0) rest.max_wall_seconds = 1e-6;
+        }
+        f = Frames(data, size, rest, pts, n, width, height, out, /*seek=*/false, &missed);
+      }
     } catch (const std::bad_alloc&) {
       f = Fail(STOKER_MEDIA_NO_MEMORY, "out of memory while decoding a video");
     }

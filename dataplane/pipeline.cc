@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/media_loader.h"
 #include "dataplane/video_decoder.h"
 #include "dataplane/video_ops.h"
 #include "dataplane/detection_ops.h"
@@ -237,6 +238,10 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
     p.ops_.assign(config.pipeline().begin(), config.pipeline().end());
     absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&p.ops_, config.batch_size());
     if (!audio.ok()) return audio.status();
+    if (config.cache_mode() == v1::CACHE_DECODED) {
+      return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
+                                        "CACHE_RAW or CACHE_BATCH");
+    }
     p.audio_ = std::make_shared<const AudioPipeline>(*std::move(audio));
     p.layout_ = v1::AUDIO;
     p.dtype_ = v1::FLOAT32;
@@ -285,6 +290,12 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   }
   if (!p.ops_.empty() && p.ops_[0].has_video_clip()) {
     p.video_ = true;
+    std::string why;
+    if (LoadMediaModule(&why) == nullptr) return absl::FailedPreconditionError(why);
+    if (config.cache_mode() == v1::CACHE_DECODED) {
+      return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; a video_clip session can "
+                                        "use CACHE_RAW or CACHE_BATCH");
+    }
     for (const v1::FieldSpec& f : config.fields()) {
       if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS ||
           f.kind() == v1::IMAGE) {
@@ -419,19 +430,41 @@ absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const V
                                     SampleTimes* times) const {
   if (!video_) return absl::FailedPreconditionError("not a video_clip pipeline");
   const absl::Time t0 = absl::Now();
-  absl::StatusOr<VideoIndex> index = IndexVideo(encoded, limits);
+  // One time limit for the whole sample: the index and every clip's decode.
+  const absl::Time deadline = limits.max_wall_seconds > 0 ? t0 + absl::Seconds(limits.max_wall_seconds)
+                                                          : absl::InfiniteFuture();
+  auto within = [&]() -> absl::StatusOr<VideoLimits> {
+    VideoLimits l = limits;
+    if (deadline == absl::InfiniteFuture()) return l;
+    l.max_wall_seconds = absl::ToDoubleSeconds(deadline - absl::Now());
+    if (l.max_wall_seconds <= 0) {
+      return DecodeError(DecodeFailure::kCorrupt,
+                         absl::StrCat("decoding the clips took longer than ", limits.max_wall_seconds, " s"));
+    }
+    return l;
+  };
+  absl::StatusOr<VideoLimits> now = within();
+  if (!now.ok()) return now.status();
+  absl::StatusOr<VideoIndex> index = IndexVideo(encoded, *now);
   times->decode += absl::Now() - t0;
   if (!index.ok()) return index.status();
   const v1::VideoClip& clip = ops_[0].video_clip();
   const std::vector<int64_t> frames = ClipFrames(clip, static_cast<int64_t>(index->pts.size()), rng);
   const int T = clip.frames();
   const size_t rgb_bytes = static_cast<size_t>(index->width) * static_cast<size_t>(index->height) * 3;
+  if (rgb_bytes * static_cast<size_t>(T) > kMaxClipBytes) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat("a clip of ", T, " frames of ", index->width, "x", index->height, " is ",
+                                    rgb_bytes * static_cast<size_t>(T), " bytes decoded; at most ", kMaxClipBytes));
+  }
   std::vector<uint8_t> rgb(rgb_bytes * static_cast<size_t>(T));
   for (int k = 0; k < clip.clips(); ++k) {
     std::vector<int64_t> pts(static_cast<size_t>(T));
     for (int t = 0; t < T; ++t) pts[t] = index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T + t)])];
     const absl::Time t1 = absl::Now();
-    absl::Status decoded = DecodeVideoFrames(encoded, limits, pts, index->width, index->height, rgb.data());
+    now = within();
+    if (!now.ok()) return now.status();
+    absl::Status decoded = DecodeVideoFrames(encoded, *now, pts, index->width, index->height, rgb.data());
     const absl::Time t2 = absl::Now();
     times->decode += t2 - t1;
     if (!decoded.ok()) return decoded;

@@ -33,6 +33,7 @@ class PluginInstance;
 inline constexpr int kMaxImageSide = 8192;     // pixels, for every size argument
 inline constexpr int kMaxBatchSize = 65536;    // samples
 inline constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch's image buffer
+inline constexpr size_t kMaxClipBytes = size_t{1} << 30;      // one video clip's decoded RGB frames
 
 // Worker time one sample spent per stage.
 struct SampleTimes {

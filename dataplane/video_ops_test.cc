@@ -197,6 +197,9 @@ TEST(VideoPipelineTest, ShapesAndRefusals) {
   EXPECT_NE(error("center_crop(32), video_clip()").find("must be the first op"), std::string::npos);
   EXPECT_NE(error("video_clip(frames=1000), center_crop(8)").find("video_clip.frames = 1000"), std::string::npos);
   EXPECT_NE(error("video_clip()").find("not fixed"), std::string::npos);
+  v1::SessionConfig cached = Session("video_clip(), center_crop(8)");
+  cached.set_cache_mode(v1::CACHE_DECODED);
+  EXPECT_NE(Pipeline::Create(cached).status().message().find("CACHE_DECODED"), std::string::npos);
 }
 
 TEST(VideoPipelineTest, OneRandomDrawPerClipAndDeterminism) {
