@@ -157,7 +157,7 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
   std::unique_ptr<AVFrame, FrameDeleter> frame(av_frame_alloc());
   if (!packet || !frame) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate a packet");
   std::unique_ptr<SwrContext, SwrDeleter> swr;
-  AVChannelLayout out_layout;
+  AVChannelLayout out_layout{};
   av_channel_layout_default(&out_layout, request.channels);
   const auto max_frames = static_cast<int64_t>(std::ceil(request.max_seconds * request.rate));
   Output output(request.channels, max_frames);
@@ -178,7 +178,7 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
         return Fail(STOKER_MEDIA_CORRUPT, "a frame of %d channels at %d Hz", channels, frame->sample_rate);
       }
       if (!swr) {
-        AVChannelLayout in_layout;
+        AVChannelLayout in_layout{};  // zeroed: av_channel_layout_copy uninits its destination first
         if (frame->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
           av_channel_layout_default(&in_layout, channels);
         } else if (av_channel_layout_copy(&in_layout, &frame->ch_layout) < 0) {
