@@ -183,6 +183,16 @@ TEST(AudioDecoderTest, EachKindOfBadInputFailsWithItsReason) {
     EXPECT_EQ(reason(flac.substr(0, flac.size() / 2)), "truncated");
   }
   EXPECT_EQ(reason(wav.substr(0, 30)), "corrupt");  // the header itself cut
+  // A LIST chunk stating 4 GiB in a small file (found by media_decode_fuzz:
+  // FFmpeg allocated its tags by the stated sizes, 1.4 GB).
+  std::string list = wav.substr(0, 36) + "LIST";
+  Put32(list, 0xffffffffu);
+  list += "INFOISFT" + wav.substr(36);
+  absl::StatusOr<Waveform> listed = DecodeAudio(list, o);
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(DecodeFailureOf(listed.status()), DecodeFailure::kCorrupt);
+  EXPECT_NE(listed.status().message().find("LIST chunk states 4294967295 bytes"), std::string::npos)
+      << listed.status();
   // 500 Hz is no real audio, and upsampling it 32x from a few bytes is huge.
   EXPECT_EQ(reason(Wav(Sine(500, 500, 50, 0.5), 500, 1)), "corrupt");
   // A header announcing about 18 hours (0x7fffffff bytes at 16 kHz mono).

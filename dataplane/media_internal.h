@@ -16,6 +16,7 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/mem.h>
 #include <libavutil/time.h>
 #include <libswresample/swresample.h>
 }
@@ -153,6 +154,19 @@ struct SwrDeleter {
 // that does nothing, so a worker never waits on another library's lock, and
 // a bad sample is reported once, by its sample, not by FFmpeg's log.
 inline void DropLog(void*, int, const char*, va_list) {}
+
+// The largest block FFmpeg may allocate in this process (av_max_alloc, a
+// process-wide setting, INT_MAX by default): a hostile header's stated size
+// fails as out of memory instead of taking gigabytes. 512 MiB holds a
+// 10,000 x 10,000 RGB frame (the default --max-pixels).
+inline constexpr size_t kMaxFfmpegBlock = size_t{512} << 20;
+
+// Each entry point's first step: the log callback above and the block limit.
+inline void PrepareFfmpeg() {
+  av_log_set_level(AV_LOG_QUIET);
+  av_log_set_callback(DropLog);
+  av_max_alloc(kMaxFfmpegBlock);
+}
 
 inline void CopyMessage(const std::string& message, char* error, size_t error_size) {
   if (error == nullptr || error_size == 0) return;

@@ -71,6 +71,25 @@ class Output {
 // The length a WAV header states for its data chunk, in seconds (0: none
 // stated, or not a WAV): FFmpeg's demuxer clips it to the bytes there are,
 // which hides a cut file and a header announcing hours.
+// A RIFF/WAVE file whose chunk (other than the data chunk, which a cut file
+// ends inside) states more bytes than the file has: FFmpeg's demuxer
+// allocates a tag by its stated size before reading it (a LIST chunk of
+// 4 GiB in a 7 KB file made it allocate 1.4 GB). Empty when fine.
+std::string BadWavChunk(const uint8_t* data, size_t size) {
+  if (size < 12 || std::memcmp(data, "RIFF", 4) != 0 || std::memcmp(data + 8, "WAVE", 4) != 0) return "";
+  for (size_t at = 12; at + 8 <= size;) {
+    const uint32_t chunk = static_cast<uint32_t>(data[at + 4]) | static_cast<uint32_t>(data[at + 5]) << 8 |
+                           static_cast<uint32_t>(data[at + 6]) << 16 | static_cast<uint32_t>(data[at + 7]) << 24;
+    if (std::memcmp(data + at, "data", 4) == 0) return "";
+    if (chunk > size - at - 8) {
+      return std::string(reinterpret_cast<const char*>(data + at), 4) + " chunk states " + std::to_string(chunk) +
+             " bytes; the file has " + std::to_string(size - at - 8) + " after it";
+    }
+    at += 8 + chunk + (chunk & 1);
+  }
+  return "";
+}
+
 double WavAnnounced(const uint8_t* data, size_t size, const AVCodecParameters* par) {
   auto u32 = [data](size_t at) {
     return static_cast<uint32_t>(data[at]) | static_cast<uint32_t>(data[at + 1]) << 8 |
@@ -94,6 +113,10 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
   if (size == 0) return Fail(STOKER_MEDIA_EMPTY, "zero bytes");
   if (request.rate < 1 || request.rate > kMaxRate || request.channels < 1 || request.channels > kMaxChannels) {
     return Fail(STOKER_MEDIA_CORRUPT, "bad request: rate %d, channels %d", request.rate, request.channels);
+  }
+  if (std::string bad = BadWavChunk(data, size); !bad.empty()) {
+    for (char& c : bad) c = (c >= 32 && c < 127) ? c : '?';
+    return Fail(STOKER_MEDIA_CORRUPT, "a WAV file whose %s", bad.c_str());
   }
   Container box;
   box.input.data = data;
@@ -266,6 +289,10 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
     return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream is longer than %.1f s (--max-media-seconds)",
                 request.max_seconds);
   }
+  if (output.frames() == 0) {
+    return Fail(STOKER_MEDIA_CORRUPT, "%lld samples of %s at %d Hz resample to none at %d Hz",
+                static_cast<long long>(in_frames), codec->name, in_rate, request.rate);
+  }
   // Less than the header announced (where it states a length rather than
   // estimating one from the bit rate): the file was cut.
   const double found = static_cast<double>(in_frames) / in_rate;
@@ -288,8 +315,7 @@ __attribute__((visibility("default"))) int stoker_media_decode_audio(const uint8
                                                                       const StokerAudioRequest* request,
                                                                       float** samples, int64_t* frames, char* error,
                                                                       size_t error_size) {
-  av_log_set_level(AV_LOG_QUIET);
-  av_log_set_callback(DropLog);
+  PrepareFfmpeg();
   *samples = nullptr;
   *frames = 0;
   Failure f;

@@ -264,8 +264,7 @@ __attribute__((visibility("default"))) int stoker_media_video_index(const uint8_
                                                                      const StokerVideoLimits* limits, int* width,
                                                                      int* height, int64_t** pts, int64_t* frames,
                                                                      char* error, size_t error_size) {
-  av_log_set_level(AV_LOG_QUIET);
-  av_log_set_callback(DropLog);
+  PrepareFfmpeg();
   *pts = nullptr;
   *frames = 0;
   Failure f;
@@ -295,8 +294,7 @@ __attribute__((visibility("default"))) int stoker_media_video_frames(const uint8
                                                                       const int64_t* pts, int n, int width,
                                                                       int height, uint8_t* out, char* error,
                                                                       size_t error_size) {
-  av_log_set_level(AV_LOG_QUIET);
-  av_log_set_callback(DropLog);
+  PrepareFfmpeg();
   Failure f;
   if (n < 1 || width < 1 || height < 1 || !std::is_sorted(pts, pts + n)) {
     f = Fail(STOKER_MEDIA_CORRUPT, "bad request: %d frames of %dx%d, timestamps ascending", n, width, height);
