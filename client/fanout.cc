@@ -255,6 +255,10 @@ void Fanout::SetPrefetch() {
   if (demand_ > 0 && measured > 0) {
     const double rate = supply_ > 0 ? std::min(demand_, supply_) : demand_;
     depth = static_cast<int64_t>(std::ceil(options_.headroom * (latency / measured) * rate)) + options_.window;
+    // At least a failover's worth: the batches a failed server took with it
+    // are made again elsewhere while the loop lives on the buffer.
+    const double failover = absl::ToDoubleSeconds(options_.failover) * rate;
+    depth = std::max<int64_t>(depth, static_cast<int64_t>(std::ceil(failover)) + options_.window);
   }
   prefetch_ = static_cast<int>(std::clamp<int64_t>(depth + options_.extra_prefetch, 2, std::min<int64_t>(cap, INT_MAX)));
 }

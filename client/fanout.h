@@ -27,9 +27,11 @@
 //   one server fewer.
 // - never below min_servers (failover) nor above max_servers.
 //
-// Prefetch (memory by time): depth = ceil(headroom x latency x min(D, supply))
-// + window batches, at least 2, at most prefetch_bytes / batch_bytes; before
-// a demand is known, 2 x window x target. An explicit depth wins.
+// Prefetch (memory by time): with R = min(D, supply), depth =
+// max(ceil(headroom x latency x R), ceil(failover x R)) + window batches, at least 2, at most
+// prefetch_bytes / batch_bytes; before a demand is known, 2 x window x
+// target. The failover term keeps the loop fed while the batches a failed
+// server took are made again elsewhere. An explicit depth wins.
 #ifndef STOKER_CLIENT_FANOUT_H_
 #define STOKER_CLIENT_FANOUT_H_
 
@@ -49,6 +51,7 @@ struct FanoutOptions {
   int max_servers = 32;     // 0: the whole pool
   double headroom = 1.25;
   absl::Duration interval = absl::Seconds(2);  // between changes of the target
+  absl::Duration failover = absl::Seconds(2);  // of demand the prefetch covers at least
   int window = 2;                              // batches requested from one server at a time
   // Prefetch: fixed_prefetch > 0 is that many batches, always; otherwise by
   // time, capped at prefetch_bytes / batch_bytes (prefetch_bytes 0: no cap).

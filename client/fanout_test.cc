@@ -1,5 +1,6 @@
 #include "client/fanout.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -129,9 +130,9 @@ TEST(FanoutTest, ShrinksWhenOversuppliedButNotBelowTheFloor) {
   }
   EXPECT_EQ(f.target(), 2);
   EXPECT_EQ(f.chosen().size(), 2u);
-  // The rank still needs (1.25 x 1 x 0.1) + window batches: the floor of 2 is
-  // below that.
-  EXPECT_EQ(f.prefetch(), 3);
+  // The rank still needs a failover's 2 s x 1 batch/s + window batches (more
+  // than 1.25 x 1 x 0.1 in flight): the floor of 2 is below that.
+  EXPECT_EQ(f.prefetch(), 4);
   // A batch refused by two servers needs a third.
   EXPECT_EQ(f.Choose(pool, 3, At(t)).size(), 3u);
 }
@@ -139,6 +140,7 @@ TEST(FanoutTest, ShrinksWhenOversuppliedButNotBelowTheFloor) {
 TEST(FanoutTest, PrefetchFollowsLatencyTimesRateUpToTheByteCap) {
   FanoutOptions o = Options();
   o.initial_servers = 2;
+  o.failover = absl::ZeroDuration();  // the latency term alone (the failover term: the next test)
   Fanout f(o);
   const std::vector<std::string> pool = Pool(2);
   f.Choose(pool, 1, At(0));
@@ -170,6 +172,33 @@ TEST(FanoutTest, PrefetchFollowsLatencyTimesRateUpToTheByteCap) {
   Feed(g, 0.8, 0.0, 0.1);
   g.Evaluate(At(0));
   EXPECT_EQ(g.prefetch(), 9);  // an explicit depth wins
+}
+
+TEST(FanoutTest, PrefetchCoversAFailoverOfWhatTheServersCanSupply) {
+  FanoutOptions o = Options();
+  o.initial_servers = 2;
+  o.failover = absl::Seconds(2);
+  Fanout f(o);
+  const std::vector<std::string> pool = Pool(2);
+  f.Choose(pool, 1, At(0));
+  f.SetDemand(3);
+  Feed(f, 0.1, 0.0, 0.05);  // supply 2 x 2 / 0.1 = 40 batches/s; latency term 1.25 x 0.1 x 3 < 1
+  f.Evaluate(At(0));
+  EXPECT_EQ(f.prefetch(), 6 + 2);  // 2 s x 3 batches/s + window
+  // Servers that cannot supply the demand: 2 s of what they supply.
+  f.SetDemand(1000);
+  Feed(f, 2.0, 0.0, 0.1, 50);  // supply 2 x 2 / 2 = 2 batches/s
+  f.Evaluate(At(10));
+  EXPECT_LE(f.prefetch(), static_cast<int>(std::ceil(1.25 * 2.0 * 2)) + 2 + 1);
+  EXPECT_GE(f.prefetch(), 2 * 2 + 2);
+  FanoutOptions none = o;
+  none.failover = absl::ZeroDuration();
+  Fanout g(none);
+  g.Choose(pool, 1, At(0));
+  g.SetDemand(3);
+  Feed(g, 0.1, 0.0, 0.05);
+  g.Evaluate(At(0));
+  EXPECT_EQ(g.prefetch(), 1 + 2);  // without it: ceil(1.25 x 0.1 x 3) + window
 }
 
 TEST(FanoutTest, AServerThatLeavesIsReplacedByTheNextInOrderAndTheRestStay) {
