@@ -88,8 +88,8 @@ ABSL_FLAG(int, window, 2, "Batches requested from one server at a time");
 ABSL_FLAG(int, streams_per_server, 2,
           "Streams to each server, each on its own TCP connection, sharing its --window (see docs/transport.md)");
 ABSL_FLAG(int, prefetch, 0,
-          "Most batches requested or buffered at once; 0: by time (enough to cover a batch's arrival time at the "
-          "step's rate, at most --prefetch-bytes)");
+          "Most batches requested or buffered at once; 0: by time (enough to cover a batch's arrival time, and 2 s "
+          "of a server failing over, at the step's rate; at most --prefetch-bytes)");
 ABSL_FLAG(int64_t, prefetch_bytes, int64_t{2} << 30, "Cap of the prefetch depth by time, in bytes; 0: none");
 ABSL_FLAG(bool, bounded_fanout, true,
           "Stream from a subset of the servers sized from demand (--min-servers..--max-servers); false: from every "
