@@ -116,6 +116,8 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       max_pixels_(core.max_pixels),
       max_media_seconds_(core.max_media_seconds),
       max_video_frames_(core.max_video_frames),
+      video_decoder_threads_(core.video_decoder_threads),
+      workers_(core.workers),
       sample_delay_(core.sample_delay),
       read_bytes_per_second_(core.test_read_bytes_per_second),
       budget_(budget),
@@ -413,6 +415,8 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
           VideoLimits limits;
           limits.max_pixels = max_pixels_;
           limits.max_frames = max_video_frames_;
+          limits.decoder_threads = video_decoder_threads_;
+          limits.decoder_thread_budget = workers_;
           limits.max_seconds = max_media_seconds_;
           status = pipeline_.ProduceVideo(encoded, rng, limits, dst, &times);
         } else {

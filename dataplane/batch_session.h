@@ -49,6 +49,9 @@ struct CoreConfig {
   // Most frames a video stream may have (from its index); more fail as
   // too_large.
   int64_t max_video_frames = 1'000'000;
+  // Threads decoding one video clip; 0: the workers shared among the clips
+  // being decoded (decoder_threads.h).
+  int video_decoder_threads = 0;
   // Test-only: extra worker time per sample, to make a server slow.
   absl::Duration sample_delay = absl::ZeroDuration();
   // Test-only: reads throttled to this many bytes per second and worker
@@ -188,6 +191,7 @@ class BatchSession final : public StreamSession {
   const int64_t max_pixels_;
   const double max_media_seconds_;
   const int64_t max_video_frames_;
+  const int video_decoder_threads_, workers_;
   const absl::Duration sample_delay_;
   const int64_t read_bytes_per_second_;
   MemoryBudget* const budget_;

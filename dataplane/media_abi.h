@@ -48,6 +48,7 @@ struct StokerVideoLimits {
   int64_t max_frames;      // frames in the stream (else TOO_LARGE)
   double max_seconds;      // the stream's duration (else TOO_LARGE)
   double max_wall_seconds; // a demux or decode running longer is stopped (CORRUPT); <= 0: none
+  int decoder_threads;     // threads the decoder of one clip may use (FFmpeg's frame and slice threads); <= 1: one
 };
 
 // The first video stream of a container: its frame size and every frame's

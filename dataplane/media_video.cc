@@ -145,7 +145,10 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
   if (!decoder) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the decoder");
   int err = avcodec_parameters_to_context(decoder.get(), v.stream->codecpar);
   if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the stream's parameters: %s", AvError(err).c_str());
-  decoder->thread_count = 1;  // a worker decodes one clip; the pool runs many at once
+  // One thread while the pool decodes as many clips as it has cores;
+  // more when few clips are being decoded (decoder_threads.h). FFmpeg's
+  // frame threads give the same frames as one thread, in the same order.
+  decoder->thread_count = std::clamp(limits.decoder_threads, 1, 64);
   decoder->pkt_timebase = v.stream->time_base;
   if (limits.max_pixels > 0) decoder->max_pixels = limits.max_pixels;
   err = avcodec_open2(decoder.get(), v.codec, nullptr);

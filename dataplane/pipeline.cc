@@ -9,6 +9,7 @@
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/media_loader.h"
+#include "dataplane/decoder_threads.h"
 #include "dataplane/video_decoder.h"
 #include "dataplane/video_ops.h"
 #include "dataplane/detection_ops.h"
@@ -464,7 +465,12 @@ absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const V
     const absl::Time t1 = absl::Now();
     now = within();
     if (!now.ok()) return now.status();
-    absl::Status decoded = DecodeVideoFrames(encoded, *now, pts, index->width, index->height, rgb.data());
+    absl::Status decoded;
+    {
+      const DecoderThreadShare share(limits.decoder_threads, limits.decoder_thread_budget);
+      now->decoder_threads = share.threads();
+      decoded = DecodeVideoFrames(encoded, *now, pts, index->width, index->height, rgb.data());
+    }
     const absl::Time t2 = absl::Now();
     times->decode += t2 - t1;
     if (!decoded.ok()) return decoded;

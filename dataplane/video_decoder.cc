@@ -10,7 +10,7 @@ namespace stoker {
 namespace {
 
 StokerVideoLimits Limits(const VideoLimits& l) {
-  return {l.max_pixels, l.max_frames, l.max_seconds, l.max_wall_seconds};
+  return {l.max_pixels, l.max_frames, l.max_seconds, l.max_wall_seconds, l.decoder_threads};
 }
 
 }  // namespace

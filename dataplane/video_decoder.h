@@ -21,6 +21,11 @@ struct VideoLimits {
   int64_t max_frames = 1'000'000;    // frames in the stream
   double max_seconds = 3600;         // the stream's duration
   double max_wall_seconds = 60;      // an index or a decode running longer is stopped
+  // FFmpeg threads decoding one clip. Pipeline::ProduceVideo reads 0 as
+  // `decoder_thread_budget` (the pool's workers) shared among the clips
+  // being decoded (decoder_threads.h).
+  int decoder_threads = 1;
+  int decoder_thread_budget = 1;
 };
 
 struct VideoIndex {

@@ -108,6 +108,14 @@ TEST(VideoDecoderTest, EveryCodecIndexesAndDecodesTheSameFramesFromASeek) {
     }
     // Frames differ (the pattern moves): the right ones were taken.
     EXPECT_FALSE(std::equal(all.begin(), all.begin() + frame, all.begin() + 13 * frame)) << c.name;
+    // Several decoder threads (decoder_threads.h) give the same frames.
+    VideoLimits threaded = limits;
+    threaded.decoder_threads = 4;
+    std::vector<uint8_t> all4(all.size(), 0), some4(some.size(), 0);
+    ASSERT_TRUE(DecodeVideoFrames(bytes, threaded, index->pts, 64, 48, all4.data()).ok()) << c.name;
+    ASSERT_TRUE(DecodeVideoFrames(bytes, threaded, pts, 64, 48, some4.data()).ok()) << c.name;
+    EXPECT_TRUE(all4 == all) << c.name << ": 4 decoder threads, the whole video";
+    EXPECT_TRUE(some4 == some) << c.name << ": 4 decoder threads, a clip after a seek";
   }
 }
 

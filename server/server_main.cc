@@ -17,6 +17,7 @@
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "glog/logging.h"
+#include "dataplane/decoder_threads.h"
 #include "dataplane/server_metrics.h"
 #include "server/stoker_server.h"
 
@@ -54,6 +55,9 @@ ABSL_FLAG(double, max_media_seconds, 3600,
           "as too_large");
 ABSL_FLAG(int64_t, max_video_frames, 1'000'000,
           "Most frames a video stream may have (counted when it is indexed); more fail as too_large");
+ABSL_FLAG(int, video_decoder_threads, 0,
+          "Threads decoding one video clip; 0: automatic (--workers divided among the clips being decoded when one "
+          "starts: one each while every worker decodes a clip, all of them for a lone clip)");
 ABSL_FLAG(int64_t, max_file_bytes, int64_t{256} << 20,
           "Largest sample file (or tar member) read, in bytes; larger ones fail as too_large; 0: no limit");
 ABSL_FLAG(int64_t, max_field_bytes, int64_t{16} << 20,
@@ -140,6 +144,12 @@ int main(int argc, char** argv) {
   config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
   config.core.max_media_seconds = absl::GetFlag(FLAGS_max_media_seconds);
   config.core.max_video_frames = absl::GetFlag(FLAGS_max_video_frames);
+  config.core.video_decoder_threads = absl::GetFlag(FLAGS_video_decoder_threads);
+  if (config.core.video_decoder_threads < 0 || config.core.video_decoder_threads > stoker::kMaxDecoderThreads) {
+    LOG(ERROR) << "--video-decoder-threads must be 0 (automatic) or 1.." << stoker::kMaxDecoderThreads << " (got "
+               << config.core.video_decoder_threads << ")";
+    return 2;
+  }
   if (config.core.max_video_frames < 1) {
     LOG(ERROR) << "--max-video-frames must be >= 1 (got " << config.core.max_video_frames << ")";
     return 2;

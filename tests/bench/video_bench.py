@@ -21,9 +21,18 @@ torchvision's resize and center_crop on the uint8 frames).
 Each side runs one warm-up epoch and then WINDOWS_ROUNDS (3) epochs,
 alternated; medians, and the ratio (goal: 2x).
 
+Then decoder threads for lone clips: a stoker-server with --workers=2 and a
+client that keeps one clip of 64 frames in flight (batch 1, prefetch 1), so
+that one worker decodes and the other core would idle. Clips per second
+with --video-decoder-threads=1 (one thread per clip) against the default 0
+(the workers shared among the clips being decoded: two threads here), in
+alternated rounds; medians and the ratio. On the 400x300 videos above, and
+on 4 videos of 1280x720 (6 s, made the same way, .bench/video-720p).
+
 Usage: tests/bench/video_bench.py [BUILD_DIR]
 """
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -34,6 +43,7 @@ BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT,
 VIDEOS = int(os.environ.get("BENCH_VIDEOS", "24"))
 ROUNDS = int(os.environ.get("WINDOWS_ROUNDS", "3"))
 DATA = os.path.join(ROOT, ".bench", f"video-{VIDEOS}")
+HD = os.path.join(ROOT, ".bench", "video-720p")
 PHOTOS = os.path.join(ROOT, ".bench", "photos-1000")  # as the other benchmarks
 sys.path.insert(0, os.path.join(BUILD, "python"))
 os.environ.setdefault("STOKER_LOG_LEVEL", "1")
@@ -41,21 +51,23 @@ os.environ.setdefault("STOKER_LOG_LEVEL", "1")
 FRAMES, STRIDE, SIZE, BATCH = 16, 2, 112, 4
 
 
-def make_videos():
-    if os.path.exists(os.path.join(DATA, ".done")):
+def make_videos(data=DATA, videos=VIDEOS, size=(400, 300), seconds=8):
+    if os.path.exists(os.path.join(data, ".done")):
         return
     if not os.path.isdir(PHOTOS):
         subprocess.run([os.path.join(ROOT, "..", "shared", "bench", "photoset.sh"), PHOTOS, "1000"], check=True)
     photos = sorted(os.path.join(d, f) for d, _, fs in os.walk(PHOTOS) for f in fs if f.lower().endswith(".jpg"))
-    for i in range(VIDEOS):
+    for i in range(videos):
         cls = ("a", "b")[i % 2]
-        os.makedirs(os.path.join(DATA, cls), exist_ok=True)
-        # A 560x420 view of the photo, panned: 400x300 crops moving over 8 s.
-        vf = "scale=560:420,crop=400:300:x='80+70*sin(t*0.9)':y='60+50*cos(t*0.7)',format=yuv420p"
+        os.makedirs(os.path.join(data, cls), exist_ok=True)
+        # A view 1.4x the frame of the photo, panned: crops moving over the video.
+        w, h = size
+        vf = (f"scale={w * 7 // 5}:{h * 7 // 5},crop={w}:{h}:x='{w // 5}+{w // 6}*sin(t*0.9)':"
+              f"y='{h // 5}+{h // 6}*cos(t*0.7)',format=yuv420p")
         subprocess.run(["ffmpeg", "-v", "error", "-y", "-loop", "1", "-framerate", "25", "-i", photos[i % len(photos)],
-                        "-t", "8", "-vf", vf, "-c:v", "libx264", "-g", "50", "-preset", "veryfast",
-                        os.path.join(DATA, cls, f"{i:04d}.mp4")], check=True, stdin=subprocess.DEVNULL)
-    open(os.path.join(DATA, ".done"), "w").close()
+                        "-t", str(seconds), "-vf", vf, "-c:v", "libx264", "-g", "50", "-preset", "veryfast",
+                        os.path.join(data, cls, f"{i:04d}.mp4")], check=True, stdin=subprocess.DEVNULL)
+    open(os.path.join(data, ".done"), "w").close()
 
 
 class PyAvClips:
@@ -114,6 +126,48 @@ def clips_per_second(loader, epoch=None):
     return n / (time.perf_counter() - t0)
 
 
+def lone_clips(data, threads, rounds):
+    """Clips per second from a 2-worker server decoding one 64-frame clip
+    of the videos in `data` at a time, for each --video-decoder-threads
+    value in `threads`."""
+    import stoker
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from logwait import wait_for
+    frames = 64
+    servers, loaders = {}, {}
+    try:
+        for t in threads:
+            log = os.path.join(ROOT, ".bench", f"video-threads-{t}.log")
+            p = subprocess.Popen([os.path.join(BUILD, "server", "stoker-server"), "--host=127.0.0.1", "--port=0",
+                                  "--metrics-port=-1", "--workers=2", f"--video-decoder-threads={t}",
+                                  f"--data-root={os.path.dirname(data)}"], stdout=open(log, "w"),
+                                 stderr=subprocess.STDOUT)
+            servers[t] = p
+            m = wait_for(log, r"listening on [\d.]+:(\d+)", 20)
+            if not m:
+                raise SystemExit(f"server did not start: {open(log).read()[-1000:]}")
+            loaders[t] = stoker.Loader(servers=f"127.0.0.1:{m.group(1)}", dataset=os.path.basename(data),
+                                       pipeline=f"video_clip(frames={frames}, stride=1, mode=random), resize(128), "
+                                                f"center_crop({SIZE})",
+                                       batch_size=1, window=1, streams_per_server=1, prefetch=1, device="cpu",
+                                       dtype="uint8", layout="nhwc", seed=1)
+        rates = {t: [] for t in threads}
+        for r in range(rounds + 1):
+            for t in threads:
+                loaders[t].set_epoch(r)
+                t0 = time.perf_counter()
+                n = sum(x.shape[0] for x, _ in loaders[t])
+                if r > 0:  # the first is a warm-up
+                    rates[t].append(n / (time.perf_counter() - t0))
+        return {t: statistics.median(v) for t, v in rates.items()}
+    finally:
+        for l in loaders.values():
+            l.close()
+        for p in servers.values():
+            p.terminate()
+            p.wait()
+
+
 def main():
     make_videos()
     print(f"{VIDEOS} H.264 videos of 8 s, 400x300 at 25 fps (keyframe every 50) in {DATA}; one random clip of "
@@ -128,6 +182,12 @@ def main():
     a, b = statistics.median(ours), statistics.median(theirs)
     print(f"{'':<12}{'Stoker (clips/s)':>18}{'DataLoader+PyAV (clips/s)':>28}{'ratio':>8}")
     print(f"{'clips':<12}{a:>18.2f}{b:>28.2f}{a / b:>7.2f}x")
+    del ours_loader, their_loader
+    make_videos(HD, 4, (1280, 720), 6)
+    for name, data in (("400x300", DATA), ("1280x720", HD)):
+        lone = lone_clips(data, (1, 0), ROUNDS)
+        print(f"lone clips of 64 frames of {name}, one in flight, a 2-worker server: --video-decoder-threads=1 "
+              f"{lone[1]:.2f} clips/s, automatic (0) {lone[0]:.2f} clips/s: {lone[0] / lone[1]:.2f}x")
 
 
 if __name__ == "__main__":

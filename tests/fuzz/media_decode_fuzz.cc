@@ -14,7 +14,8 @@
 namespace {
 
 void Video(const uint8_t* data, size_t size) {
-  StokerVideoLimits limits{/*max_pixels=*/1 << 20, /*max_frames=*/2000, /*max_seconds=*/60, /*max_wall_seconds=*/5};
+  StokerVideoLimits limits{/*max_pixels=*/1 << 20, /*max_frames=*/2000, /*max_seconds=*/60, /*max_wall_seconds=*/5,
+                           /*decoder_threads=*/1};
   int width = 0, height = 0;
   int64_t* pts = nullptr;
   int64_t frames = 0;
