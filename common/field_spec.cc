@@ -42,8 +42,8 @@ v1::FieldKind KindOfExtension(absl::string_view ext) {
 v1::FieldSpec FromBareName(const std::string& name) {
   v1::FieldSpec spec;
   spec.set_name(name);
-  if (name == "image" || name == "img" || IsImageExtension(name)) {
-    spec.set_kind(v1::IMAGE);
+  if (name == "image" || name == "img" || IsImageExtension(name) || name == "video" || name == "audio") {
+    spec.set_kind(v1::IMAGE);  // the sample itself: its image, or its clips or waveform with a media pipeline
     if (IsImageExtension(name)) spec.add_extensions(name);
   } else if (name == "label" || name == "class" || name == "cls") {
     spec.set_kind(v1::CLASS);
@@ -142,7 +142,9 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
       }
       if (kind == v1::FIELD_KIND_UNSPECIFIED) {
         if (spec.extensions().empty()) return Bad(i, absl::StrCat("'", name, "=' names no member extension"));
-        kind = KindOfExtension(spec.extensions(0));
+        // "video=mp4", "audio=flac": the sample itself, read from that member
+        // ("audio=bytes:flac" for the member's bytes).
+        kind = name == "video" || name == "audio" ? v1::IMAGE : KindOfExtension(spec.extensions(0));
       }
       spec.set_kind(kind);
       if (spec.extensions().empty() && (kind == v1::TEXT || kind == v1::JSON || kind == v1::BYTES || kind == v1::TOKENS)) {
@@ -224,7 +226,8 @@ absl::Status CheckFields(const v1::SessionConfig& config, int64_t server_limit) 
   }
   if (images != 1) {
     return absl::InvalidArgumentError(absl::StrCat("fields name ", images,
-                                                   " image fields; exactly one field must be of kind image"));
+                                                   " image fields; exactly one field must be of kind image (the "
+                                                   "sample itself: its image, or its video or audio)"));
   }
   const int64_t max = config.max_field_bytes();
   if (max < 0 || (server_limit > 0 && max > server_limit)) {

@@ -31,6 +31,21 @@ TEST(FieldSpecTest, KindsFollowFromExtensionsAndNames) {
   EXPECT_EQ((*bare)[4].extensions(0), "npy");
 }
 
+TEST(FieldSpecTest, VideoAndAudioNameTheSampleOfAMediaSession) {
+  auto bare = ParseFieldsText("video, caption");
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ((*bare)[0].kind(), v1::IMAGE);  // the sample: its clips
+  EXPECT_TRUE((*bare)[0].extensions().empty());
+  auto member = ParseFieldsText("audio=flac;wav, label, raw=mp4");
+  ASSERT_TRUE(member.ok()) << member.status();
+  EXPECT_EQ((*member)[0].kind(), v1::IMAGE);
+  EXPECT_EQ((*member)[0].extensions(1), "wav");
+  EXPECT_EQ((*member)[2].kind(), v1::BYTES);  // another name: the member's bytes, as before
+  auto bytes = ParseFieldsText("image, audio=bytes:flac");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ((*bytes)[1].kind(), v1::BYTES);
+}
+
 TEST(FieldSpecTest, JsonPathsTypeOneValueOfAMember) {
   auto fields = ParseFieldsText("image, score=number:json@aesthetic.score, tag=json@tags.0, ids=classes:json@labels");
   ASSERT_TRUE(fields.ok()) << fields.status();

@@ -929,8 +929,9 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", config.dataset(), "' holds ", kHolds[static_cast<int>((*source)->media())],
         ": its pipeline starts with ", kStarts[static_cast<int>((*source)->media())], ", not ",
-        kStarts[static_cast<int>(wants)], " (a class-per-folder tree of .wav/.flac/.mp3/.ogg/.opus/.m4a files is "
-        "audio, of .mp4/.mkv/.webm/.avi/.mov files video)"));
+        kStarts[static_cast<int>(wants)], " (a class-per-folder tree of .wav/.flac/.mp3/.ogg/.opus/.m4a files, or "
+        "tar shards whose samples have such a member and no image, is audio; of .mp4/.mkv/.webm/.avi/.mov files "
+        "video)"));
   }
   return Prepared{std::move(pipeline), *std::move(source), std::move(store), std::move(tokenizer)};
 }

@@ -374,6 +374,19 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
   }
   if (HasTarShards(dir)) {
     auto s = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_);
+    if (absl::IsNotFound(s.status())) {  // no images: shards of audio or video samples?
+      for (const MediaKind kind : {MediaKind::kAudio, MediaKind::kVideo}) {
+        auto a = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_, nullptr, kind);
+        if (a.ok()) {
+          LOG(INFO) << "dataset '" << name << "': " << (*a)->size() << " samples with "
+                    << (kind == MediaKind::kAudio ? "an audio" : "a video") << " member in tar shards";
+          return std::shared_ptr<const SampleSource>(*std::move(a));
+        }
+        if (!absl::IsNotFound(a.status())) return a.status();
+      }
+      s = absl::NotFoundError(absl::StrCat("dataset ", dir.string(),
+                                           " has tar shards but no samples with an image, an audio or a video member"));
+    }
     std::error_code ec;
     if (absl::IsNotFound(s.status()) && fs::is_regular_file(dir / kManifestFileName, ec)) {
       // Most likely a materialised dataset whose manifest was damaged into

@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/pipeline_text.h"
+#include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/media_loader.h"
 #include "dataplane/decoder_threads.h"
@@ -26,6 +28,21 @@ namespace stoker {
 void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng);
 
 namespace {
+
+// The sample field (kind image) of an audio or video session: the source's
+// own member, or members with extensions in `allowed` (with the dot).
+absl::Status CheckMediaMembers(const v1::FieldSpec& f, const std::set<std::string>& allowed, const char* first_op) {
+  if (f.kind() != v1::IMAGE) return absl::OkStatus();
+  for (const std::string& ext : f.extensions()) {
+    if (allowed.count("." + ext) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' is the sample, read from member '.", ext,
+                                                     "'; the sample of a ", first_op,
+                                                     " pipeline is a member with one of: ", absl::StrJoin(allowed, " ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
 
 absl::Status CheckSide(const std::string& field, int value) {
   if (value < 1 || value > kMaxImageSide) {
@@ -230,11 +247,11 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   p.user_ = std::move(user);
   if (IsAudioPipeline(config.pipeline())) {  // audio_ops.h: the session's dtype and layout describe images
     for (const v1::FieldSpec& f : config.fields()) {
-      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS ||
-          f.kind() == v1::IMAGE) {
+      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS) {
         return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
                                                        " is an image's: an audio pipeline's sample is its audio"));
       }
+      if (absl::Status s = CheckMediaMembers(f, AudioExtensions(), "audio(...)"); !s.ok()) return s;
     }
     p.ops_.assign(config.pipeline().begin(), config.pipeline().end());
     absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&p.ops_, config.batch_size());
@@ -298,11 +315,11 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
                                         "use CACHE_RAW or CACHE_BATCH");
     }
     for (const v1::FieldSpec& f : config.fields()) {
-      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS ||
-          f.kind() == v1::IMAGE) {
+      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS) {
         return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
                                                        ": a video_clip pipeline's sample is its clips"));
       }
+      if (absl::Status s = CheckMediaMembers(f, VideoExtensions(), "video_clip(...)"); !s.ok()) return s;
     }
     if (p.has_user_ops()) {
       return absl::InvalidArgumentError("python(...) and plugin ops do not run on video clips yet");

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
+#include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"
 
 namespace stoker {
@@ -104,10 +105,25 @@ std::pair<std::string, std::string> SplitKey(const std::string& name) {
   return {name.substr(0, dot), absl::AsciiStrToLower(name.substr(dot + 1))};
 }
 
-// `wanted` empty: any of the image extensions; else exactly that field.
+// The sample's member: `wanted` empty, any of the image extensions;
+// kAudioMembers or kVideoMembers, any audio or video extension (dataset.h);
+// else exactly that field.
+constexpr char kAudioMembers[] = "@audio";
+constexpr char kVideoMembers[] = "@video";
 bool IsImageField(const std::string& field, const std::string& wanted) {
   static const auto* kImage = new std::set<std::string>{"jpg", "jpeg", "png", "webp"};
-  return wanted.empty() ? kImage->count(field) > 0 : field == wanted;
+  if (wanted.empty()) return kImage->count(field) > 0;
+  if (wanted == kAudioMembers) return AudioExtensions().count("." + field) > 0;
+  if (wanted == kVideoMembers) return VideoExtensions().count("." + field) > 0;
+  return field == wanted;
+}
+
+// Each kind of member keeps its own sidecar, so that a dataset opened for
+// images first (and found to have none) does not rebuild the other's.
+std::string SidecarPath(const fs::path& shard, const std::string& image_field) {
+  if (image_field == kAudioMembers) return shard.string() + kIndexSuffix + "-audio";
+  if (image_field == kVideoMembers) return shard.string() + kIndexSuffix + "-video";
+  return shard.string() + kIndexSuffix;
 }
 
 struct ShardIndex {
@@ -243,7 +259,7 @@ bool ParseSidecarLine(const std::string& line, const struct stat& st, ExtensionT
 }
 
 bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field, ShardIndex* index) {
-  std::ifstream in(shard.string() + kIndexSuffix);
+  std::ifstream in(SidecarPath(shard, image_field));
   std::string line;
   if (!in || !std::getline(in, line) || line != IndexHeader(st, image_field)) return false;
   if (!std::getline(in, line) || line.rfind("damage\t", 0) != 0) return false;
@@ -252,7 +268,7 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string
   while (std::getline(in, line)) {
     TarShardSource::Sample s;
     if (!ParseSidecarLine(line, st, table, &s)) {
-      LOG(WARNING) << "ignoring sidecar " << shard.string() << kIndexSuffix << ": entry malformed or out of range: "
+      LOG(WARNING) << "ignoring sidecar " << SidecarPath(shard, image_field) << ": entry malformed or out of range: "
                    << absl::CHexEscape(line.substr(0, 200));
       index->samples.clear();
       index->extensions.clear();
@@ -265,7 +281,7 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string
 
 void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field,
                  const ShardIndex& index) {
-  const std::string path = shard.string() + kIndexSuffix;
+  const std::string path = SidecarPath(shard, image_field);
   // A unique temporary name: servers sharing the directory (NFS) may write
   // the same sidecar at once; each rename is atomic and the contents agree.
   std::string tmp = path + ".XXXXXX";
@@ -423,10 +439,15 @@ bool HasTarShards(const fs::path& dir) { return !ListShards(dir).empty(); }
 absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const fs::path& dir,
                                                                           int64_t max_file_bytes,
                                                                           const std::atomic<bool>* cancelled,
-                                                                          const ShardSelection* selection) {
+                                                                          const ShardSelection* selection,
+                                                                          MediaKind media) {
   std::shared_ptr<TarShardSource> source(new TarShardSource());
   source->max_file_bytes_ = max_file_bytes;
-  const std::string image_field = selection != nullptr ? selection->image_field : "";
+  source->media_ = media;
+  const std::string image_field = selection != nullptr          ? selection->image_field
+                                  : media == MediaKind::kAudio ? kAudioMembers
+                                  : media == MediaKind::kVideo ? kVideoMembers
+                                                               : "";
   if (selection != nullptr) {
     for (const std::string& name : selection->shards) source->shard_paths_.push_back(dir / name);
   } else {
@@ -472,12 +493,15 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
       source->samples_.push_back(std::move(s));
     }
   }
+  const char* what = media == MediaKind::kAudio   ? "an audio member"
+                     : media == MediaKind::kVideo ? "a video member"
+                                                  : "an image";
   if (source->samples_.empty() && bad_labels > 0) {
-    return absl::DataLossError(absl::StrCat("dataset ", dir.string(), ": every sample with an image (", bad_labels,
+    return absl::DataLossError(absl::StrCat("dataset ", dir.string(), ": every sample with ", what, " (", bad_labels,
                                             ") has a .cls label outside 0..", kMaxClasses - 1));
   }
   if (source->samples_.empty()) {
-    return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), " has tar shards but no samples with an image"));
+    return absl::NotFoundError(absl::StrCat("dataset ", dir.string(), " has tar shards but no samples with ", what));
   }
   if (source->unlabeled_ > 0) {
     LOG(WARNING) << "dataset " << dir.string() << ": " << source->unlabeled_ << " of " << source->samples_.size()

@@ -76,10 +76,15 @@ class TarShardSource final : public SampleSource {
   // of members larger than `max_file_bytes` (0: no limit) fail as too_large.
   // CANCELLED between shards once `*cancelled` (when given) turns true.
   // `selection` (when given) names the shards and the sample's field.
+  // `media` kAudio or kVideo: the sample is its member with an audio or
+  // video extension (AudioExtensions(), VideoExtensions() in dataset.h, the
+  // first in tar order), read by audio(...) or video_clip(...) pipelines;
+  // the other members are its fields, as an image sample's are.
   static absl::StatusOr<std::shared_ptr<const TarShardSource>> Open(const std::filesystem::path& dir,
                                                                     int64_t max_file_bytes = 0,
                                                                     const std::atomic<bool>* cancelled = nullptr,
-                                                                    const ShardSelection* selection = nullptr);
+                                                                    const ShardSelection* selection = nullptr,
+                                                                    MediaKind media = MediaKind::kImage);
   ~TarShardSource() override;
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
@@ -89,6 +94,7 @@ class TarShardSource final : public SampleSource {
   absl::StatusOr<std::string> Read(int64_t index) const override;
   const std::string& fingerprint() const override { return fingerprint_; }
   bool has_members() const override { return true; }
+  MediaKind media() const override { return media_; }
   absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
                                         std::string* which, int64_t max_bytes = 0) const override;
   std::vector<std::string> FieldMembers(int64_t index) const override;
@@ -123,6 +129,7 @@ class TarShardSource final : public SampleSource {
   absl::StatusOr<std::string> ReadRange(int64_t index, const std::string& ext, int64_t offset, int64_t size) const;
 
   int64_t max_file_bytes_ = 0;
+  MediaKind media_ = MediaKind::kImage;
   std::string fingerprint_;
   std::vector<std::filesystem::path> shard_paths_;
   std::vector<int> fds_;  // open shard files, closed on destruction

@@ -128,6 +128,46 @@ TEST(TarShardsTest, CatalogPicksTheSourceByWhatTheDirectoryHolds) {
 // Review 1.5: a pax size near INT64_MAX overflowed `data + size`, passed the
 // bounds check, and the first Read threw std::length_error on a worker thread
 // (the server terminated). Now it is damage at that member.
+TEST(TarShardsTest, ShardsOfVideoOrAudioSamplesServeTheirMediaMemberAndKeepTheirOwnSidecar) {
+  TempDir dir;
+  const auto shard = dir.Write("clips/s.tar", TarArchive({{"a.mp4", "VIDEO-A"},
+                                                          {"a.txt", "a caption"},
+                                                          {"a.cls", "1"},
+                                                          {"b.txt", "no media"},
+                                                          {"c.webm", "VIDEO-C"},
+                                                          {"c.cls", "0"}}));
+  dir.Write("sounds/s.tar", TarArchive({{"x.flac", "AUDIO-X"}, {"x.json", "{}"}, {"y.wav", "AUDIO-Y"}}));
+  auto images = TarShardSource::Open(dir.path() / "clips");
+  ASSERT_TRUE(absl::IsNotFound(images.status())) << images.status();
+  EXPECT_NE(images.status().message().find("no samples with an image"), std::string::npos) << images.status();
+  auto video = TarShardSource::Open(dir.path() / "clips", 0, nullptr, nullptr, MediaKind::kVideo);
+  ASSERT_TRUE(video.ok()) << video.status();
+  EXPECT_EQ((*video)->media(), MediaKind::kVideo);
+  ASSERT_EQ((*video)->size(), 2);  // b has no video member
+  EXPECT_EQ(*(*video)->Read(0), "VIDEO-A");
+  EXPECT_EQ((*video)->label(0), 1);
+  EXPECT_EQ(*(*video)->Read(1), "VIDEO-C");
+  std::string which;
+  EXPECT_EQ(*(*video)->ReadField(0, {"txt"}, &which), "a caption");
+  EXPECT_EQ((*video)->FieldMembers(0), std::vector<std::string>{"txt"});  // not the video, not the label
+  EXPECT_TRUE(std::filesystem::exists(shard.string() + ".stoker-index-video"));
+  EXPECT_TRUE(std::filesystem::exists(shard.string() + ".stoker-index"));  // the image scan's, unchanged
+  auto again = TarShardSource::Open(dir.path() / "clips", 0, nullptr, nullptr, MediaKind::kVideo);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->fingerprint(), (*video)->fingerprint());
+  EXPECT_TRUE(absl::IsNotFound(TarShardSource::Open(dir.path() / "clips", 0, nullptr, nullptr, MediaKind::kAudio).status()));
+  // The catalog finds the kind: images first, then audio, then video.
+  DatasetCatalog catalog(dir.path());
+  auto clips = catalog.Open("clips");
+  ASSERT_TRUE(clips.ok()) << clips.status();
+  EXPECT_EQ((*clips)->media(), MediaKind::kVideo);
+  auto sounds = catalog.Open("sounds");
+  ASSERT_TRUE(sounds.ok()) << sounds.status();
+  EXPECT_EQ((*sounds)->media(), MediaKind::kAudio);
+  EXPECT_EQ((*sounds)->size(), 2);
+  EXPECT_EQ(*(*sounds)->Read(1), "AUDIO-Y");
+}
+
 TEST(TarShardsTest, HugePaxSizeIsDamageNotACrash) {
   TempDir dir;
   std::string tar = TarArchive({{"a.jpg", "A"}});

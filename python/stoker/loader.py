@@ -93,7 +93,8 @@ class Loader:
       fields: the sample's fields besides the image (README "Fields"): a
         dict {"image": "jpg;png;webp", "caption": "txt", "meta": "json",
         "label": "cls"}, a list of names ["image", "label"], or the text
-        "image=jpg, caption=txt". Set: each batch is a dict by field name
+        "image=jpg, caption=txt" ("video" or "audio" for the sample of a
+        video_clip(...) or audio(...) pipeline). Set: each batch is a dict by field name
         (the image field: the images tensor; class: int64 tensor [N];
         classes: int64 [N, K] padded with -1 plus NAME_count [N]; text:
         list[str]; json and bytes: list[bytes]). None: (images, labels).

@@ -4,8 +4,10 @@
 The build tree comes from STOKER_BUILD_DIR (ctest sets it), else ./build.
 """
 
+import io
 import os
 import re
+import tarfile
 import signal
 import subprocess
 import sys
@@ -68,8 +70,6 @@ def make_images(out, classes=4, per_class=16, min_side=48, max_side=96, seed=1):
 def write_caption_shard(out_dir, data_root, n=16):
     """A WebDataset shard of n samples: sNNNN.jpg (from data_root/ds),
     .txt "caption number i", .cls i % 3."""
-    import io
-    import tarfile
     os.makedirs(out_dir, exist_ok=True)
     jpegs = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(data_root, "ds")) for f in fs)[:n]
     with tarfile.open(os.path.join(out_dir, "train-000000.tar"), "w") as tar:
@@ -98,6 +98,19 @@ def files_by_index(tree):
     for cls in sorted(os.listdir(tree)):
         out += [tree / cls / f for f in sorted(os.listdir(tree / cls))]
     return out
+
+
+def write_shards(out_dir, samples, per_shard=2):
+    """WebDataset shards of `samples` ([{extension: bytes}], keyed s000...),
+    `per_shard` samples each, members in the given order."""
+    os.makedirs(out_dir, exist_ok=True)
+    for start in range(0, len(samples), per_shard):
+        with tarfile.open(os.path.join(out_dir, f"train-{start // per_shard:06d}.tar"), "w") as tar:
+            for i in range(start, min(start + per_shard, len(samples))):
+                for ext, data in samples[i].items():
+                    info = tarfile.TarInfo(f"s{i:03d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture(scope="session")

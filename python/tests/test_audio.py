@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import files_by_index, make_media_tree
+from conftest import files_by_index, make_media_tree, write_shards
 
 av = pytest.importorskip("av", reason="PyAV (Debian's python3-av) is the decoding reference")
 torchaudio = pytest.importorskip("torchaudio", reason="torchaudio (Debian's python3-torchaudio) is the mel reference")
@@ -222,3 +222,25 @@ def test_bad_files_fail_with_their_reason_and_the_rest_is_served(audio_root, sta
         audio_loader(server.address, "center_crop(32)")
     with pytest.raises(stoker.InvalidArgument, match="image ops do not apply"):
         audio_loader(server.address, "audio(), center_crop(32)")
+
+
+def test_webdataset_shards_of_audio_serve_their_samples_with_fields(audio_root, audio_server):
+    paths = files_by_index(audio_root / "clips")
+    write_shards(audio_root / "shards", [{"json": b'{"i": %d}' % i, p.suffix[1:]: p.read_bytes(), "cls": b"%d" % (i % 2)}
+                                         for i, p in enumerate(paths)], per_shard=3)
+    pipeline = f"audio(rate={RATE}, seconds=0.5, crop=random), mel_spectrogram(n_mels=32)"
+    folder, _ = epoch(audio_loader(audio_server.address, pipeline))
+    l = audio_loader(audio_server.address, pipeline, dataset="shards", fields={"audio": None, "meta": "json"})
+    seen = set()
+    l.set_epoch(0)
+    for batch in l:
+        for k, i in enumerate(l.last_batch["sample_indices"]):
+            seen.add(i)
+            # The same windows as the class-per-folder tree of the same files (itself equal to PyAV).
+            np.testing.assert_array_equal(np.array(batch["audio"][k]), folder[i], err_msg=str(paths[i]))
+            assert batch["meta"][k] == b'{"i": %d}' % i
+    assert sorted(seen) == list(range(len(paths)))
+    labels = epoch(audio_loader(audio_server.address, pipeline, dataset="shards"))[1]
+    assert labels == {i: i % 2 for i in range(len(paths))}
+    with pytest.raises(stoker.InvalidArgument, match="is the sample, read from member '.mp4'"):
+        audio_loader(audio_server.address, pipeline, dataset="shards", fields={"audio": "mp4"})

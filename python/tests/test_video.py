@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import files_by_index, make_media_tree
+from conftest import files_by_index, make_media_tree, write_shards
 
 av = pytest.importorskip("av", reason="PyAV (Debian's python3-av) is the decoding reference")
 
@@ -167,3 +167,36 @@ def test_bad_videos_fail_with_their_reason(video_root, tmp_path, start_server):
         assert reason in log, reason
     with pytest.raises(stoker.InvalidArgument, match="holds video files"):
         video_loader(server.address, "center_crop(32)", dataset="bad")
+
+
+def test_webdataset_shards_of_videos_serve_their_clips_with_fields(video_root, video_server):
+    paths = files_by_index(video_root / "clips")
+    write_shards(video_root / "shards", [{p.suffix[1:]: p.read_bytes(), "txt": f"clip {i}: {p.name}".encode(),
+                                          "cls": str(i % 3).encode()} for i, p in enumerate(paths)])
+    pipeline = "video_clip(frames=4, stride=3, clips=2, mode=uniform), center_crop(60)"
+    folder = epoch(video_loader(video_server.address, pipeline))
+    l = video_loader(video_server.address, pipeline, dataset="shards",
+                     fields={"video": None, "caption": "txt", "label": "cls"})
+    assert l.sample_shape == [2, 4, 60, 60, 3]
+    seen = set()
+    l.set_epoch(0)
+    for batch in l:
+        for k, i in enumerate(l.last_batch["sample_indices"]):
+            assert i not in seen
+            seen.add(i)
+            # The same clips as the class-per-folder tree of the same files (itself equal to PyAV).
+            np.testing.assert_array_equal(np.array(batch["video"][k]), folder[i], err_msg=str(paths[i]))
+            assert batch["caption"][k] == f"clip {i}: {paths[i].name}"
+            assert int(batch["label"][k]) == i % 3
+    assert sorted(seen) == list(range(len(paths)))
+    # Without fields: (clips, labels), the labels from .cls.
+    plain = video_loader(video_server.address, pipeline, dataset="shards")
+    plain.set_epoch(0)
+    for clips, labels in plain:
+        for k, i in enumerate(plain.last_batch["sample_indices"]):
+            np.testing.assert_array_equal(np.array(clips[k]), folder[i])
+            assert int(labels[k]) == i % 3
+    with pytest.raises(stoker.InvalidArgument, match="is the sample, read from member '.jpg'"):
+        video_loader(video_server.address, pipeline, dataset="shards", fields={"video": "jpg", "caption": "txt"})
+    with pytest.raises(stoker.InvalidArgument, match="'shards' holds video files"):
+        video_loader(video_server.address, "center_crop(32)", dataset="shards")
