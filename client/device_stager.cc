@@ -24,14 +24,16 @@ absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) 
       const bool fits = d > 0 && static_cast<uint64_t>(d) <= (uint64_t{1} << 40) / std::max<uint64_t>(1, elements);
       elements = fits ? elements * static_cast<uint64_t>(d) : 0;
     }
-    if (batch.dtype != v1::FLOAT32 || batch.shape.size() < 2 || elements * 4 != batch.data.size()) {
+    const uint64_t element = batch.dtype == v1::INT16 ? 2 : 4;
+    if ((batch.dtype != v1::FLOAT32 && batch.dtype != v1::INT16) || batch.shape.size() < 2 ||
+        elements * element != batch.data.size()) {
       return absl::InvalidArgumentError(absl::StrCat("audio batch ", batch.batch_index, " of ", batch.data.size(),
                                                      " bytes: its shape and dtype do not describe them"));
     }
     ConvertSpec s;
     s.raw = true;
     s.n = batch.shape[0];
-    s.type = TensorType::kFloat32;
+    s.type = batch.dtype == v1::INT16 ? TensorType::kInt16 : TensorType::kFloat32;
     return s;
   }
   // Images [N, H, W, 3]; video clips [N, T, H, W, 3] or [N, K, T, H, W, 3],

@@ -175,7 +175,7 @@ class CudaStager final : public DeviceStager {
       return s;
     }
     // uint8 NHWC needs no conversion: the tensor is the copied input.
-    // Audio (raw) is float32 already: copied, not converted.
+    // Audio (raw) is float32 or int16 already: copied, not converted.
     const bool as_is =
         spec->raw || (spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC && !spec->mixes());
     const size_t in_bytes = batch.data.size();

@@ -9,7 +9,8 @@ size_t TensorElementBytes(TensorType type) {
   switch (type) {
     case TensorType::kFloat32: return 4;
     case TensorType::kFloat16:
-    case TensorType::kBFloat16: return 2;
+    case TensorType::kBFloat16:
+    case TensorType::kInt16: return 2;
     case TensorType::kUInt8: return 1;
   }
   return 4;
@@ -31,6 +32,7 @@ const char* TensorTypeName(TensorType type) {
     case TensorType::kFloat16: return "float16";
     case TensorType::kBFloat16: return "bfloat16";
     case TensorType::kUInt8: return "uint8";
+    case TensorType::kInt16: return "int16";
   }
   return "?";
 }
@@ -185,6 +187,8 @@ void ConvertWith(const uint8_t* in, const ConvertSpec& s, Convert convert, void*
 
 void ConvertOnCpu(const uint8_t* in, const ConvertSpec& s, void* out) {
   switch (s.type) {  // once per batch
+    case TensorType::kInt16:
+      return;  // audio: never converted (SpecFor's raw)
     case TensorType::kFloat32:
       return ConvertWith<float>(in, s, [](float v) { return v; }, out);
     case TensorType::kFloat16:

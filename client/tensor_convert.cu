@@ -49,7 +49,8 @@ __global__ void ConvertKernel(const uint8_t* __restrict__ in, ConvertSpec s, voi
       case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
       case TensorType::kFloat16: static_cast<__half*>(out)[o] = __float2half_rn(v); break;
       case TensorType::kBFloat16: static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16_rn(v); break;
-      case TensorType::kUInt8: break;
+      case TensorType::kUInt8:
+      case TensorType::kInt16: break;
     }
   }
 }

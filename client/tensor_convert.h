@@ -13,7 +13,9 @@
 
 namespace stoker {
 
-enum class TensorType { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kUInt8 = 3 };
+// kInt16: audio(format=int16) waveforms, handed over as they arrived (never
+// converted; not a type images are asked for in).
+enum class TensorType { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kUInt8 = 3, kInt16 = 4 };
 enum class TensorLayout { kNCHW = 0, kNHWC = 1 };
 
 struct ConvertSpec {

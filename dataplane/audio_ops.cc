@@ -202,6 +202,10 @@ absl::StatusOr<AudioPipeline> AudioPipeline::Create(std::vector<v1::Op>* ops, in
           op.mel_spectrogram().n_fft(), " are ", work, " bytes of work per sample; at most ", kMaxSpectrogramBytes,
           " (a larger hop or a shorter window)"));
     }
+    if (p.audio_.format() == v1::Audio::INT16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": a mel spectrogram is float32; audio(format=int16) is for waveforms (drop format=int16)"));
+    }
     p.mel_ = true;
     p.spectrogram_.emplace_back(op.mel_spectrogram(), p.audio_.rate());
   }
@@ -220,7 +224,13 @@ std::vector<int64_t> AudioPipeline::SampleShape() const {
 int64_t AudioPipeline::sample_bytes() const {
   int64_t n = 1;
   for (int64_t d : SampleShape()) n *= d;
-  return n * static_cast<int64_t>(sizeof(float));
+  return n * (int16() ? int64_t{2} : int64_t{4});
+}
+
+void FloatToInt16(const float* in, int64_t n, int16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<int16_t>(std::clamp(std::lrint(in[i] * 32768.0f), -32768L, 32767L));
+  }
 }
 
 absl::Status AudioPipeline::Produce(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst,
@@ -235,9 +245,13 @@ absl::Status AudioPipeline::Produce(absl::string_view encoded, Rng& rng, double 
   times->decode += t1 - t0;
   if (!wave.ok()) return wave.status();
   const int channels = audio_.channels();
-  if (!mel_) {
+  if (!mel_ && !int16()) {
     AudioWindow(wave->samples.data(), channels, wave->frames, window_, audio_.crop(), rng,
                 reinterpret_cast<float*>(dst));
+  } else if (!mel_) {
+    std::vector<float> window(static_cast<size_t>(channels * window_));
+    AudioWindow(wave->samples.data(), channels, wave->frames, window_, audio_.crop(), rng, window.data());
+    FloatToInt16(window.data(), channels * window_, reinterpret_cast<int16_t*>(dst));
   } else {
     std::vector<float> window(static_cast<size_t>(channels * window_));
     AudioWindow(wave->samples.data(), channels, wave->frames, window_, audio_.crop(), rng, window.data());

@@ -1,8 +1,8 @@
 // Audio samples: a pipeline whose first op is audio(...) (stoker.proto)
 // decodes the sample's audio stream with FFmpeg (audio_decoder.h), takes a
 // fixed window of it and, with mel_spectrogram(...), turns it into a log-mel
-// spectrogram computed here (OpenCV's DFT). Output is float32: [C, samples]
-// or [C, n_mels, frames]. Immutable after Create; thread-safe.
+// spectrogram computed here (OpenCV's DFT). Output is float32 (or int16
+// waveforms with format=int16): [C, samples] or [C, n_mels, frames]. Immutable after Create; thread-safe.
 #ifndef STOKER_DATAPLANE_AUDIO_OPS_H_
 #define STOKER_DATAPLANE_AUDIO_OPS_H_
 
@@ -30,6 +30,10 @@ bool IsAudioPipeline(const google::protobuf::RepeatedPtrField<v1::Op>& ops);
 // Writes channels x window floats to `out`.
 void AudioWindow(const float* samples, int channels, int64_t frames, int64_t window, v1::Audio::Crop crop, Rng& rng,
                  float* out);
+
+// FFmpeg's float to s16 conversion: round(x * 32768), clamped to
+// -32768..32767.
+void FloatToInt16(const float* in, int64_t n, int16_t* out);
 
 // torchaudio.transforms.MelSpectrogram with its defaults for the given
 // parameters, and AmplitudeToDB("power") when `log`.
@@ -67,6 +71,8 @@ class AudioPipeline {
   std::vector<int64_t> SampleShape() const;
   int64_t sample_bytes() const;
   int rate() const { return audio_.rate(); }
+  // audio(format=int16): int16 waveforms (FloatToInt16), else float32.
+  bool int16() const { return audio_.format() == v1::Audio::INT16; }
 
   // Decodes `encoded` (at most `max_seconds` of stream, else too_large) and
   // writes the sample (sample_bytes()) to dst.

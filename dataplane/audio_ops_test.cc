@@ -398,6 +398,40 @@ TEST(AudioPipelineTest, ProducesTheWindowOfTheDecodedStream) {
   EXPECT_EQ(DecodeFailureOf(s), DecodeFailure::kTooLarge) << s;
 }
 
+TEST(AudioPipelineTest, Int16WaveformsAreTheFloatOnesConvertedAsFfmpegDoes) {
+  const float in[] = {0.0f, 1.0f, -1.0f, 1.5f, -2.0f, 0.5f / 32768, 1.5f / 32768, -0.5f / 32768, 1000.0f / 32768,
+                      32767.4f / 32768};
+  int16_t out[10];
+  FloatToInt16(in, 10, out);
+  // round(x * 32768) (half to even, as lrintf), clamped.
+  EXPECT_EQ(std::vector<int16_t>(out, out + 10),
+            (std::vector<int16_t>{0, 32767, -32768, 32767, -32768, 0, 2, 0, 1000, 32767}));
+  absl::StatusOr<Pipeline> f = Pipeline::Create(Session("audio(rate=8000, seconds=0.5, crop=random)"));
+  absl::StatusOr<Pipeline> i = Pipeline::Create(Session("audio(rate=8000, seconds=0.5, crop=random, format=int16)"));
+  ASSERT_TRUE(f.ok() && i.ok()) << i.status();
+  EXPECT_EQ(i->dtype(), v1::INT16);
+  EXPECT_EQ(i->sample_bytes(), 4000 * 2);
+  EXPECT_EQ(i->SampleShape(), f->SampleShape());
+  EXPECT_EQ(PipelineToText(i->ops()), "audio(rate=8000, channels=1, seconds=0.5, format=int16)");
+  const std::string wav = Wav(Sine(8000, 8000, 440, 0.7), 8000, 1);
+  std::vector<float> a(4000);
+  std::vector<int16_t> b(4000), want(4000);
+  SampleTimes times;
+  Rng r1 = Rng::ForSample(7, 0, 3), r2 = Rng::ForSample(7, 0, 3);
+  ASSERT_TRUE(f->ProduceAudio(wav, r1, 10, reinterpret_cast<uint8_t*>(a.data()), &times).ok());
+  ASSERT_TRUE(i->ProduceAudio(wav, r2, 10, reinterpret_cast<uint8_t*>(b.data()), &times).ok());
+  FloatToInt16(a.data(), 4000, want.data());
+  EXPECT_EQ(b, want);  // the same window, converted
+  EXPECT_GT(*std::max_element(b.begin(), b.end()), 20000);
+  // A spectrogram is float32 only; images are never int16.
+  EXPECT_NE(Pipeline::Create(Session("audio(format=int16), mel_spectrogram()")).status().message().find(
+                "a mel spectrogram is float32"),
+            std::string::npos);
+  v1::SessionConfig c = Session("center_crop(8)");
+  c.set_dtype(v1::INT16);
+  EXPECT_NE(Pipeline::Create(c).status().message().find("INT16"), std::string::npos);
+}
+
 TEST(AudioDatasetTest, ATreeOfAudioFilesIsAnAudioSource) {
   const fs::path root = fs::temp_directory_path() / absl::StrCat("stoker_audio_tree_", getpid());
   fs::remove_all(root);

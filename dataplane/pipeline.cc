@@ -262,13 +262,16 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
     }
     p.audio_ = std::make_shared<const AudioPipeline>(*std::move(audio));
     p.layout_ = v1::AUDIO;
-    p.dtype_ = v1::FLOAT32;
+    p.dtype_ = p.audio_->int16() ? v1::INT16 : v1::FLOAT32;
     return p;
   }
   if (config.layout() == v1::AUDIO) {
     return absl::InvalidArgumentError("layout = AUDIO is an audio pipeline's; images are NHWC or NCHW");
   }
   p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
+  if (config.dtype() == v1::INT16) {
+    return absl::InvalidArgumentError("dtype = INT16 is audio(format=int16)'s; images are UINT8, FLOAT16 or FLOAT32");
+  }
   p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
   bool fixed = false;
   for (int i = 0; i < config.pipeline_size(); ++i) {

@@ -248,6 +248,7 @@ nb::dlpack::dtype DlpackType(TensorType t) {
     case TensorType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
     case TensorType::kBFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
     case TensorType::kUInt8: return nb::dtype<uint8_t>();
+    case TensorType::kInt16: return nb::dtype<int16_t>();
   }
   return nb::dtype<float>();
 }

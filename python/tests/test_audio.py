@@ -108,6 +108,23 @@ def test_waveforms_equal_pyav_resampling(audio_root, audio_server):
     assert np.all(got[short][0, int(0.62 * RATE):] == 0) and np.any(got[short][0, : int(0.5 * RATE)] != 0)
 
 
+def test_int16_waveforms_are_the_float_ones_converted_and_half_the_bytes(audio_root, audio_server):
+    pipeline = f"audio(rate={RATE}, seconds=0.5, crop=random)"
+    floats, _ = epoch(audio_loader(audio_server.address, pipeline))
+    l = audio_loader(audio_server.address, f"audio(rate={RATE}, seconds=0.5, crop=random, format=int16)")
+    ints, _ = epoch(l)
+    paths = files_by_index(audio_root / "clips")
+    assert sorted(ints) == list(range(len(paths)))
+    for i in ints:
+        assert ints[i].dtype == np.int16 and ints[i].shape == floats[i].shape
+        # FFmpeg's float to s16: round(x * 32768), clamped.
+        want = np.clip(np.rint(floats[i].astype(np.float64) * 32768), -32768, 32767).astype(np.int16)
+        np.testing.assert_array_equal(ints[i], want, err_msg=str(paths[i]))
+    assert max(int(np.abs(v).max()) for v in ints.values()) > 1000  # not silence
+    with pytest.raises(stoker.InvalidArgument, match="a mel spectrogram is float32"):
+        audio_loader(audio_server.address, f"audio(rate={RATE}, format=int16), mel_spectrogram()")
+
+
 def test_random_windows_are_slices_of_the_stream_and_deterministic(audio_root, audio_server):
     pipeline = f"audio(rate={RATE}, seconds=0.5, crop=random)"
     a, _ = epoch(audio_loader(audio_server.address, pipeline))

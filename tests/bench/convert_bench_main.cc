@@ -37,7 +37,8 @@ void PerElementBaseline(const uint8_t* in, const ConvertSpec& s, void* out) {
           case TensorType::kFloat32: static_cast<float*>(out)[o] = v; break;
           case TensorType::kFloat16: static_cast<uint16_t*>(out)[o] = FloatToHalf(v); break;
           case TensorType::kBFloat16: static_cast<uint16_t*>(out)[o] = FloatToBFloat16(v); break;
-          case TensorType::kUInt8: break;
+          case TensorType::kUInt8:
+          case TensorType::kInt16: break;
         }
       }
     }
