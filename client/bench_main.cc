@@ -145,7 +145,8 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   auto ops = ParsePipelineText(text);
   if (!ops.ok()) return ops.status();
   for (v1::Op& op : *ops) *c.session.add_pipeline() = std::move(op);
-  auto fields = ParseFieldsText(absl::GetFlag(FLAGS_fields));
+  const bool audio_sample = c.session.pipeline_size() > 0 && c.session.pipeline(0).has_audio();
+  auto fields = ParseFieldsText(absl::GetFlag(FLAGS_fields), audio_sample);
   if (!fields.ok()) return absl::InvalidArgumentError(absl::StrCat("--fields: ", fields.status().message()));
   for (v1::FieldSpec& f : *fields) *c.session.add_fields() = std::move(f);
   c.session.set_max_field_bytes(absl::GetFlag(FLAGS_max_field_bytes));

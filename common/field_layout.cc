@@ -1,5 +1,8 @@
 #include "common/field_layout.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -74,7 +77,8 @@ absl::Status CheckFieldLayout(const v1::BatchHeader& h, const std::vector<v1::Fi
     if (item < 0) return bad(absl::StrCat("item shape [", absl::StrJoin(d.item_shape(), ","), "] for its kind"));
     for (int64_t i = 0; i < n; ++i) {
       const int64_t a = d.sample_offsets(static_cast<int>(i)), b = d.sample_offsets(static_cast<int>(i + 1));
-      const bool one_item = d.kind() == v1::CLASS || d.kind() == v1::MASK || d.kind() == v1::NUMBER;
+      const bool one_item =
+          d.kind() == v1::CLASS || d.kind() == v1::MASK || d.kind() == v1::NUMBER || d.kind() == v1::AUDIO_TRACK;
       if (b < a || (b - a) % item != 0 || (one_item && b - a != item)) {
         return bad(absl::StrCat("sample ", i, " has values [", a, ", ", b, ")"));
       }
@@ -102,6 +106,16 @@ int64_t ItemBytes(const v1::FieldData& field) {
     case v1::KEYPOINTS: return shape.size() == 2 && shape[1] == 3 ? product(4) : -1;
     case v1::MASK:
     case v1::MASKS: return shape.size() == 2 ? product(1) : -1;
+    case v1::AUDIO_TRACK: {  // [C, L] or [K, C, L] float32: clips <= 64, channels <= 8, L samples
+      if (shape.size() < 2 || shape.size() > 3) return -1;
+      int64_t p = 4;
+      for (size_t i = 0; i < shape.size(); ++i) {
+        const int64_t limit = i + 1 == shape.size() ? int64_t{600} * 384000 : i + 2 == shape.size() ? 8 : 64;
+        if (shape[i] < 1 || shape[i] > limit) return -1;
+        p *= shape[i];
+      }
+      return p;
+    }
     default: return shape.empty() ? 1 : -1;
   }
 }
@@ -120,6 +134,14 @@ int64_t MaxSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const v1::
       case v1::KEYPOINTS: total += int64_t{16} << 20; break;
       case v1::MASK: total += height * width; break;
       case v1::MASKS: total += int64_t{256} << 20; break;
+      case v1::AUDIO_TRACK: {  // [K, C, L] float32 from the video_clip op (the server checks it)
+        if (config.pipeline_size() == 0 || !config.pipeline(0).has_video_clip()) break;
+        const v1::VideoClip& c = config.pipeline(0).video_clip();
+        const double window = std::round(double{c.audio_seconds()} * (c.audio_rate() > 0 ? c.audio_rate() : 16000));
+        total += static_cast<int64_t>(std::clamp(window, 0.0, 1e9)) * std::max(1, c.clips()) *
+                 std::max(1, c.audio_channels()) * 4;
+        break;
+      }
       default: total += text; break;
     }
   }

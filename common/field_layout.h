@@ -37,7 +37,8 @@ absl::Status CheckFieldLayout(const v1::BatchHeader& header, const std::vector<v
 
 // Bytes of one value item of the field's kind and item shape (CLASS and
 // CLASSES: 4; text, bytes, json: 1; boxes: 16; keypoints: P x 12; masks:
-// H x W); -1 when the shape does not fit the kind.
+// H x W; a video's audio track: K x C x L x 4); -1 when the shape does not
+// fit the kind.
 int64_t ItemBytes(const v1::FieldData& field);
 
 // The most bytes one sample's values of these fields may take in a session

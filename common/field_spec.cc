@@ -20,9 +20,10 @@ struct KindName {
 constexpr KindName kKinds[] = {{v1::IMAGE, "image"}, {v1::CLASS, "class"},     {v1::CLASSES, "classes"},
                                {v1::TEXT, "text"},   {v1::BYTES, "bytes"},     {v1::JSON, "json"},
                                {v1::BOXES, "boxes"}, {v1::MASK, "mask"},       {v1::MASKS, "masks"},
-                               {v1::KEYPOINTS, "keypoints"}, {v1::TOKENS, "tokens"}, {v1::NUMBER, "number"}};
+                               {v1::KEYPOINTS, "keypoints"}, {v1::TOKENS, "tokens"}, {v1::NUMBER, "number"},
+                               {v1::AUDIO_TRACK, "audio"}};
 constexpr char kKindList[] =
-    "image, class, classes, text, bytes, json, boxes, mask, masks, keypoints, tokens, number";
+    "image, class, classes, text, bytes, json, boxes, mask, masks, keypoints, tokens, number, audio";
 
 bool IsImageExtension(absl::string_view ext) {
   static const auto* kImage = new std::set<std::string>{"jpg", "jpeg", "png", "webp", "bmp", "ppm", "tif", "tiff"};
@@ -42,8 +43,10 @@ v1::FieldKind KindOfExtension(absl::string_view ext) {
 v1::FieldSpec FromBareName(const std::string& name) {
   v1::FieldSpec spec;
   spec.set_name(name);
-  if (name == "image" || name == "img" || IsImageExtension(name) || name == "video" || name == "audio") {
-    spec.set_kind(v1::IMAGE);  // the sample itself: its image, or its clips or waveform with a media pipeline
+  if (name == "image" || name == "img" || IsImageExtension(name) || name == "video") {
+    spec.set_kind(v1::IMAGE);  // the sample itself: its image, or its clips with a video pipeline
+  } else if (name == "audio") {
+    spec.set_kind(v1::AUDIO_TRACK);  // a video's audio track (with an audio pipeline: the sample; ParseFieldsText)
     if (IsImageExtension(name)) spec.add_extensions(name);
   } else if (name == "label" || name == "class" || name == "cls") {
     spec.set_kind(v1::CLASS);
@@ -104,7 +107,7 @@ const std::vector<std::string>& DefaultImageExtensions() {
   return *kDefault;
 }
 
-absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view text) {
+absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view text, bool audio_sample) {
   std::vector<v1::FieldSpec> fields;
   if (absl::StripAsciiWhitespace(text).empty()) return fields;
   int i = 0;
@@ -143,8 +146,9 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
       if (kind == v1::FIELD_KIND_UNSPECIFIED) {
         if (spec.extensions().empty()) return Bad(i, absl::StrCat("'", name, "=' names no member extension"));
         // "video=mp4", "audio=flac": the sample itself, read from that member
-        // ("audio=bytes:flac" for the member's bytes).
-        kind = name == "video" || name == "audio" ? v1::IMAGE : KindOfExtension(spec.extensions(0));
+        // ("audio=bytes:flac" for the member's bytes); "audio=flac" on a
+        // video_clip session is refused at open (the track has no member).
+        kind = name == "video" ? v1::IMAGE : name == "audio" ? v1::AUDIO_TRACK : KindOfExtension(spec.extensions(0));
       }
       spec.set_kind(kind);
       if (spec.extensions().empty() && (kind == v1::TEXT || kind == v1::JSON || kind == v1::BYTES || kind == v1::TOKENS)) {
@@ -153,6 +157,15 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
       fields.push_back(std::move(spec));
     }
     ++i;
+  }
+  const bool has_image = std::any_of(fields.begin(), fields.end(), [](const auto& f) { return f.kind() == v1::IMAGE; });
+  if (audio_sample && !has_image) {  // "audio": the sample of an audio(...) pipeline
+    for (v1::FieldSpec& f : fields) {
+      if (f.kind() == v1::AUDIO_TRACK && f.json_path().empty()) {
+        f.set_kind(v1::IMAGE);
+        break;
+      }
+    }
   }
   v1::SessionConfig check;
   for (const v1::FieldSpec& f : fields) *check.add_fields() = f;

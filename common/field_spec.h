@@ -7,7 +7,8 @@
 // when not given, follows from the first extension (jpg/jpeg/png/webp/...:
 // image, cls: class, txt/text: text, json: json, anything else: bytes) or,
 // for a bare name, from the name (image/jpg/png: image, label/cls/class:
-// class, labels/classes: classes, txt/text/caption: text, json/meta: json).
+// class, labels/classes: classes, txt/text/caption: text, json/meta: json,
+// video: image (a video sample's clips), audio: audio).
 // Pure functions; thread-safe.
 #ifndef STOKER_COMMON_FIELD_SPEC_H_
 #define STOKER_COMMON_FIELD_SPEC_H_
@@ -29,8 +30,11 @@ inline constexpr int kMaxFieldExtensions = 16;
 inline constexpr int64_t kDefaultMaxFieldBytes = int64_t{1} << 20;
 
 // INVALID_ARGUMENT naming the entry that does not parse. Empty text: no
-// fields. The result passes CheckFields's syntax rules.
-absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view text);
+// fields. The result passes CheckFields's syntax rules. "audio" (a bare
+// name, or NAME=audio[:EXT]) is a video's audio track (kind AUDIO_TRACK); with
+// `audio_sample` (the pipeline starts with audio(...)) and no image field,
+// the first such field is the sample itself (kind IMAGE).
+absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view text, bool audio_sample = false);
 
 // The inverse of ParseFieldsText, canonical: NAME=KIND:EXT;EXT (or NAME=KIND
 // without extensions), joined by ", ".

@@ -31,19 +31,27 @@ TEST(FieldSpecTest, KindsFollowFromExtensionsAndNames) {
   EXPECT_EQ((*bare)[4].extensions(0), "npy");
 }
 
-TEST(FieldSpecTest, VideoAndAudioNameTheSampleOfAMediaSession) {
-  auto bare = ParseFieldsText("video, caption");
-  ASSERT_TRUE(bare.ok()) << bare.status();
-  EXPECT_EQ((*bare)[0].kind(), v1::IMAGE);  // the sample: its clips
-  EXPECT_TRUE((*bare)[0].extensions().empty());
-  auto member = ParseFieldsText("audio=flac;wav, label, raw=mp4");
-  ASSERT_TRUE(member.ok()) << member.status();
-  EXPECT_EQ((*member)[0].kind(), v1::IMAGE);
-  EXPECT_EQ((*member)[0].extensions(1), "wav");
-  EXPECT_EQ((*member)[2].kind(), v1::BYTES);  // another name: the member's bytes, as before
+TEST(FieldSpecTest, VideoAndAudioNameTheSampleOfAMediaSessionOrAVideosTrack) {
+  auto video = ParseFieldsText("video, audio, caption");
+  ASSERT_TRUE(video.ok()) << video.status();
+  EXPECT_EQ((*video)[0].kind(), v1::IMAGE);  // the sample: its clips
+  EXPECT_TRUE((*video)[0].extensions().empty());
+  EXPECT_EQ((*video)[1].kind(), v1::AUDIO_TRACK);  // the video's audio track
+  auto audio = ParseFieldsText("audio=flac;wav, label, raw=mp4", /*audio_sample=*/true);
+  ASSERT_TRUE(audio.ok()) << audio.status();
+  EXPECT_EQ((*audio)[0].kind(), v1::IMAGE);  // an audio(...) pipeline's sample, from those members
+  EXPECT_EQ((*audio)[0].extensions(1), "wav");
+  EXPECT_EQ((*audio)[2].kind(), v1::BYTES);  // another name: the member's bytes, as before
+  // Without an audio pipeline, "audio" is no sample: an image field is still needed.
+  EXPECT_FALSE(ParseFieldsText("audio, label").ok());
+  EXPECT_TRUE(ParseFieldsText("audio, label", true).ok());
   auto bytes = ParseFieldsText("image, audio=bytes:flac");
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ((*bytes)[1].kind(), v1::BYTES);
+  // The text form round-trips the kind.
+  v1::SessionConfig c;
+  for (const auto& f : *video) *c.add_fields() = f;
+  EXPECT_EQ(FieldsToText(c.fields()), "video=image, audio=audio, caption=text:txt");
 }
 
 TEST(FieldSpecTest, JsonPathsTypeOneValueOfAMember) {

@@ -18,10 +18,10 @@ absl::StatusOr<Waveform> DecodeAudio(absl::string_view bytes, const AudioDecodeO
   float* samples = nullptr;
   int64_t frames = 0;
   char error[512] = "";
-  const int r = api->decode_audio(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &request, &samples,
-                                  &frames, error, sizeof(error));
-  if (r != STOKER_MEDIA_OK) return MediaStatus(r, error, "decoding audio");
   Waveform w;
+  const int r = api->decode_audio(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &request, &samples,
+                                  &frames, &w.start_seconds, error, sizeof(error));
+  if (r != STOKER_MEDIA_OK) return MediaStatus(r, error, "decoding audio");
   w.rate = options.rate;
   w.channels = options.channels;
   w.frames = frames;

@@ -19,6 +19,7 @@ struct Waveform {
   int channels = 0;
   int64_t frames = 0;          // samples per channel
   std::vector<float> samples;  // planar: channel c at [c * frames, (c + 1) * frames)
+  double start_seconds = 0;    // the first sample's time in the container (a video's timeline)
 };
 
 struct AudioDecodeOptions {

@@ -135,10 +135,12 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       max_field_bytes_(config_.max_field_bytes() > 0 ? config_.max_field_bytes() : kDefaultMaxFieldBytes),
       target_roles_(TargetRoles(value_fields_, *source_)),
       has_targets_(std::any_of(target_roles_.begin(), target_roles_.end(),
-                               [](TargetRole r) { return r != TargetRole::kMember; })),
+                               [](TargetRole r) { return r != TargetRole::kMember && r != TargetRole::kAudioTrack; })),
+      audio_track_field_(static_cast<int>(std::find(target_roles_.begin(), target_roles_.end(),
+                                                    TargetRole::kAudioTrack) - target_roles_.begin())),
       target_needs_(NeedsOf(target_roles_)),
       item_shapes_(ItemShapes(value_fields_, source_->keypoints_per_box(), pipeline_.out_height(),
-                              pipeline_.out_width())) {}
+                              pipeline_.out_width(), pipeline_.audio_track_shape())) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -418,7 +420,10 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
           limits.decoder_threads = video_decoder_threads_;
           limits.decoder_thread_budget = workers_;
           limits.max_seconds = max_media_seconds_;
-          status = pipeline_.ProduceVideo(encoded, rng, limits, dst, &times);
+          std::string* track = fields != nullptr && audio_track_field_ < static_cast<int>(fields->size())
+                                   ? &(*fields)[static_cast<size_t>(audio_track_field_)]
+                                   : nullptr;
+          status = pipeline_.ProduceVideo(encoded, rng, limits, dst, &times, track);
         } else {
           status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
         }

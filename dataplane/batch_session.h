@@ -213,7 +213,8 @@ class BatchSession final : public StreamSession {
   // Which value fields are targets (target_fields.h), what the source must
   // read for them, and their item shapes in the header.
   const std::vector<TargetRole> target_roles_;
-  const bool has_targets_;  // some role is not kMember
+  const bool has_targets_;  // some role is a target (neither kMember nor kAudioTrack)
+  const int audio_track_field_;  // the value field of kind AUDIO_TRACK, or value_fields_.size()
   const TargetNeeds target_needs_;
   const std::vector<std::vector<int64_t>> item_shapes_;
 

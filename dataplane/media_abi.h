@@ -37,10 +37,14 @@ struct StokerAudioRequest {
 // Decodes the first audio stream of the container in data[0, size) and
 // resamples it (libswresample, its default filter) to float32, planar:
 // channel c's samples at (*samples)[c * *frames ...]. *samples is freed with
-// stoker_media_free. On failure returns the reason and writes a message of at
-// most error_size bytes (NUL-terminated) naming the problem.
+// stoker_media_free. *start_seconds (when not null): the first decoded
+// sample's time in the container's timeline (its timestamp x time base; 0
+// without one), to align a video's audio with its frames. On failure returns
+// the reason and writes a message of at most error_size bytes
+// (NUL-terminated) naming the problem.
 int stoker_media_decode_audio(const uint8_t* data, size_t size, const struct StokerAudioRequest* request,
-                              float** samples, int64_t* frames, char* error, size_t error_size);
+                              float** samples, int64_t* frames, double* start_seconds, char* error,
+                              size_t error_size);
 
 // What a video's index and decode are bounded by.
 struct StokerVideoLimits {
@@ -53,10 +57,12 @@ struct StokerVideoLimits {
 
 // The first video stream of a container: its frame size and every frame's
 // presentation timestamp (in the stream's time base), in presentation
-// order, from a demux of the whole file (no decoding). *pts is freed with
+// order, from a demux of the whole file (no decoding), and the seconds of
+// one timestamp tick (the stream's time base). *pts is freed with
 // stoker_media_free.
 int stoker_media_video_index(const uint8_t* data, size_t size, const struct StokerVideoLimits* limits, int* width,
-                             int* height, int64_t** pts, int64_t* frames, char* error, size_t error_size);
+                             int* height, int64_t** pts, int64_t* frames, double* seconds_per_tick, char* error,
+                             size_t error_size);
 
 // Decodes the frames whose timestamps are pts[0..n) (ascending; repeats
 // allowed) to 8-bit RGB (width x height x 3 each, as the index said) in

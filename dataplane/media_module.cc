@@ -109,7 +109,7 @@ double WavAnnounced(const uint8_t* data, size_t size, const AVCodecParameters* p
 }
 
 Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& request,
-                    std::vector<std::vector<float>>* planes, int64_t* frames) {
+                    std::vector<std::vector<float>>* planes, int64_t* frames, double* start_seconds) {
   if (size == 0) return Fail(STOKER_MEDIA_EMPTY, "zero bytes");
   if (request.rate < 1 || request.rate > kMaxRate || request.channels < 1 || request.channels > kMaxChannels) {
     return Fail(STOKER_MEDIA_CORRUPT, "bad request: rate %d, channels %d", request.rate, request.channels);
@@ -155,6 +155,9 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
     announced = static_cast<double>(stream->duration) * av_q2d(stream->time_base);
   } else if (format->duration > 0) {
     announced = static_cast<double>(format->duration) / AV_TIME_BASE;
+    // The container's duration spans all its streams (a video's audio may
+    // end before its pictures): a bound, not this stream's length.
+    if (format->nb_streams > 1) estimated = true;
   }
   if (std::strcmp(format->iformat->name, "wav") == 0) {
     if (const double stated = WavAnnounced(data, size, par); stated > 0) {
@@ -186,6 +189,7 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
   Output output(request.channels, max_frames);
   int in_rate = 0, in_format = -1, in_channels = 0;
   int64_t in_frames = 0;
+  double first_seconds = 0;
   int idle_packets = 0;
 
   // Drains the decoder's frames into the resampler.
@@ -195,6 +199,10 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return {};
       if (r < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec->name, AvError(r).c_str());
       idle_packets = 0;
+      if (in_frames == 0) {
+        const int64_t ts = frame->best_effort_timestamp != AV_NOPTS_VALUE ? frame->best_effort_timestamp : frame->pts;
+        if (ts != AV_NOPTS_VALUE) first_seconds = static_cast<double>(ts) * av_q2d(stream->time_base);
+      }
       const int channels = frame->ch_layout.nb_channels;
       if (frame->sample_rate < kMinRate || frame->sample_rate > kMaxRate || channels < 1 || channels > kMaxChannels) {
         av_frame_unref(frame.get());
@@ -301,6 +309,7 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
   }
   *frames = output.frames();
   *planes = output.TakePlanes();
+  *start_seconds = first_seconds;
   return {};
 }
 
@@ -313,16 +322,18 @@ extern "C" {
 
 __attribute__((visibility("default"))) int stoker_media_decode_audio(const uint8_t* data, size_t size,
                                                                       const StokerAudioRequest* request,
-                                                                      float** samples, int64_t* frames, char* error,
+                                                                      float** samples, int64_t* frames,
+                                                                      double* start_seconds, char* error,
                                                                       size_t error_size) {
   PrepareFfmpeg();
   *samples = nullptr;
   *frames = 0;
+  double start = 0;
   Failure f;
   std::vector<std::vector<float>> planes;
   int64_t n = 0;
   try {
-    f = DecodeAudio(data, size, *request, &planes, &n);
+    f = DecodeAudio(data, size, *request, &planes, &n, &start);
   } catch (const std::bad_alloc&) {
     f = Fail(STOKER_MEDIA_NO_MEMORY, "out of memory while decoding audio");
   } catch (const std::exception& e) {
@@ -339,6 +350,7 @@ __attribute__((visibility("default"))) int stoker_media_decode_audio(const uint8
       }
       *samples = out;
       *frames = n;
+      if (start_seconds != nullptr) *start_seconds = start;
       return STOKER_MEDIA_OK;
     }
   }

@@ -88,7 +88,7 @@ struct VideoStream {
 };
 
 Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits, int* width, int* height,
-              std::vector<int64_t>* pts) {
+              std::vector<int64_t>* pts, double* seconds_per_tick) {
   VideoStream v;
   if (Failure f = v.Open(data, size, limits); f.code != STOKER_MEDIA_OK) return f;
   std::unique_ptr<AVPacket, PacketDeleter> packet(av_packet_alloc());
@@ -131,6 +131,7 @@ Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits,
   }
   *width = v.stream->codecpar->width;
   *height = v.stream->codecpar->height;
+  *seconds_per_tick = av_q2d(v.stream->time_base);
   return {};
 }
 
@@ -266,14 +267,16 @@ extern "C" {
 __attribute__((visibility("default"))) int stoker_media_video_index(const uint8_t* data, size_t size,
                                                                      const StokerVideoLimits* limits, int* width,
                                                                      int* height, int64_t** pts, int64_t* frames,
-                                                                     char* error, size_t error_size) {
+                                                                     double* seconds_per_tick, char* error,
+                                                                     size_t error_size) {
   PrepareFfmpeg();
   *pts = nullptr;
   *frames = 0;
+  *seconds_per_tick = 0;
   Failure f;
   std::vector<int64_t> index;
   try {
-    f = Index(data, size, *limits, width, height, &index);
+    f = Index(data, size, *limits, width, height, &index, seconds_per_tick);
   } catch (const std::bad_alloc&) {
     f = Fail(STOKER_MEDIA_NO_MEMORY, "out of memory while indexing a video");
   }

@@ -6,8 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/pipeline_text.h"
+#include "dataplane/audio_decoder.h"
 #include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/media_loader.h"
@@ -28,6 +30,41 @@ namespace stoker {
 void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng);
 
 namespace {
+
+// A video's audio track (AUDIO_TRACK): decoded and resampled as the clip
+// asks, then a window of audio_seconds from each of `starts` (seconds in the
+// container's timeline), zeros outside the stream; float32 [K, C, L] to
+// *out. No audio stream: missing_field.
+absl::Status AudioTrack(absl::string_view encoded, const v1::VideoClip& clip, const std::vector<double>& starts,
+                        const VideoLimits& limits, std::string* out) {
+  AudioDecodeOptions options;
+  options.rate = clip.audio_rate();
+  options.channels = clip.audio_channels();
+  options.max_seconds = limits.max_seconds;
+  options.max_wall_seconds = limits.max_wall_seconds;
+  absl::StatusOr<Waveform> wave = DecodeAudio(encoded, options);
+  if (!wave.ok()) {
+    if (absl::StrContains(wave.status().message(), "has no audio stream")) {
+      return DecodeError(DecodeFailure::kMissingField,
+                         absl::StrCat("a field of kind audio: ", wave.status().message()));
+    }
+    return wave.status();
+  }
+  const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
+  const int channels = clip.audio_channels();
+  out->assign(starts.size() * static_cast<size_t>(channels) * static_cast<size_t>(window) * sizeof(float), '\0');
+  auto* dst = reinterpret_cast<float*>(out->data());
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t first = std::llround((starts[k] - wave->start_seconds) * clip.audio_rate());
+    for (int c = 0; c < channels; ++c) {
+      const float* src = wave->samples.data() + static_cast<int64_t>(c) * wave->frames;
+      float* row = dst + (static_cast<int64_t>(k) * channels + c) * window;
+      const int64_t from = std::max<int64_t>(0, -first), to = std::min<int64_t>(window, wave->frames - first);
+      for (int64_t i = from; i < to; ++i) row[i] = src[first + i];
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The sample field (kind image) of an audio or video session: the source's
 // own member, or members with extensions in `allowed` (with the dot).
@@ -252,6 +289,10 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
                                                        " is an image's: an audio pipeline's sample is its audio"));
       }
       if (absl::Status s = CheckMediaMembers(f, AudioExtensions(), "audio(...)"); !s.ok()) return s;
+      if (f.kind() == v1::AUDIO_TRACK) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio track; "
+                                                       "an audio(...) pipeline's sample is the field of kind image"));
+      }
     }
     p.ops_.assign(config.pipeline().begin(), config.pipeline().end());
     absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&p.ops_, config.batch_size());
@@ -327,10 +368,19 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
     if (p.has_user_ops()) {
       return absl::InvalidArgumentError("python(...) and plugin ops do not run on video clips yet");
     }
+    if (absl::Status s = p.CheckAudioTrack(config); !s.ok()) return s;
     if (config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
       return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
                                                      p.sample_bytes(), " bytes; a batch may hold at most ",
                                                      kMaxBatchBytes, " bytes"));
+    }
+  }
+  if (!p.video_) {
+    for (const v1::FieldSpec& f : config.fields()) {
+      if (f.kind() == v1::AUDIO_TRACK) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio "
+                                                       "track: the pipeline must start with video_clip(...)"));
+      }
     }
   }
   const bool has_boxes = std::any_of(config.fields().begin(), config.fields().end(),
@@ -357,6 +407,49 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
     }
   }
   return p;
+}
+
+absl::Status Pipeline::CheckAudioTrack(const v1::SessionConfig& config) {
+  int tracks = 0;
+  for (const v1::FieldSpec& f : config.fields()) {
+    if (f.kind() != v1::AUDIO_TRACK) continue;
+    ++tracks;
+    if (!f.extensions().empty() || !f.json_path().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(),
+                                                     "' (audio) is the video's own audio track: give it no member "
+                                                     "extension or json path"));
+    }
+  }
+  if (tracks == 0) return absl::OkStatus();
+  if (tracks > 1) return absl::InvalidArgumentError("at most one field of kind audio (the video's audio track)");
+  v1::VideoClip& clip = *ops_[0].mutable_video_clip();
+  if (clip.audio_rate() == 0) clip.set_audio_rate(16000);
+  if (clip.audio_channels() == 0) clip.set_audio_channels(1);
+  if (clip.audio_rate() < 1000 || clip.audio_rate() > 384000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline[0].video_clip.audio_rate = ", clip.audio_rate(), "; allowed range is 1000..384000"));
+  }
+  if (clip.audio_channels() < 1 || clip.audio_channels() > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline[0].video_clip.audio_channels = ", clip.audio_channels(), "; allowed range is 1..8"));
+  }
+  const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
+  if (!(clip.audio_seconds() > 0) || clip.audio_seconds() > 600 || window < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline[0].video_clip.audio_seconds = ", clip.audio_seconds(),
+        ": a field of kind audio needs each clip's window length, 0..600 s (e.g. video_clip(frames=16, "
+        "audio_seconds=1.0))"));
+  }
+  audio_track_shape_.clear();
+  if (clip.clips() > 1) audio_track_shape_.push_back(clip.clips());
+  audio_track_shape_.insert(audio_track_shape_.end(), {int64_t{clip.audio_channels()}, window});
+  const int64_t bytes = int64_t{clip.clips()} * clip.audio_channels() * window * 4;
+  if (config.batch_size() * (sample_bytes() + bytes) > kMaxBatchBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size x (clip bytes + audio bytes) = ", config.batch_size(),
+                                                   " x (", sample_bytes(), " + ", bytes,
+                                                   "); a batch may hold at most ", kMaxBatchBytes, " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
@@ -448,7 +541,7 @@ std::vector<int64_t> Pipeline::SampleShape() const {
 }
 
 absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
-                                    SampleTimes* times) const {
+                                    SampleTimes* times, std::string* audio_track) const {
   if (!video_) return absl::FailedPreconditionError("not a video_clip pipeline");
   const absl::Time t0 = absl::Now();
   // One time limit for the whole sample: the index and every clip's decode.
@@ -477,6 +570,19 @@ absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const V
     return DecodeError(DecodeFailure::kTooLarge,
                        absl::StrCat("a clip of ", T, " frames of ", index->width, "x", index->height, " is ",
                                     rgb_bytes * static_cast<size_t>(T), " bytes decoded; at most ", kMaxClipBytes));
+  }
+  if (!audio_track_shape_.empty() && audio_track != nullptr) {
+    const absl::Time t1 = absl::Now();
+    now = within();
+    if (!now.ok()) return now.status();
+    std::vector<double> starts;  // each clip's first frame, in seconds
+    for (int k = 0; k < clip.clips(); ++k) {
+      starts.push_back(static_cast<double>(index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T)])]) *
+                       index->seconds_per_tick);
+    }
+    absl::Status s = AudioTrack(encoded, clip, starts, *now, audio_track);
+    times->decode += absl::Now() - t1;
+    if (!s.ok()) return s;
   }
   std::vector<uint8_t> rgb(rgb_bytes * static_cast<size_t>(T));
   for (int k = 0; k < clip.clips(); ++k) {

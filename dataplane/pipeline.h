@@ -67,6 +67,9 @@ class Pipeline {
   // ProduceVideo, each frame made by the image ops after it, shaped
   // [T, ...frame] or [K, T, ...frame].
   bool video() const { return video_; }
+  // A video session with a field of kind AUDIO_TRACK: its item shape, [C, L]
+  // or [K, C, L] float32 (proto VideoClip's audio_*); empty without one.
+  const std::vector<int64_t>& audio_track_shape() const { return audio_track_shape_; }
 
   int out_height() const { return out_height_; }
   int out_width() const { return out_width_; }
@@ -96,8 +99,11 @@ class Pipeline {
   // A video pipeline's sample (video() set): the clips' frames chosen from
   // the stream's index and decoded within `limits`, then every frame through
   // ops [1, end) with one random draw per clip.
+  // With audio_track_shape() set, `audio_track` receives each clip's
+  // window of the audio stream (float32, that shape; zeros outside the
+  // stream); a video without an audio stream fails as missing_field.
   absl::Status ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
-                            SampleTimes* times) const;
+                            SampleTimes* times, std::string* audio_track = nullptr) const;
   // Produce without Store: the RGB image after ops [first_op, end), decoding
   // fused with op first_op as Produce does.
   absl::StatusOr<cv::Mat> DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels, size_t first_op,
@@ -133,12 +139,16 @@ class Pipeline {
   // output size; keeps a plugin op's instance and notes the sizes user ops
   // must keep.
   absl::Status CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed);
+  // A video session's AUDIO_TRACK field (at most one, no member, a window
+  // length): fills in the op's audio defaults and audio_track_shape_.
+  absl::Status CheckAudioTrack(const v1::SessionConfig& config);
   // Runs a python(...) or plugin op (ops_[i]) on the image.
   absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const;
 
   std::vector<v1::Op> ops_;  // with defaults filled in
   std::shared_ptr<const AudioPipeline> audio_;
   bool video_ = false;
+  std::vector<int64_t> audio_track_shape_;  // [K,] C, L
   int64_t frame_bytes() const;  // one image (a video's frame) in the session's layout and dtype
   UserOps user_;
   // A user op's output must keep this size: the pipeline's size was fixed

@@ -289,11 +289,12 @@ absl::Status CheckFieldsFitSource(const std::string& dataset, const SampleSource
   }
   for (const v1::FieldSpec& f : fields) {
     const bool class_of_tree = (f.kind() == v1::CLASS || f.kind() == v1::CLASSES) && f.extensions().empty();
-    if (f.kind() == v1::IMAGE || class_of_tree) continue;
+    const bool track = f.kind() == v1::AUDIO_TRACK && source.media() == MediaKind::kVideo;  // the video's own
+    if (f.kind() == v1::IMAGE || class_of_tree || track) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         "field '", f.name(), "' (", FieldKindName(f.kind()), ") cannot be read from dataset '", dataset,
-        "': its samples have only an image and a class (fields of kind image and class); other fields come from "
-        "WebDataset shards"));
+        "': its samples have only an image and a class (fields of kind image and class; a video also its audio "
+        "track); other fields come from WebDataset shards"));
   }
   return absl::OkStatus();
 }

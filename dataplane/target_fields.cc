@@ -91,6 +91,7 @@ std::vector<TargetRole> TargetRoles(const std::vector<v1::FieldSpec>& fields, co
       case v1::MASKS: role = TargetRole::kMasks; break;
       case v1::KEYPOINTS: role = TargetRole::kKeypoints; break;
       case v1::MASK: role = f.extensions().empty() ? TargetRole::kSourceMask : TargetRole::kMask; break;
+      case v1::AUDIO_TRACK: role = TargetRole::kAudioTrack; break;
       case v1::CLASSES:
         if (f.extensions().empty() && source.has_annotations()) {
           role = f.name() == "iscrowd" ? TargetRole::kCrowd : TargetRole::kLabels;
@@ -153,7 +154,8 @@ void EncodeTargets(const SampleTargets& t, const std::vector<TargetRole>& roles,
   for (size_t f = 0; f < roles.size(); ++f) {
     std::string& out = (*values)[f];
     switch (roles[f]) {
-      case TargetRole::kMember: continue;
+      case TargetRole::kMember:
+      case TargetRole::kAudioTrack: continue;
       case TargetRole::kBoxes: out.clear(); Append(t.boxes.data(), t.boxes.size(), &out); break;
       case TargetRole::kLabels: out.clear(); Append(t.labels.data(), t.labels.size(), &out); break;
       case TargetRole::kCrowd: out.clear(); Append(t.crowd.data(), t.crowd.size(), &out); break;
@@ -169,7 +171,7 @@ void EncodeTargets(const SampleTargets& t, const std::vector<TargetRole>& roles,
 }
 
 std::vector<std::vector<int64_t>> ItemShapes(const std::vector<v1::FieldSpec>& fields, int keypoints_per_box,
-                                             int height, int width) {
+                                             int height, int width, const std::vector<int64_t>& audio_track) {
   std::vector<std::vector<int64_t>> shapes;
   for (const v1::FieldSpec& f : fields) {
     switch (f.kind()) {
@@ -177,6 +179,7 @@ std::vector<std::vector<int64_t>> ItemShapes(const std::vector<v1::FieldSpec>& f
       case v1::KEYPOINTS: shapes.push_back({keypoints_per_box, 3}); break;
       case v1::MASK:
       case v1::MASKS: shapes.push_back({height, width}); break;
+      case v1::AUDIO_TRACK: shapes.push_back(audio_track); break;
       default: shapes.emplace_back(); break;
     }
   }

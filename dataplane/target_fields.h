@@ -27,6 +27,7 @@ enum class TargetRole {
   kMask,       // the per-pixel mask, from a WebDataset member (PNG, lossless)
   kSourceMask, // the per-pixel mask of a segmentation source (images/ + masks/)
   kKeypoints,
+  kAudioTrack, // a video's audio track (AUDIO_TRACK): made by Pipeline::ProduceVideo, not a target
 };
 
 // One role per field of `fields` (the value fields, in order).
@@ -54,9 +55,10 @@ void EncodeTargets(const SampleTargets& targets, const std::vector<TargetRole>& 
                    std::vector<std::string>* values);
 
 // Each field's item shape (FieldData.item_shape): boxes [4], keypoints
-// [P, 3], masks and mask [height, width]; empty for the rest.
+// [P, 3], masks and mask [height, width], a video's audio track
+// `audio_track` (Pipeline::audio_track_shape); empty for the rest.
 std::vector<std::vector<int64_t>> ItemShapes(const std::vector<v1::FieldSpec>& fields, int keypoints_per_box,
-                                             int height, int width);
+                                             int height, int width, const std::vector<int64_t>& audio_track = {});
 
 }  // namespace stoker
 

@@ -26,7 +26,7 @@ absl::StatusOr<VideoIndex> IndexVideo(absl::string_view bytes, const VideoLimits
   int64_t frames = 0;
   char error[512] = "";
   const int r = api->video_index(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &l, &index.width,
-                                 &index.height, &pts, &frames, error, sizeof(error));
+                                 &index.height, &pts, &frames, &index.seconds_per_tick, error, sizeof(error));
   if (r != STOKER_MEDIA_OK) return MediaStatus(r, error, "indexing a video");
   index.pts.assign(pts, pts + frames);
   api->free(pts);

@@ -31,6 +31,7 @@ struct VideoLimits {
 struct VideoIndex {
   int width = 0, height = 0;
   std::vector<int64_t> pts;  // every frame's timestamp, presentation order
+  double seconds_per_tick = 0;  // the timestamps' unit (the stream's time base)
 };
 
 // Failures are decode failures (image_decoder.h) naming the problem:

@@ -210,6 +210,41 @@ TEST(VideoPipelineTest, ShapesAndRefusals) {
   EXPECT_NE(Pipeline::Create(cached).status().message().find("CACHE_DECODED"), std::string::npos);
 }
 
+TEST(VideoPipelineTest, AnAudioTrackFieldHasTheShapeTheOpAsksForAndIsRefusedElsewhere) {
+  auto with_track = [](const std::string& text) {
+    v1::SessionConfig c = Session(text);
+    v1::FieldSpec* image = c.add_fields();
+    image->set_name("video");
+    image->set_kind(v1::IMAGE);
+    v1::FieldSpec* track = c.add_fields();
+    track->set_name("audio");
+    track->set_kind(v1::AUDIO_TRACK);
+    return c;
+  };
+  absl::StatusOr<Pipeline> p =
+      Pipeline::Create(with_track("video_clip(frames=2, clips=3, audio_seconds=0.25), center_crop(8)"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->audio_track_shape(), (std::vector<int64_t>{3, 1, 4000}));  // 16 kHz mono by default
+  p = Pipeline::Create(with_track("video_clip(audio_rate=8000, audio_channels=2, audio_seconds=1), center_crop(8)"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->audio_track_shape(), (std::vector<int64_t>{2, 8000}));
+  EXPECT_TRUE(Pipeline::Create(Session("video_clip(), center_crop(8)"))->audio_track_shape().empty());
+  auto error = [&](const std::string& text) {
+    absl::StatusOr<Pipeline> q = Pipeline::Create(with_track(text));
+    EXPECT_FALSE(q.ok()) << text;
+    return q.ok() ? std::string() : std::string(q.status().message());
+  };
+  EXPECT_NE(error("video_clip(), center_crop(8)").find("audio_seconds"), std::string::npos);
+  EXPECT_NE(error("video_clip(audio_seconds=1, audio_rate=10), center_crop(8)").find("audio_rate = 10"),
+            std::string::npos);
+  EXPECT_NE(error("video_clip(audio_seconds=1, audio_channels=9), center_crop(8)").find("audio_channels = 9"),
+            std::string::npos);
+  EXPECT_NE(error("center_crop(8)").find("must start with video_clip"), std::string::npos);
+  v1::SessionConfig member = with_track("video_clip(audio_seconds=1), center_crop(8)");
+  member.mutable_fields(1)->add_extensions("wav");
+  EXPECT_NE(Pipeline::Create(member).status().message().find("own audio track"), std::string::npos);
+}
+
 TEST(VideoPipelineTest, OneRandomDrawPerClipAndDeterminism) {
   if (!HaveFfmpeg()) GTEST_SKIP() << "Debian's ffmpeg tool is not installed";
   const std::string video = Made(absl::StrCat(kPattern, " -c:v libx264 -g 8"), "c.mp4");

@@ -150,7 +150,10 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   }
   if (o.dataset.empty()) return absl::InvalidArgumentError("dataset: a name under the servers' --data-root");
   cc.session.set_dataset(o.dataset);
-  absl::StatusOr<std::vector<v1::FieldSpec>> fields = ParseFieldsText(o.fields);
+  auto sample_ops = ParsePipelineText(o.pipeline.empty() ? std::string(kDefaultTrainPipeline) : o.pipeline);
+  if (!sample_ops.ok()) return sample_ops.status();
+  absl::StatusOr<std::vector<v1::FieldSpec>> fields =
+      ParseFieldsText(o.fields, !sample_ops->empty() && (*sample_ops)[0].has_audio());
   if (!fields.ok()) return fields.status();
   for (v1::FieldSpec& f : *fields) *cc.session.add_fields() = std::move(f);
   cc.session.set_max_field_bytes(o.max_field_bytes);
@@ -512,14 +515,18 @@ NB_MODULE(_stoker_ext, m) {
   });
   m.def(
       "parse_fields",
-      [](const std::string& text) {
-        absl::StatusOr<std::vector<v1::FieldSpec>> fields = ParseFieldsText(text);
+      [](const std::string& text, const std::string& pipeline) {
+        auto ops = ParsePipelineText(pipeline.empty() ? std::string(kDefaultTrainPipeline) : pipeline);
+        absl::StatusOr<std::vector<v1::FieldSpec>> fields =
+            ParseFieldsText(text, ops.ok() && !ops->empty() && (*ops)[0].has_audio());
         if (!fields.ok()) Raise(fields.status());
         std::vector<std::pair<std::string, std::string>> out;
         for (const v1::FieldSpec& f : *fields) out.emplace_back(f.name(), FieldKindName(f.kind()));
         return out;
       },
-      "(name, kind) of each field in a fields text (README 'Fields'), in order; raises InvalidArgument");
+      nb::arg("text"), nb::arg("pipeline") = "",
+      "(name, kind) of each field in a fields text (README 'Fields') for a pipeline text, in order; raises "
+      "InvalidArgument");
   m.def(
       "mix_draw",
       [](double mixup_alpha, double cutmix_alpha, double mix_prob, double switch_prob, uint64_t seed, int64_t epoch,

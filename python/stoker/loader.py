@@ -25,7 +25,7 @@ from . import _stoker_ext as _ext
 
 DEFAULT_PIPELINE = "random_resized_crop(224), random_horizontal_flip(0.5)"
 FIELD_PAD = -1  # class ids past a sample's count in a padded "classes" field
-_ITEM_TYPES = {"boxes": "<f4", "keypoints": "<f4", "mask": "u1", "masks": "u1"}
+_ITEM_TYPES = {"boxes": "<f4", "keypoints": "<f4", "mask": "u1", "masks": "u1", "audio": "<f4"}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 STATE_VERSION = 1
@@ -103,7 +103,10 @@ class Loader:
         NAME_count [N]), masks ([N, K, H, W] uint8 per box, + count), mask
         (the per-pixel classes, uint8 [N, H, W]), keypoints ([N, K, P, 3]:
         x, y, visibility, + count); on an annotated dataset "labels" are
-        the boxes' classes and "iscrowd" their crowd flags (classes kind).
+        the boxes' classes and "iscrowd" their crowd flags (classes kind);
+        "audio" on a video_clip(..., audio_seconds=S) pipeline: the video's
+        audio track, float32 [N, (K,) C, S x audio_rate] aligned with each
+        clip.
       max_field_bytes: largest text/json/bytes value per sample; larger
         ones fail the sample as too_large (0: 1 MiB).
       annotations: a COCO instances JSON under the servers' --data-root
@@ -214,7 +217,7 @@ class Loader:
         o.tokenizer = os.fspath(tokenizer or "")
         o.max_tokens = int(max_tokens)
         # (name, kind) of each field, checked here before any connection.
-        self._fields = _ext.parse_fields(o.fields)
+        self._fields = _ext.parse_fields(o.fields, o.pipeline)
         self._mixup = bool(mixup_alpha or cutmix_alpha)
         if self._mixup:
             if self._fields:
@@ -395,7 +398,7 @@ class Loader:
         values = np.frombuffer(data, dtype=dtype)
         starts = np.asarray(offsets[:-1], dtype=np.int64)
         counts = np.diff(np.asarray(offsets, dtype=np.int64)) // item
-        if kind == "mask":
+        if kind in ("mask", "audio"):  # one item per sample: [N, H, W]; a video's audio track [N, (K,) C, L]
             return {name: self._framework.labels(values.reshape((len(counts),) + shape).copy(), images)}
         padded = np.zeros((len(counts), int(counts.max(initial=0))) + shape, dtype=dtype)
         per_item = item // np.dtype(dtype).itemsize

@@ -200,3 +200,77 @@ def test_webdataset_shards_of_videos_serve_their_clips_with_fields(video_root, v
         video_loader(video_server.address, pipeline, dataset="shards", fields={"video": "jpg", "caption": "txt"})
     with pytest.raises(stoker.InvalidArgument, match="'shards' holds video files"):
         video_loader(video_server.address, "center_crop(32)", dataset="shards")
+
+
+AV_VIDEOS = [
+    ("a", "aac.mp4", PATTERN.format(d=2.0) + " -f lavfi -i sine=frequency=440:sample_rate=44100:duration=2.0 "
+                                             "-c:v libx264 -g 10 -pix_fmt yuv420p -c:a aac -ac 2"),
+    ("b", "flac.mkv", PATTERN.format(d=1.6) + " -f lavfi -i sine=frequency=660:sample_rate=48000:duration=1.2 "
+                                              "-c:v libx264 -g 8 -c:a flac"),
+]
+
+
+def pyav_track(path, rate):
+    """The first audio stream as PyAV decodes and resamples it (float, its
+    own channels, then their mean as Stoker mixes down), and its first
+    frame's time in seconds; plus every video frame's time, in order."""
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        resampler = av.AudioResampler(format="fltp", layout=stream.layout.name, rate=rate)
+        chunks, start = [], None
+        for frame in container.decode(stream):
+            if start is None:
+                start = float(frame.pts * frame.time_base)
+            frame.pts = None
+            chunks += [f.to_ndarray() for f in resampler.resample(frame)]
+        chunks += [f.to_ndarray() for f in resampler.resample(None)]
+    with av.open(str(path)) as container:
+        times = sorted(float(f.pts * f.time_base) for f in container.decode(video=0))
+    return np.concatenate(chunks, axis=1).mean(axis=0), start, times
+
+
+def test_a_videos_audio_track_is_a_field_aligned_with_its_clips(tmp_path, start_server):
+    make_media_tree(tmp_path, AV_VIDEOS)
+    os.makedirs(tmp_path / "mute" / "x")
+    subprocess.run(f"ffmpeg -v error -y {PATTERN.format(d=1.0)} -c:v libx264 {tmp_path / 'mute' / 'x' / 'mute.mp4'}",
+                   shell=True, check=True, stdin=subprocess.DEVNULL)
+    shutil.copy(tmp_path / "clips" / "a" / "aac.mp4", tmp_path / "mute" / "x" / "sound.mp4")
+    server = start_server("--workers=2", root=str(tmp_path))
+    rate, seconds = 16000, 0.25
+    pipeline = f"video_clip(frames=3, stride=4, clips=2, mode=uniform, audio_seconds={seconds}), center_crop(60)"
+    l = video_loader(server.address, pipeline, fields="video, audio, label", bad_sample_policy="fail")
+    got = {}
+    l.set_epoch(0)
+    for batch in l:
+        assert tuple(batch["audio"].shape[1:]) == (2, 1, int(rate * seconds))
+        for k, i in enumerate(l.last_batch["sample_indices"]):
+            got[i] = (np.array(batch["video"][k]), np.array(batch["audio"][k]), int(batch["label"][k]))
+    paths = files_by_index(tmp_path / "clips")
+    assert sorted(got) == list(range(len(paths)))
+    window = int(rate * seconds)
+    for i, path in enumerate(paths):
+        track, start, times = pyav_track(path, rate)
+        clips = uniform_frames(len(times), 3, 4, 2)
+        for k, clip in enumerate(clips):
+            first = int(round((times[clip[0]] - start) * rate))
+            want = np.zeros(window, np.float32)
+            part = track[max(0, first):first + window]
+            want[max(0, -first):max(0, -first) + len(part)] = part
+            np.testing.assert_allclose(got[i][1][k, 0], want, atol=1e-4, err_msg=f"{path} clip {k}")
+            if first < len(track):
+                assert np.abs(got[i][1][k, 0]).max() > 0.05  # a tone (amplitude 1/8), not zeros
+        assert got[i][2] == i  # classes a, b
+    # The 1.2 s track of the 1.6 s video ends before its last clip starts (1.24 s): zeros.
+    flac = [i for i, p in enumerate(paths) if p.name == "flac.mkv"][0]
+    assert np.all(got[flac][1][1] == 0) and np.abs(got[flac][1][0]).max() > 0.05
+    # A video without an audio stream fails its sample as missing_field (replaced under skip).
+    mute = video_loader(server.address, pipeline, dataset="mute", fields="video, audio", batch_size=2)
+    mute.set_epoch(0)
+    batches = list(mute)
+    assert len(batches) == 1 and len(mute.last_batch["failures"]) == 1
+    assert "missing_field" in str(mute.last_batch["failures"])
+    # Refused at open: no window length; a member; an image pipeline.
+    with pytest.raises(stoker.InvalidArgument, match="audio_seconds"):
+        video_loader(server.address, "video_clip(frames=2), center_crop(60)", fields="video, audio")
+    with pytest.raises(stoker.InvalidArgument, match="own audio track"):
+        video_loader(server.address, pipeline, fields="video, audio=mp4")

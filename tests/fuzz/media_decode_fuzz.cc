@@ -20,7 +20,8 @@ void Video(const uint8_t* data, size_t size) {
   int64_t* pts = nullptr;
   int64_t frames = 0;
   char error[256];
-  if (stoker_media_video_index(data, size, &limits, &width, &height, &pts, &frames, error, sizeof(error)) !=
+  double tick = 0;
+  if (stoker_media_video_index(data, size, &limits, &width, &height, &pts, &frames, &tick, error, sizeof(error)) !=
       STOKER_MEDIA_OK) {
     if (pts != nullptr) __builtin_trap();
     return;
@@ -46,7 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   float* samples = nullptr;
   int64_t frames = 0;
   char error[256];
-  const int r = stoker_media_decode_audio(data + 1, size - 1, &request, &samples, &frames, error, sizeof(error));
+  double start = 0;
+  const int r =
+      stoker_media_decode_audio(data + 1, size - 1, &request, &samples, &frames, &start, error, sizeof(error));
   if (r != STOKER_MEDIA_OK) {
     if (samples != nullptr || r < 0 || r > STOKER_MEDIA_NO_MEMORY) __builtin_trap();
     return 0;
