@@ -19,6 +19,7 @@
 #include "dataplane/image_decoder.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
+#include "dataplane/video_index_cache.h"
 
 namespace stoker {
 namespace {
@@ -423,7 +424,19 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
           std::string* track = fields != nullptr && audio_track_field_ < static_cast<int>(fields->size())
                                    ? &(*fields)[static_cast<size_t>(audio_track_field_)]
                                    : nullptr;
-          status = pipeline_.ProduceVideo(encoded, rng, limits, dst, &times, track);
+          // The stream's index from the cache (or a sidecar), else a demux.
+          const absl::Time i0 = absl::Now();
+          const std::filesystem::path file = source_->FilePath(index);
+          std::optional<FileStamp> stamp = file.empty() ? std::nullopt : StampOf(file);
+          const bool on_disk = stamp.has_value();  // a file of its own: a sidecar beside it
+          const std::string key = on_disk ? file.string() : absl::StrCat(source_->fingerprint(), "#", index);
+          if (!on_disk) stamp = FileStamp{static_cast<int64_t>(encoded.size()), 0};
+          absl::StatusOr<VideoIndex> vindex =
+              VideoIndexCache::Shared().Get(key, *stamp, on_disk ? file : std::filesystem::path(), limits,
+                                            [&] { return IndexVideo(encoded, limits); });
+          times.decode += absl::Now() - i0;
+          status = vindex.ok() ? pipeline_.ProduceVideo(encoded, rng, limits, dst, &times, track, &*vindex)
+                               : vindex.status();
         } else {
           status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
         }

@@ -541,7 +541,7 @@ std::vector<int64_t> Pipeline::SampleShape() const {
 }
 
 absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
-                                    SampleTimes* times, std::string* audio_track) const {
+                                    SampleTimes* times, std::string* audio_track, const VideoIndex* known) const {
   if (!video_) return absl::FailedPreconditionError("not a video_clip pipeline");
   const absl::Time t0 = absl::Now();
   // One time limit for the whole sample: the index and every clip's decode.
@@ -559,7 +559,7 @@ absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const V
   };
   absl::StatusOr<VideoLimits> now = within();
   if (!now.ok()) return now.status();
-  absl::StatusOr<VideoIndex> index = IndexVideo(encoded, *now);
+  absl::StatusOr<VideoIndex> index = known != nullptr ? *known : IndexVideo(encoded, *now);
   times->decode += absl::Now() - t0;
   if (!index.ok()) return index.status();
   const v1::VideoClip& clip = ops_[0].video_clip();

@@ -102,8 +102,11 @@ class Pipeline {
   // With audio_track_shape() set, `audio_track` receives each clip's
   // window of the audio stream (float32, that shape; zeros outside the
   // stream); a video without an audio stream fails as missing_field.
+  // `index` (may be null: then it is built here) is the stream's index,
+  // cached by the caller (video_index_cache.h).
   absl::Status ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
-                            SampleTimes* times, std::string* audio_track = nullptr) const;
+                            SampleTimes* times, std::string* audio_track = nullptr,
+                            const VideoIndex* index = nullptr) const;
   // Produce without Store: the RGB image after ops [first_op, end), decoding
   // fused with op first_op as Produce does.
   absl::StatusOr<cv::Mat> DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels, size_t first_op,

@@ -5,6 +5,7 @@
 #define STOKER_DATAPLANE_SAMPLE_SOURCE_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ class SampleSource {
   // class-per-folder tree of them), read by audio(...) or video_clip(...)
   // pipelines only.
   virtual MediaKind media() const { return MediaKind::kImage; }
+  // The file sample `index` is (a class-per-folder tree's), for sidecars
+  // kept beside it (video_index_cache.h); empty for samples inside another
+  // file (tar members) or made on the fly.
+  virtual std::filesystem::path FilePath(int64_t index) const { return {}; }
 
   // Whether samples have named members besides the image (WebDataset
   // shards), which ReadField finds.

@@ -96,7 +96,7 @@ def files_by_index(tree):
     them: sorted classes, then sorted names."""
     out = []
     for cls in sorted(os.listdir(tree)):
-        out += [tree / cls / f for f in sorted(os.listdir(tree / cls))]
+        out += [tree / cls / f for f in sorted(os.listdir(tree / cls)) if ".stoker-index" not in f]  # not the sidecars
     return out
 
 

@@ -274,3 +274,22 @@ def test_a_videos_audio_track_is_a_field_aligned_with_its_clips(tmp_path, start_
         video_loader(server.address, "video_clip(frames=2), center_crop(60)", fields="video, audio")
     with pytest.raises(stoker.InvalidArgument, match="own audio track"):
         video_loader(server.address, pipeline, fields="video, audio=mp4")
+
+
+def test_the_index_is_kept_in_a_sidecar_that_a_restarted_server_reuses(video_root, tmp_path, start_server):
+    root = tmp_path / "root"
+    shutil.copytree(video_root / "clips", root / "clips")
+    pipeline = "video_clip(frames=3, stride=2, clips=2, mode=random), center_crop(48)"
+    first = epoch(video_loader(start_server("--workers=1", root=str(root)).address, pipeline))
+    paths = files_by_index(root / "clips")
+    for p in paths:
+        header = open(f"{p}.stoker-index").readline().split()
+        assert header[:2] == ["stoker-video-index", "1"] and int(header[2]) == p.stat().st_size, p
+    # A new server reads the sidecars; a damaged one is rebuilt; the clips are the same.
+    with open(f"{paths[0]}.stoker-index", "w") as f:
+        f.write("stoker-video-index 1 garbage\n")
+    second = epoch(video_loader(start_server("--workers=1", root=str(root)).address, pipeline))
+    assert sorted(second) == sorted(first)
+    for i in first:
+        np.testing.assert_array_equal(second[i], first[i])
+    assert open(f"{paths[0]}.stoker-index").readline().split()[2] == str(paths[0].stat().st_size)

@@ -14,9 +14,10 @@ a resize to 128 (Stoker: resize(128), center_crop(112); the DataLoader:
 torchvision's resize and center_crop on the uint8 frames).
 
 - Stoker: local mode with one worker thread (local_workers=1).
-- DataLoader: num_workers=1, a persistent worker: PyAV seeks to the
-  keyframe before the clip's first timestamp (container.seek) and decodes
-  until its last frame, frame.to_ndarray(format="rgb24").
+- DataLoader: num_workers=1, a persistent worker that keeps each video's
+  frame timestamps after its first demux (as Stoker keeps its index): PyAV
+  seeks to the keyframe before the clip's first timestamp (container.seek)
+  and decodes until its last frame, frame.to_ndarray(format="rgb24").
 
 Each side runs one warm-up epoch and then WINDOWS_ROUNDS (3) epochs,
 alternated; medians, and the ratio (goal: 2x).
@@ -73,6 +74,7 @@ def make_videos(data=DATA, videos=VIDEOS, size=(400, 300), seconds=8):
 class PyAvClips:
     def __init__(self):
         self.files = sorted(os.path.join(d, f) for d, _, fs in os.walk(DATA) for f in fs if f.endswith(".mp4"))
+        self.index = {}  # per worker: each video's frame timestamps, kept across epochs as Stoker's index cache
 
     def __len__(self):
         return len(self.files)
@@ -84,8 +86,11 @@ class PyAvClips:
         import torchvision.transforms.functional as TF
         with av.open(self.files[i]) as container:
             stream = container.streams.video[0]
-            # Every frame's timestamp (a demux, as Stoker's index), then the clip's.
-            pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None)
+            # Every frame's timestamp (a demux the first time, as Stoker's index), then the clip's.
+            if i not in self.index:
+                self.index[i] = sorted(p.pts for p in container.demux(stream) if p.pts is not None)
+                container.seek(0)
+            pts = self.index[i]
             start = np.random.randint(0, max(1, len(pts) - (FRAMES - 1) * STRIDE))
             wanted = [pts[min(len(pts) - 1, start + t * STRIDE)] for t in range(FRAMES)]
             container.seek(wanted[0], stream=stream, backward=True)
