@@ -428,7 +428,10 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
           const absl::Time i0 = absl::Now();
           const std::filesystem::path file = source_->FilePath(index);
           std::optional<FileStamp> stamp = file.empty() ? std::nullopt : StampOf(file);
-          const bool on_disk = stamp.has_value();  // a file of its own: a sidecar beside it
+          // A file of its own, as it was read (not changed since, nor served
+          // from an older cached copy): a sidecar beside it.
+          if (stamp && stamp->size != static_cast<int64_t>(encoded.size())) stamp.reset();
+          const bool on_disk = stamp.has_value();
           const std::string key = on_disk ? file.string() : absl::StrCat(source_->fingerprint(), "#", index);
           if (!on_disk) stamp = FileStamp{static_cast<int64_t>(encoded.size()), 0};
           absl::StatusOr<VideoIndex> vindex =
