@@ -257,7 +257,11 @@ void Fanout::SetPrefetch() {
     depth = static_cast<int64_t>(std::ceil(options_.headroom * (latency / measured) * rate)) + options_.window;
     // At least a failover's worth: the batches a failed server took with it
     // are made again elsewhere while the loop lives on the buffer.
-    const double failover = absl::ToDoubleSeconds(options_.failover) * rate;
+    // Bounded by what the subset holds in flight twice over (window x
+    // servers, Little's law), so that a fast step does not buffer seconds
+    // of batches: memory stays the subset's, never the pool's.
+    const double failover =
+        std::min(absl::ToDoubleSeconds(options_.failover) * rate, 2.0 * options_.window * servers);
     depth = std::max<int64_t>(depth, static_cast<int64_t>(std::ceil(failover)) + options_.window);
   }
   prefetch_ = static_cast<int>(std::clamp<int64_t>(depth + options_.extra_prefetch, 2, std::min<int64_t>(cap, INT_MAX)));

@@ -28,7 +28,8 @@
 // - never below min_servers (failover) nor above max_servers.
 //
 // Prefetch (memory by time): with R = min(D, supply), depth =
-// max(ceil(headroom x latency x R), ceil(failover x R)) + window batches, at least 2, at most
+// max(ceil(headroom x latency x R), ceil(min(failover x R, 2 x window x
+// servers))) + window batches, at least 2, at most
 // prefetch_bytes / batch_bytes; before a demand is known, 2 x window x
 // target. The failover term keeps the loop fed while the batches a failed
 // server took are made again elsewhere. An explicit depth wins.
@@ -51,7 +52,7 @@ struct FanoutOptions {
   int max_servers = 32;     // 0: the whole pool
   double headroom = 1.25;
   absl::Duration interval = absl::Seconds(2);  // between changes of the target
-  absl::Duration failover = absl::Seconds(2);  // of demand the prefetch covers at least
+  absl::Duration failover = absl::Seconds(2);  // of demand the prefetch covers at least (up to 2 x window x servers)
   int window = 2;                              // batches requested from one server at a time
   // Prefetch: fixed_prefetch > 0 is that many batches, always; otherwise by
   // time, capped at prefetch_bytes / batch_bytes (prefetch_bytes 0: no cap).

@@ -191,6 +191,13 @@ TEST(FanoutTest, PrefetchCoversAFailoverOfWhatTheServersCanSupply) {
   f.Evaluate(At(10));
   EXPECT_LE(f.prefetch(), static_cast<int>(std::ceil(1.25 * 2.0 * 2)) + 2 + 1);
   EXPECT_GE(f.prefetch(), 2 * 2 + 2);
+  // A fast step: the failover term stops at 2 x window x servers (8 here).
+  Fanout fast(o);
+  fast.Choose(pool, 1, At(0));
+  fast.SetDemand(30);
+  Feed(fast, 0.1, 0.0, 0.05);  // supply 40 batches/s; latency term ceil(1.25 x 0.1 x 30) = 4
+  fast.Evaluate(At(0));
+  EXPECT_EQ(fast.prefetch(), 8 + 2);
   FanoutOptions none = o;
   none.failover = absl::ZeroDuration();
   Fanout g(none);

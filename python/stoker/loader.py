@@ -145,8 +145,8 @@ class Loader:
         server, sharing its window (2; see docs/transport.md).
       prefetch: most batches requested or buffered; 0: by time (enough to
         cover a batch's arrival time, and 2 s of a server failing over, at
-        the rate the loop consumes them), at most prefetch_bytes (2 GiB) of
-        batches.
+        the rate the loop consumes them, the latter at most 2 x window x
+        servers), at most prefetch_bytes (2 GiB) of batches.
       max_servers: most servers this rank streams from (32; 0: the whole
         pool). Each rank streams from a subset sized from its demand, at
         least 2, chosen so that ranks spread evenly over the pool.
