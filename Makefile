@@ -31,6 +31,10 @@ PYNODEPS := timm==0.9.16
 PYREFERENCES := grpcio==$(GRPCIO) jax==0.4.38 jaxlib==0.4.38 webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 sentencepiece==0.2.0 numpy==1.26.4 \
   opencv-python-headless==4.10.0.84 "scipy<1.15"
 
+# Benchmark-only references (tests/bench/video_bench.py: decord beside PyAV),
+# installed by `make bench` alone.
+BENCH_REFERENCES := decord==0.6.0
+
 # The installed wheel is tried in a Debian trixie root (Python 3.13) with
 # PyPI's grpcio for that Python, downloaded once beside the build.
 WHEELHOUSE := $(BUILD_DIR)/wheelhouse-cp313
@@ -153,7 +157,8 @@ bench: build
 	@tests/bench/sharing_bench.py $(BUILD_DIR)
 	@tests/bench/tls_goodput.py $(BUILD_DIR)
 	@tests/bench/audio_bench.py $(BUILD_DIR)
-	@tests/bench/video_bench.py $(BUILD_DIR)
+	@$(PYENV)/bin/pip install -q --disable-pip-version-check --no-deps $(BENCH_REFERENCES)
+	@$(PYENV)/bin/python tests/bench/video_bench.py $(BUILD_DIR)
 	@$(PYENV)/bin/python tests/bench/fields_bench.py $(BUILD_DIR)
 	@$(BUILD_DIR)/tests/stoker-convert-bench
 

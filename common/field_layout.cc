@@ -109,8 +109,9 @@ int64_t ItemBytes(const v1::FieldData& field) {
     case v1::AUDIO_TRACK: {  // [C, L] or [K, C, L] float32: clips <= 64, channels <= 8, L samples
       if (shape.size() < 2 || shape.size() > 3) return -1;
       int64_t p = 4;
-      for (size_t i = 0; i < shape.size(); ++i) {
-        const int64_t limit = i + 1 == shape.size() ? int64_t{600} * 384000 : i + 2 == shape.size() ? 8 : 64;
+      const int dims = shape.size();
+      for (int i = 0; i < dims; ++i) {
+        const int64_t limit = i + 1 == dims ? int64_t{600} * 384000 : i + 2 == dims ? 8 : 64;
         if (shape[i] < 1 || shape[i] > limit) return -1;
         p *= shape[i];
       }

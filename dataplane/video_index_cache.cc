@@ -68,6 +68,9 @@ std::optional<VideoIndex> ParseVideoIndex(const std::string& text, const FileSta
     index.pts.push_back(pts);
   }
   if (static_cast<int64_t>(index.pts.size()) != frames) return std::nullopt;
+  // A duration over --max-media-seconds (set lower since it was written) is indexed again, and refused.
+  const double span = static_cast<double>(index.pts.back() - index.pts.front()) * tick;
+  if (limits.max_seconds > 0 && span > limits.max_seconds) return std::nullopt;
   return index;
 }
 

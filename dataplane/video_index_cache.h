@@ -39,7 +39,7 @@ std::optional<FileStamp> StampOf(const std::filesystem::path& path);
 // The sidecar's text for `index` of a file stamped `stamp`, and its parse:
 // nullopt unless the header names `stamp` and every value is in range
 // (frames ascending, at most `limits.max_frames`, a size within
-// `limits.max_pixels`).
+// `limits.max_pixels`, a span within `limits.max_seconds`).
 std::string VideoIndexText(const FileStamp& stamp, const VideoIndex& index);
 std::optional<VideoIndex> ParseVideoIndex(const std::string& text, const FileStamp& stamp, const VideoLimits& limits);
 

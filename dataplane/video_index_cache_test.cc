@@ -39,6 +39,9 @@ TEST(VideoIndexCacheTest, TextRoundTripsAndOnlyTheSameFileStateIsTrusted) {
   VideoLimits small = limits;
   small.max_pixels = 64 * 47;
   EXPECT_FALSE(ParseVideoIndex(text, stamp, small));  // a frame over --max-pixels
+  VideoLimits brief = limits;
+  brief.max_seconds = 0.1;  // the frames span 1536 / 12800 = 0.12 s
+  EXPECT_FALSE(ParseVideoIndex(text, stamp, brief));
   // Forged or damaged: not ascending, short, garbage, another magic.
   VideoIndex unordered = Sample();
   unordered.pts = {0, 1024, 512, 1536};

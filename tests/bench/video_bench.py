@@ -18,9 +18,13 @@ torchvision's resize and center_crop on the uint8 frames).
   frame timestamps after its first demux (as Stoker keeps its index): PyAV
   seeks to the keyframe before the clip's first timestamp (container.seek)
   and decodes until its last frame, frame.to_ndarray(format="rgb24").
+- DataLoader with decord (PyPI decord, when it imports: `make bench`
+  installs it in the venv): the same, one decoder thread
+  (VideoReader(num_threads=1), kept per video as its index), get_batch of
+  the clip's frame indices.
 
 Each side runs one warm-up epoch and then WINDOWS_ROUNDS (3) epochs,
-alternated; medians, and the ratio (goal: 2x).
+alternated; medians, and the ratios (goal: 2x).
 
 Then decoder threads for lone clips: a stoker-server with --workers=2 and a
 client that keeps one clip of 64 frames in flight (batch 1, prefetch 1), so
@@ -105,11 +109,38 @@ class PyAvClips:
         return clip.permute(0, 2, 3, 1).contiguous(), int("/b/" in self.files[i])
 
 
-def dataloader():
+class DecordClips(PyAvClips):
+    def __getitem__(self, i):
+        import decord
+        import numpy as np
+        import torch
+        import torchvision.transforms.functional as TF
+        if i not in self.index:  # the reader keeps the video's index (its keyframes) once built
+            self.index[i] = decord.VideoReader(self.files[i], ctx=decord.cpu(0), num_threads=1)
+        reader = self.index[i]
+        n = len(reader)
+        start = np.random.randint(0, max(1, n - (FRAMES - 1) * STRIDE))
+        frames = reader.get_batch([min(n - 1, start + t * STRIDE) for t in range(FRAMES)]).asnumpy()
+        clip = torch.from_numpy(frames).permute(0, 3, 1, 2)  # T, 3, H, W
+        clip = TF.center_crop(TF.resize(clip, 128, antialias=True), SIZE)
+        return clip.permute(0, 2, 3, 1).contiguous(), int("/b/" in self.files[i])
+
+
+def dataloader(dataset=None):
     import torch
     torch.set_num_threads(1)
-    return torch.utils.data.DataLoader(PyAvClips(), batch_size=BATCH, shuffle=True, num_workers=1,
+    return torch.utils.data.DataLoader(dataset or PyAvClips(), batch_size=BATCH, shuffle=True, num_workers=1,
                                        persistent_workers=True)
+
+
+def decord_loader():
+    """A DataLoader over decord, or None where decord does not import."""
+    try:
+        import decord  # noqa: F401
+    except ImportError as e:
+        print(f"decord: not measured ({e}; `make bench` installs it in the venv)")
+        return None
+    return dataloader(DecordClips())
 
 
 def stoker_loader():
@@ -177,17 +208,25 @@ def main():
     make_videos()
     print(f"{VIDEOS} H.264 videos of 8 s, 400x300 at 25 fps (keyframe every 50) in {DATA}; one random clip of "
           f"{FRAMES} frames (stride {STRIDE}) per video, resize(128) + center_crop({SIZE}), uint8; one core each side")
-    ours_loader, their_loader = stoker_loader(), dataloader()
+    ours_loader, their_loader, decord_dl = stoker_loader(), dataloader(), decord_loader()
     clips_per_second(ours_loader, 0)
     clips_per_second(their_loader)
-    ours, theirs = [], []
+    if decord_dl is not None:
+        clips_per_second(decord_dl)
+    ours, theirs, decords = [], [], []
     for r in range(ROUNDS):
         ours.append(clips_per_second(ours_loader, r + 1))
         theirs.append(clips_per_second(their_loader))
+        if decord_dl is not None:
+            decords.append(clips_per_second(decord_dl))
     a, b = statistics.median(ours), statistics.median(theirs)
     print(f"{'':<12}{'Stoker (clips/s)':>18}{'DataLoader+PyAV (clips/s)':>28}{'ratio':>8}")
     print(f"{'clips':<12}{a:>18.2f}{b:>28.2f}{a / b:>7.2f}x")
-    del ours_loader, their_loader
+    if decords:
+        c = statistics.median(decords)
+        print(f"{'':<12}{'Stoker (clips/s)':>18}{'DataLoader+decord (clips/s)':>28}{'ratio':>8}")
+        print(f"{'clips':<12}{a:>18.2f}{c:>28.2f}{a / c:>7.2f}x")
+    del ours_loader, their_loader, decord_dl
     make_videos(HD, 4, (1280, 720), 6)
     for name, data in (("400x300", DATA), ("1280x720", HD)):
         lone = lone_clips(data, (1, 0), ROUNDS)
