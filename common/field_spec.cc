@@ -45,9 +45,9 @@ v1::FieldSpec FromBareName(const std::string& name) {
   spec.set_name(name);
   if (name == "image" || name == "img" || IsImageExtension(name) || name == "video") {
     spec.set_kind(v1::IMAGE);  // the sample itself: its image, or its clips with a video pipeline
+    if (IsImageExtension(name)) spec.add_extensions(name);
   } else if (name == "audio") {
     spec.set_kind(v1::AUDIO_TRACK);  // a video's audio track (with an audio pipeline: the sample; ParseFieldsText)
-    if (IsImageExtension(name)) spec.add_extensions(name);
   } else if (name == "label" || name == "class" || name == "cls") {
     spec.set_kind(v1::CLASS);
   } else if (name == "labels" || name == "classes" || name == "iscrowd") {

@@ -29,6 +29,11 @@ TEST(FieldSpecTest, KindsFollowFromExtensionsAndNames) {
   EXPECT_EQ((*bare)[3].kind(), v1::JSON);
   EXPECT_EQ((*bare)[4].kind(), v1::BYTES);
   EXPECT_EQ((*bare)[4].extensions(0), "npy");
+  auto png = ParseFieldsText("png, label");
+  ASSERT_TRUE(png.ok()) << png.status();
+  EXPECT_EQ((*png)[0].kind(), v1::IMAGE);
+  ASSERT_EQ((*png)[0].extensions_size(), 1);  // a bare image extension names its member
+  EXPECT_EQ((*png)[0].extensions(0), "png");
 }
 
 TEST(FieldSpecTest, VideoAndAudioNameTheSampleOfAMediaSessionOrAVideosTrack) {
