@@ -36,9 +36,9 @@ struct Server {
 };
 
 Server StartServer(const std::filesystem::path& root, const std::string& host = "127.0.0.1", int port = 0,
-                   int delay_ms = 0) {
+                   int delay_ms = 0, int metrics_port = -1) {
   auto p = Subprocess::Start({STOKER_SERVER_BIN, "--host=" + host, absl::StrCat("--port=", port),
-                              "--metrics-port=-1", "--workers=1", "--data-root=" + root.string(),
+                              absl::StrCat("--metrics-port=", metrics_port), "--workers=1", "--data-root=" + root.string(),
                               absl::StrCat("--test-sample-delay-ms=", delay_ms), "--shutdown-grace-seconds=5"});
   EXPECT_TRUE(p.ok());
   auto line = (*p)->WaitForLine("listening on", absl::Seconds(20));
@@ -58,6 +58,27 @@ int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// A gauge's value from the server's /metrics on 127.0.0.1:`port` (plain
+// HTTP/1.0 over a socket); -1 when it cannot be read.
+double ScrapeGauge(int port, const std::string& name) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) body.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  const size_t at = body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::strtod(body.c_str() + at + name.size() + 2, nullptr);
 }
 
 using Log = std::vector<nlohmann::json>;
@@ -167,8 +188,9 @@ TempDir* FailoverTest::root_ = nullptr;
 TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
   // b is slow (100 ms a sample, 200 ms a batch), so it always holds batches
   // the client has asked for and not received: killing it must reassign them.
-  Server a = StartServer(root_->path()), b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/100),
-         c = StartServer(root_->path());
+  const int b_metrics = FreePort();
+  Server a = StartServer(root_->path()),
+         b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/100, b_metrics), c = StartServer(root_->path());
   const std::string servers = "--servers=" + a.address + "," + b.address + "," + c.address;
   const auto reference_log = out_.path() / "reference.jsonl", failed_log = out_.path() / "failed.jsonl",
              summary = out_.path() / "failed.json";
@@ -179,10 +201,18 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
   EXPECT_NE(reference->output().find("servers needed: not estimated (--step-ms 0"), std::string::npos)
       << reference->output();
 
-  auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--log-batches=" + failed_log.string(),
-                    "--json=" + summary.string()});
-  // Kill once b has served a batch of epoch 0 (and so is in the rotation).
+  // --min-servers=3 keeps slow b in this rank's subset: the bounded fan-out
+  // would drop it once the fast two are measured to cover the demand.
+  auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--min-servers=3",
+                    "--log-batches=" + failed_log.string(), "--json=" + summary.string()});
+  // Kill once b has served a batch of epoch 0 (and so is in the rotation) and
+  // holds a requested batch (its server-side gauge; b takes 200 ms a batch):
+  // whether it holds one when its first batch is consumed depends on timing.
   WaitUntilServedBy(failed_log, b.address);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ScrapeGauge(b_metrics, "stoker_server_inflight_batches") < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
   kill(b.process->pid(), SIGKILL);
   ASSERT_EQ(Finish(*run), 0) << run->output();
   const Log log = ReadLog(failed_log);
