@@ -19,7 +19,6 @@
 #include "dataplane/image_decoder.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
-#include "dataplane/video_index_cache.h"
 
 namespace stoker {
 namespace {
@@ -412,34 +411,8 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     }
     try {
       if (source_->stored() == nullptr) {  // encoded images: decoded straight from the (cached) bytes
-        if (pipeline_.audio() != nullptr) {
-          status = pipeline_.ProduceAudio(encoded, rng, max_media_seconds_, dst, &times);
-        } else if (pipeline_.video()) {
-          VideoLimits limits;
-          limits.max_pixels = max_pixels_;
-          limits.max_frames = max_video_frames_;
-          limits.decoder_threads = video_decoder_threads_;
-          limits.decoder_thread_budget = workers_;
-          limits.max_seconds = max_media_seconds_;
-          std::string* track = fields != nullptr && audio_track_field_ < static_cast<int>(fields->size())
-                                   ? &(*fields)[static_cast<size_t>(audio_track_field_)]
-                                   : nullptr;
-          // The stream's index from the cache (or a sidecar), else a demux.
-          const absl::Time i0 = absl::Now();
-          const std::filesystem::path file = source_->FilePath(index);
-          std::optional<FileStamp> stamp = file.empty() ? std::nullopt : StampOf(file);
-          // A file of its own, as it was read (not changed since, nor served
-          // from an older cached copy): a sidecar beside it.
-          if (stamp && stamp->size != static_cast<int64_t>(encoded.size())) stamp.reset();
-          const bool on_disk = stamp.has_value();
-          const std::string key = on_disk ? file.string() : absl::StrCat(source_->fingerprint(), "#", index);
-          if (!on_disk) stamp = FileStamp{static_cast<int64_t>(encoded.size()), 0};
-          absl::StatusOr<VideoIndex> vindex =
-              VideoIndexCache::Shared().Get(key, *stamp, on_disk ? file : std::filesystem::path(), limits,
-                                            [&] { return IndexVideo(encoded, limits); });
-          times.decode += absl::Now() - i0;
-          status = vindex.ok() ? pipeline_.ProduceVideo(encoded, rng, limits, dst, &times, track, &*vindex)
-                               : vindex.status();
+        if (pipeline_.audio() != nullptr || pipeline_.video()) {
+          status = ProduceMedia(index, encoded, rng, dst, &times, fields);
         } else {
           status = pipeline_.Produce(encoded, rng, max_pixels_, dst, &times, 0, geometry, &io);
         }

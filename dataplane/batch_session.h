@@ -136,6 +136,12 @@ class BatchSession final : public StreamSession {
   // Reads and produces sample `index` into dst, and its value fields (when
   // the session has any) into *fields; counts and logs a failure.
   absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields, Job& job);
+  // An audio or video sample from its file's bytes (batch_session_media.cc):
+  // the pipeline's window or clips into dst, a video's audio track into its
+  // field; a video's index from the shared cache (or its sidecar), else a
+  // demux whose result is kept.
+  absl::Status ProduceMedia(int64_t index, const std::string& encoded, Rng& rng, uint8_t* dst, SampleTimes* times,
+                            std::vector<std::string>* fields) const;
   // A materialising session: sample `index` encoded as stored, into *out.
   absl::Status ProduceStored(int64_t index, std::string* out, Job& job);
   // Runs a read of fields or targets with any exception (bad_alloc of a huge

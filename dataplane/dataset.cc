@@ -17,6 +17,7 @@
 #include "dataplane/segmentation_source.h"
 #include "dataplane/synthetic_source.h"
 #include "dataplane/tar_shards.h"
+#include "dataplane/video_index_cache.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -154,6 +155,14 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
 
 absl::StatusOr<std::string> ImageFolderIndex::Read(int64_t index) const {
   return ReadFileBytes(dir_ / samples_[index].path, max_file_bytes_);
+}
+
+std::optional<SampleSource::MediaIndexHome> ImageFolderIndex::MediaIndexHomeOf(int64_t index) const {
+  if (media_ != MediaKind::kVideo) return std::nullopt;
+  const std::filesystem::path file = dir_ / samples_[index].path;
+  const std::optional<FileStamp> stamp = StampOf(file);
+  if (!stamp) return std::nullopt;
+  return MediaIndexHome{file.string() + kVideoIndexSuffix, file, *stamp, stamp->size};
 }
 
 namespace {

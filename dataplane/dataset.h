@@ -75,7 +75,7 @@ class ImageFolderIndex final : public SampleSource {
   int32_t label(int64_t index) const override { return samples_[index].label; }
   std::string Describe(int64_t index) const override { return samples_[index].path; }
   absl::StatusOr<std::string> Read(int64_t index) const override;
-  std::filesystem::path FilePath(int64_t index) const override { return dir_ / samples_[index].path; }
+  std::optional<MediaIndexHome> MediaIndexHomeOf(int64_t index) const override;
   const std::string& fingerprint() const override { return fingerprint_; }
   MediaKind media() const override { return media_; }
 

@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
+#include "dataplane/file_stamp.h"
 #include "dataplane/geometry.h"
 #include "dataplane/stored_sample.h"
 
@@ -58,10 +60,18 @@ class SampleSource {
   // class-per-folder tree of them), read by audio(...) or video_clip(...)
   // pipelines only.
   virtual MediaKind media() const { return MediaKind::kImage; }
-  // The file sample `index` is (a class-per-folder tree's), for sidecars
-  // kept beside it (video_index_cache.h); empty for samples inside another
-  // file (tar members) or made on the fly.
-  virtual std::filesystem::path FilePath(int64_t index) const { return {}; }
+  // Where sample `index`'s video index may be kept across restarts
+  // (video_index_cache.h): a sidecar valid while `file` (the sample's own
+  // file, or its tar shard) has `stamp` (its content as the source read it)
+  // and for a sample of `bytes` bytes. Nullopt: memory only (samples made on
+  // the fly, stored forms, a file that cannot be stat'ed).
+  struct MediaIndexHome {
+    std::filesystem::path sidecar;
+    std::filesystem::path file;
+    FileStamp stamp;
+    int64_t bytes = -1;
+  };
+  virtual std::optional<MediaIndexHome> MediaIndexHomeOf(int64_t index) const { return std::nullopt; }
 
   // Whether samples have named members besides the image (WebDataset
   // shards), which ReadField finds.

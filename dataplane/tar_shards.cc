@@ -21,6 +21,7 @@
 #include "glog/logging.h"
 #include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"
+#include "dataplane/video_index_cache.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -466,6 +467,7 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
     source->fds_.push_back(fd);
     struct stat st;
     fstat(fd, &st);
+    source->shard_stamps_.push_back(StampOf(st));
     ShardIndex index;
     if (!LoadSidecar(shard, st, image_field, &index)) {
       index = ShardIndex();
@@ -574,6 +576,14 @@ std::string TarShardSource::Describe(int64_t index) const {
 absl::StatusOr<std::string> TarShardSource::Read(int64_t index) const {
   const Sample& s = samples_[index];
   return ReadRange(index, "", s.offset, s.size);
+}
+
+std::optional<SampleSource::MediaIndexHome> TarShardSource::MediaIndexHomeOf(int64_t index) const {
+  if (media_ != MediaKind::kVideo) return std::nullopt;
+  const Sample& s = samples_[index];
+  const fs::path& shard = shard_paths_[s.shard];
+  return MediaIndexHome{fs::path(shard.string() + kVideoIndexFolderSuffix) / std::to_string(s.offset), shard,
+                        shard_stamps_[s.shard], s.size};
 }
 
 }  // namespace stoker

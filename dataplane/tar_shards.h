@@ -98,6 +98,8 @@ class TarShardSource final : public SampleSource {
   absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
                                         std::string* which, int64_t max_bytes = 0) const override;
   std::vector<std::string> FieldMembers(int64_t index) const override;
+  // Videos: <shard>.stoker-index-frames/<offset of the member's data>.
+  std::optional<MediaIndexHome> MediaIndexHomeOf(int64_t index) const override;
   int64_t unlabeled_samples() const override { return unlabeled_; }
   // The member extensions present in the dataset, sorted (for messages).
   std::vector<std::string> extensions() const { return extension_names_; }
@@ -133,6 +135,7 @@ class TarShardSource final : public SampleSource {
   std::string fingerprint_;
   std::vector<std::filesystem::path> shard_paths_;
   std::vector<int> fds_;  // open shard files, closed on destruction
+  std::vector<FileStamp> shard_stamps_;  // each shard as opened (its samples' offsets)
   std::vector<Sample> samples_;
   std::vector<std::string> class_names_;
   std::vector<std::string> damage_;

@@ -152,6 +152,15 @@ TEST(TarShardsTest, ShardsOfVideoOrAudioSamplesServeTheirMediaMemberAndKeepTheir
   EXPECT_EQ((*video)->FieldMembers(0), std::vector<std::string>{"txt"});  // not the video, not the label
   EXPECT_TRUE(std::filesystem::exists(shard.string() + ".stoker-index-video"));
   EXPECT_TRUE(std::filesystem::exists(shard.string() + ".stoker-index"));  // the image scan's, unchanged
+  // Each video's frame index goes beside the shard, named by the member's
+  // offset, valid for the shard as opened and the member's size.
+  const auto home = (*video)->MediaIndexHomeOf(1);
+  ASSERT_TRUE(home.has_value());
+  EXPECT_EQ(home->file, shard);
+  EXPECT_EQ(home->stamp, *StampOf(shard));
+  EXPECT_EQ(home->bytes, 7);
+  EXPECT_EQ(home->sidecar.parent_path().string(), shard.string() + ".stoker-index-frames");
+  EXPECT_NE(home->sidecar, (*video)->MediaIndexHomeOf(0)->sidecar);
   auto again = TarShardSource::Open(dir.path() / "clips", 0, nullptr, nullptr, MediaKind::kVideo);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ((*again)->fingerprint(), (*video)->fingerprint());
@@ -166,6 +175,7 @@ TEST(TarShardsTest, ShardsOfVideoOrAudioSamplesServeTheirMediaMemberAndKeepTheir
   EXPECT_EQ((*sounds)->media(), MediaKind::kAudio);
   EXPECT_EQ((*sounds)->size(), 2);
   EXPECT_EQ(*(*sounds)->Read(1), "AUDIO-Y");
+  EXPECT_FALSE((*sounds)->MediaIndexHomeOf(0).has_value());  // audio has no frame index
 }
 
 TEST(TarShardsTest, HugePaxSizeIsDamageNotACrash) {

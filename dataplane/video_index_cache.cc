@@ -17,12 +17,6 @@
 namespace stoker {
 namespace fs = std::filesystem;
 
-std::optional<FileStamp> StampOf(const fs::path& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileStamp{static_cast<int64_t>(st.st_size), int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
-
 std::string VideoIndexText(const FileStamp& stamp, const VideoIndex& index) {
   char tick[64];
   std::snprintf(tick, sizeof(tick), "%.17g", index.seconds_per_tick);
@@ -48,7 +42,7 @@ std::optional<VideoIndex> ParseVideoIndex(const std::string& text, const FileSta
       !absl::SimpleAtod(parts[4], &tick) || !absl::SimpleAtoi(parts[5], &frames)) {
     return std::nullopt;
   }
-  if (!(FileStamp{size, mtime} == stamp) || width < 1 || height < 1 ||
+  if (FileStamp{size, mtime} != stamp || width < 1 || height < 1 ||
       (limits.max_pixels > 0 && int64_t{width} * height > limits.max_pixels) || !(tick > 0) || !std::isfinite(tick) ||
       frames < 1 || frames > limits.max_frames) {
     return std::nullopt;
@@ -92,36 +86,36 @@ int64_t VideoIndexCache::builds() const {
   return builds_;
 }
 
-std::optional<VideoIndex> VideoIndexCache::Find(const std::string& key, const FileStamp& stamp) {
+std::shared_ptr<const VideoIndex> VideoIndexCache::Find(const std::string& key, const FileStamp& stamp) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
-  if (it == entries_.end() || !(it->second.stamp == stamp)) return std::nullopt;
+  if (it == entries_.end() || it->second.stamp != stamp) return nullptr;
   ages_.splice(ages_.begin(), ages_, it->second.age);
   ++hits_;
   return it->second.index;
 }
 
-void VideoIndexCache::Store(const std::string& key, const FileStamp& stamp, const VideoIndex& index) {
+void VideoIndexCache::Store(const std::string& key, const FileStamp& stamp, std::shared_ptr<const VideoIndex> index) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     it->second.stamp = stamp;
-    it->second.index = index;
+    it->second.index = std::move(index);
     ages_.splice(ages_.begin(), ages_, it->second.age);
     return;
   }
   ages_.push_front(key);
-  entries_.emplace(key, Entry{stamp, index, ages_.begin()});
+  entries_.emplace(key, Entry{stamp, std::move(index), ages_.begin()});
   while (entries_.size() > max_entries_) {
     entries_.erase(ages_.back());
     ages_.pop_back();
   }
 }
 
-std::optional<VideoIndex> VideoIndexCache::LoadSidecar(const fs::path& file, const FileStamp& stamp,
-                                                       const VideoLimits& limits) {
-  std::ifstream in(file.string() + kVideoIndexSuffix, std::ios::binary);
-  if (!in) return std::nullopt;
+std::shared_ptr<const VideoIndex> VideoIndexCache::LoadSidecar(const fs::path& sidecar, const FileStamp& stamp,
+                                                               const VideoLimits& limits) {
+  std::ifstream in(sidecar, std::ios::binary);
+  if (!in) return nullptr;
   // At most ~21 bytes per frame: a forged sidecar cannot make us read gigabytes.
   const int64_t cap = 256 + 21 * std::max<int64_t>(1, limits.max_frames);
   std::string text;
@@ -129,18 +123,18 @@ std::optional<VideoIndex> VideoIndexCache::LoadSidecar(const fs::path& file, con
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
   std::optional<VideoIndex> index = ParseVideoIndex(text, stamp, limits);
-  if (index) {
-    absl::MutexLock lock(&mu_);
-    ++sidecar_hits_;
-  }
-  return index;
+  if (!index) return nullptr;
+  absl::MutexLock lock(&mu_);
+  ++sidecar_hits_;
+  return std::make_shared<const VideoIndex>(*std::move(index));
 }
 
-void VideoIndexCache::SaveSidecar(const fs::path& file, const FileStamp& stamp, const VideoIndex& index) {
-  const std::string path = file.string() + kVideoIndexSuffix;
+void VideoIndexCache::SaveSidecar(const fs::path& sidecar, const FileStamp& stamp, const VideoIndex& index) {
+  std::error_code ec;
+  fs::create_directory(sidecar.parent_path(), ec);  // a shard's folder of sidecars; exists for a tree's
   // A unique temporary name, renamed into place: servers sharing the
   // directory may write the same sidecar at once, and the contents agree.
-  std::string tmp = path + ".XXXXXX";
+  std::string tmp = sidecar.string() + ".XXXXXX";
   const int fd = mkstemp(tmp.data());
   if (fd < 0) return;  // a read-only directory: the index stays in memory
   close(fd);
@@ -151,8 +145,7 @@ void VideoIndexCache::SaveSidecar(const fs::path& file, const FileStamp& stamp, 
     out.flush();
     ok = static_cast<bool>(out);
   }
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
+  if (ok) fs::rename(tmp, sidecar, ec);
   if (!ok || ec) fs::remove(tmp, ec);
 }
 

@@ -1,12 +1,13 @@
 // Video indexes (every frame's timestamp: video_decoder.h) kept per file, so
 // that a sample's clips are chosen without demuxing the whole video again:
-// in memory (the most recent entries, for every source) and, for a file of a
-// class-per-folder tree whose directory is writable, in a sidecar
-// <file>.stoker-index beside it (as the tar shards' index), so that a
-// restarted server does not index again. An entry is used only while the
-// file's size and modification time are those it was built from; a sidecar
-// that is stale, malformed or out of range is rebuilt, never trusted.
-// Thread-safe.
+// in memory (the most recent entries, for every source) and, where the
+// directory is writable, in a sidecar file (as the tar shards' index), so
+// that a restarted server does not index again: <file>.stoker-index beside a
+// class-per-folder tree's video, <shard>.stoker-index-frames/<offset> for a
+// video inside a tar shard (SampleSource::MediaIndexHomeOf). An entry is
+// used only while the file's (or shard's) size and modification time are
+// those it was built from; a sidecar that is stale, malformed or out of
+// range is rebuilt, never trusted. Entries are shared, not copied. Thread-safe.
 #ifndef STOKER_DATAPLANE_VIDEO_INDEX_CACHE_H_
 #define STOKER_DATAPLANE_VIDEO_INDEX_CACHE_H_
 
@@ -14,11 +15,13 @@
 #include <filesystem>
 #include <list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "dataplane/file_stamp.h"
 #include "dataplane/video_decoder.h"
 
 namespace stoker {
@@ -26,15 +29,8 @@ namespace stoker {
 // Sidecar format. Load-bearing: bump the version when the format changes.
 inline constexpr char kVideoIndexMagic[] = "stoker-video-index 1";
 inline constexpr char kVideoIndexSuffix[] = ".stoker-index";
-
-// What identifies a file's content for the cache: its size and mtime.
-struct FileStamp {
-  int64_t size = -1;
-  int64_t mtime_ns = 0;
-  bool operator==(const FileStamp& o) const { return size == o.size && mtime_ns == o.mtime_ns; }
-};
-// The stamp of `path`, or nullopt when it cannot be stat'ed.
-std::optional<FileStamp> StampOf(const std::filesystem::path& path);
+// The folder of a tar shard's sidecars: <shard><suffix>/<member offset>.
+inline constexpr char kVideoIndexFolderSuffix[] = ".stoker-index-frames";
 
 // The sidecar's text for `index` of a file stamped `stamp`, and its parse:
 // nullopt unless the header names `stamp` and every value is in range
@@ -50,13 +46,15 @@ class VideoIndexCache {
   // The process's cache (one per server).
   static VideoIndexCache& Shared();
 
-  // `key` names the file (a path, or a source's fingerprint and sample
-  // index); `stamp` is the content it must still have. `sidecar` (may be
-  // empty): the file whose sidecar to read on a miss and to write after
-  // `build`. Returns the cached index or build()'s, storing the latter.
+  // `key` names the file (a sidecar's path, or a source's fingerprint and
+  // sample index); `stamp` is the content it must still have. `sidecar` (may
+  // be empty): the file to read on a miss and to write after `build` (its
+  // directory is made when missing). Returns the cached index or build()'s,
+  // storing the latter.
   template <typename Build>
-  absl::StatusOr<VideoIndex> Get(const std::string& key, const FileStamp& stamp, const std::filesystem::path& sidecar,
-                                 const VideoLimits& limits, Build build);
+  absl::StatusOr<std::shared_ptr<const VideoIndex>> Get(const std::string& key, const FileStamp& stamp,
+                                                        const std::filesystem::path& sidecar, const VideoLimits& limits,
+                                                        Build build);
 
   // For tests and metrics.
   int64_t hits() const;
@@ -64,15 +62,15 @@ class VideoIndexCache {
   int64_t builds() const;
 
  private:
-  std::optional<VideoIndex> Find(const std::string& key, const FileStamp& stamp);
-  void Store(const std::string& key, const FileStamp& stamp, const VideoIndex& index);
-  std::optional<VideoIndex> LoadSidecar(const std::filesystem::path& file, const FileStamp& stamp,
-                                        const VideoLimits& limits);
-  void SaveSidecar(const std::filesystem::path& file, const FileStamp& stamp, const VideoIndex& index);
+  std::shared_ptr<const VideoIndex> Find(const std::string& key, const FileStamp& stamp);
+  void Store(const std::string& key, const FileStamp& stamp, std::shared_ptr<const VideoIndex> index);
+  std::shared_ptr<const VideoIndex> LoadSidecar(const std::filesystem::path& sidecar, const FileStamp& stamp,
+                                                const VideoLimits& limits);
+  void SaveSidecar(const std::filesystem::path& sidecar, const FileStamp& stamp, const VideoIndex& index);
 
   struct Entry {
     FileStamp stamp;
-    VideoIndex index;
+    std::shared_ptr<const VideoIndex> index;
     std::list<std::string>::iterator age;
   };
   const size_t max_entries_;
@@ -85,14 +83,15 @@ class VideoIndexCache {
 };
 
 template <typename Build>
-absl::StatusOr<VideoIndex> VideoIndexCache::Get(const std::string& key, const FileStamp& stamp,
-                                                const std::filesystem::path& sidecar, const VideoLimits& limits,
-                                                Build build) {
-  if (std::optional<VideoIndex> hit = Find(key, stamp)) return *std::move(hit);
+absl::StatusOr<std::shared_ptr<const VideoIndex>> VideoIndexCache::Get(const std::string& key,
+                                                                       const FileStamp& stamp,
+                                                                       const std::filesystem::path& sidecar,
+                                                                       const VideoLimits& limits, Build build) {
+  if (std::shared_ptr<const VideoIndex> hit = Find(key, stamp)) return hit;
   if (!sidecar.empty()) {
-    if (std::optional<VideoIndex> loaded = LoadSidecar(sidecar, stamp, limits)) {
-      Store(key, stamp, *loaded);
-      return *std::move(loaded);
+    if (std::shared_ptr<const VideoIndex> loaded = LoadSidecar(sidecar, stamp, limits)) {
+      Store(key, stamp, loaded);
+      return loaded;
     }
   }
   absl::StatusOr<VideoIndex> built = build();
@@ -101,9 +100,10 @@ absl::StatusOr<VideoIndex> VideoIndexCache::Get(const std::string& key, const Fi
     absl::MutexLock lock(&mu_);
     ++builds_;
   }
-  Store(key, stamp, *built);
-  if (!sidecar.empty()) SaveSidecar(sidecar, stamp, *built);
-  return built;
+  auto shared = std::make_shared<const VideoIndex>(*std::move(built));
+  Store(key, stamp, shared);
+  if (!sidecar.empty()) SaveSidecar(sidecar, stamp, *shared);
+  return shared;
 }
 
 }  // namespace stoker

@@ -1,5 +1,7 @@
 #include "dataplane/video_index_cache.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +60,7 @@ TEST(VideoIndexCacheTest, BuildsOnceKeepsASidecarAndRebuildsWhenTheFileChanges) 
   fs::create_directories(dir);
   const fs::path file = dir / "v.mp4";
   std::ofstream(file) << "pretend video";
+  const fs::path sidecar = file.string() + kVideoIndexSuffix;
   VideoLimits limits;
   int builds = 0;
   auto build = [&]() -> absl::StatusOr<VideoIndex> {
@@ -65,23 +68,28 @@ TEST(VideoIndexCacheTest, BuildsOnceKeepsASidecarAndRebuildsWhenTheFileChanges) 
     return Sample();
   };
   VideoIndexCache cache;
-  absl::StatusOr<VideoIndex> a = cache.Get(file.string(), *StampOf(file), file, limits, build);
+  absl::StatusOr<std::shared_ptr<const VideoIndex>> a =
+      cache.Get(file.string(), *StampOf(file), sidecar, limits, build);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(builds, 1);
   EXPECT_TRUE(fs::exists(file.string() + kVideoIndexSuffix));
-  ASSERT_TRUE(cache.Get(file.string(), *StampOf(file), file, limits, build).ok());
-  EXPECT_EQ(builds, 1);  // from memory
+  absl::StatusOr<std::shared_ptr<const VideoIndex>> again =
+      cache.Get(file.string(), *StampOf(file), sidecar, limits, build);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(builds, 1);  // from memory, the same entry (not a copy)
+  EXPECT_EQ(again->get(), a->get());
   EXPECT_EQ(cache.hits(), 1);
   VideoIndexCache restarted;  // a new process: the sidecar, no build
-  absl::StatusOr<VideoIndex> b = restarted.Get(file.string(), *StampOf(file), file, limits, build);
+  absl::StatusOr<std::shared_ptr<const VideoIndex>> b =
+      restarted.Get(file.string(), *StampOf(file), sidecar, limits, build);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(builds, 1);
   EXPECT_EQ(restarted.sidecar_hits(), 1);
-  EXPECT_EQ(b->pts, a->pts);
+  EXPECT_EQ((*b)->pts, (*a)->pts);
   // The file changes: memory and sidecar are both stale.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::ofstream(file) << "another pretend video";
-  ASSERT_TRUE(cache.Get(file.string(), *StampOf(file), file, limits, build).ok());
+  ASSERT_TRUE(cache.Get(file.string(), *StampOf(file), sidecar, limits, build).ok());
   EXPECT_EQ(builds, 2);
   // A build that fails is not kept.
   VideoIndexCache fresh;
@@ -93,6 +101,37 @@ TEST(VideoIndexCacheTest, BuildsOnceKeepsASidecarAndRebuildsWhenTheFileChanges) 
   EXPECT_FALSE(fresh.Get("other", FileStamp{1, 1}, fs::path(), limits, failing).ok());
   EXPECT_FALSE(fresh.Get("other", FileStamp{1, 1}, fs::path(), limits, failing).ok());
   EXPECT_EQ(calls, 2);
+  fs::remove_all(dir);
+}
+
+TEST(VideoIndexCacheTest, AShardsSidecarsGoInAFolderMadeForThem) {
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("stoker_vindex_shard_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path shard = dir / "s-000000.tar";
+  std::ofstream(shard) << "pretend shard";
+  const fs::path sidecar = fs::path(shard.string() + kVideoIndexFolderSuffix) / "512";
+  VideoLimits limits;
+  int builds = 0;
+  auto build = [&]() -> absl::StatusOr<VideoIndex> {
+    ++builds;
+    return Sample();
+  };
+  VideoIndexCache cache;
+  ASSERT_TRUE(cache.Get(sidecar.string(), *StampOf(shard), sidecar, limits, build).ok());
+  ASSERT_TRUE(fs::is_regular_file(sidecar));
+  VideoIndexCache restarted;
+  ASSERT_TRUE(restarted.Get(sidecar.string(), *StampOf(shard), sidecar, limits, build).ok());
+  EXPECT_EQ(builds, 1);
+  EXPECT_EQ(restarted.sidecar_hits(), 1);
+  // A read-only place for the folder: the index stays in memory, still served.
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+  const fs::path other = fs::path(dir.string() + "/t-000000.tar" + kVideoIndexFolderSuffix) / "0";
+  VideoIndexCache read_only;
+  const bool writable = access(dir.c_str(), W_OK) == 0;  // root writes anyway
+  ASSERT_TRUE(read_only.Get(other.string(), *StampOf(shard), other, limits, build).ok());
+  EXPECT_EQ(fs::exists(other), writable);
+  fs::permissions(dir, fs::perms::owner_all);
   fs::remove_all(dir);
 }
 

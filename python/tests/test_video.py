@@ -169,7 +169,7 @@ def test_bad_videos_fail_with_their_reason(video_root, tmp_path, start_server):
         video_loader(server.address, "center_crop(32)", dataset="bad")
 
 
-def test_webdataset_shards_of_videos_serve_their_clips_with_fields(video_root, video_server):
+def test_webdataset_shards_of_videos_serve_their_clips_with_fields(video_root, video_server, start_server):
     paths = files_by_index(video_root / "clips")
     write_shards(video_root / "shards", [{p.suffix[1:]: p.read_bytes(), "txt": f"clip {i}: {p.name}".encode(),
                                           "cls": str(i % 3).encode()} for i, p in enumerate(paths)])
@@ -196,6 +196,23 @@ def test_webdataset_shards_of_videos_serve_their_clips_with_fields(video_root, v
         for k, i in enumerate(plain.last_batch["sample_indices"]):
             np.testing.assert_array_equal(np.array(clips[k]), folder[i])
             assert int(labels[k]) == i % 3
+    # Each video's index is kept in a folder beside its shard, for the shard as it is.
+    shards = sorted((video_root / "shards").glob("*.tar"))
+    sidecars = sorted((video_root / "shards").glob("*.tar.stoker-index-frames/*"))
+    assert len(sidecars) == len(paths)
+    for sidecar in sidecars:
+        shard = video_root / "shards" / sidecar.parent.name.removesuffix(".stoker-index-frames")
+        header = sidecar.read_text().split("\n")[0].split()
+        assert header[:2] == ["stoker-video-index", "1"] and int(header[2]) == shard.stat().st_size, sidecar
+    assert {s.parent.name for s in sidecars} == {f"{s.name}.stoker-index-frames" for s in shards}
+    # A restarted server reads them; a damaged one is rebuilt; the clips are the same.
+    sidecars[0].write_text("stoker-video-index 1 garbage\n")
+    restarted = video_loader(start_server("--workers=1", root=str(video_root)).address, pipeline, dataset="shards")
+    restarted.set_epoch(0)
+    for clips, _ in restarted:
+        for k, i in enumerate(restarted.last_batch["sample_indices"]):
+            np.testing.assert_array_equal(np.array(clips[k]), folder[i])
+    assert sidecars[0].read_text().split()[2] != "garbage"
     with pytest.raises(stoker.InvalidArgument, match="is the sample, read from member '.jpg'"):
         video_loader(video_server.address, pipeline, dataset="shards", fields={"video": "jpg", "caption": "txt"})
     with pytest.raises(stoker.InvalidArgument, match="'shards' holds video files"):
