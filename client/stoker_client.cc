@@ -204,9 +204,12 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   if (!have_dataset) {
     return absl::UnavailableError(absl::StrCat(
         "no data server answered within ", absl::FormatDuration(c.rpc_timeout), ": ", absl::StrJoin(unreachable, ", "),
-        c.security.tls_ca.empty() ? ""
-                                  : " (TLS is on: a failed handshake looks like this; check the CA bundle, the client "
-                                    "certificate and the server name; the server's log names the cause)"));
+        c.security.tls_ca.empty()
+            ? " (this client connects in plain text, and a server with TLS on answers plain text with nothing, "
+              "which looks like this: if the servers run with --tls-cert, give their CA with --tls-ca, or tls_ca= "
+              "in Python; otherwise check that the servers run and the addresses and ports are right)"
+            : " (TLS is on: a failed handshake looks like this; check the CA bundle, the client "
+              "certificate and the server name; the server's log names the cause)"));
   }
   if (!unreachable.empty()) {
     LOG(WARNING) << "not answering yet (will be retried): " << absl::StrJoin(unreachable, ", ");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Security (README "Security"), with real stoker-server, stoker-bench and
+"""Security (docs/how-to/security.md), with real stoker-server, stoker-bench and
 stoker-health processes on 127.0.0.1 and certificates made here with the
 openssl tool (no other address is used; the exposure warning is checked in a
 network namespace of its own):
@@ -139,6 +139,8 @@ def mutual_tls(tmp, pki, data):
             refused = code != 0 and ("UNAUTHENTICATED" in out if token_case else
                                      ("UNAVAILABLE" in out or "UNAUTHENTICATED" in out))
             check(f"{name}: refused", refused, f"(exit {code}) {out}")
+            if not creds:  # what a newcomer meets first: the error names TLS as the likely cause
+                check(f"{name}: the error says to give the CA", "--tls-ca" in out and "plain text" in out, out)
             leaked = [w for w in ("samples", "NOT_FOUND", "not found", "classes", "fingerprint") if w in out]
             check(f"{name}: learns nothing about datasets", not leaked and answers["secret-ds"] == answers.get("no-such-ds", answers["secret-ds"]),
                   f"(leaked {leaked})" if leaked else "")
