@@ -35,13 +35,20 @@ PYREFERENCES := grpcio==$(GRPCIO) jax==0.4.38 jaxlib==0.4.38 webdataset==0.2.100
 # installed by `make bench` alone.
 BENCH_REFERENCES := decord==0.6.0
 
+# The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme
+# from PyPI, in a venv of its own (its Jinja2, Markdown and Pygments stay out
+# of the one the tests use). `make docs` serves it; `make test` builds it
+# strictly (tests: docs_site).
+DOCSENV := $(BUILD_DIR)/docs-env
+DOCTOOLS := mkdocs==1.6.1 mkdocs-material==9.5.49
+
 # The installed wheel is tried in a Debian trixie root (Python 3.13) with
 # PyPI's grpcio for that Python, downloaded once beside the build.
 WHEELHOUSE := $(BUILD_DIR)/wheelhouse-cp313
 DIST_DIR ?= dist
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
 
-.PHONY: all deps pyenv build demo test bench thread-safety sanitizers tsan fuzz clean wheel dist
+.PHONY: all deps pyenv docs-env docs reference build demo test bench thread-safety sanitizers tsan fuzz clean wheel dist
 
 all: build
 
@@ -55,6 +62,22 @@ $(PYENV)/.ready: Makefile | deps
 	@touch $@
 
 pyenv: $(PYENV)/.ready
+
+$(DOCSENV)/.ready: Makefile | deps
+	@/usr/bin/python3 -m venv $(DOCSENV)
+	@$(DOCSENV)/bin/pip install -q --disable-pip-version-check $(DOCTOOLS)
+	@touch $@
+
+docs-env: $(DOCSENV)/.ready
+
+# Serves the site at http://127.0.0.1:8000 (Ctrl-C stops it).
+docs: docs-env
+	@$(DOCSENV)/bin/mkdocs serve -a 127.0.0.1:8000
+
+# Rewrites the reference pages generated from the code (flags, metrics,
+# Python API) after a change to them; `make test` fails while they are stale.
+reference: build
+	@/usr/bin/python3 docs/gen_reference.py $(BUILD_DIR)
 
 $(WHEELHOUSE)/.ready: Makefile | pyenv
 	@$(PYENV)/bin/pip download -q --disable-pip-version-check --only-binary=:all: --no-deps --python-version 3.13 \
@@ -84,7 +107,7 @@ dist: build
 demo: build
 	@deploy/demo.sh $(BUILD_DIR)
 
-test: build wheel dist $(WHEELHOUSE)/.ready thread-safety sanitizers tsan
+test: build wheel dist docs-env $(WHEELHOUSE)/.ready thread-safety sanitizers tsan
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The unit and in-process tests under AddressSanitizer + UndefinedBehavior-

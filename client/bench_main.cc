@@ -64,8 +64,8 @@ ABSL_FLAG(std::string, pipeline, "",
           "Ops, e.g. 'resize(256), center_crop(224)'; empty means RandomResizedCrop(224) + "
           "RandomHorizontalFlip(0.5)");
 ABSL_FLAG(std::string, fields, "",
-          "Sample fields beside the image, e.g. 'image=jpg;png, caption=txt, meta=json, label=cls' (README "
-          "'Fields'); per-field bytes are printed. Empty: (images, labels) batches");
+          "Sample fields beside the image, e.g. 'image=jpg;png, caption=txt, meta=json, label=cls' (docs/concepts/"
+          "fields.md); per-field bytes are printed. Empty: (images, labels) batches");
 ABSL_FLAG(int64_t, max_field_bytes, 0,
           "Largest text/bytes/json field value per sample, in bytes; larger ones fail the sample as too_large; "
           "0: 1 MiB (at most the servers' --max-field-bytes)");

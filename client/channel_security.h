@@ -1,4 +1,4 @@
-// How a client reaches protected data servers (README "Security"): TLS with
+// How a client reaches protected data servers (docs/how-to/security.md): TLS with
 // a CA bundle (gRPC's TLS credentials over a certificate provider that
 // re-reads the files when they change), an optional client certificate for
 // mutual TLS, and a bearer token sent with every DataService call, read from

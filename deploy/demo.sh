@@ -53,5 +53,5 @@ for i in "${!pids[@]}"; do
 done
 pids=()
 echo "== per-batch log with sample indices and hashes: $demo/batches.jsonl"
-echo "== verdict (what limits input; see README, Bottleneck verdict):"
+echo "== verdict (what limits input; see docs/how-to/diagnose.md):"
 grep "^bottleneck:" "$demo/bench.out"

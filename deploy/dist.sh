@@ -39,7 +39,7 @@ Stoker $version: the data server and its tools, with the shared libraries they
 load (lib/), for x86-64 Linux with glibc 2.36 or later. Run them by path:
   $name/bin/stoker-server --data-root=/data --port=50051 --metrics-port=9464
   $name/bin/stoker-bench --servers=127.0.0.1:50051 --dataset=train
-Each takes --help. Documentation: README.md of the Stoker repository.
+Each takes --help. Documentation: README.md and docs/ of the Stoker repository.
 EOF
 tar -C "$stage" -czf "$out/$name.tar.gz" "$name"
 echo "dist: $out/$name.tar.gz ($(du -m "$out/$name.tar.gz" | cut -f1) MB, $(ls "$stage/$name/lib" | wc -l) libraries)"

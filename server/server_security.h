@@ -1,4 +1,4 @@
-// The data server's protections (see README "Security"): TLS or mutual TLS
+// The data server's protections (see docs/how-to/security.md): TLS or mutual TLS
 // through gRPC's credentials and a certificate provider that re-reads the PEM
 // files when they change, bearer tokens checked on every DataService call,
 // and a bound on streams per client. The health service is never gated, so

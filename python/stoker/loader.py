@@ -88,9 +88,9 @@ class Loader:
         that require mutual TLS. tls_server_name: the name the servers'
         certificate carries, when not the host in the address.
       auth_token_file: file whose first line is the servers' bearer token;
-        None: $STOKER_AUTH_TOKEN if set (README "Security").
+        None: $STOKER_AUTH_TOKEN if set (docs/how-to/security.md).
       pipeline: the servers' ops, e.g. "resize(256), center_crop(224)".
-      fields: the sample's fields besides the image (README "Fields"): a
+      fields: the sample's fields besides the image (docs/concepts/fields.md): a
         dict {"image": "jpg;png;webp", "caption": "txt", "meta": "json",
         "label": "cls"}, a list of names ["image", "label"], or the text
         "image=jpg, caption=txt" ("video" or "audio" for the sample of a
@@ -165,7 +165,7 @@ class Loader:
         `slot_wait` for one to be freed (then stoker.ResourceExhausted).
       metrics_port: serve the client's Prometheus metrics on this port (0: a
         free one, see .metrics_port); None: off.
-      tune_malloc: keep large buffers on the heap (see README); True.
+      tune_malloc: keep large buffers on the heap (docs/how-to/pytorch.md); True.
     """
 
     def __init__(self, servers=None, dataset=None, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
