@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -54,19 +55,30 @@ TEST(VideoIndexCacheTest, TextRoundTripsAndOnlyTheSameFileStateIsTrusted) {
   EXPECT_FALSE(ParseVideoIndex("garbage", stamp, limits));
 }
 
-TEST(VideoIndexCacheTest, BuildsOnceKeepsASidecarAndRebuildsWhenTheFileChanges) {
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("stoker_vindex_", getpid());
+// An empty directory of this process under the temporary one.
+fs::path FreshDir(const std::string& prefix) {
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat(prefix, getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
+  return dir;
+}
+
+// A build that counts its calls in *builds.
+std::function<absl::StatusOr<VideoIndex>()> CountedBuild(int* builds) {
+  return [builds]() -> absl::StatusOr<VideoIndex> {
+    ++*builds;
+    return Sample();
+  };
+}
+
+TEST(VideoIndexCacheTest, BuildsOnceKeepsASidecarAndRebuildsWhenTheFileChanges) {
+  const fs::path dir = FreshDir("stoker_vindex_");
   const fs::path file = dir / "v.mp4";
   std::ofstream(file) << "pretend video";
   const fs::path sidecar = file.string() + kVideoIndexSuffix;
   VideoLimits limits;
   int builds = 0;
-  auto build = [&]() -> absl::StatusOr<VideoIndex> {
-    ++builds;
-    return Sample();
-  };
+  auto build = CountedBuild(&builds);
   VideoIndexCache cache;
   absl::StatusOr<std::shared_ptr<const VideoIndex>> a =
       cache.Get(file.string(), *StampOf(file), sidecar, limits, build);
@@ -105,18 +117,13 @@ TEST(VideoIndexCacheTest, BuildsOnceKeepsASidecarAndRebuildsWhenTheFileChanges) 
 }
 
 TEST(VideoIndexCacheTest, AShardsSidecarsGoInAFolderMadeForThem) {
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("stoker_vindex_shard_", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = FreshDir("stoker_vindex_shard_");
   const fs::path shard = dir / "s-000000.tar";
   std::ofstream(shard) << "pretend shard";
   const fs::path sidecar = fs::path(shard.string() + kVideoIndexFolderSuffix) / "512";
   VideoLimits limits;
   int builds = 0;
-  auto build = [&]() -> absl::StatusOr<VideoIndex> {
-    ++builds;
-    return Sample();
-  };
+  auto build = CountedBuild(&builds);
   VideoIndexCache cache;
   ASSERT_TRUE(cache.Get(sidecar.string(), *StampOf(shard), sidecar, limits, build).ok());
   ASSERT_TRUE(fs::is_regular_file(sidecar));
