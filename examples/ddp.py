@@ -8,7 +8,11 @@ loader position with the model; a job killed mid-epoch and restarted with
 --resume sees exactly the batches it had not trained on, with the same bytes.
 
   torchrun --nproc_per_node 2 examples/ddp.py --servers 127.0.0.1:50051 --dataset imagenet/train
-(gloo on CPUs; NCCL and one GPU per rank where GPUs exist)
+  python -m torch.distributed.run --nproc_per_node 2 examples/ddp.py --data-root .demo/data --dataset demo
+(the second: no server, each rank decodes its own share here; from a virtual
+environment use `python -m torch.distributed.run`, since Debian's
+/usr/bin/torchrun runs /usr/bin/python3 and does not see the venv;
+gloo on CPUs; NCCL and one GPU per rank where GPUs exist)
 """
 import argparse
 import contextlib
@@ -33,8 +37,12 @@ def small_model(classes):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--servers", required=True, help="host:port,host:port or dns:///name:port")
-    p.add_argument("--dataset", required=True, help="dataset name under the servers' --data-root")
+    p.add_argument("--servers", default="",
+                   help="host:port,host:port or dns:///name:port; empty: no servers, local mode (--local-workers)")
+    p.add_argument("--dataset", required=True, help="dataset name under the servers' (or --data-root's) root")
+    p.add_argument("--local-workers", type=int, default=1,
+                   help="local mode (no --servers): threads per rank that read, decode and augment here")
+    p.add_argument("--data-root", default=".", help="local mode: the directory holding --dataset")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64, help="images per batch and rank")
     p.add_argument("--image-size", type=int, default=224, help="RandomResizedCrop output, pixels")
@@ -57,7 +65,8 @@ def main():
     device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if cuda else "cpu"
     if cuda:
         torch.cuda.set_device(device)
-    loader = stoker.Loader(servers=args.servers, dataset=args.dataset,
+    loader = stoker.Loader(servers=args.servers or None, dataset=args.dataset,
+                           local_workers=0 if args.servers else args.local_workers, data_root=args.data_root,
                            pipeline=f"random_resized_crop({args.image_size}), random_horizontal_flip(0.5)",
                            batch_size=args.batch_size, seed=args.seed, drop_last=True, device=device,
                            dtype=torch.bfloat16 if cuda else torch.float32)

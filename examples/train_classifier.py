@@ -9,6 +9,7 @@ written every --checkpoint-every batches and at the end of each epoch;
 --resume continues from it with exactly the batches not yet trained on.
 
   python3 examples/train_classifier.py --servers 127.0.0.1:50051 --dataset imagenet/train --epochs 90
+  python3 examples/train_classifier.py --data-root .demo/data --dataset demo    # no server: local mode
 
 --recipe timm trains with the augmentation of timm's ImageNet recipes on the
 data servers (RandomResizedCrop, flip, RandAugment(2, 9), RandomErasing 0.25
@@ -46,8 +47,12 @@ def log_batch(log, loader, images):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--servers", required=True, help="host:port,host:port or dns:///name:port")
-    p.add_argument("--dataset", required=True, help="dataset name under the servers' --data-root")
+    p.add_argument("--servers", default="",
+                   help="host:port,host:port or dns:///name:port; empty: no servers, local mode (--local-workers)")
+    p.add_argument("--dataset", required=True, help="dataset name under the servers' (or --data-root's) root")
+    p.add_argument("--local-workers", type=int, default=2,
+                   help="local mode (no --servers): threads that read, decode and augment here")
+    p.add_argument("--data-root", default=".", help="local mode: the directory holding --dataset")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64, help="images per batch")
     p.add_argument("--image-size", type=int, default=224, help="RandomResizedCrop output, pixels")
@@ -78,7 +83,8 @@ def main():
     if args.recipe == "timm":
         pipeline += ", rand_augment(num_ops=2, magnitude=9), random_erasing(p=0.25, value_random=true)"
         mixing = dict(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1)
-    loader = stoker.Loader(servers=args.servers, dataset=args.dataset, pipeline=pipeline,
+    loader = stoker.Loader(servers=args.servers or None, dataset=args.dataset,
+                           local_workers=0 if args.servers else args.local_workers, data_root=args.data_root, pipeline=pipeline,
                            batch_size=args.batch_size, seed=args.seed, drop_last=True, device=device,
                            dtype=torch.bfloat16 if amp else torch.float32, layout="nchw", normalize="imagenet",
                            metrics_port=args.metrics_port, **mixing)

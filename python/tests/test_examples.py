@@ -47,6 +47,17 @@ def test_train_classifier_runs_the_timm_recipe(two_servers, tmp_path):
     assert len(read_log(tmp_path / "log.jsonl")) == 16
 
 
+def test_train_classifier_runs_with_no_server_and_trains_on_the_same_bytes(two_servers, data_root, tmp_path):
+    served, local = tmp_path / "served", tmp_path / "local"
+    served.mkdir()
+    local.mkdir()
+    train(two_servers, served, "--log-batches=log.jsonl", "--checkpoint=ckpt.pt")
+    # No --servers: local mode, two threads of this process do the servers' work.
+    out = train("", local, "--log-batches=log.jsonl", "--checkpoint=ckpt.pt", f"--data-root={data_root}")
+    assert "epoch 1:" in out, out
+    assert read_log(local / "log.jsonl") == read_log(served / "log.jsonl")
+
+
 def test_train_classifier_checkpoints_mid_epoch_and_resumes_exactly(two_servers, tmp_path):
     whole = tmp_path / "whole"
     whole.mkdir()
