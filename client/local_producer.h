@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/data_service_core.h"
 #include "dataplane/server_metrics.h"
 #include "prometheus/registry.h"
 #include "proto/stoker/v1/stoker.pb.h"

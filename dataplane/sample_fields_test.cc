@@ -9,7 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/data_service_core.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/tar_shards.h"
 #include "gtest/gtest.h"

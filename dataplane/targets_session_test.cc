@@ -8,7 +8,7 @@
 #include "common/field_layout.h"
 #include "common/field_spec.h"
 #include "common/pipeline_text.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/data_service_core.h"
 #include "dataplane/image_decoder.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "materialize/materializer.h"
 #include "prometheus/registry.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/data_service_core.h"
 #include "dataplane/materialized_source.h"
 #include "dataplane/tar_shards.h"
 #include "tests/testdata/image_set.h"

@@ -14,7 +14,7 @@
 #include "common/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/data_service_core.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/tar_writer.h"
