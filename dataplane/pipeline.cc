@@ -20,6 +20,7 @@
 #include "dataplane/geometric_ops.h"
 #include "dataplane/op_registry.h"
 #include "dataplane/op_plugins.h"
+#include "dataplane/pipeline_checks.h"
 #include "dataplane/python_stage.h"
 #include "dataplane/resample.h"
 #include "dataplane/transforms.h"
@@ -30,41 +31,6 @@ namespace stoker {
 void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng);
 
 namespace {
-
-// A video's audio track (AUDIO_TRACK): decoded and resampled as the clip
-// asks, then a window of audio_seconds from each of `starts` (seconds in the
-// container's timeline), zeros outside the stream; float32 [K, C, L] to
-// *out. No audio stream: missing_field.
-absl::Status AudioTrack(absl::string_view encoded, const v1::VideoClip& clip, const std::vector<double>& starts,
-                        const VideoLimits& limits, std::string* out) {
-  AudioDecodeOptions options;
-  options.rate = clip.audio_rate();
-  options.channels = clip.audio_channels();
-  options.max_seconds = limits.max_seconds;
-  options.max_wall_seconds = limits.max_wall_seconds;
-  absl::StatusOr<Waveform> wave = DecodeAudio(encoded, options);
-  if (!wave.ok()) {
-    if (absl::StrContains(wave.status().message(), "has no audio stream")) {
-      return DecodeError(DecodeFailure::kMissingField,
-                         absl::StrCat("a field of kind audio: ", wave.status().message()));
-    }
-    return wave.status();
-  }
-  const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
-  const int channels = clip.audio_channels();
-  out->assign(starts.size() * static_cast<size_t>(channels) * static_cast<size_t>(window) * sizeof(float), '\0');
-  auto* dst = reinterpret_cast<float*>(out->data());
-  for (size_t k = 0; k < starts.size(); ++k) {
-    const int64_t first = std::llround((starts[k] - wave->start_seconds) * clip.audio_rate());
-    for (int c = 0; c < channels; ++c) {
-      const float* src = wave->samples.data() + static_cast<int64_t>(c) * wave->frames;
-      float* row = dst + (static_cast<int64_t>(k) * channels + c) * window;
-      const int64_t from = std::max<int64_t>(0, -first), to = std::min<int64_t>(window, wave->frames - first);
-      for (int64_t i = from; i < to; ++i) row[i] = src[first + i];
-    }
-  }
-  return absl::OkStatus();
-}
 
 // The sample field (kind image) of an audio or video session: the source's
 // own member, or members with extensions in `allowed` (with the dot).
@@ -81,188 +47,6 @@ absl::Status CheckMediaMembers(const v1::FieldSpec& f, const std::set<std::strin
 }
 
 
-absl::Status CheckSide(const std::string& field, int value) {
-  if (value < 1 || value > kMaxImageSide) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " = ", value, "; allowed range is 1..", kMaxImageSide, " pixels"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckIouCrop(const std::string& where, v1::RandomIoUCrop& o) {
-  if (o.min_scale() == 0) o.set_min_scale(0.3f);
-  if (o.max_scale() == 0) o.set_max_scale(1.0f);
-  if (o.min_aspect_ratio() == 0) o.set_min_aspect_ratio(0.5f);
-  if (o.max_aspect_ratio() == 0) o.set_max_aspect_ratio(2.0f);
-  if (o.sampler_options().empty()) {
-    for (float v : {0.0f, 0.1f, 0.3f, 0.5f, 0.7f, 0.9f, 1.0f}) o.add_sampler_options(v);
-  }
-  if (o.trials() == 0) o.set_trials(40);
-  if (!(o.min_scale() > 0 && o.min_scale() <= o.max_scale() && o.max_scale() <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s.random_iou_crop.scale = %g:%g; need 0 < min <= max <= 1",
-                                                      where, o.min_scale(), o.max_scale()));
-  }
-  if (!(o.min_aspect_ratio() > 0 && o.min_aspect_ratio() <= o.max_aspect_ratio() && o.max_aspect_ratio() <= 100)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s.random_iou_crop.aspect_ratio = %g:%g; need 0 < min <= max <= 100", where, o.min_aspect_ratio(),
-        o.max_aspect_ratio()));
-  }
-  if (o.trials() < 1 || o.trials() > 1000) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".random_iou_crop.trials = ", o.trials(), "; allowed 1..1000"));
-  }
-  if (o.sampler_options_size() > 32) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".random_iou_crop has ", o.sampler_options_size(),
-                                                   " sampler options; at most 32"));
-  }
-  for (float v : o.sampler_options()) {
-    if (!(v >= 0 && v <= 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s.random_iou_crop.sampler_options has %g; each in 0..1 (1: no crop)", where, v));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// A plugin op: the plugin checks its arguments (making the instance the
-// pipeline keeps, *plugin); its output size.
-absl::Status CheckPluginOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
-                           std::shared_ptr<const PluginInstance>* plugin) {
-  absl::StatusOr<std::shared_ptr<const PluginInstance>> instance = PluginInstance::Create(where, op.plugin(), user);
-  if (!instance.ok()) return instance.status();
-  *plugin = *instance;
-  int oh = 0, ow = 0;
-  switch ((*instance)->OutputSize(&oh, &ow)) {
-    case STOKER_SIZE_FIXED:
-      if (oh < 1 || ow < 1 || oh > kMaxImageSide || ow > kMaxImageSide) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ".", op.plugin().name(), " makes ", ow, "x", oh,
-                                                       " pixels; each side must be 1..", kMaxImageSide));
-      }
-      fixed = true;
-      h = oh;
-      w = ow;
-      break;
-    case STOKER_SIZE_VARIES:
-      fixed = false;
-      break;
-    default:
-      break;
-  }
-  return absl::OkStatus();
-}
-
-bool PluginOpIsRandom(const v1::Op& op, const UserOps& user) {
-  const StokerOpInfo* info = user.plugins ? user.plugins->Find(op.plugin().name()) : nullptr;
-  return info == nullptr || info->random != 0 || (op.plugin().has_p() && op.plugin().p() < 1);
-}
-
-// Fills defaults and validates one op. `fixed` tells whether the output size
-// is fixed after this op; a plugin op's instance goes to *plugin.
-absl::Status CheckOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
-                     std::shared_ptr<const PluginInstance>* plugin) {
-  switch (op.op_case()) {
-    case v1::Op::kPython:
-      if (user.python == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, " ", PipelineToText({op}),
-            ": this server runs no Python transforms (the operator starts it with --python-transforms MODULES)"));
-      }
-      return user.python->Check(where, op.python());  // the size stays as it was (checked when it runs)
-    case v1::Op::kPlugin:
-      return CheckPluginOp(where, op, fixed, h, w, user, plugin);
-    case v1::Op::kRandomResizedCrop: {
-      auto& o = *op.mutable_random_resized_crop();
-      if (o.scale_min() == 0) o.set_scale_min(0.08f);
-      if (o.scale_max() == 0) o.set_scale_max(1.0f);
-      if (o.ratio_min() == 0) o.set_ratio_min(3.0f / 4.0f);
-      if (o.ratio_max() == 0) o.set_ratio_max(4.0f / 3.0f);
-      if (!o.has_antialias()) o.set_antialias(true);
-      if (auto s = CheckSide(where + ".random_resized_crop.size", o.size()); !s.ok()) return s;
-      if (!(o.scale_min() > 0 && o.scale_min() <= o.scale_max() && o.scale_max() <= 1)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s.random_resized_crop.scale = %g:%g; need 0 < min <= max <= 1", where, o.scale_min(),
-            o.scale_max()));
-      }
-      if (!(o.ratio_min() >= 0.01f && o.ratio_min() <= o.ratio_max() && o.ratio_max() <= 100)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s.random_resized_crop.ratio = %g:%g; need 0.01 <= min <= max <= 100", where, o.ratio_min(),
-            o.ratio_max()));
-      }
-      fixed = true;
-      h = w = o.size();
-      return absl::OkStatus();
-    }
-    case v1::Op::kCenterCrop:
-      if (auto s = CheckSide(where + ".center_crop.size", op.center_crop().size()); !s.ok()) return s;
-      fixed = true;
-      h = w = op.center_crop().size();
-      return absl::OkStatus();
-    case v1::Op::kResize:
-      fixed = false;
-      if (!op.resize().has_antialias()) op.mutable_resize()->set_antialias(true);
-      return CheckSide(where + ".resize.shorter_side", op.resize().shorter_side());
-    case v1::Op::kColorJitter: {
-      const auto& o = op.color_jitter();
-      if (!(o.brightness() >= 0 && o.contrast() >= 0 && o.saturation() >= 0 && o.hue() >= 0 && o.hue() <= 0.5f)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s.color_jitter = (brightness %g, contrast %g, saturation %g, hue %g); need factors >= 0 and hue "
-            "in 0..0.5",
-            where, o.brightness(), o.contrast(), o.saturation(), o.hue()));
-      }
-      return absl::OkStatus();
-    }
-    case v1::Op::kNormalize: {
-      const auto& o = op.normalize();
-      if (o.mean_size() != 3 || o.std_size() != 3) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s.normalize has %d mean and %d std values; need 3 of each (R, G, B)", where, o.mean_size(), o.std_size()));
-      }
-      for (float v : o.std()) {
-        if (!(v > 0)) return absl::InvalidArgumentError(absl::StrFormat("%s.normalize.std has %g; need > 0", where, v));
-      }
-      return absl::OkStatus();
-    }
-    case v1::Op::kRandomHorizontalFlip: {
-      const float p = op.random_horizontal_flip().p();
-      if (!(p >= 0 && p <= 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s.random_horizontal_flip.p = %g; allowed range is 0..1", where, p));
-      }
-      return absl::OkStatus();
-    }
-    case v1::Op::kRandomVerticalFlip: {
-      const float p = op.random_vertical_flip().p();
-      if (!(p >= 0 && p <= 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s.random_vertical_flip.p = %g; allowed range is 0..1", where, p));
-      }
-      return absl::OkStatus();
-    }
-    case v1::Op::kResizePad:
-      if (!op.resize_pad().has_antialias()) op.mutable_resize_pad()->set_antialias(true);
-      if (auto s = CheckSide(where + ".resize_pad.size", op.resize_pad().size()); !s.ok()) return s;
-      fixed = true;
-      h = w = op.resize_pad().size();
-      return absl::OkStatus();
-    case v1::Op::kRandomIouCrop:
-      fixed = false;
-      return CheckIouCrop(where, *op.mutable_random_iou_crop());
-    case v1::Op::kVideoClip:
-      return CheckVideoClip(where, *op.mutable_video_clip());  // each frame keeps the video's size
-    case v1::Op::OP_NOT_SET:
-      break;
-    default:
-      if (const OpEntry* entry = FindOp(op.op_case())) {  // op_registry.h
-        OpShape shape{fixed, h, w};
-        absl::Status s = entry->check(where, op, &shape);
-        fixed = shape.fixed;
-        h = shape.height;
-        w = shape.width;
-        return s;
-      }
-      break;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(where, " has no op set"));
-}
 
 }  // namespace
 
@@ -409,49 +193,6 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   return p;
 }
 
-absl::Status Pipeline::CheckAudioTrack(const v1::SessionConfig& config) {
-  int tracks = 0;
-  for (const v1::FieldSpec& f : config.fields()) {
-    if (f.kind() != v1::AUDIO_TRACK) continue;
-    ++tracks;
-    if (!f.extensions().empty() || !f.json_path().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(),
-                                                     "' (audio) is the video's own audio track: give it no member "
-                                                     "extension or json path"));
-    }
-  }
-  if (tracks == 0) return absl::OkStatus();
-  if (tracks > 1) return absl::InvalidArgumentError("at most one field of kind audio (the video's audio track)");
-  v1::VideoClip& clip = *ops_[0].mutable_video_clip();
-  if (clip.audio_rate() == 0) clip.set_audio_rate(16000);
-  if (clip.audio_channels() == 0) clip.set_audio_channels(1);
-  if (clip.audio_rate() < 1000 || clip.audio_rate() > 384000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline[0].video_clip.audio_rate = ", clip.audio_rate(), "; allowed range is 1000..384000"));
-  }
-  if (clip.audio_channels() < 1 || clip.audio_channels() > 8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline[0].video_clip.audio_channels = ", clip.audio_channels(), "; allowed range is 1..8"));
-  }
-  const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
-  if (!(clip.audio_seconds() > 0) || clip.audio_seconds() > 600 || window < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline[0].video_clip.audio_seconds = ", clip.audio_seconds(),
-        ": a field of kind audio needs each clip's window length, 0..600 s (e.g. video_clip(frames=16, "
-        "audio_seconds=1.0))"));
-  }
-  audio_track_shape_.clear();
-  if (clip.clips() > 1) audio_track_shape_.push_back(clip.clips());
-  audio_track_shape_.insert(audio_track_shape_.end(), {int64_t{clip.audio_channels()}, window});
-  const int64_t bytes = int64_t{clip.clips()} * clip.audio_channels() * window * 4;
-  if (config.batch_size() * (sample_bytes() + bytes) > kMaxBatchBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_size x (clip bytes + audio bytes) = ", config.batch_size(),
-                                                   " x (", sample_bytes(), " + ", bytes,
-                                                   "); a batch may hold at most ", kMaxBatchBytes, " bytes"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].has_audio() || ops[i].has_mel_spectrogram() || ops[i].has_video_clip()) {
@@ -540,83 +281,6 @@ std::vector<int64_t> Pipeline::SampleShape() const {
   return shape;
 }
 
-absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
-                                    SampleTimes* times, std::string* audio_track, const VideoIndex* known) const {
-  if (!video_) return absl::FailedPreconditionError("not a video_clip pipeline");
-  const absl::Time t0 = absl::Now();
-  // One time limit for the whole sample: the index and every clip's decode.
-  const absl::Time deadline = limits.max_wall_seconds > 0 ? t0 + absl::Seconds(limits.max_wall_seconds)
-                                                          : absl::InfiniteFuture();
-  auto within = [&]() -> absl::StatusOr<VideoLimits> {
-    VideoLimits l = limits;
-    if (deadline == absl::InfiniteFuture()) return l;
-    l.max_wall_seconds = absl::ToDoubleSeconds(deadline - absl::Now());
-    if (l.max_wall_seconds <= 0) {
-      return DecodeError(DecodeFailure::kCorrupt,
-                         absl::StrCat("decoding the clips took longer than ", limits.max_wall_seconds, " s"));
-    }
-    return l;
-  };
-  absl::StatusOr<VideoLimits> now = within();
-  if (!now.ok()) return now.status();
-  absl::StatusOr<VideoIndex> index = known != nullptr ? *known : IndexVideo(encoded, *now);
-  times->decode += absl::Now() - t0;
-  if (!index.ok()) return index.status();
-  const v1::VideoClip& clip = ops_[0].video_clip();
-  const std::vector<int64_t> frames = ClipFrames(clip, static_cast<int64_t>(index->pts.size()), rng);
-  const int T = clip.frames();
-  const size_t rgb_bytes = static_cast<size_t>(index->width) * static_cast<size_t>(index->height) * 3;
-  if (rgb_bytes * static_cast<size_t>(T) > kMaxClipBytes) {
-    return DecodeError(DecodeFailure::kTooLarge,
-                       absl::StrCat("a clip of ", T, " frames of ", index->width, "x", index->height, " is ",
-                                    rgb_bytes * static_cast<size_t>(T), " bytes decoded; at most ", kMaxClipBytes));
-  }
-  if (!audio_track_shape_.empty() && audio_track != nullptr) {
-    const absl::Time t1 = absl::Now();
-    now = within();
-    if (!now.ok()) return now.status();
-    std::vector<double> starts;  // each clip's first frame, in seconds
-    for (int k = 0; k < clip.clips(); ++k) {
-      starts.push_back(static_cast<double>(index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T)])]) *
-                       index->seconds_per_tick);
-    }
-    absl::Status s = AudioTrack(encoded, clip, starts, *now, audio_track);
-    times->decode += absl::Now() - t1;
-    if (!s.ok()) return s;
-  }
-  std::vector<uint8_t> rgb(rgb_bytes * static_cast<size_t>(T));
-  for (int k = 0; k < clip.clips(); ++k) {
-    std::vector<int64_t> pts(static_cast<size_t>(T));
-    for (int t = 0; t < T; ++t) pts[t] = index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T + t)])];
-    const absl::Time t1 = absl::Now();
-    now = within();
-    if (!now.ok()) return now.status();
-    absl::Status decoded;
-    {
-      const DecoderThreadShare share(limits.decoder_threads, limits.decoder_thread_budget);
-      now->decoder_threads = share.threads();
-      decoded = DecodeVideoFrames(encoded, *now, pts, index->width, index->height, rgb.data());
-    }
-    const absl::Time t2 = absl::Now();
-    times->decode += t2 - t1;
-    if (!decoded.ok()) return decoded;
-    // One draw for the clip: every frame replays the same random stream.
-    const Rng clip_rng(rng.Next());
-    for (int t = 0; t < T; ++t) {
-      cv::Mat frame(index->height, index->width, CV_8UC3, rgb.data() + static_cast<size_t>(t) * rgb_bytes);
-      Rng r = clip_rng;
-      absl::StatusOr<cv::Mat> out = Apply(frame, r, 1, limits.max_pixels);
-      if (!out.ok()) return out.status();
-      if (absl::Status s = Store(*out, dst + static_cast<size_t>(k * T + t) * static_cast<size_t>(frame_bytes()));
-          !s.ok()) {
-        return s;
-      }
-    }
-    times->augment += absl::Now() - t2;
-  }
-  return absl::OkStatus();
-}
-
 namespace {
 
 // The pixels resize(shorter_side) makes of a height x width image, against the limit.
@@ -635,12 +299,6 @@ absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, in
 }
 
 }  // namespace
-
-absl::Status Pipeline::ProduceAudio(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst,
-                                    SampleTimes* times) const {
-  if (!audio_) return absl::FailedPreconditionError("not an audio pipeline");
-  return audio_->Produce(encoded, rng, max_seconds, dst, times);
-}
 
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
                                SampleTimes* times, size_t first_op, GeometrySink* geometry, UserOpIo* io) const {
@@ -847,7 +505,7 @@ absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op,
   const bool fixed_before = fixed;
   const cv::Size before(out_width_, out_height_);
   std::shared_ptr<const PluginInstance> plugin;
-  if (absl::Status s = CheckOp(where, op, fixed, out_height_, out_width_, user_, &plugin); !s.ok()) return s;
+  if (absl::Status s = CheckPipelineOp(where, op, fixed, out_height_, out_width_, user_, &plugin); !s.ok()) return s;
   if (plugin != nullptr) plugin_ops_[i] = std::move(plugin);
   NoteSize(i, op, fixed_before, before, fixed, cv::Size(out_width_, out_height_));
   return absl::OkStatus();
