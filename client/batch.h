@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "client/host_buffer.h"
+#include "client/device/host_buffer.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/bottleneck.h"
-#include "client/device_stager.h"
+#include "client/device/device_stager.h"
 #include "client/run_stats.h"
 #include "client/stoker_client.h"
 #include "common/metrics_endpoint.h"
@@ -24,7 +24,7 @@ namespace stoker {
 struct LoaderConfig {
   ClientConfig client;   // servers, session, rank, window, timeouts...
   DeviceOptions device;  // where batches go and in which type and layout
-  // MixUp / CutMix on the staged batches (client/mixup.h): off unless an
+  // MixUp / CutMix on the staged batches (client/device/mixup.h): off unless an
   // alpha is set. seed comes from the session; num_classes 0 takes the
   // dataset's class count. Batches then carry DeviceTensor::targets.
   MixupOptions mixup;

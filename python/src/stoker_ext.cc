@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "client/ladder.h"
+#include "client/programs/ladder.h"
 #include "client/training_loader.h"
 #include "common/field_spec.h"
 #include "common/malloc_tuning.h"
@@ -124,7 +124,7 @@ struct Options {
   int metrics_port = -1;
   std::string metrics_host = "0.0.0.0";
   int test_h2d_delay_ms = 0;
-  // MixUp / CutMix in the stager (client/mixup.h); both alphas 0: off.
+  // MixUp / CutMix in the stager (client/device/mixup.h); both alphas 0: off.
   double mixup_alpha = 0, cutmix_alpha = 0, mix_prob = 1, switch_prob = 0.5, label_smoothing = 0.1;
   int num_classes = 0;
 };
@@ -544,7 +544,7 @@ NB_MODULE(_stoker_ext, m) {
       },
       nb::arg("mixup_alpha"), nb::arg("cutmix_alpha"), nb::arg("mix_prob"), nb::arg("switch_prob"), nb::arg("seed"),
       nb::arg("epoch"), nb::arg("batch"), nb::arg("height"), nb::arg("width"),
-      "MixUp/CutMix draws of one batch (client/mixup.h): (lam, cutmix, (y_low, y_high, x_low, x_high), raw draws)");
+      "MixUp/CutMix draws of one batch (client/device/mixup.h): (lam, cutmix, (y_low, y_high, x_low, x_high), raw draws)");
   m.def("tune_malloc", &TuneMallocForLargeBuffers,
         "Keeps large buffers on the heap for reuse (see common/malloc_tuning.h); call once at start-up");
   m.def("cuda_usable", [](int gpu) {

@@ -227,7 +227,7 @@ class Loader:
             from .mixup import Mixup
 
             # Checks the settings here, naming a bad one; the mixing itself
-            # runs in the client's stager (client/mixup.h), fused into the
+            # runs in the client's stager (client/device/mixup.h), fused into the
             # conversion: a CUDA kernel on a GPU, the CPU otherwise.
             Mixup(mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
                   num_classes if num_classes is not None else 1, seed)

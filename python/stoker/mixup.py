@@ -3,7 +3,7 @@ lambda and one box per batch; the batch mixed with itself reversed; soft
 targets with label smoothing), as torch ops.
 
 ``stoker.Loader(mixup_alpha=..., cutmix_alpha=...)`` does not use these ops:
-it mixes in the C++ client's stager (client/mixup.h), fused into the
+it mixes in the C++ client's stager (client/device/mixup.h), fused into the
 uint8-to-float conversion (a CUDA kernel on a GPU, the CPU otherwise). This
 module is the same mixing written with torch, for batches a user already
 holds and as the tests' bridge: given the same draws it equals timm's
@@ -49,7 +49,7 @@ class Mixup:
 
     def draw(self, epoch, batch, height, width):
         """The draws for batch `batch` of `epoch`, in timm's order: the C++
-        client's (client/mixup.cc: timm's rand_bbox, lam corrected to the
+        client's (client/device/mixup.cc: timm's rand_bbox, lam corrected to the
         pasted area)."""
         from . import _stoker_ext
 

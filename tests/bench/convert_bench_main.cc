@@ -1,4 +1,4 @@
-// The CPU fallback's uint8 -> float conversion (client/tensor_convert.cc)
+// The CPU fallback's uint8 -> float conversion (client/device/tensor_convert.cc)
 // against the per-element loop it replaced (a type switch and, for 16-bit
 // types, a float rounding per element; kept here as the baseline), on one
 // ImageNet-sized batch, in one run. Prints ms per batch and the speed-up for
@@ -11,7 +11,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/time/clock.h"
-#include "client/tensor_convert.h"
+#include "client/device/tensor_convert.h"
 #include "common/flag_names.h"
 
 ABSL_FLAG(int, batch, 64, "Images per batch");

@@ -8,7 +8,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "client/chunk_assembler.h"
-#include "client/device_stager.h"
+#include "client/device/device_stager.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto* stager = [] {

@@ -1,4 +1,4 @@
-#include "client/slot_ring.h"
+#include "client/device/slot_ring.h"
 
 #include <algorithm>
 

@@ -1,11 +1,11 @@
-#include "client/device_stager.h"
+#include "client/device/device_stager.h"
 
 #include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "client/slot_ring.h"
+#include "client/device/slot_ring.h"
 #include "glog/logging.h"
 
 namespace stoker {

@@ -1,4 +1,4 @@
-#include "client/device_stager.h"
+#include "client/device/device_stager.h"
 
 #include <random>
 #include <set>

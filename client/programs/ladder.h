@@ -4,8 +4,8 @@
 // adds (1/rate - 1/rate of the step before) says what the stage costs. The
 // stage that adds the most is the one to fix, and the full pipeline without
 // that cost is the gain. Pure functions; thread-safe.
-#ifndef STOKER_CLIENT_LADDER_H_
-#define STOKER_CLIENT_LADDER_H_
+#ifndef STOKER_CLIENT_PROGRAMS_LADDER_H_
+#define STOKER_CLIENT_PROGRAMS_LADDER_H_
 
 #include <string>
 #include <vector>
@@ -54,4 +54,4 @@ std::string LadderHtml(const LadderResult& r, const std::string& title);
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_LADDER_H_
+#endif  // STOKER_CLIENT_PROGRAMS_LADDER_H_

@@ -1,4 +1,4 @@
-#include "client/ladder.h"
+#include "client/programs/ladder.h"
 
 #include <algorithm>
 

@@ -5,9 +5,9 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
-#include "client/device_stager.h"
-#include "client/slot_ring.h"
-#include "client/tensor_convert_cuda.h"
+#include "client/device/device_stager.h"
+#include "client/device/slot_ring.h"
+#include "client/device/tensor_convert_cuda.h"
 #include "glog/logging.h"
 
 namespace stoker {

@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "client/tensor_convert_cuda.h"
+#include "client/device/tensor_convert_cuda.h"
 
 namespace stoker {
 namespace {

@@ -16,8 +16,8 @@
 // tensor may be released as soon as the reads of it are queued, without
 // waiting for them. Slots and their memory live until the last tensor is
 // released, even after the stager is destroyed.
-#ifndef STOKER_CLIENT_DEVICE_STAGER_H_
-#define STOKER_CLIENT_DEVICE_STAGER_H_
+#ifndef STOKER_CLIENT_DEVICE_DEVICE_STAGER_H_
+#define STOKER_CLIENT_DEVICE_DEVICE_STAGER_H_
 
 #include <memory>
 #include <string>
@@ -28,9 +28,9 @@
 #include "absl/time/time.h"
 #include "client/batch.h"
 #include "client/client_metrics.h"
-#include "client/host_buffer.h"
-#include "client/mixup.h"
-#include "client/tensor_convert.h"
+#include "client/device/host_buffer.h"
+#include "client/device/mixup.h"
+#include "client/device/tensor_convert.h"
 
 namespace stoker {
 
@@ -160,4 +160,4 @@ absl::Status CudaUsable(int gpu);
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_DEVICE_STAGER_H_
+#endif  // STOKER_CLIENT_DEVICE_DEVICE_STAGER_H_

@@ -1,11 +1,11 @@
 // Launcher for the CUDA conversion kernel (tensor_convert.cu). Only built
 // with STOKER_CUDA; thread-safe (stream-ordered).
-#ifndef STOKER_CLIENT_TENSOR_CONVERT_CUDA_H_
-#define STOKER_CLIENT_TENSOR_CONVERT_CUDA_H_
+#ifndef STOKER_CLIENT_DEVICE_TENSOR_CONVERT_CUDA_H_
+#define STOKER_CLIENT_DEVICE_TENSOR_CONVERT_CUDA_H_
 
 #include <cuda_runtime.h>
 
-#include "client/tensor_convert.h"
+#include "client/device/tensor_convert.h"
 
 namespace stoker {
 
@@ -14,4 +14,4 @@ cudaError_t LaunchConvert(const uint8_t* device_in, const ConvertSpec& spec, voi
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_TENSOR_CONVERT_CUDA_H_
+#endif  // STOKER_CLIENT_DEVICE_TENSOR_CONVERT_CUDA_H_

@@ -1,4 +1,4 @@
-#include "client/host_buffer.h"
+#include "client/device/host_buffer.h"
 
 #include "glog/logging.h"
 

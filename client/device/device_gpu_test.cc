@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "client/device_stager.h"
+#include "client/device/device_stager.h"
 #include "gtest/gtest.h"
 
 #ifdef STOKER_HAVE_CUDA

@@ -4,8 +4,8 @@
 // batches alive); past that, Acquire waits for a release. SlotLease gives a
 // slot back when destroyed, after running its release hook (e.g. ordering the
 // slot's next copy after the consumer's reads). Thread-safe.
-#ifndef STOKER_CLIENT_SLOT_RING_H_
-#define STOKER_CLIENT_SLOT_RING_H_
+#ifndef STOKER_CLIENT_DEVICE_SLOT_RING_H_
+#define STOKER_CLIENT_DEVICE_SLOT_RING_H_
 
 #include <functional>
 #include <memory>
@@ -73,4 +73,4 @@ class SlotLease {
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_SLOT_RING_H_
+#endif  // STOKER_CLIENT_DEVICE_SLOT_RING_H_

@@ -1,4 +1,4 @@
-#include "client/tensor_convert.h"
+#include "client/device/tensor_convert.h"
 
 #include <cstring>
 #include <initializer_list>

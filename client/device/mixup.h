@@ -12,8 +12,8 @@
 // the same way whoever stages it and on resume; the C++ client (the stager's
 // conversion, tensor_convert.h) and the Python loader (stoker/mixup.py) use
 // these same draws. Pure functions; thread-safe.
-#ifndef STOKER_CLIENT_MIXUP_H_
-#define STOKER_CLIENT_MIXUP_H_
+#ifndef STOKER_CLIENT_DEVICE_MIXUP_H_
+#define STOKER_CLIENT_DEVICE_MIXUP_H_
 
 #include <cstdint>
 #include <vector>
@@ -60,4 +60,4 @@ void SoftTargets(const MixupOptions& options, const MixDraw& draw, const std::ve
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_MIXUP_H_
+#endif  // STOKER_CLIENT_DEVICE_MIXUP_H_

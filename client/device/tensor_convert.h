@@ -5,8 +5,8 @@
 // lives in tensor_convert.cc; the CUDA kernel in tensor_convert.cu computes the
 // same values (float32 arithmetic, round-to-nearest-even to 16 bits). Pure
 // functions; thread-safe.
-#ifndef STOKER_CLIENT_TENSOR_CONVERT_H_
-#define STOKER_CLIENT_TENSOR_CONVERT_H_
+#ifndef STOKER_CLIENT_DEVICE_TENSOR_CONVERT_H_
+#define STOKER_CLIENT_DEVICE_TENSOR_CONVERT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -60,4 +60,4 @@ float BFloat16ToFloat(uint16_t b);
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_TENSOR_CONVERT_H_
+#endif  // STOKER_CLIENT_DEVICE_TENSOR_CONVERT_H_

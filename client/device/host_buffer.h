@@ -6,8 +6,8 @@
 // The pool is thread-safe; a HostBuffer is a move-only value that returns its
 // memory to the pool (if the pool still exists) when destroyed. Contents are
 // left uninitialised: the receive path overwrites every byte.
-#ifndef STOKER_CLIENT_HOST_BUFFER_H_
-#define STOKER_CLIENT_HOST_BUFFER_H_
+#ifndef STOKER_CLIENT_DEVICE_HOST_BUFFER_H_
+#define STOKER_CLIENT_DEVICE_HOST_BUFFER_H_
 
 #include <cstdint>
 #include <memory>
@@ -105,4 +105,4 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
 
 }  // namespace stoker
 
-#endif  // STOKER_CLIENT_HOST_BUFFER_H_
+#endif  // STOKER_CLIENT_DEVICE_HOST_BUFFER_H_

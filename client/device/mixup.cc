@@ -1,4 +1,4 @@
-#include "client/mixup.h"
+#include "client/device/mixup.h"
 
 #include <algorithm>
 #include <cmath>

@@ -18,7 +18,7 @@
 #include "absl/time/clock.h"
 #include "client/security_flags.h"
 #include "client/batch_timeline.h"
-#include "client/device_stager.h"
+#include "client/device/device_stager.h"
 #include "client/run_stats.h"
 #include "client/stoker_client.h"
 #include "common/field_spec.h"
