@@ -1,4 +1,5 @@
 #include "common/pipeline_text.h"
+#include "common/pipeline_text_internal.h"
 
 #include <algorithm>
 #include <functional>
@@ -746,6 +747,18 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
     }
   }
   return absl::StrJoin(parts, ", ");
+}
+
+// pipeline_text_internal.h: what the generated reference reads.
+std::vector<TextParam> ReflectedParams(const google::protobuf::Descriptor* d) {
+  std::vector<TextParam> out;
+  for (const Param& p : Params(d)) out.push_back({p.name, p.field, p.max});
+  return out;
+}
+
+const std::vector<std::string>* BuiltInParams(const std::string& op) {
+  auto it = Syntax().find(op);
+  return it == Syntax().end() ? nullptr : &it->second.params;
 }
 
 }  // namespace stoker

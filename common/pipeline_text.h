@@ -27,6 +27,24 @@ absl::StatusOr<std::vector<v1::Op>> ParsePipelineText(absl::string_view text);
 // The inverse of ParsePipelineText, for logs and reports.
 std::string PipelineToText(const std::vector<v1::Op>& ops);
 
+// One op of the text form as ParsePipelineText reads it, for the reference
+// generated from the code (docs/reference/pipeline.md): its name (the Op
+// field), its message, and its arguments in positional order, each with its
+// kind ("int", "float", "bool", "lo:hi", "r:g:b or v", "a|b|...") and the
+// message fields it sets (empty where a built-in op's setter is custom).
+struct OpGrammar {
+  struct Argument {
+    std::string name;
+    std::string kind;
+    std::vector<std::string> fields;
+  };
+  std::string name;
+  std::string message;
+  std::vector<Argument> arguments;
+};
+// Every op but the user ops (python(...) and plugin ops), in stoker.proto's order.
+std::vector<OpGrammar> PipelineGrammar();
+
 }  // namespace stoker
 
 #endif  // STOKER_COMMON_PIPELINE_TEXT_H_

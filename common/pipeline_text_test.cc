@@ -1,5 +1,8 @@
 #include "common/pipeline_text.h"
 
+#include <algorithm>
+#include <set>
+
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -125,6 +128,39 @@ TEST(PipelineTextTest, PartialNormalizePrintsBackToTextThatParses) {
     auto again = ParsePipelineText(PipelineToText(*ops));
     ASSERT_TRUE(again.ok()) << PipelineToText(*ops) << ": " << again.status();
     EXPECT_EQ(again->at(0).SerializeAsString(), ops->at(0).SerializeAsString()) << text;
+  }
+}
+
+TEST(PipelineGrammarTest, ListsEveryOpWithItsArgumentsInTheOrderTheParserReadsThem) {
+  const std::vector<OpGrammar> grammar = PipelineGrammar();
+  std::set<std::string> names;
+  for (const OpGrammar& g : grammar) names.insert(g.name);
+  // Every op of the Op message but the user ops.
+  const google::protobuf::Descriptor* op = v1::Op::descriptor();
+  for (int i = 0; i < op->field_count(); ++i) {
+    const std::string& name = op->field(i)->name();
+    EXPECT_EQ(names.count(name), name == "python" || name == "plugin" ? 0u : 1u) << name;
+  }
+  auto find = [&](const std::string& name) {
+    return *std::find_if(grammar.begin(), grammar.end(), [&](const OpGrammar& g) { return g.name == name; });
+  };
+  const OpGrammar crop = find("random_resized_crop");  // a built-in op: its own order
+  ASSERT_EQ(crop.arguments.size(), 5u);
+  EXPECT_EQ(crop.arguments[1].name, "scale");
+  EXPECT_EQ(crop.arguments[1].kind, "lo:hi (float)");
+  EXPECT_EQ(crop.arguments[1].fields, (std::vector<std::string>{"scale_min", "scale_max"}));
+  const OpGrammar solarize = find("solarize");  // a reflected op: the message's order
+  ASSERT_EQ(solarize.arguments.size(), 2u);
+  EXPECT_EQ(solarize.arguments[0].name, "threshold");
+  EXPECT_EQ(solarize.arguments[0].kind, "float");
+  // The positional order is the parser's: each argument given by position
+  // lands where the same argument given by name does.
+  for (const OpGrammar& g : grammar) {
+    if (g.arguments.empty() || g.arguments[0].kind != "float") continue;
+    auto by_position = ParsePipelineText(g.name + "(0.5)");
+    auto by_name = ParsePipelineText(g.name + "(" + g.arguments[0].name + "=0.5)");
+    ASSERT_TRUE(by_position.ok() && by_name.ok()) << g.name;
+    EXPECT_EQ((*by_position)[0].SerializeAsString(), (*by_name)[0].SerializeAsString()) << g.name;
   }
 }
 

@@ -93,6 +93,38 @@ absl::Status CheckPluginOp(const std::string& where, v1::Op& op, bool& fixed, in
 
 }  // namespace
 
+BuiltInOpInfo BuiltInOp(v1::Op::OpCase op) {
+  constexpr const char* kMoved = "moved with the pixels";
+  switch (op) {
+    case v1::Op::kRandomResizedCrop:
+      return {"transforms.RandomResizedCrop", kMoved};
+    case v1::Op::kCenterCrop:
+      return {"transforms.CenterCrop", kMoved};
+    case v1::Op::kResize:
+      return {"transforms.Resize (int size: the shorter side)", kMoved};
+    case v1::Op::kRandomHorizontalFlip:
+      return {"transforms.RandomHorizontalFlip", kMoved};
+    case v1::Op::kRandomVerticalFlip:
+      return {"transforms.RandomVerticalFlip", kMoved};
+    case v1::Op::kColorJitter:
+      return {"transforms.ColorJitter", "untouched"};
+    case v1::Op::kNormalize:
+      return {"transforms.Normalize (on the client's device)", "untouched"};
+    case v1::Op::kResizePad:
+      return {"none (letterbox: Resize of the longer side + Pad)", kMoved};
+    case v1::Op::kRandomIouCrop:
+      return {"transforms.v2.RandomIoUCrop", kMoved};
+    case v1::Op::kVideoClip:
+      return {"none (torchvision.io.read_video + clip sampling)", ""};
+    case v1::Op::kAudio:
+      return {"torchaudio.load + transforms.Resample (libswresample), a window", ""};
+    case v1::Op::kMelSpectrogram:
+      return {"torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)", ""};
+    default:
+      return {nullptr, nullptr};
+  }
+}
+
 bool PluginOpIsRandom(const v1::Op& op, const UserOps& user) {
   const StokerOpInfo* info = user.plugins ? user.plugins->Find(op.plugin().name()) : nullptr;
   return info == nullptr || info->random != 0 || (op.plugin().has_p() && op.plugin().p() < 1);

@@ -6,6 +6,10 @@ drift from it:
   docs/reference/metrics.md  the metric families the server and the client
                              register (tools/stoker-metrics-reference)
   docs/reference/python.md   the Python package's API, from its docstrings
+  docs/reference/pipeline.md every pipeline op the text form reads, its
+                             arguments, kinds and counterpart
+                             (tools/stoker-pipeline-reference), with
+                             stoker.proto's comments on each
 
 Usage: gen_reference.py BUILD_DIR [--check]
   --check: write nothing; exit 1 naming each page that differs from what the
@@ -16,6 +20,7 @@ Run it with /usr/bin/python3 (the package is imported from BUILD_DIR/python).
 import argparse
 import difflib
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -107,6 +112,71 @@ def metrics_page(build):
             "`--max-job-labels`.\n\n" + tables)
 
 
+def proto_comments(path):
+    """{message: (its leading comment, {field: comment})} from a .proto file:
+    a field's trailing comment, else the comment lines just above it."""
+    out, stack, pending = {}, [], []
+    for raw in open(path):
+        line = raw.strip()
+        if line.startswith("//"):
+            pending.append(line[2:].strip())
+            continue
+        m = re.match(r"^message (\w+) \{", line)
+        if m:
+            stack.append(m.group(1))
+            out[m.group(1)] = (" ".join(pending), {})
+            pending = []
+            continue
+        if re.match(r"^(enum|oneof) \w+ \{", line):
+            stack.append(None)
+            pending = []
+            continue
+        if line.startswith("}"):
+            if stack:
+                stack.pop()
+            pending = []
+            continue
+        m = re.match(r"^(?:optional |repeated )?[\w.]+ (\w+) = \d+[^;]*;\s*(?://\s*(.*))?$", line)
+        if m and stack and stack[-1] is not None:
+            out[stack[-1]][1][m.group(1)] = m.group(2) or " ".join(pending)
+        pending = []
+    return out
+
+
+def pipeline_page(build):
+    lines = subprocess.run([os.path.join(build, "tools/stoker-pipeline-reference")], capture_output=True, text=True,
+                           check=True, timeout=60).stdout.splitlines()
+    ops = [json.loads(l) for l in lines]
+    comments = proto_comments(os.path.join(HERE, "..", "proto", "stoker", "v1", "stoker.proto"))
+    out = ["# Pipeline ops\n\n", GENERATED,
+           "Every op the pipeline text reads, in stoker.proto's order: its arguments in positional order (or "
+           "`name=value`), their kinds, and what stoker.proto says of each (units, ranges, defaults). How the text "
+           "is written and what each op does to pixels and targets: [Pipelines](../concepts/pipelines.md). "
+           "`python(...)` and plugin ops: [Your own transforms](../how-to/transforms.md).\n\n",
+           "| Op | Arguments | Counterpart | Targets (boxes, masks) |\n|---|---|---|---|\n"]
+    for op in ops:
+        args = ", ".join(a["name"] for a in op["arguments"]) or "-"
+        targets = op.get("targets", "")
+        out.append(f"| [`{op['name']}`](#{op['name']}) | {cell(args)} | {cell(op['counterpart'])} "
+                   f"| {targets} |\n")
+    out.append("\n")
+    for op in ops:
+        about, fields = comments.get(op["message"], ("", {}))
+        out.append(f"## {op['name']}\n\n")
+        if about:
+            out.append(about + "\n\n")
+        if not op["arguments"]:
+            out.append("No arguments.\n\n")
+            continue
+        out.append("| Argument | Kind | Meaning |\n|---|---|---|\n")
+        for a in op["arguments"]:
+            meaning = "; ".join(f"`{f}`: {fields[f]}" if len(a["fields"]) > 1 else fields[f]
+                                for f in a["fields"] if fields.get(f))
+            out.append(f"| `{a['name']}` | {cell(a['kind'])} | {cell(meaning)} |\n")
+        out.append("\n")
+    return "".join(out).rstrip("\n") + "\n"
+
+
 def python_page(build):
     sys.path.insert(0, os.path.join(build, "python"))
     os.environ.setdefault("STOKER_LOG_LEVEL", "2")
@@ -149,7 +219,8 @@ def main():
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
-    pages = {"flags.md": flags_page(build), "metrics.md": metrics_page(build), "python.md": python_page(build)}
+    pages = {"flags.md": flags_page(build), "metrics.md": metrics_page(build), "pipeline.md": pipeline_page(build),
+             "python.md": python_page(build)}
     stale = []
     for name, text in pages.items():
         path = os.path.join(REFERENCE, name)
