@@ -1,4 +1,5 @@
 #include "dataplane/batch_session.h"
+#include "dataplane/batch_session_internal.h"
 
 #include <algorithm>
 #include <exception>
@@ -21,7 +22,7 @@
 #include "dataplane/stored_sample.h"
 
 namespace stoker {
-namespace {
+namespace batch_session_internal {
 
 // An allocation that failed while a sample was made (std::bad_alloc, or
 // OpenCV's out-of-memory error): the process is at a memory limit, the
@@ -73,35 +74,15 @@ std::vector<std::string> ImageExtensions(const v1::SessionConfig& config) {
 }
 double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
-}  // namespace
+}  // namespace batch_session_internal
 
-// One batch being produced. Shared by its sample tasks; the last one to
-// finish completes it.
-struct BatchSession::Job {
-  v1::BatchHeader header;
-  std::shared_ptr<std::string> data;  // written by the sample tasks, one slot each
-  std::vector<std::string> stored;    // a materialising session's samples, joined by Complete
-  // Each slot's value fields (SessionConfig.fields), written by its task.
-  std::vector<std::vector<std::string>> field_values;
-  DoneCallback done;
-  absl::Time arrived;
-  std::atomic<int64_t> remaining{0};
-  std::atomic<bool> started{false};
-  std::once_flag allocated;  // the buffer is made when the first sample starts
-  std::string cache_key;     // set: this session makes the batch for the shared cache
-  int64_t bytes = 0;         // its size
-  std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0}, python_ns{0};
-  // Whole sample tasks that produced a sample (the capacity's measure;
-  // tasks a cancellation skipped are left out).
-  std::atomic<int64_t> worker_ns{0}, produced{0};
-  absl::Mutex mu;
-  std::vector<v1::FailedSample> failed ABSL_GUARDED_BY(mu);
-  absl::Status error ABSL_GUARDED_BY(mu);  // FAIL policy: the first failure
-
-  uint8_t* Slot(int64_t slot, int64_t sample_bytes) {
-    return reinterpret_cast<uint8_t*>(data->data()) + slot * sample_bytes;
-  }
-};
+using batch_session_internal::ImageExtensions;
+using batch_session_internal::IsOutOfMemory;
+using batch_session_internal::Nanos;
+using batch_session_internal::OutOfMemory;
+using batch_session_internal::ProcessingError;
+using batch_session_internal::ReadFailureReason;
+using batch_session_internal::Seconds;
 
 BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source,
                            Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log,
@@ -456,135 +437,6 @@ absl::Status BatchSession::Failed(int64_t index, const absl::Status& status, con
                  << "' failed: " << status.message();
   }
   return status;
-}
-
-absl::Status BatchSession::ProduceStored(int64_t index, std::string* out, Job& job) {
-  if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
-  const absl::Time t0 = absl::Now();
-  absl::StatusOr<std::string> bytes = ReadSample(index);
-  if (bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
-    absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
-  }
-  const absl::Time t1 = absl::Now();
-  job.read_ns += Nanos(t1 - t0);
-  metrics_->read_seconds->Observe(absl::ToDoubleSeconds(t1 - t0));
-  metrics_->samples->Increment();
-  if (!bytes.ok()) {
-    const absl::Status& s = bytes.status();
-    return Failed(index, s, ReadFailureReason(s));
-  }
-  metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
-  SampleTimes times;
-  absl::StatusOr<std::string> stored = MakeStoredSample(pipeline_, *store_, *bytes, max_pixels_, &times);
-  job.decode_ns += Nanos(times.decode);
-  job.augment_ns += Nanos(times.augment);
-  metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(times.decode));
-  if (!stored.ok()) return Failed(index, stored.status(), DecodeFailureName(DecodeFailureOf(stored.status())));
-  metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
-  if (!config_.store().fields()) {
-    *out = *std::move(stored);
-    return absl::OkStatus();
-  }
-  std::atomic<int64_t> dropped{0};
-  std::vector<StoredField> fields;
-  const absl::Status read = Guarded(index, [&] {
-    absl::StatusOr<std::vector<StoredField>> f = ReadStoredFields(*source_, index, *store_, &dropped);
-    if (!f.ok()) return f.status();
-    fields = *std::move(f);
-    return absl::OkStatus();
-  });
-  if (!read.ok()) {
-    return Failed(index, read, ReadFailureReason(read));
-  }
-  if (dropped.load() > 0 && failure_log_->FirstTime("reserved field names")) {
-    LOG(WARNING) << "materialising '" << config_.dataset() << "': " << source_->Describe(index)
-                 << " has members whose names the stored dataset reserves (" << store_->Field()
-                 << ", cls, xxh3, *.xxh3); they are left out";
-  }
-  *out = PackStoredRecord(*stored, fields);
-  return absl::OkStatus();
-}
-
-int64_t BatchSession::MaxStoredBytes() const {
-  // A stored sample never needs much more than its raw pixels plus headers.
-  return max_pixels_ > 0 ? max_pixels_ * 3 + (int64_t{1} << 20) : int64_t{1} << 31;
-}
-
-namespace {
-
-// A stored sample's error as a decode failure (the metrics' reason label):
-// over the pixel limit is too_large, anything else corrupt.
-absl::Status StoredSampleError(const absl::Status& status) {
-  if (!absl::IsDataLoss(status) && !absl::IsResourceExhausted(status)) return status;  // already a decode error
-  return DecodeError(absl::IsResourceExhausted(status) ? DecodeFailure::kTooLarge : DecodeFailure::kCorrupt,
-                     status.message());
-}
-
-}  // namespace
-
-absl::StatusOr<std::string> BatchSession::Unpack(absl::string_view bytes) const {
-  absl::StatusOr<std::string> plain = Decompress(bytes, source_->stored()->format.compression, MaxStoredBytes());
-  if (!plain.ok()) return StoredSampleError(plain.status());
-  return plain;
-}
-
-absl::Status BatchSession::ProduceFromBytes(std::string bytes, Rng& rng, uint8_t* dst, SampleTimes* times,
-                                            UserOpIo* io) const {
-  const StoredForm* stored = source_->stored();
-  // A materialised sample: undo the compression (decode time), then run the
-  // ops after the stored prefix.
-  const absl::Time t0 = absl::Now();
-  if (stored->format.compression != StoredCompression::kNone) {
-    absl::StatusOr<std::string> plain = Unpack(bytes);
-    if (!plain.ok()) {
-      times->decode = absl::Now() - t0;
-      return plain.status();
-    }
-    bytes = *std::move(plain);
-  }
-  if (stored->format.encoding == StoredEncoding::kJpeg) {
-    // Lossy anyway: the first op is fused with decoding (a region, DCT scaling) for speed.
-    absl::Status status = pipeline_.Produce(bytes, rng, max_pixels_, dst, times, first_op_, nullptr, io);
-    times->decode = absl::Now() - t0 - times->augment - times->python;  // decompression counts as decoding
-    return status;
-  }
-  // Raw and PNG: the whole stored image, then the ops exactly as online
-  // (fusing a resize with decoding would resample differently).
-  absl::StatusOr<cv::Mat> image = StoredImage(bytes);
-  if (!image.ok()) {
-    times->decode = absl::Now() - t0;
-    return image.status();
-  }
-  const absl::Time t1 = absl::Now();
-  const absl::Duration python_before = io->python_time;
-  absl::StatusOr<cv::Mat> applied = pipeline_.Apply(*std::move(image), rng, first_op_, max_pixels_, nullptr, io);
-  times->python = io->python_time - python_before;
-  absl::Status status = applied.ok() ? pipeline_.Store(*applied, dst) : applied.status();
-  times->decode = t1 - t0;
-  times->augment = absl::Now() - t1 - times->python;
-  return status;
-}
-
-absl::StatusOr<cv::Mat> BatchSession::StoredImage(const std::string& plain) const {
-  if (source_->stored()->format.encoding != StoredEncoding::kRaw) return DecodeImage(plain, CropBox{}, 8, max_pixels_);
-  absl::StatusOr<cv::Mat> image = ParseNpyImage(plain, max_pixels_);
-  if (!image.ok()) return StoredSampleError(image.status());
-  return image;
-}
-
-absl::StatusOr<cv::Mat> BatchSession::DecodeWhole(const std::string& bytes) const {
-  const StoredForm* stored = source_->stored();
-  if (stored == nullptr) return DecodeImage(bytes, CropBox{}, 8, max_pixels_);
-  if (stored->format.compression == StoredCompression::kNone) {
-    absl::StatusOr<cv::Mat> image = StoredImage(bytes);
-    if (!image.ok()) return image.status();
-    return image->clone();  // owns its pixels, not the caller's bytes
-  }
-  absl::StatusOr<std::string> plain = Unpack(bytes);
-  if (!plain.ok()) return plain.status();
-  absl::StatusOr<cv::Mat> image = StoredImage(*plain);
-  if (!image.ok()) return image.status();
-  return image->clone();  // owns its pixels: `plain` goes
 }
 
 absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
