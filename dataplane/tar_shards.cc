@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
+#include "common/atomic_file.h"
 #include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/video_index_cache.h"
@@ -282,36 +283,25 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string
 
 void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field,
                  const ShardIndex& index) {
-  const std::string path = SidecarPath(shard, image_field);
-  // A unique temporary name: servers sharing the directory (NFS) may write
-  // the same sidecar at once; each rename is atomic and the contents agree.
-  std::string tmp = path + ".XXXXXX";
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) return;  // read-only directory: keep the index in memory only
-  close(fd);
-  bool ok;
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << IndexHeader(st, image_field) << "\ndamage\t" << index.damage << "\n";
-    for (const auto& s : index.samples) {
-      out << absl::CEscape(s.key) << '\t' << s.offset << '\t' << s.size << '\t';
-      if (s.labeled) {
-        out << s.label;
-      } else {
-        out << 'u';
-      }
-      for (const auto& m : s.members) {
-        out << '\t' << absl::CEscape(index.extensions[static_cast<size_t>(m.extension)]) << '\t' << m.offset << '\t'
-            << m.size;
-      }
-      out << '\n';
+  std::ostringstream out;
+  out << IndexHeader(st, image_field) << "\ndamage\t" << index.damage << "\n";
+  for (const auto& s : index.samples) {
+    out << absl::CEscape(s.key) << '\t' << s.offset << '\t' << s.size << '\t';
+    if (s.labeled) {
+      out << s.label;
+    } else {
+      out << 'u';
     }
-    out.flush();
-    ok = static_cast<bool>(out);
+    for (const auto& m : s.members) {
+      out << '\t' << absl::CEscape(index.extensions[static_cast<size_t>(m.extension)]) << '\t' << m.offset << '\t'
+          << m.size;
+    }
+    out << '\n';
   }
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
-  if (!ok || ec) fs::remove(tmp, ec);
+  // Servers sharing the directory (NFS) may write the same sidecar at once:
+  // each write is whole and the contents agree. A read-only directory keeps
+  // the index in memory only.
+  (void)WriteFileAtomically(SidecarPath(shard, image_field), out.str());
 }
 
 }  // namespace

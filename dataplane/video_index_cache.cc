@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "common/atomic_file.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -132,21 +133,10 @@ std::shared_ptr<const VideoIndex> VideoIndexCache::LoadSidecar(const fs::path& s
 void VideoIndexCache::SaveSidecar(const fs::path& sidecar, const FileStamp& stamp, const VideoIndex& index) {
   std::error_code ec;
   fs::create_directory(sidecar.parent_path(), ec);  // a shard's folder of sidecars; exists for a tree's
-  // A unique temporary name, renamed into place: servers sharing the
-  // directory may write the same sidecar at once, and the contents agree.
-  std::string tmp = sidecar.string() + ".XXXXXX";
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) return;  // a read-only directory: the index stays in memory
-  close(fd);
-  bool ok;
-  {
-    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    out << VideoIndexText(stamp, index);
-    out.flush();
-    ok = static_cast<bool>(out);
-  }
-  if (ok) fs::rename(tmp, sidecar, ec);
-  if (!ok || ec) fs::remove(tmp, ec);
+  // Servers sharing the directory may write the same sidecar at once: each
+  // write is whole and the contents agree. A read-only directory keeps the
+  // index in memory only.
+  (void)WriteFileAtomically(sidecar, VideoIndexText(stamp, index));
 }
 
 }  // namespace stoker

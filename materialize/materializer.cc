@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/atomic_file.h"
 #include "common/pipeline_text.h"
 #include "common/rng.h"
 #include "glog/logging.h"
@@ -67,31 +68,6 @@ struct Job {
     return "";
   }
 };
-
-absl::Status FsyncPath(const fs::path& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path.string(), " to sync it"));
-  const int rc = fsync(fd);
-  close(fd);
-  if (rc != 0) return absl::InternalError(absl::StrCat("fsync of ", path.string(), " failed"));
-  return absl::OkStatus();
-}
-
-// Writes `path` whole or not at all: a temporary file, synced, then renamed.
-absl::Status WriteFileDurably(const fs::path& path, const std::string& content) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    out << content;
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp.string()));
-  }
-  if (absl::Status s = FsyncPath(tmp); !s.ok()) return s;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp.string(), ": ", ec.message()));
-  return FsyncPath(path.parent_path());
-}
 
 absl::StatusOr<json> ReadJson(const fs::path& path) {
   absl::StatusOr<std::string> text = ReadFileBytes(path, int64_t{1} << 30);
@@ -317,7 +293,7 @@ absl::Status Run::PrepareWorkDir() {
     absl::StatusOr<int64_t> per_shard = EstimateShardSamples();
     if (!per_shard.ok()) return per_shard.status();
     shard_samples_ = *per_shard;
-    if (absl::Status s = WriteFileDurably(job_path, ThisJob(shard_samples_).ToJson().dump(1) + "\n"); !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(job_path, ThisJob(shard_samples_).ToJson().dump(1) + "\n", Durability::kDurable); !s.ok()) {
       return s;
     }
   }
@@ -413,7 +389,7 @@ absl::Status Run::CloseShard(int64_t shard, Building& b) {
   const fs::path record = work_ / kProgressDir / (r.shard.name + ".json");
   // A path that is not UTF-8 is written with replacement characters, never a throw.
   const std::string text = r.ToJson().dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  if (absl::Status s = WriteFileDurably(record, text); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(record, text, Durability::kDurable); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   records_[shard] = std::move(r);
   return absl::OkStatus();
@@ -556,7 +532,7 @@ absl::StatusOr<Manifest> Run::WriteManifest() {
     fields.insert(r.fields.begin(), r.fields.end());
   }
   m.fields.assign(fields.begin(), fields.end());
-  if (absl::Status s = WriteFileDurably(work_ / kManifestFileName, m.ToJson()); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(work_ / kManifestFileName, m.ToJson(), Durability::kDurable); !s.ok()) return s;
   return m;
 }
 
