@@ -27,13 +27,8 @@
 
 namespace stoker {
 
-using batch_session_internal::ImageExtensions;
-using batch_session_internal::IsOutOfMemory;
 using batch_session_internal::Nanos;
-using batch_session_internal::OutOfMemory;
-using batch_session_internal::ProcessingError;
 using batch_session_internal::ReadFailureReason;
-using batch_session_internal::Seconds;
 
 absl::Status BatchSession::ProduceStored(int64_t index, std::string* out, Job& job) {
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
