@@ -10,16 +10,8 @@
 #include <mutex>
 #include <utility>
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
-#include "common/await.h"
-#include "common/job_name.h"
 #include "common/rng.h"
 #include "glog/logging.h"
-#include "common/epoch_plan.h"
-#include "common/field_layout.h"
-#include "common/field_spec.h"
-#include "dataplane/sample_fields.h"
 #include "common/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/store_output.h"

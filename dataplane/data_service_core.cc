@@ -1,22 +1,15 @@
 #include "dataplane/data_service_core.h"
 
 #include <algorithm>
-#include <exception>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/await.h"
-#include "common/job_name.h"
-#include "common/rng.h"
-#include "glog/logging.h"
-#include "common/epoch_plan.h"
-#include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "dataplane/sample_fields.h"
+#include "common/job_name.h"
 #include "common/pipeline_text.h"
-#include "dataplane/image_decoder.h"
+#include "dataplane/sample_fields.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
 
