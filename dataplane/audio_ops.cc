@@ -24,6 +24,8 @@ constexpr int64_t kMaxSpectrogramBytes = int64_t{256} << 20;
 double HzToMel(double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); }
 double MelToHz(double mel) { return 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0); }
 
+}  // namespace
+
 absl::Status CheckAudio(const std::string& where, v1::Audio& a) {
   if (a.rate() == 0) a.set_rate(16000);
   if (a.channels() == 0) a.set_channels(1);
@@ -46,8 +48,6 @@ absl::Status CheckAudio(const std::string& where, v1::Audio& a) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 bool IsAudioPipeline(const google::protobuf::RepeatedPtrField<v1::Op>& ops) {
   return std::any_of(ops.begin(), ops.end(), [](const v1::Op& op) { return op.has_audio() || op.has_mel_spectrogram(); });

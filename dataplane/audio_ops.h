@@ -24,6 +24,10 @@ struct SampleTimes;
 // an audio op: then Create says what is wrong).
 bool IsAudioPipeline(const google::protobuf::RepeatedPtrField<v1::Op>& ops);
 
+// audio(...) alone: fills its defaults (16000 Hz, 1 channel, 4 s) and
+// checks its bounds; INVALID_ARGUMENT names `where` (e.g. "pipeline[0]").
+absl::Status CheckAudio(const std::string& where, v1::Audio& a);
+
 // A window of `window` frames from planar `channels` x `frames` samples:
 // start by `crop` (random: uniform over the whole starts, one draw from
 // `rng`; center: (frames - window) / 2; start: 0), zeros past the end.

@@ -5,19 +5,34 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/pipeline_text.h"
+#include "dataplane/geometric_ops.h"
+#include "dataplane/image_decoder.h"
 
 namespace stoker {
 
 const OpEntry* FindOp(v1::Op::OpCase op) {
   static const auto* table = [] {
     auto* t = new std::map<v1::Op::OpCase, OpEntry>();
-    for (const auto* family : {&PhotometricOps(), &ErasingOps(), &GeometricOps(), &PolicyOps()}) {
+    for (const auto* family :
+         {&CoreOps(), &MediaOps(), &PhotometricOps(), &ErasingOps(), &GeometricOps(), &PolicyOps()}) {
       for (const OpEntry& e : *family) t->emplace(e.op, e);
     }
     return t;
   }();
   auto it = table->find(op);
   return it == table->end() ? nullptr : &it->second;
+}
+
+absl::Status LimitPaddedPixels(const v1::Op& op, cv::Size input, int64_t max_pixels) {
+  const cv::Size padded = PaddedSize(op, input);
+  const int64_t pixels = int64_t{padded.width} * padded.height;
+  if (pixels > (max_pixels > 0 ? max_pixels : int64_t{1} << 28)) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat(PipelineToText({op}), " of ", input.width, "x", input.height, " would make ",
+                                    padded.width, "x", padded.height, " pixels; --max-pixels is ", max_pixels));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckProbability(const std::string& where, bool has_p, float p) {

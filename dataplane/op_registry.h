@@ -1,9 +1,14 @@
-// The ops a pipeline runs besides its built-in ones (pipeline.cc: crops,
-// resizes, flips, color_jitter, normalize): each family of ops registers its
-// entries here, one file per family with its tests (photometric_ops.h,
-// erasing_ops.h). Pipeline::Create validates an op with `check`, Apply runs
-// it with `apply`; `random` tells the materialiser that an op draws random
-// numbers (and so is never stored). The table is immutable; thread-safe.
+// Every op a pipeline names, but the user ops (python(...) and plugin ops,
+// which their stage or plugin checks and runs): each family of ops registers
+// its entries here, one file per family with its tests (core_ops.cc: crops,
+// resizes, flips, color_jitter, normalize, the detection crops;
+// photometric_ops.h, erasing_ops.h, geometric_ops.h, policy_ops.h;
+// media_ops.cc: video_clip, audio, mel_spectrogram). Pipeline::Create
+// validates an op with `check`, Apply runs it with `apply`; `random` tells
+// the materialiser that an op draws random numbers (and so is never stored);
+// the generated reference (docs/reference/pipeline.md) prints `torchvision`
+// and `targets`. The text form (common/pipeline_text.h) reads and prints
+// each op from its stoker.proto message. The table is immutable; thread-safe.
 #ifndef STOKER_DATAPLANE_OP_REGISTRY_H_
 #define STOKER_DATAPLANE_OP_REGISTRY_H_
 
@@ -40,7 +45,13 @@ enum class OpTargets {
   kUntouched,  // photometric: the pixels stay where they are
   kMoved,      // crops, pads, flips, warps and the policies: moved with the pixels (geometry.h)
   kRefused,    // augmix (a blend of differently warped copies has no one place for a box): refused with targets
+  kNone,       // audio and video ops: their samples carry no targets
 };
+
+// The pixels a registered op would make of an input of `input` size, against
+// --max-pixels (0: 2^28): a DecodeError(kTooLarge) naming the op and sizes.
+// The default reads PaddedSize (geometric_ops.h): the pads grow the image.
+absl::Status LimitPaddedPixels(const v1::Op& op, cv::Size input, int64_t max_pixels);
 
 struct OpEntry {
   v1::Op::OpCase op;
@@ -53,14 +64,20 @@ struct OpEntry {
   bool (*random)(const v1::Op& op);
   // Runs the (checked) op on an 8-bit RGB image, in place or by replacing
   // it; a kMoved op reports its steps to `geometry` (may be null).
+  // Null for the media ops, which make their samples themselves
+  // (pipeline_media.cc, audio_ops.h).
   void (*apply)(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context, GeometrySink* geometry);
   OpTargets targets = OpTargets::kUntouched;
+  // Run before `apply` on the image it gets (null: none).
+  absl::Status (*limit)(const v1::Op& op, cv::Size input, int64_t max_pixels) = LimitPaddedPixels;
 };
 
-// The entry for `op`, or null for the built-in ops.
+// The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET.
 const OpEntry* FindOp(v1::Op::OpCase op);
 
 // The families' tables (defined in their files).
+const std::vector<OpEntry>& CoreOps();
+const std::vector<OpEntry>& MediaOps();
 const std::vector<OpEntry>& PhotometricOps();
 const std::vector<OpEntry>& ErasingOps();
 const std::vector<OpEntry>& GeometricOps();

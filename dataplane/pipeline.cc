@@ -28,8 +28,6 @@
 
 namespace stoker {
 
-void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng);
-
 namespace {
 
 // The sample field (kind image) of an audio or video session: the source's
@@ -208,8 +206,7 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
     const std::string where = absl::StrCat("prefix[", i, "]");
     if (auto s = p.CheckOpAt(where, i, op, fixed); !s.ok()) return s;
     const OpEntry* entry = FindOp(op.op_case());
-    if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) || op.has_random_resized_crop() || op.has_random_horizontal_flip() || op.has_color_jitter() ||
-        op.has_random_vertical_flip() || op.has_random_iou_crop() || (entry != nullptr && entry->random(op))) {
+    if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) || (entry != nullptr && entry->random(op))) {
       return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
                                                      " is random: random ops stay online (after the prefix)"));
     }
@@ -281,24 +278,6 @@ std::vector<int64_t> Pipeline::SampleShape() const {
   return shape;
 }
 
-namespace {
-
-// The pixels resize(shorter_side) makes of a height x width image, against the limit.
-absl::Status CheckResize(int64_t height, int64_t width, int64_t shorter_side, int64_t max_pixels) {
-  const int64_t s = std::min(height, width), l = std::max(height, width);
-  if (s <= 0) return absl::OkStatus();
-  const double long_side = static_cast<double>(shorter_side) * static_cast<double>(l) / static_cast<double>(s);
-  const double pixels = long_side * static_cast<double>(shorter_side);
-  const double limit = max_pixels > 0 ? static_cast<double>(max_pixels) : static_cast<double>(INT32_MAX);
-  if (pixels > limit) {
-    return DecodeError(DecodeFailure::kTooLarge,
-                       absl::StrCat("resize(", shorter_side, ") of ", width, "x", height, " would make ",
-                                    static_cast<int64_t>(pixels), " pixels; --max-pixels is ", max_pixels));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
                                SampleTimes* times, size_t first_op, GeometrySink* geometry, UserOpIo* io) const {
@@ -360,7 +339,8 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
     if (geometry != nullptr) geometry->Step(GeometryStep::Resize(o.size(), o.size()));
   } else if (first.has_resize()) {
     // The target size comes from the original dimensions, not the scaled ones.
-    if (absl::Status s = CheckResize(info->height, info->width, first.resize().shorter_side(), max_pixels); !s.ok()) {
+    if (absl::Status s = FindOp(v1::Op::kResize)->limit(first, cv::Size(info->width, info->height), max_pixels);
+        !s.ok()) {
       return s;
     }
     const cv::Size target = ShorterSideSize(info->height, info->width, first.resize().shorter_side());
@@ -386,9 +366,6 @@ bool Pipeline::has_user_ops() const {
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
                                         GeometrySink* geometry, UserOpIo* io) const {
   if (audio_) return absl::FailedPreconditionError("an audio pipeline makes no image");
-  auto step = [&](const GeometryStep& s) {
-    if (geometry != nullptr) geometry->Step(s);
-  };
   if (geometry != nullptr && geometry->width == 0) geometry->width = image.cols, geometry->height = image.rows;
   OpContext context;
   if (normalize_) {
@@ -398,86 +375,16 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
   for (size_t i = first_op; i < ops_.size(); ++i) {
     const v1::Op& op = ops_[i];
     switch (op.op_case()) {
-      case v1::Op::kRandomResizedCrop: {
-        const auto& o = op.random_resized_crop();
-        const CropBox box = RandomResizedCropBox(image.rows, image.cols, o.scale_min(), o.scale_max(),
-                                                 o.ratio_min(), o.ratio_max(), rng);
-        image = ResizedCrop(image, box, o.size(), o.interpolation(), o.antialias());
-        step(GeometryStep::Crop(box));
-        step(GeometryStep::Resize(o.size(), o.size()));
-        break;
-      }
-      case v1::Op::kCenterCrop:
-        step(GeometryStep::Crop(CenterCropRegion(image.rows, image.cols, op.center_crop().size())));
-        image = CenterCrop(image, op.center_crop().size());
-        break;
-      case v1::Op::kResize: {
-        if (absl::Status s = CheckResize(image.rows, image.cols, op.resize().shorter_side(), max_pixels); !s.ok()) {
-          return s;
-        }
-        image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation(),
-                                  op.resize().antialias());
-        step(GeometryStep::Resize(image.cols, image.rows));
-        break;
-      }
-      case v1::Op::kRandomHorizontalFlip:
-        // Always draw, so later ops see the same stream whatever the outcome.
-        if (rng.UniformDouble() < op.random_horizontal_flip().p()) {
-          FlipHorizontalInPlace(image);
-          step(GeometryStep::FlipHorizontal(image.cols, image.rows));
-        }
-        break;
-      case v1::Op::kRandomVerticalFlip:
-        if (rng.UniformDouble() < op.random_vertical_flip().p()) {
-          cv::flip(image, image, 0);
-          step(GeometryStep::FlipVertical(image.cols, image.rows));
-        }
-        break;
-      case v1::Op::kResizePad: {
-        const auto& o = op.resize_pad();
-        const cv::Size scaled = ResizePadSize(image.rows, image.cols, o.size());
-        if (scaled != image.size()) {
-          image = Resample(image, scaled, o.interpolation(), o.antialias());
-          step(GeometryStep::Resize(scaled.width, scaled.height));
-        }
-        const CropBox pad{0, 0, o.size(), o.size()};
-        cv::Mat padded = cv::Mat::zeros(o.size(), o.size(), image.type());
-        image.copyTo(padded(cv::Rect(0, 0, image.cols, image.rows)));
-        image = padded;
-        step(GeometryStep::Crop(pad));
-        break;
-      }
-      case v1::Op::kRandomIouCrop: {
-        static const std::vector<float> kNoBoxes;
-        const std::vector<float>& boxes =
-            geometry != nullptr && geometry->targets != nullptr ? geometry->targets->boxes : kNoBoxes;
-        const std::optional<CropBox> box = RandomIouCropBox(op.random_iou_crop(), image.rows, image.cols, boxes, rng);
-        if (box) {
-          image = image(cv::Rect(box->left, box->top, box->width, box->height)).clone();
-          GeometryStep crop = GeometryStep::Crop(*box);
-          crop.drop_outside_centers = true;
-          step(crop);
-        }
-        break;
-      }
-      case v1::Op::kColorJitter:
-        ApplyColorJitter(op.color_jitter(), image, rng);
-        break;
       case v1::Op::kPython:
       case v1::Op::kPlugin:
         if (absl::Status s = ApplyUserOp(i, image, rng, max_pixels, io); !s.ok()) return s;
         break;
-      case v1::Op::kNormalize:  // applied by Store, with the dtype conversion
       case v1::Op::OP_NOT_SET:
         break;
-      default:
-        if (const OpEntry* entry = FindOp(op.op_case())) {
-          const cv::Size padded = PaddedSize(op, image.size());
-          const int64_t pixels = int64_t{padded.width} * padded.height;
-          if (pixels > (max_pixels > 0 ? max_pixels : int64_t{1} << 28)) {
-            return DecodeError(DecodeFailure::kTooLarge,
-                               absl::StrCat(PipelineToText({op}), " of ", image.cols, "x", image.rows, " would make ",
-                                            padded.width, "x", padded.height, " pixels; --max-pixels is ", max_pixels));
+      default:  // op_registry.h
+        if (const OpEntry* entry = FindOp(op.op_case()); entry != nullptr && entry->apply != nullptr) {
+          if (entry->limit != nullptr) {
+            if (absl::Status s = entry->limit(op, image.size(), max_pixels); !s.ok()) return s;
           }
           entry->apply(op, image, rng, context, geometry);
         }
@@ -574,24 +481,6 @@ absl::Status Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
   cv::split(f, channels);
   for (int c = 0; c < 3; ++c) channels[c].convertTo(planes[c], depth);
   return absl::OkStatus();
-}
-
-void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng) {
-  // A random order of the four adjustments, then their factors in a fixed
-  // order, as torchvision's ColorJitter.get_params.
-  int order[4] = {0, 1, 2, 3};
-  for (int i = 3; i > 0; --i) std::swap(order[i], order[rng.UniformInt(0, i)]);
-  auto factor = [&](float x) { return rng.Uniform(std::max(0.0, 1.0 - x), 1.0 + x); };
-  const double b = o.brightness() > 0 ? factor(o.brightness()) : 1;
-  const double c = o.contrast() > 0 ? factor(o.contrast()) : 1;
-  const double s = o.saturation() > 0 ? factor(o.saturation()) : 1;
-  const double h = o.hue() > 0 ? rng.Uniform(-o.hue(), o.hue()) : 0;
-  for (int fn : order) {
-    if (fn == 0 && o.brightness() > 0) AdjustBrightness(image, b);
-    if (fn == 1 && o.contrast() > 0) AdjustContrast(image, c);
-    if (fn == 2 && o.saturation() > 0) AdjustSaturation(image, s);
-    if (fn == 3 && o.hue() > 0) AdjustHue(image, h);
-  }
 }
 
 }  // namespace stoker

@@ -19,15 +19,6 @@ namespace stoker {
 absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
                              std::shared_ptr<const PluginInstance>* plugin);
 
-// What the generated reference says of a built-in op (those checked here,
-// not in op_registry.h): its counterpart in torchvision (or torchaudio) and
-// what it does to targets; {null, null} for other ops.
-struct BuiltInOpInfo {
-  const char* counterpart;
-  const char* targets;  // "untouched", "moved with the pixels", or "" (audio, video)
-};
-BuiltInOpInfo BuiltInOp(v1::Op::OpCase op);
-
 // Whether a (checked) plugin op draws random numbers.
 bool PluginOpIsRandom(const v1::Op& op, const UserOps& user);
 

@@ -1,13 +1,12 @@
 // stoker-pipeline-reference: prints every pipeline op the text form reads
 // (PipelineGrammar), with its torchvision counterpart and what it does to
-// targets (the op registry, or the built-in checks), as JSON lines for
+// targets (the op registry), as JSON lines for
 // docs/gen_reference.py, which adds stoker.proto's comments and writes
 // docs/reference/pipeline.md.
 #include <iostream>
 
 #include "common/pipeline_text.h"
 #include "dataplane/op_registry.h"
-#include "dataplane/pipeline_checks.h"
 #include "nlohmann/json.hpp"
 
 int main() {
@@ -20,15 +19,24 @@ int main() {
     }
     if (line["arguments"].is_null()) line["arguments"] = nlohmann::json::array();
     const stoker::OpEntry* entry = stoker::FindOp(which);
-    const stoker::BuiltInOpInfo built_in = stoker::BuiltInOp(which);
-    line["counterpart"] = entry != nullptr ? entry->torchvision : built_in.counterpart != nullptr ? built_in.counterpart : "";
-    line["registered"] = entry != nullptr;
-    if (entry != nullptr) {
-      line["targets"] = entry->targets == stoker::OpTargets::kUntouched ? "untouched"
-                        : entry->targets == stoker::OpTargets::kMoved   ? "moved with the pixels"
-                                                                        : "refused";
-    } else {
-      line["targets"] = built_in.targets != nullptr ? built_in.targets : "";
+    if (entry == nullptr) {
+      std::cerr << "stoker-pipeline-reference: op " << g.name << " has no entry in the op registry\n";
+      return 1;
+    }
+    line["counterpart"] = entry->torchvision;
+    switch (entry->targets) {
+      case stoker::OpTargets::kUntouched:
+        line["targets"] = "untouched";
+        break;
+      case stoker::OpTargets::kMoved:
+        line["targets"] = "moved with the pixels";
+        break;
+      case stoker::OpTargets::kRefused:
+        line["targets"] = "refused";
+        break;
+      case stoker::OpTargets::kNone:
+        line["targets"] = "";
+        break;
     }
     std::cout << line.dump() << "\n";
   }
