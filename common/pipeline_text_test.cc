@@ -92,6 +92,53 @@ TEST(PipelineTextTest, AntialiasIsOnUnlessTurnedOffAndPrintsOnlyWhenOff) {
   EXPECT_FALSE(ParsePipelineText("resize(256, antialias=maybe)").ok());
 }
 
+// The first ops print as they always have: a materialised dataset's manifest
+// and the raw cache's fingerprint hold this text.
+TEST(PipelineTextTest, TheFirstOpsPrintAsTheyAlwaysHave) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"random_resized_crop(224)", "random_resized_crop(224)"},
+      {"random_resized_crop(160, 0.35:1, interpolation=bicubic, antialias=false)",
+       "random_resized_crop(160, scale=0.35:1, interpolation=bicubic, antialias=false)"},
+      {"random_resized_crop(size=64, ratio=0.5:2, antialias=true)", "random_resized_crop(64, ratio=0.5:2)"},
+      {"random_resized_crop(8, scale=0.123456789:1)", "random_resized_crop(8, scale=0.123457:1)"},
+      {"center_crop(224)", "center_crop(224)"},
+      {"center_crop()", "center_crop(0)"},
+      {"resize(256, nearest)", "resize(256, interpolation=nearest)"},
+      {"resize(size=256, antialias=true)", "resize(256)"},
+      {"color_jitter(0.4, 0.4)", "color_jitter(0.4, 0.4, 0, 0)"},
+      {"color_jitter(hue=0.1)", "color_jitter(0, 0, 0, 0.1)"},
+      {"normalize(0.485:0.456:0.406, 0.229:0.224:0.225)", "normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)"},
+      {"random_horizontal_flip(0.5)", "random_horizontal_flip(0.5)"},
+      {"random_vertical_flip()", "random_vertical_flip(0)"},
+      {"resize_pad(640, bicubic)", "resize_pad(640, interpolation=bicubic)"},
+      {"random_iou_crop()", "random_iou_crop()"},
+      {"random_iou_crop(0.3:1, 0.5:2, 0:0.5:1, 40)",
+       "random_iou_crop(scale=0.3:1, aspect_ratio=0.5:2, options=0:0.5:1, trials=40)"},
+  };
+  for (const auto& [text, printed] : cases) {
+    absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(text);
+    ASSERT_TRUE(ops.ok()) << text << ": " << ops.status();
+    EXPECT_EQ(PipelineToText(*ops), printed) << text;
+  }
+  // With the server's defaults filled in (what a manifest's prefix holds).
+  v1::Op crop;
+  auto* o = crop.mutable_random_resized_crop();
+  o->set_size(224);
+  o->set_scale_min(0.08f);
+  o->set_scale_max(1);
+  o->set_ratio_min(3.0f / 4.0f);
+  o->set_ratio_max(4.0f / 3.0f);
+  o->set_antialias(true);
+  EXPECT_EQ(PipelineToText({crop}), "random_resized_crop(224, scale=0.08:1, ratio=0.75:1.33333)");
+  EXPECT_NE(ParsePipelineText("resize(256, nearest, true, 4)").status().message().find("takes at most 3 arguments"),
+            std::string::npos);
+  EXPECT_NE(ParsePipelineText("center_crop(sides=3)").status().message().find("center_crop has no argument 'sides'; "
+                                                                               "it takes size"),
+            std::string::npos);
+  EXPECT_NE(ParsePipelineText("resize(big)").status().message().find("pipeline: resize.size: 'big' is not an integer"),
+            std::string::npos);
+}
+
 TEST(PipelineTextTest, OpsReadFromTheirMessagesRoundTripAndNameTheirArguments) {
   const std::string text =
       "solarize(threshold=100, p=0.5), gaussian_blur(kernel_size=5, sigma=0.5:1.5), posterize(bits=3), "
