@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/audio_decoder.h"
 #include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"

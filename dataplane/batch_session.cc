@@ -16,7 +16,7 @@
 #include "common/field_layout.h"
 #include "common/field_spec.h"
 #include "dataplane/sample_fields.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"

@@ -12,7 +12,7 @@
 
 #include "common/rng.h"
 #include "glog/logging.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"

@@ -261,25 +261,46 @@ void ApplyIouCrop(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, 
 
 }  // namespace
 
+// The first ops' text form: their own argument names and order.
+OpText FirstOpsText(std::vector<OpText::Argument> arguments, int bare) {
+  return OpText{std::move(arguments), bare, /*first_ops_style=*/true};
+}
+
 const std::vector<OpEntry>& CoreOps() {
   constexpr OpTargets kMoved = OpTargets::kMoved, kUntouched = OpTargets::kUntouched;
+  const OpText::Argument interpolation{"interpolation", "interpolation"}, antialias{"antialias", "antialias"};
   static const auto* ops = new std::vector<OpEntry>{
       {v1::Op::kRandomResizedCrop, "transforms.RandomResizedCrop", CheckRandomResizedCrop, Always,
-       ApplyRandomResizedCrop, kMoved, nullptr},
-      {v1::Op::kCenterCrop, "transforms.CenterCrop", CheckCenterCrop, Never, ApplyCenterCrop, kMoved, nullptr},
+       ApplyRandomResizedCrop, kMoved, nullptr,
+       FirstOpsText({{"size", "size"},
+                     {"scale", "scale_min", "scale_max"},
+                     {"ratio", "ratio_min", "ratio_max"},
+                     interpolation,
+                     antialias},
+                    1)},
+      {v1::Op::kCenterCrop, "transforms.CenterCrop", CheckCenterCrop, Never, ApplyCenterCrop, kMoved, nullptr,
+       FirstOpsText({{"size", "size"}}, 1)},
       {v1::Op::kResize, "transforms.Resize (int size: the shorter side)", CheckResize, Never, ApplyResize, kMoved,
-       LimitResize},
+       LimitResize, FirstOpsText({{"size", "shorter_side"}, interpolation, antialias}, 1)},
       {v1::Op::kRandomHorizontalFlip, "transforms.RandomHorizontalFlip", CheckHorizontalFlip, Always,
-       ApplyHorizontalFlip, kMoved, nullptr},
+       ApplyHorizontalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)},
       {v1::Op::kRandomVerticalFlip, "transforms.RandomVerticalFlip", CheckVerticalFlip, Always, ApplyVerticalFlip,
-       kMoved, nullptr},
+       kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)},
       {v1::Op::kColorJitter, "transforms.ColorJitter", CheckColorJitter, Always, ApplyColorJitterOp, kUntouched,
-       nullptr},
+       nullptr,
+       FirstOpsText({{"brightness", "brightness"}, {"contrast", "contrast"}, {"saturation", "saturation"},
+                     {"hue", "hue"}},
+                    4)},
       {v1::Op::kNormalize, "transforms.Normalize (on the client's device)", CheckNormalize, Never, ApplyNormalize,
-       kUntouched, nullptr},
+       kUntouched, nullptr, FirstOpsText({{"mean", "mean"}, {"std", "std"}}, 0)},
       {v1::Op::kResizePad, "none (letterbox: Resize of the longer side + Pad)", CheckResizePad, Never, ApplyResizePad,
-       kMoved, nullptr},
-      {v1::Op::kRandomIouCrop, "transforms.v2.RandomIoUCrop", CheckIouCrop, Always, ApplyIouCrop, kMoved, nullptr},
+       kMoved, nullptr, FirstOpsText({{"size", "size"}, interpolation, antialias}, 1)},
+      {v1::Op::kRandomIouCrop, "transforms.v2.RandomIoUCrop", CheckIouCrop, Always, ApplyIouCrop, kMoved, nullptr,
+       FirstOpsText({{"scale", "min_scale", "max_scale"},
+                     {"aspect_ratio", "min_aspect_ratio", "max_aspect_ratio"},
+                     {"options", "sampler_options"},
+                     {"trials", "trials"}},
+                    0)},
   };
   return *ops;
 }

@@ -46,6 +46,35 @@ TEST(CoreOpsTest, EveryOpButTheUserOpsHasOneEntry) {
   EXPECT_EQ(FindOp(v1::Op::OP_NOT_SET), nullptr);
 }
 
+// An op with its own text form names its message's fields, every one of them
+// (so that a field added to the message is not left out of the text).
+TEST(CoreOpsTest, AnOpsOwnTextFormCoversItsMessage) {
+  const google::protobuf::Descriptor* op = v1::Op::descriptor();
+  int own = 0;
+  for (int i = 0; i < op->field_count(); ++i) {
+    const OpEntry* e = FindOp(static_cast<v1::Op::OpCase>(op->field(i)->number()));
+    if (e == nullptr || e->text.arguments.empty()) continue;
+    ++own;
+    const google::protobuf::Descriptor* d = op->field(i)->message_type();
+    std::set<std::string> named, names;
+    for (const OpText::Argument& a : e->text.arguments) {
+      EXPECT_NE(d->FindFieldByName(a.field), nullptr) << op->field(i)->name() << " names no field " << a.field;
+      named.insert(a.field);
+      if (a.max != nullptr) {
+        EXPECT_NE(d->FindFieldByName(a.max), nullptr) << op->field(i)->name() << " names no field " << a.max;
+        named.insert(a.max);
+      }
+      EXPECT_TRUE(names.insert(a.name).second) << op->field(i)->name() << " has two arguments " << a.name;
+    }
+    for (int f = 0; f < d->field_count(); ++f) {
+      EXPECT_EQ(named.count(d->field(f)->name()), 1u) << op->field(i)->name() << "'s text leaves out "
+                                                      << d->field(f)->name();
+    }
+    EXPECT_LE(e->text.bare, static_cast<int>(e->text.arguments.size()));
+  }
+  EXPECT_EQ(own, 10);  // the nine first ops and mel_spectrogram
+}
+
 TEST(CoreOpsTest, TheRandomOpsAreTheOnesThatDraw) {
   for (auto which : {v1::Op::kRandomResizedCrop, v1::Op::kRandomHorizontalFlip, v1::Op::kRandomVerticalFlip,
                      v1::Op::kColorJitter, v1::Op::kRandomIouCrop}) {
@@ -82,6 +111,13 @@ TEST(CoreOpsTest, ChecksFillDefaultsAndSetTheSize) {
   const absl::Status s = Entry(v1::Op::kCenterCrop).check("pipeline[1]", bad, &shape);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("pipeline[1].center_crop.size = 0"), std::string::npos) << s;
+
+  v1::Op normalize;
+  normalize.mutable_normalize()->add_mean(1);
+  normalize.mutable_normalize()->add_mean(2);
+  const absl::Status two = Entry(v1::Op::kNormalize).check("pipeline[2]", normalize, &shape);
+  EXPECT_NE(two.message().find("pipeline[2].normalize has 2 mean and 0 std values; need 3 of each"), std::string::npos)
+      << two;
 
   v1::Op audio;
   audio.mutable_audio();

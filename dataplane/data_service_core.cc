@@ -8,7 +8,7 @@
 #include "common/await.h"
 #include "common/field_spec.h"
 #include "common/job_name.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/sample_fields.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"

@@ -10,7 +10,7 @@
 
 #include "dataplane/policy_ops.h"
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/op_registry.h"
 #include "dataplane/pipeline.h"

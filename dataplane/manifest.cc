@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "nlohmann/json.hpp"
 #include "dataplane/dataset.h"
 #include "dataplane/pipeline.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "nlohmann/json.hpp"
 #include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"

@@ -39,8 +39,15 @@ const std::vector<OpEntry>& MediaOps() {
        nullptr},
       {v1::Op::kAudio, "torchaudio.load + transforms.Resample (libswresample), a window", CheckAudioOp, AudioIsRandom,
        nullptr, kNone, nullptr},
+      // f_min and f_max are two arguments, as torchaudio names them, not one range f=lo:hi.
       {v1::Op::kMelSpectrogram, "torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)", CheckMelAlone,
-       Never, nullptr, kNone, nullptr},
+       Never, nullptr, kNone, nullptr,
+       OpText{{{"n_fft", "n_fft"},
+               {"hop", "hop"},
+               {"n_mels", "n_mels"},
+               {"f_min", "f_min"},
+               {"f_max", "f_max"},
+               {"log", "log"}}}},
   };
   return *ops;
 }

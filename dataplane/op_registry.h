@@ -1,14 +1,14 @@
 // Every op a pipeline names, but the user ops (python(...) and plugin ops,
-// which their stage or plugin checks and runs): each family of ops registers
-// its entries here, one file per family with its tests (core_ops.cc: crops,
-// resizes, flips, color_jitter, normalize, the detection crops;
-// photometric_ops.h, erasing_ops.h, geometric_ops.h, policy_ops.h;
-// media_ops.cc: video_clip, audio, mel_spectrogram). Pipeline::Create
-// validates an op with `check`, Apply runs it with `apply`; `random` tells
-// the materialiser that an op draws random numbers (and so is never stored);
-// the generated reference (docs/reference/pipeline.md) prints `torchvision`
-// and `targets`. The text form (common/pipeline_text.h) reads and prints
-// each op from its stoker.proto message. The table is immutable; thread-safe.
+// which their stage or plugin checks and runs): one entry per op says how the
+// text form reads and prints it (pipeline_text.h), how Pipeline::Create
+// checks it and fills its defaults, whether it draws random numbers (the
+// materialiser stores only ops that do not), how Pipeline::Apply runs it, and
+// what the generated reference (docs/reference/pipeline.md) says of it. Each
+// family of ops registers its entries, one file per family with its tests:
+// core_ops.cc (crops, resizes, flips, color_jitter, normalize, the detection
+// crop), photometric_ops.h, erasing_ops.h, geometric_ops.h, policy_ops.h and
+// media_ops.cc (video_clip, audio, mel_spectrogram). The table is immutable;
+// thread-safe.
 #ifndef STOKER_DATAPLANE_OP_REGISTRY_H_
 #define STOKER_DATAPLANE_OP_REGISTRY_H_
 
@@ -53,6 +53,26 @@ enum class OpTargets {
 // The default reads PaddedSize (geometric_ops.h): the pads grow the image.
 absl::Status LimitPaddedPixels(const v1::Op& op, cv::Size input, int64_t max_pixels);
 
+// An op's arguments in the text form, "name(positional, ..., name=value)".
+// By default (no `arguments`) they are its message's fields in declaration
+// order, a pair NAME_min, NAME_max being one argument NAME=lo:hi, printed by
+// name when set, floats in the shortest form that reads back.
+struct OpText {
+  struct Argument {
+    const char* name;
+    const char* field;           // the message's field it sets
+    const char* max = nullptr;   // with `field`: a range name=lo:hi of two fields
+  };
+  std::vector<Argument> arguments;  // in positional order
+  // The first ops keep the text they had before the text form was read from
+  // stoker.proto (materialised datasets' manifests and the raw cache's
+  // fingerprints hold it): their first `bare` arguments print always and
+  // without their names, floats print as %g (6 digits), and an optional bool
+  // (antialias, on by default) prints only when false.
+  int bare = 0;
+  bool first_ops_style = false;
+};
+
 struct OpEntry {
   v1::Op::OpCase op;
   const char* torchvision;  // the counterpart, for documentation
@@ -70,6 +90,7 @@ struct OpEntry {
   OpTargets targets = OpTargets::kUntouched;
   // Run before `apply` on the image it gets (null: none).
   absl::Status (*limit)(const v1::Op& op, cv::Size input, int64_t max_pixels) = LimitPaddedPixels;
+  OpText text = {};
 };
 
 // The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET.

@@ -5,7 +5,7 @@
 // torchvision itself is the reference in python/tests/test_augment_ops.py.
 #include "dataplane/photometric_ops.h"
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/op_registry.h"
 #include "dataplane/pipeline.h"
 #include "gtest/gtest.h"

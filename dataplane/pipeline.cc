@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/audio_decoder.h"
 #include "dataplane/dataset.h"
 #include "dataplane/image_decoder.h"

@@ -4,7 +4,7 @@
 #include "dataplane/pipeline_checks.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/op_registry.h"
 #include "dataplane/op_plugins.h"
 #include "dataplane/python_stage.h"

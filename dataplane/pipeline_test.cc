@@ -3,7 +3,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "dataplane/image_decoder.h"
 #include "tests/testdata/image_set.h"

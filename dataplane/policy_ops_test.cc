@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/op_registry.h"
 #include "dataplane/pipeline.h"
 #include "gtest/gtest.h"

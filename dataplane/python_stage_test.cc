@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"

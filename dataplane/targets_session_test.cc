@@ -7,7 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/data_service_core.h"
 #include "dataplane/image_decoder.h"
 #include "gtest/gtest.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/video_decoder.h"

@@ -7,7 +7,7 @@
 
 #include "common/field_spec.h"
 #include "common/field_layout.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "materialize/materializer.h"
 #include "prometheus/registry.h"

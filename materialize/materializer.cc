@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/atomic_file.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "common/rng.h"
 #include "glog/logging.h"
 #include "materialize/sample_subset.h"

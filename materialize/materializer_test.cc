@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "dataplane/data_service_core.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/stoker_client.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "glog/logging.h"
 #include "materialize/materializer.h"
 #include "materialize/sample_subset.h"

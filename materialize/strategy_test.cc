@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {

@@ -5,7 +5,7 @@
 // docs/reference/pipeline.md.
 #include <iostream>
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/op_registry.h"
 #include "nlohmann/json.hpp"
 

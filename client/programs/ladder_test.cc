@@ -1,6 +1,6 @@
 #include "client/programs/ladder.h"
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {

@@ -16,7 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "common/flag_names.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/pipeline.h"
 
 ABSL_FLAG(std::string, dir, "", "Directory searched recursively for .jpg/.jpeg files");

@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/flag_names.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/image_decoder.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/python_stage.h"

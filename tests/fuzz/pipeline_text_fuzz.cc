@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/pipeline.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

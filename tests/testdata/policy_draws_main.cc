@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/flag_names.h"
-#include "common/pipeline_text.h"
+#include "dataplane/pipeline_text.h"
 #include "dataplane/op_registry.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/policy_ops.h"

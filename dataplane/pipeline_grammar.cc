@@ -1,14 +1,13 @@
 // PipelineGrammar (pipeline_text.h): the text form's ops, their arguments
-// and kinds, read from stoker.proto's descriptors and the built-in ops'
-// syntax, for the reference generated from the code.
-#include <algorithm>
+// (each op's OpText in the op registry) and their kinds (stoker.proto's
+// descriptors), for the reference generated from the code.
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
-#include "common/pipeline_text.h"
-#include "common/pipeline_text_internal.h"
+#include "dataplane/pipeline_text.h"
+#include "dataplane/pipeline_text_internal.h"
 
 namespace stoker {
 
@@ -62,18 +61,8 @@ std::vector<OpGrammar> PipelineGrammar() {
     if (which->containing_oneof() == nullptr || which->message_type() == nullptr) continue;
     const std::string& name = which->name();
     if (name == "python" || name == "plugin") continue;
-    const google::protobuf::Descriptor* d = which->message_type();
-    OpGrammar g{name, d->name(), {}};
-    const std::vector<TextParam> params = ReflectedParams(d);
-    const std::vector<std::string>* built_in = BuiltInParams(name);
-    if (built_in == nullptr) {
-      for (const TextParam& p : params) g.arguments.push_back(ArgumentOf(p));
-    } else {  // a built-in op: its own order and names; kinds where a field of the name exists
-      for (const std::string& arg : *built_in) {
-        auto same = std::find_if(params.begin(), params.end(), [&](const TextParam& p) { return p.name == arg; });
-        g.arguments.push_back(same != params.end() ? ArgumentOf(*same) : OpGrammar::Argument{arg, "", {}});
-      }
-    }
+    OpGrammar g{name, which->message_type()->name(), {}};
+    for (const TextParam& p : OpParams(which)) g.arguments.push_back(ArgumentOf(p));
     out.push_back(std::move(g));
   }
   return out;

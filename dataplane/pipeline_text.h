@@ -1,16 +1,17 @@
 // Text form of a pipeline spec, as typed on command lines, e.g.
 //   "random_resized_crop(224, scale=0.08:1, ratio=0.75:1.3333), random_horizontal_flip(0.5)"
 // Ops are separated by commas outside parentheses; arguments are positional
-// (in the order of stoker.proto's fields) or name=value; ranges are lo:hi.
+// (in each op's order: its OpText in the op registry, op_registry.h, by
+// default its stoker.proto message's fields) or name=value; ranges are lo:hi.
 // Pure functions; thread-safe.
-#ifndef STOKER_COMMON_PIPELINE_TEXT_H_
-#define STOKER_COMMON_PIPELINE_TEXT_H_
+#ifndef STOKER_DATAPLANE_PIPELINE_TEXT_H_
+#define STOKER_DATAPLANE_PIPELINE_TEXT_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
@@ -30,8 +31,8 @@ std::string PipelineToText(const std::vector<v1::Op>& ops);
 // One op of the text form as ParsePipelineText reads it, for the reference
 // generated from the code (docs/reference/pipeline.md): its name (the Op
 // field), its message, and its arguments in positional order, each with its
-// kind ("int", "float", "bool", "lo:hi", "r:g:b or v", "a|b|...") and the
-// message fields it sets (empty where a built-in op's setter is custom).
+// kind ("int", "float", "bool", "lo:hi (float)", "float list", "a|b|...")
+// and the message fields it sets.
 struct OpGrammar {
   struct Argument {
     std::string name;
@@ -47,4 +48,4 @@ std::vector<OpGrammar> PipelineGrammar();
 
 }  // namespace stoker
 
-#endif  // STOKER_COMMON_PIPELINE_TEXT_H_
+#endif  // STOKER_DATAPLANE_PIPELINE_TEXT_H_
