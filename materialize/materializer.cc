@@ -1,14 +1,8 @@
 #include "materialize/materializer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <stdio.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
@@ -16,100 +10,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "common/atomic_file.h"
+#include "dataplane/dataset.h"
+#include "dataplane/pipeline.h"
 #include "dataplane/pipeline_text.h"
-#include "common/rng.h"
+#include "dataplane/store_output.h"
 #include "glog/logging.h"
 #include "materialize/sample_subset.h"
 #include "materialize/shard_writer.h"
-#include "nlohmann/json.hpp"
-#include "dataplane/dataset.h"
-#include "dataplane/json_fields.h"
-#include "dataplane/pipeline.h"
-#include "dataplane/store_output.h"
+#include "materialize/work_dir.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
 namespace {
 
-using nlohmann::json;
-
-constexpr char kJobFile[] = "job.json";        // the settings of the run being built
-constexpr char kProgressDir[] = "progress";    // one record per finished shard
-constexpr int kEstimateSamples = 8;            // made to size shards before the run
-
-// What OUT.partial/job.json records; a resumed run must have the same.
-// How a sample's fields are stored: 0 (absent in the record) for runs made
-// before fields were stored, whose shards hold the pixels alone.
-constexpr int64_t kStoredFieldsVersion = 1;
-
-struct Job {
-  std::string source_fingerprint, prefix, format;
-  int64_t samples = 0, shard_samples = 0;
-  int64_t stored_fields = kStoredFieldsVersion;
-
-  json ToJson() const {
-    return {{"source_fingerprint", source_fingerprint}, {"prefix", prefix}, {"format", format},
-            {"samples", samples}, {"shard_samples", shard_samples}, {"stored_fields", stored_fields}};
-  }
-  // The first setting that differs from `other`, or "".
-  std::string Differs(const Job& other) const {
-    if (source_fingerprint != other.source_fingerprint) {
-      return absl::StrCat("the source dataset's fingerprint (", other.source_fingerprint, " then, ",
-                          source_fingerprint, " now)");
-    }
-    if (prefix != other.prefix) return absl::StrCat("--prefix ('", other.prefix, "' then, '", prefix, "' now)");
-    if (format != other.format) return absl::StrCat("the format (", other.format, " then, ", format, " now)");
-    if (samples != other.samples) return absl::StrCat("the sample count (", other.samples, " then, ", samples, " now)");
-    if (stored_fields != other.stored_fields) {
-      return absl::StrCat("the tool's version (its shards ", other.stored_fields == 0 ? "hold no fields" : "differ",
-                          "; this one stores each sample's fields beside the pixels)");
-    }
-    return "";
-  }
-};
-
-absl::StatusOr<json> ReadJson(const fs::path& path) {
-  absl::StatusOr<std::string> text = ReadFileBytes(path, int64_t{1} << 30);
-  if (!text.ok()) return text.status();
-  try {
-    return json::parse(*text);
-  } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat(path.string(), ": ", e.what()));
-  }
-}
-
-// A finished shard, as recorded in progress/.
-struct ShardRecord {
-  Manifest::Shard shard;
-  int64_t begin = 0, end = 0;  // source indices [begin, end)
-  std::vector<Manifest::Failed> failed;
-  std::set<std::string> fields;  // the extensions of the fields stored
-
-  json ToJson() const {
-    json failures = json::array();
-    for (const auto& f : failed) failures.push_back({{"index", f.index}, {"path", f.path}, {"reason", f.reason}});
-    return {{"name", shard.name}, {"samples", shard.samples}, {"bytes", shard.bytes}, {"checksum", shard.checksum},
-            {"begin", begin}, {"end", end}, {"failed", failures}, {"fields", fields}};
-  }
-  static std::optional<ShardRecord> FromJson(const json& j) {
-    try {
-      ShardRecord r;
-      using json_fields::Int;
-      using json_fields::String;
-      r.shard = {String(j, "name"), Int(j, "samples"), Int(j, "bytes"), String(j, "checksum")};
-      r.begin = Int(j, "begin");
-      r.end = Int(j, "end");
-      for (const json& f : json_fields::Array(j, "failed")) {
-        r.failed.push_back({Int(f, "index"), String(f, "path"), String(f, "reason")});
-      }
-      for (std::string& f : json_fields::Strings(j, "fields")) r.fields.insert(std::move(f));
-      return r;
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-  }
-};
+constexpr int kEstimateSamples = 8;  // made to size shards before the run
 
 class Run {
  public:
@@ -117,27 +31,20 @@ class Run {
   Run(const MaterializeConfig& config, std::shared_ptr<const SampleSource> source,
       std::unique_ptr<RemoteMaker> remote, Pipeline prefix)
       : config_(config), source_(std::move(source)), remote_(std::move(remote)), prefix_(std::move(prefix)),
-        out_(fs::absolute(config.out).lexically_normal()),
+        dir_(config.out),
         fingerprint_(source_ ? source_->fingerprint() : remote_->fingerprint()),
         size_(source_ ? source_->size() : remote_->size()),
-        class_names_(source_ ? source_->class_names() : remote_->class_names()) {
-    if (out_.filename().empty()) out_ = out_.parent_path();  // "dir/" -> "dir"
-    work_ = out_.string() + ".partial";
-  }
-
-  ~Run() {
-    if (lock_fd_ >= 0) close(lock_fd_);
-  }
+        class_names_(source_ ? source_->class_names() : remote_->class_names()) {}
 
   absl::StatusOr<MaterializeReport> Go(const ProgressFn& progress);
 
  private:
-  Job ThisJob(int64_t shard_samples) const;
+  MaterializeJob ThisJob(int64_t shard_samples) const;
+  // Resumes the interrupted run in OUT.partial, or starts one.
   absl::Status PrepareWorkDir();
   // A run cut short after writing its manifest: that manifest, if it is this run's.
   std::optional<Manifest> FinishedManifest() const;
   absl::StatusOr<int64_t> EstimateShardSamples();
-  std::optional<ShardRecord> LoadRecord(int64_t shard) const;
   // The sample with its fields, or why it failed.
   MadeSample MakeSample(int64_t index);
   // A shard being written: opened, each of its samples added in order, closed.
@@ -165,18 +72,12 @@ class Run {
   bool Cancelled() const { return config_.cancel != nullptr && config_.cancel->load(); }
   void Report(const ProgressFn& progress, bool final);
   absl::StatusOr<Manifest> WriteManifest();
-  // Moves (or, with --overwrite, swaps) the finished OUT.partial to OUT.
-  absl::Status Place();
-  // OUT.partial.lock, held for the whole run: two runs never share OUT.partial.
-  absl::Status Lock();
-  void Unlock();
-  int lock_fd_ = -1;
 
   const MaterializeConfig config_;
   const std::shared_ptr<const SampleSource> source_;
   const std::unique_ptr<RemoteMaker> remote_;
   const Pipeline prefix_;
-  fs::path out_, work_;
+  WorkDir dir_;  // OUT.partial.lock is held for the whole run: two runs never share OUT.partial
   const std::string fingerprint_;
   const int64_t size_;
   const std::vector<std::string> class_names_;
@@ -196,7 +97,7 @@ class Run {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-Job Run::ThisJob(int64_t shard_samples) const {
+MaterializeJob Run::ThisJob(int64_t shard_samples) const {
   return {fingerprint_, PipelineToText(prefix_.ops()), config_.format.Name(), size_,
           shard_samples};
 }
@@ -260,81 +161,34 @@ absl::StatusOr<int64_t> Run::EstimateShardSamples() {
 }
 
 absl::Status Run::PrepareWorkDir() {
-  std::error_code ec;
-  const fs::path job_path = work_ / kJobFile;
-  std::optional<Job> old;
-  if (fs::exists(job_path, ec)) {
-    absl::StatusOr<json> j = ReadJson(job_path);
-    try {
-      if (!j.ok()) throw std::runtime_error(std::string(j.status().message()));
-      using json_fields::Int;
-      using json_fields::String;
-      old = Job{String(*j, "source_fingerprint"), String(*j, "prefix"), String(*j, "format"), Int(*j, "samples"),
-                Int(*j, "shard_samples"), j->value("stored_fields", int64_t{0})};
-      if (old->shard_samples < 1) throw std::invalid_argument("\"shard_samples\" is not positive");
-    } catch (const std::exception& e) {  // never wipe finished shards on a settings file we cannot read
-      return absl::FailedPreconditionError(absl::StrCat("cannot read the interrupted run's settings in ",
-                                                        job_path.string(), " (", e.what(), "); delete ",
-                                                        work_.string(), " to start again"));
-    }
-  }
-  if (old) {
-    if (std::string diff = ThisJob(old->shard_samples).Differs(*old); !diff.empty()) {
+  absl::StatusOr<std::optional<MaterializeJob>> old = dir_.ReadJob();
+  if (!old.ok()) return old.status();
+  if (*old) {
+    if (std::string diff = ThisJob((*old)->shard_samples).Differs(**old); !diff.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          work_.string(), " holds an interrupted run with other settings: ", diff,
-          ". Rerun with the same settings to finish it, or delete ", work_.string(), " to start again"));
+          dir_.path().string(), " holds an interrupted run with other settings: ", diff,
+          ". Rerun with the same settings to finish it, or delete ", dir_.path().string(), " to start again"));
     }
-    shard_samples_ = old->shard_samples;
-    LOG(INFO) << "resuming the interrupted run in " << work_.string();
+    shard_samples_ = (*old)->shard_samples;
+    LOG(INFO) << "resuming the interrupted run in " << dir_.path().string();
   } else {
-    fs::remove_all(work_, ec);  // no settings recorded: nothing in it can be trusted
-    fs::create_directories(work_ / kProgressDir, ec);
-    if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", work_.string(), ": ", ec.message()));
+    if (absl::Status s = dir_.Clear(); !s.ok()) return s;
     absl::StatusOr<int64_t> per_shard = EstimateShardSamples();
     if (!per_shard.ok()) return per_shard.status();
     shard_samples_ = *per_shard;
-    if (absl::Status s = WriteFileAtomically(job_path, ThisJob(shard_samples_).ToJson().dump(1) + "\n", Durability::kDurable); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = dir_.WriteJob(ThisJob(shard_samples_)); !s.ok()) return s;
   }
-  fs::create_directories(work_ / kProgressDir, ec);
-  for (fs::directory_iterator it(work_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() == ".tmp") fs::remove(it->path(), ec);  // a shard cut short
-  }
+  dir_.DropUnfinishedShards();
   return absl::OkStatus();
 }
 
 std::optional<Manifest> Run::FinishedManifest() const {
-  std::error_code ec;
-  if (!fs::exists(work_ / kManifestFileName, ec)) return std::nullopt;
-  if (!fs::exists(work_ / kJobFile, ec)) return std::nullopt;  // not this tool's run in progress
-  absl::StatusOr<Manifest> m = ReadManifest(work_);
-  if (!m.ok() || m->source_fingerprint != fingerprint_ || m->source_samples != size_ ||
+  std::optional<Manifest> m = dir_.FinishedManifest();
+  if (!m || m->source_fingerprint != fingerprint_ || m->source_samples != size_ ||
       PipelineToText(m->prefix) != PipelineToText(prefix_.ops()) || m->format.Name() != config_.format.Name()) {
     return std::nullopt;
   }
-  for (const Manifest::Shard& shard : m->shards) {
-    const std::uintmax_t size = fs::file_size(work_ / shard.name, ec);
-    if (ec || static_cast<int64_t>(size) != shard.bytes) return std::nullopt;
-  }
-  return *std::move(m);
-}
-
-std::optional<ShardRecord> Run::LoadRecord(int64_t shard) const {
-  const fs::path path = work_ / kProgressDir / (ShardName(shard) + ".json");
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
-  absl::StatusOr<json> j = ReadJson(path);
-  if (!j.ok()) return std::nullopt;
-  std::optional<ShardRecord> r = ShardRecord::FromJson(*j);
-  const int64_t begin = shard * shard_samples_;
-  if (!r || r->shard.name != ShardName(shard) || r->begin != begin ||
-      r->end != std::min(size_, begin + shard_samples_)) {
-    return std::nullopt;
-  }
-  const std::uintmax_t size = fs::file_size(work_ / r->shard.name, ec);
-  if (ec || static_cast<int64_t>(size) != r->shard.bytes) return std::nullopt;  // recorded, then lost
-  return r;
+  return m;
 }
 
 absl::Status Run::OpenShard(int64_t shard, Building* b) {
@@ -342,7 +196,7 @@ absl::Status Run::OpenShard(int64_t shard, Building* b) {
   r.shard.name = ShardName(shard);
   r.begin = shard * shard_samples_;
   r.end = std::min(size_, r.begin + shard_samples_);
-  b->tmp = work_ / (r.shard.name + ".tmp");
+  b->tmp = dir_.path() / (r.shard.name + ".tmp");
   return b->writer.Open(b->tmp);
 }
 
@@ -377,7 +231,7 @@ absl::Status Run::AddToShard(Building& b, const MadeSample& m) {
 absl::Status Run::CloseShard(int64_t shard, Building& b) {
   ShardRecord& r = b.record;
   if (absl::Status s = b.writer.Finish(); !s.ok()) return s;
-  const fs::path path = work_ / r.shard.name;
+  const fs::path path = dir_.path() / r.shard.name;
   std::error_code ec;
   fs::rename(b.tmp, path, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot rename ", b.tmp.string(), ": ", ec.message()));
@@ -386,10 +240,7 @@ absl::Status Run::CloseShard(int64_t shard, Building& b) {
   absl::StatusOr<std::string> checksum = FileChecksum(path);
   if (!checksum.ok()) return checksum.status();
   r.shard.checksum = *checksum;
-  const fs::path record = work_ / kProgressDir / (r.shard.name + ".json");
-  // A path that is not UTF-8 is written with replacement characters, never a throw.
-  const std::string text = r.ToJson().dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  if (absl::Status s = WriteFileAtomically(record, text, Durability::kDurable); !s.ok()) return s;
+  if (absl::Status s = dir_.WriteRecord(r); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   records_[shard] = std::move(r);
   return absl::OkStatus();
@@ -476,7 +327,7 @@ absl::Status Run::CancelledError() const {
   const int64_t made = std::count_if(records_.begin(), records_.end(),
                                      [](const ShardRecord& r) { return !r.shard.name.empty(); });
   return absl::CancelledError(absl::StrCat("interrupted with ", made, " of ", shards_, " shards made (kept in ",
-                                           work_.string(), "); rerun the same command to finish"));
+                                           dir_.path().string(), "); rerun the same command to finish"));
 }
 
 void Run::Work() {
@@ -532,59 +383,16 @@ absl::StatusOr<Manifest> Run::WriteManifest() {
     fields.insert(r.fields.begin(), r.fields.end());
   }
   m.fields.assign(fields.begin(), fields.end());
-  if (absl::Status s = WriteFileAtomically(work_ / kManifestFileName, m.ToJson(), Durability::kDurable); !s.ok()) return s;
+  if (absl::Status s = dir_.WriteManifest(m); !s.ok()) return s;
   return m;
-}
-
-absl::Status Run::Place() {
-  std::error_code ec;
-  fs::remove_all(work_ / kProgressDir, ec);  // the manifest has it all; job.json stays until placed
-  if (!fs::exists(out_, ec)) {
-    fs::rename(work_, out_, ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot rename ", work_.string(), " to ", out_.string(), ": ",
-                                                    ec.message()));
-  } else {
-    // Swap the finished output for the old one in one step; the old one is
-    // moved out of OUT.partial's name at once (a rerun must never take it for
-    // a finished run), then deleted.
-    if (renameat2(AT_FDCWD, work_.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) != 0) {
-      return absl::InternalError(absl::StrCat("cannot swap ", work_.string(), " for ", out_.string(), ": ",
-                                              std::generic_category().message(errno)));
-    }
-    const fs::path trash = absl::StrCat(out_.string(), ".old.", getpid());
-    fs::rename(work_, trash, ec);
-    fs::remove_all(ec ? work_ : trash, ec);
-  }
-  fs::remove(out_ / kJobFile, ec);
-  return FsyncPath(out_.parent_path());
-}
-
-absl::Status Run::Lock() {
-  const fs::path path = work_.string() + ".lock";
-  lock_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create ", path.string(), ": ", std::generic_category().message(errno)));
-  }
-  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("another stoker-materialize is writing ", out_.string(), " (",
-                                                      path.string(), " is locked); wait for it to end"));
-  }
-  return absl::OkStatus();
-}
-
-void Run::Unlock() {
-  std::error_code ec;
-  fs::remove(work_.string() + ".lock", ec);  // while still held: a waiting run then makes its own
-  close(lock_fd_);
-  lock_fd_ = -1;
 }
 
 void Run::LoadRecords() {
   shards_ = (size_ + shard_samples_ - 1) / shard_samples_;
   records_.resize(static_cast<size_t>(shards_));
   for (int64_t k = 0; k < shards_; ++k) {
-    if (std::optional<ShardRecord> r = LoadRecord(k)) {
+    const int64_t begin = k * shard_samples_, end = std::min(size_, begin + shard_samples_);
+    if (std::optional<ShardRecord> r = dir_.LoadRecord(ShardName(k), begin, end)) {
       done_.fetch_add(r->end - r->begin);
       failed_.fetch_add(static_cast<int64_t>(r->failed.size()));
       stored_bytes_.fetch_add(r->shard.bytes);
@@ -628,11 +436,11 @@ absl::Status Run::RunWorkers(const ProgressFn& progress) {
 }
 
 absl::StatusOr<MaterializeReport> Run::Finish(Manifest manifest, int64_t made, absl::Time began) {
-  if (absl::Status s = Place(); !s.ok()) return s;
-  Unlock();
+  if (absl::Status s = dir_.Place(); !s.ok()) return s;
+  dir_.Unlock();
   MaterializeReport report;
   report.manifest = std::move(manifest);
-  report.out = out_;
+  report.out = dir_.out();
   report.shards_made = made;
   report.shards_resumed = static_cast<int64_t>(report.manifest.shards.size()) - made;
   for (const auto& s : report.manifest.shards) report.stored_bytes += s.bytes;
@@ -643,11 +451,11 @@ absl::StatusOr<MaterializeReport> Run::Finish(Manifest manifest, int64_t made, a
 absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   const absl::Time began = absl::Now();
   std::error_code ec;
-  fs::create_directories(out_.parent_path(), ec);
-  if (absl::Status s = Lock(); !s.ok()) return s;
-  if (fs::exists(out_, ec) && !config_.overwrite) {
+  fs::create_directories(dir_.out().parent_path(), ec);
+  if (absl::Status s = dir_.Lock(); !s.ok()) return s;
+  if (fs::exists(dir_.out(), ec) && !config_.overwrite) {
     return absl::FailedPreconditionError(absl::StrCat(
-        out_.string(), " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
+        dir_.out().string(), " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
         "complete)"));
   }
   if (std::optional<Manifest> finished = FinishedManifest()) {  // only the placing was left
@@ -656,14 +464,14 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   if (absl::Status s = PrepareWorkDir(); !s.ok()) return s;
   LoadRecords();
   LOG(INFO) << "materialising '" << config_.dataset << "' (" << size_ << " samples) with prefix '"
-            << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << out_.string() << ": "
+            << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << dir_.out().string() << ": "
             << shards_ << " shards of " << shard_samples_ << " samples, " << resumed_ << " already made, "
             << (remote_ ? "on the servers" : absl::StrCat(config_.workers, " workers"));
   if (absl::Status s = remote_ ? RunRemote(progress) : RunWorkers(progress); !s.ok()) return s;
   int64_t stored = 0;
   for (const ShardRecord& r : records_) stored += r.shard.samples;
   if (stored == 0) {
-    fs::remove_all(work_, ec);
+    dir_.Remove();
     const Manifest::Failed& first = records_.front().failed.front();
     return absl::DataLossError(absl::StrCat("no sample of '", config_.dataset, "' could be made (", done_.load(),
                                             " failed; the first, ", first.path, ": ", first.reason,
