@@ -15,7 +15,7 @@
 #include "common/job_name.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "common/stream_trailers.h"
 #include "glog/logging.h"
 

@@ -15,9 +15,9 @@
 #include "common/epoch_plan.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "dataplane/sample_fields.h"
-#include "dataplane/pipeline_text.h"
-#include "dataplane/image_decoder.h"
+#include "dataplane/fields/sample_fields.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
 

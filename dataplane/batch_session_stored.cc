@@ -12,8 +12,8 @@
 
 #include "common/rng.h"
 #include "glog/logging.h"
-#include "dataplane/pipeline_text.h"
-#include "dataplane/image_decoder.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
 

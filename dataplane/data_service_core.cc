@@ -8,8 +8,8 @@
 #include "common/await.h"
 #include "common/field_spec.h"
 #include "common/job_name.h"
-#include "dataplane/pipeline_text.h"
-#include "dataplane/sample_fields.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/fields/sample_fields.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/rng.h"
-#include "dataplane/image_decoder.h"
+#include "dataplane/decode/image_decoder.h"
 
 namespace stoker {
 

@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/pipeline.h"
-#include "dataplane/sample_source.h"
+#include "dataplane/ops/pipeline.h"
+#include "dataplane/sources/sample_source.h"
 #include "dataplane/stored_sample.h"
 
 namespace stoker {

@@ -14,7 +14,7 @@
 #include <xxhash.h>
 
 #include "absl/strings/str_format.h"
-#include "dataplane/image_codecs.h"
+#include "dataplane/decode/image_codecs.h"
 #include <opencv2/imgproc.hpp>
 #include <zstd.h>
 

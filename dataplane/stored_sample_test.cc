@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "dataplane/image_decoder.h"
-#include "dataplane/manifest.h"
+#include "dataplane/decode/image_decoder.h"
+#include "dataplane/sources/manifest.h"
 #include "tests/testdata/image_set.h"
 
 namespace stoker {

@@ -1,7 +1,7 @@
 // Materialises a dataset: runs a pipeline's deterministic prefix (decode,
 // resize, center_crop) once over every sample, on local worker threads or on
 // a pool of data servers (RemoteMaker), and stores the result as WebDataset-style tar shards plus a manifest
-// (dataplane/manifest.h) that a data server serves from (MaterializedSource).
+// (dataplane/sources/manifest.h) that a data server serves from (MaterializedSource).
 //
 // Crash safety: the output is built in OUT.partial; each shard is written to
 // a temporary file, made durable, renamed, and then recorded
@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/manifest.h"
+#include "dataplane/sources/manifest.h"
 #include "dataplane/stored_sample.h"
 
 namespace stoker {

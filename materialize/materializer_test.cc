@@ -13,11 +13,11 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "dataplane/data_service_core.h"
-#include "dataplane/tar_shards.h"
+#include "dataplane/sources/tar_shards.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/tar_writer.h"

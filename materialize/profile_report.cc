@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 
 namespace stoker {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "materialize/materializer.h"
 #include "nlohmann/json.hpp"

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "dataplane/data_service_core.h"

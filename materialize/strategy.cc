@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 
 namespace stoker {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
-#include "dataplane/dataset.h"
-#include "dataplane/json_fields.h"
+#include "dataplane/sources/dataset.h"
+#include "dataplane/sources/json_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace stoker {

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "dataplane/manifest.h"
+#include "dataplane/sources/manifest.h"
 
 namespace stoker {
 

@@ -17,7 +17,7 @@
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "glog/logging.h"
-#include "dataplane/decoder_threads.h"
+#include "dataplane/decode/decoder_threads.h"
 #include "dataplane/server_metrics.h"
 #include "server/stoker_server.h"
 

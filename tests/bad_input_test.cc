@@ -9,7 +9,7 @@
 
 #include "client/stoker_client.h"
 #include "absl/synchronization/notification.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "common/stream_trailers.h"
 #include "gtest/gtest.h"
 #include "server/stoker_server.h"

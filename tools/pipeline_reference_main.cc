@@ -5,8 +5,8 @@
 // docs/reference/pipeline.md.
 #include <iostream>
 
-#include "dataplane/pipeline_text.h"
-#include "dataplane/op_registry.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/ops/op_registry.h"
 #include "nlohmann/json.hpp"
 
 int main() {

@@ -25,7 +25,7 @@
 #include "common/flag_names.h"
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 

@@ -13,7 +13,7 @@
 #include "client/stoker_client.h"
 #include "common/flag_names.h"
 #include "common/malloc_tuning.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(std::string, servers, "", "Data servers: host:port,... or dns:///name:port");

@@ -1,6 +1,6 @@
 #include "client/programs/ladder.h"
 
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {

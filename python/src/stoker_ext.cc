@@ -23,7 +23,7 @@
 #include "client/training_loader.h"
 #include "common/field_spec.h"
 #include "common/malloc_tuning.h"
-#include "dataplane/pipeline_text.h"
+#include "dataplane/ops/pipeline_text.h"
 
 namespace nb = nanobind;
 

@@ -16,11 +16,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/flag_names.h"
-#include "dataplane/pipeline_text.h"
-#include "dataplane/image_decoder.h"
-#include "dataplane/pipeline.h"
-#include "dataplane/python_stage.h"
-#include "dataplane/user_ops.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/decode/image_decoder.h"
+#include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/python_stage.h"
+#include "dataplane/ops/user_ops.h"
 #include "tests/testdata/image_set.h"
 
 ABSL_FLAG(std::string, dir, "", "Photos (.jpg, searched recursively) to cut 224x224 inputs from; empty: synthetic");

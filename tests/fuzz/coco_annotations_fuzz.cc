@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "dataplane/coco_masks.h"
-#include "dataplane/coco_source.h"
+#include "dataplane/fields/coco_masks.h"
+#include "dataplane/sources/coco_source.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/rng.h"
-#include "dataplane/image_decoder.h"
-#include "dataplane/pipeline.h"
+#include "dataplane/decode/image_decoder.h"
+#include "dataplane/ops/pipeline.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;

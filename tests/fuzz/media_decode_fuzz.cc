@@ -1,4 +1,4 @@
-// Audio and video demux + decode (dataplane/media_module.cc and
+// Audio and video demux + decode (dataplane/decode/media_module.cc and
 // media_video.cc, compiled into this target so that their code is
 // instrumented; FFmpeg's own libraries are Debian's): the audio path with
 // the window and mel spectrogram after it, and the video index with the
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/rng.h"
-#include "dataplane/audio_ops.h"
-#include "dataplane/media_abi.h"
+#include "dataplane/ops/audio_ops.h"
+#include "dataplane/decode/media_abi.h"
 
 namespace {
 

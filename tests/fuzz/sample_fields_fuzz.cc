@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/field_spec.h"
-#include "dataplane/sample_fields.h"
+#include "dataplane/fields/sample_fields.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dataplane/manifest.h"
+#include "dataplane/sources/manifest.h"
 #include "dataplane/stored_sample.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

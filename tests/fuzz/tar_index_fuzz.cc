@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/tar_shards.h"
+#include "dataplane/sources/tar_shards.h"
 
 namespace {
 

@@ -19,10 +19,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/flag_names.h"
-#include "dataplane/pipeline_text.h"
-#include "dataplane/op_registry.h"
-#include "dataplane/pipeline.h"
-#include "dataplane/policy_ops.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/ops/op_registry.h"
+#include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/policy_ops.h"
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 

@@ -1,0 +1,100 @@
+#include "dataplane/decode/media_loader.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dataplane/decode/image_decoder.h"
+#include "glog/logging.h"
+
+namespace stoker {
+namespace {
+
+constexpr const char* kModule = "libstoker_media.so";
+
+std::vector<std::string> Candidates() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("STOKER_MEDIA_MODULE")) out.push_back(env);
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&Candidates), &info) != 0 && info.dli_fname != nullptr) {
+    out.push_back((std::filesystem::path(info.dli_fname).parent_path() / kModule).string());
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) out.push_back((exe.parent_path() / kModule).string());
+#ifdef STOKER_MEDIA_MODULE_PATH
+  out.push_back(STOKER_MEDIA_MODULE_PATH);
+#endif
+  return out;
+}
+
+struct Loaded {
+  MediaApi api;
+  bool ok = false;
+  std::string error;
+};
+
+const Loaded& Load() {
+  static const Loaded* loaded = [] {
+    auto* l = new Loaded();
+    std::string tried;
+    for (const std::string& path : Candidates()) {
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) {
+        tried += (tried.empty() ? "" : "; ") + path + ": " + dlerror();
+        continue;
+      }
+      l->api.decode_audio =
+          reinterpret_cast<decltype(l->api.decode_audio)>(dlsym(handle, "stoker_media_decode_audio"));
+      l->api.video_index =
+          reinterpret_cast<decltype(l->api.video_index)>(dlsym(handle, "stoker_media_video_index"));
+      l->api.video_frames =
+          reinterpret_cast<decltype(l->api.video_frames)>(dlsym(handle, "stoker_media_video_frames"));
+      l->api.free = reinterpret_cast<decltype(l->api.free)>(dlsym(handle, "stoker_media_free"));
+      l->api.version = reinterpret_cast<decltype(l->api.version)>(dlsym(handle, "stoker_media_version"));
+      if (l->api.decode_audio && l->api.video_index && l->api.video_frames && l->api.free && l->api.version) {
+        l->ok = true;
+        LOG(INFO) << "media decoding: " << path << " (" << l->api.version() << ")";
+        return l;
+      }
+      tried += (tried.empty() ? "" : "; ") + path + ": lacks the stoker_media functions";
+      l->api = MediaApi();
+    }
+    l->error = "audio and video decoding (libstoker_media.so, FFmpeg) was not found: " + tried;
+    return l;
+  }();
+  return *loaded;
+}
+
+}  // namespace
+
+const MediaApi* LoadMediaModule(std::string* error) {
+  const Loaded& l = Load();
+  if (l.ok) return &l.api;
+  if (error != nullptr) *error = l.error;
+  return nullptr;
+}
+
+absl::Status MediaStatus(int result, const char* error, const char* what) {
+  switch (result) {
+    case STOKER_MEDIA_OK:
+      return absl::OkStatus();
+    case STOKER_MEDIA_EMPTY:
+      return DecodeError(DecodeFailure::kEmpty, error);
+    case STOKER_MEDIA_TRUNCATED:
+      return DecodeError(DecodeFailure::kTruncated, error);
+    case STOKER_MEDIA_TOO_LARGE:
+      return DecodeError(DecodeFailure::kTooLarge, error);
+    case STOKER_MEDIA_UNSUPPORTED:
+      return DecodeError(DecodeFailure::kUnsupported, error);
+    case STOKER_MEDIA_NO_MEMORY:
+      return absl::ResourceExhaustedError(absl::StrCat("out of memory while ", what, ": ", error));
+    default:
+      return DecodeError(DecodeFailure::kCorrupt, error);
+  }
+}
+
+}  // namespace stoker

@@ -1,0 +1,486 @@
+#include "dataplane/ops/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/decode/audio_decoder.h"
+#include "dataplane/sources/dataset.h"
+#include "dataplane/decode/image_decoder.h"
+#include "dataplane/decode/media_loader.h"
+#include "dataplane/decode/decoder_threads.h"
+#include "dataplane/decode/video_decoder.h"
+#include "dataplane/ops/video_ops.h"
+#include "dataplane/ops/detection_ops.h"
+#include "dataplane/ops/geometric_ops.h"
+#include "dataplane/ops/op_registry.h"
+#include "dataplane/ops/op_plugins.h"
+#include "dataplane/ops/pipeline_checks.h"
+#include "dataplane/ops/python_stage.h"
+#include "dataplane/ops/resample.h"
+#include "dataplane/ops/transforms.h"
+#include <opencv2/imgproc.hpp>
+
+namespace stoker {
+
+namespace {
+
+// The sample field (kind image) of an audio or video session: the source's
+// own member, or members with extensions in `allowed` (with the dot).
+absl::Status CheckMediaMembers(const v1::FieldSpec& f, const std::set<std::string>& allowed, const char* first_op) {
+  if (f.kind() != v1::IMAGE) return absl::OkStatus();
+  for (const std::string& ext : f.extensions()) {
+    if (allowed.count("." + ext) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' is the sample, read from member '.", ext,
+                                                     "'; the sample of a ", first_op,
+                                                     " pipeline is a member with one of: ", absl::StrJoin(allowed, " ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+
+
+}  // namespace
+
+absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserOps user) {
+  if (config.batch_size() < 1 || config.batch_size() > kMaxBatchSize) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size = ", config.batch_size(),
+                                                   "; allowed range is 1..", kMaxBatchSize));
+  }
+  if (!v1::DType_IsValid(config.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("dtype = ", config.dtype(), "; supported: UINT8, FLOAT16, FLOAT32"));
+  }
+  if (!v1::Layout_IsValid(config.layout())) {
+    return absl::InvalidArgumentError(absl::StrCat("layout = ", config.layout(), "; supported: NHWC, NCHW"));
+  }
+  if (config.pipeline().empty()) {
+    return absl::InvalidArgumentError("pipeline is empty; it must end in a fixed size (add center_crop or random_resized_crop)");
+  }
+  Pipeline p;
+  p.user_ = std::move(user);
+  if (IsAudioPipeline(config.pipeline())) {  // audio_ops.h: the session's dtype and layout describe images
+    for (const v1::FieldSpec& f : config.fields()) {
+      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
+                                                       " is an image's: an audio pipeline's sample is its audio"));
+      }
+      if (absl::Status s = CheckMediaMembers(f, AudioExtensions(), "audio(...)"); !s.ok()) return s;
+      if (f.kind() == v1::AUDIO_TRACK) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio track; "
+                                                       "an audio(...) pipeline's sample is the field of kind image"));
+      }
+    }
+    p.ops_.assign(config.pipeline().begin(), config.pipeline().end());
+    absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&p.ops_, config.batch_size());
+    if (!audio.ok()) return audio.status();
+    if (config.cache_mode() == v1::CACHE_DECODED) {
+      return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
+                                        "CACHE_RAW or CACHE_BATCH");
+    }
+    p.audio_ = std::make_shared<const AudioPipeline>(*std::move(audio));
+    p.layout_ = v1::AUDIO;
+    p.dtype_ = p.audio_->int16() ? v1::INT16 : v1::FLOAT32;
+    return p;
+  }
+  if (config.layout() == v1::AUDIO) {
+    return absl::InvalidArgumentError("layout = AUDIO is an audio pipeline's; images are NHWC or NCHW");
+  }
+  p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
+  if (config.dtype() == v1::INT16) {
+    return absl::InvalidArgumentError("dtype = INT16 is audio(format=int16)'s; images are UINT8, FLOAT16 or FLOAT32");
+  }
+  p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
+  bool fixed = false;
+  for (int i = 0; i < config.pipeline_size(); ++i) {
+    v1::Op op = config.pipeline(i);
+    if (op.has_video_clip() && i > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
+    }
+    if (auto s = p.CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed); !s.ok()) {
+      return s;
+    }
+    if (op.has_normalize()) {
+      if (i + 1 != config.pipeline_size()) {
+        return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
+      }
+      if (p.dtype_ == v1::UINT8) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pipeline[", i, "].normalize needs dtype FLOAT16 or FLOAT32 (or send uint8 and normalize on the GPU)"));
+      }
+      p.normalize_ = true;
+      for (int c = 0; c < 3; ++c) {
+        p.mean_[c] = op.normalize().mean(c);
+        p.std_[c] = op.normalize().std(c);
+      }
+    }
+    p.ops_.push_back(std::move(op));
+  }
+  if (fixed && config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
+                                                   p.sample_bytes(), " bytes; a batch may hold at most ",
+                                                   kMaxBatchBytes, " bytes"));
+  }
+  if (!fixed) {
+    return absl::InvalidArgumentError(
+        "pipeline output size is not fixed, so samples cannot be batched: add center_crop(size), "
+        "random_resized_crop(size) or resize_pad(size) after the last resize or random_iou_crop");
+  }
+  if (!p.ops_.empty() && p.ops_[0].has_video_clip()) {
+    p.video_ = true;
+    std::string why;
+    if (LoadMediaModule(&why) == nullptr) return absl::FailedPreconditionError(why);
+    if (config.cache_mode() == v1::CACHE_DECODED) {
+      return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; a video_clip session can "
+                                        "use CACHE_RAW or CACHE_BATCH");
+    }
+    for (const v1::FieldSpec& f : config.fields()) {
+      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
+                                                       ": a video_clip pipeline's sample is its clips"));
+      }
+      if (absl::Status s = CheckMediaMembers(f, VideoExtensions(), "video_clip(...)"); !s.ok()) return s;
+    }
+    if (p.has_user_ops()) {
+      return absl::InvalidArgumentError("python(...) and plugin ops do not run on video clips yet");
+    }
+    if (absl::Status s = p.CheckAudioTrack(config); !s.ok()) return s;
+    if (config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
+                                                     p.sample_bytes(), " bytes; a batch may hold at most ",
+                                                     kMaxBatchBytes, " bytes"));
+    }
+  }
+  if (!p.video_) {
+    for (const v1::FieldSpec& f : config.fields()) {
+      if (f.kind() == v1::AUDIO_TRACK) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio "
+                                                       "track: the pipeline must start with video_clip(...)"));
+      }
+    }
+  }
+  const bool has_boxes = std::any_of(config.fields().begin(), config.fields().end(),
+                                     [](const v1::FieldSpec& f) { return f.kind() == v1::BOXES; });
+  const bool has_targets = std::any_of(config.fields().begin(), config.fields().end(), [](const v1::FieldSpec& f) {
+    return f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS;
+  });
+  for (int i = 0; i < config.pipeline_size(); ++i) {
+    if (config.pipeline(i).has_random_iou_crop() && !has_boxes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].random_iou_crop chooses its crop by the boxes: the session needs a field of kind boxes"));
+    }
+    if (has_targets && (config.pipeline(i).has_python() || config.pipeline(i).has_plugin())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "] ", PipelineToText({config.pipeline(i)}),
+          " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
+    }
+    const OpEntry* entry = FindOp(config.pipeline(i).op_case());
+    if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].", v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
+          " cannot move boxes, masks or keypoints (it blends differently warped copies): a session with target fields"
+          " cannot use it"));
+    }
+  }
+  return p;
+}
+
+absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].has_audio() || ops[i].has_mel_spectrogram() || ops[i].has_video_clip()) {
+      return absl::InvalidArgumentError(absl::StrCat("prefix[", i, "] ", PipelineToText({ops[i]}),
+                                                     ": audio and video pipelines are not materialised"));
+    }
+  }
+  Pipeline p;
+  p.user_ = std::move(user);
+  bool fixed = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    v1::Op op = ops[i];
+    const std::string where = absl::StrCat("prefix[", i, "]");
+    if (auto s = p.CheckOpAt(where, i, op, fixed); !s.ok()) return s;
+    const OpEntry* entry = FindOp(op.op_case());
+    if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) || (entry != nullptr && entry->random(op))) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
+                                                     " is random: random ops stay online (after the prefix)"));
+    }
+    if (op.has_normalize()) {
+      if (i + 1 != ops.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, " normalize must be the last op of the prefix"));
+      }
+      p.normalize_ = true;
+      p.dtype_ = v1::FLOAT32;
+      for (int c = 0; c < 3; ++c) {
+        p.mean_[c] = op.normalize().mean(c);
+        p.std_[c] = op.normalize().std(c);
+      }
+    }
+    p.ops_.push_back(std::move(op));
+  }
+  return p;
+}
+
+cv::Mat Pipeline::Normalized(const cv::Mat& rgb) const {
+  cv::Mat f;
+  rgb.convertTo(f, CV_32FC3, 1.0 / 255);
+  if (normalize_) {
+    cv::subtract(f, cv::Scalar(mean_[0], mean_[1], mean_[2]), f);
+    cv::divide(f, cv::Scalar(std_[0], std_[1], std_[2]), f);
+  }
+  return f;
+}
+
+int DctScaleFor(int crop, int out, bool antialias) {
+  // libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8 only; the
+  // other M/8 use slow C code that costs more than the pixels they save
+  // (measured with callgrind on the standard photo set).
+  //
+  // Not with antialias: a scaled IDCT is not the widened filter, and it put
+  // 3-5 % of the pixels more than 2 levels from PIL's antialiased resample
+  // even where 4x of the shrink was left to the filter (measured on the
+  // photo set; python/tests/test_antialias.py holds the bound).
+  if (antialias) return 8;
+  for (int m : {1, 2, 4}) {
+    if (int64_t{crop} * m >= int64_t{8} * out) return m;
+  }
+  return 8;
+}
+
+int64_t Pipeline::frame_bytes() const {
+  const int64_t element = dtype_ == v1::FLOAT32 ? 4 : dtype_ == v1::FLOAT16 ? 2 : 1;
+  return int64_t{out_height_} * out_width_ * 3 * element;
+}
+
+int64_t Pipeline::sample_bytes() const {
+  if (audio_) return audio_->sample_bytes();
+  if (video_) return frame_bytes() * ops_[0].video_clip().frames() * ops_[0].video_clip().clips();
+  return frame_bytes();
+}
+
+std::vector<int64_t> Pipeline::SampleShape() const {
+  if (audio_) return audio_->SampleShape();
+  std::vector<int64_t> shape;
+  if (video_) {
+    if (ops_[0].video_clip().clips() > 1) shape.push_back(ops_[0].video_clip().clips());
+    shape.push_back(ops_[0].video_clip().frames());
+  }
+  if (layout_ == v1::NCHW) {
+    shape.insert(shape.end(), {3, out_height_, out_width_});
+  } else {
+    shape.insert(shape.end(), {out_height_, out_width_, 3});
+  }
+  return shape;
+}
+
+
+absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
+                               SampleTimes* times, size_t first_op, GeometrySink* geometry, UserOpIo* io) const {
+  if (audio_) return audio_->Produce(encoded, rng, 0, dst, times);
+  if (video_) {
+    VideoLimits limits;
+    limits.max_pixels = max_pixels;
+    return ProduceVideo(encoded, rng, limits, dst, times);
+  }
+  absl::StatusOr<cv::Mat> image = DecodeAndApply(encoded, rng, max_pixels, first_op, times, geometry, io);
+  if (!image.ok()) return image.status();
+  const absl::Time t0 = absl::Now();
+  absl::Status stored = Store(*image, dst);
+  times->augment += absl::Now() - t0;
+  return stored;
+}
+
+absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng& rng, int64_t max_pixels,
+                                                 size_t first_op, SampleTimes* times, GeometrySink* geometry,
+                                                 UserOpIo* io) const {
+  if (audio_) return absl::FailedPreconditionError("an audio pipeline makes no image");
+  if (video_) return absl::FailedPreconditionError("a video_clip pipeline makes clips, not one image");
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<ImageInfo> info = ProbeImage(encoded);
+  if (!info.ok()) return info.status();
+  if (geometry != nullptr) {
+    if (absl::Status s = geometry->Start(info->width, info->height); !s.ok()) return s;
+  }
+  // Fuse the first op with decoding: decode only its region, shrunk in the
+  // DCT domain when it is at least twice the size it is resized to.
+  CropBox region;
+  int scale = 8;  // eighths: full size
+  size_t next_op = first_op;
+  static const v1::Op kNoOp;
+  const v1::Op& first = first_op < ops_.size() ? ops_[first_op] : kNoOp;
+  if (first.has_random_resized_crop()) {
+    const auto& o = first.random_resized_crop();
+    region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(),
+                                  o.ratio_max(), rng);
+    scale = DctScaleFor(std::min(region.height, region.width), o.size(), o.antialias());
+    next_op = first_op + 1;
+  } else if (first.has_center_crop() && info->height >= first.center_crop().size() &&
+             info->width >= first.center_crop().size()) {
+    region = CenterCropBox(info->height, info->width, first.center_crop().size());
+    next_op = first_op + 1;
+  } else if (first.has_resize()) {
+    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side(),
+                        first.resize().antialias());
+    next_op = first_op + 1;
+  }
+  absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
+  if (!decoded.ok()) return decoded.status();
+  const absl::Time t1 = absl::Now();
+  cv::Mat image = *std::move(decoded);
+  if (geometry != nullptr && region.width > 0) geometry->Step(GeometryStep::Crop(region));
+  if (first.has_random_resized_crop()) {
+    const auto& o = first.random_resized_crop();
+    image = Resample(image, cv::Size(o.size(), o.size()), o.interpolation(), o.antialias());
+    if (geometry != nullptr) geometry->Step(GeometryStep::Resize(o.size(), o.size()));
+  } else if (first.has_resize()) {
+    // The target size comes from the original dimensions, not the scaled ones.
+    if (absl::Status s = FindOp(v1::Op::kResize)->limit(first, cv::Size(info->width, info->height), max_pixels);
+        !s.ok()) {
+      return s;
+    }
+    const cv::Size target = ShorterSideSize(info->height, info->width, first.resize().shorter_side());
+    if (target != image.size()) {
+      image = Resample(image, target, first.resize().interpolation(), first.resize().antialias());
+    }
+    if (geometry != nullptr) geometry->Step(GeometryStep::Resize(target.width, target.height));
+  }
+  UserOpIo own;
+  if (io == nullptr) io = &own;
+  const absl::Duration python_before = io->python_time;
+  absl::StatusOr<cv::Mat> applied = Apply(std::move(image), rng, next_op, max_pixels, geometry, io);
+  times->python = io->python_time - python_before;
+  times->decode = t1 - t0;
+  times->augment = absl::Now() - t1 - times->python;
+  return applied;
+}
+
+bool Pipeline::has_user_ops() const {
+  return std::any_of(ops_.begin(), ops_.end(), [](const v1::Op& op) { return op.has_python() || op.has_plugin(); });
+}
+
+absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
+                                        GeometrySink* geometry, UserOpIo* io) const {
+  if (audio_) return absl::FailedPreconditionError("an audio pipeline makes no image");
+  if (geometry != nullptr && geometry->width == 0) geometry->width = image.cols, geometry->height = image.rows;
+  OpContext context;
+  if (normalize_) {
+    std::copy(mean_, mean_ + 3, context.mean);
+    std::copy(std_, std_ + 3, context.std);
+  }
+  for (size_t i = first_op; i < ops_.size(); ++i) {
+    const v1::Op& op = ops_[i];
+    switch (op.op_case()) {
+      case v1::Op::kPython:
+      case v1::Op::kPlugin:
+        if (absl::Status s = ApplyUserOp(i, image, rng, max_pixels, io); !s.ok()) return s;
+        break;
+      case v1::Op::OP_NOT_SET:
+        break;
+      default:  // op_registry.h
+        if (const OpEntry* entry = FindOp(op.op_case()); entry != nullptr && entry->apply != nullptr) {
+          if (entry->limit != nullptr) {
+            if (absl::Status s = entry->limit(op, image.size(), max_pixels); !s.ok()) return s;
+          }
+          entry->apply(op, image, rng, context, geometry);
+        }
+        break;
+    }
+  }
+  return image;
+}
+
+void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after,
+                        cv::Size after) {
+  // An op that sets the size (or changes it) frees the user ops before it.
+  int unused_h = 0, unused_w = 0;
+  const bool plugin_fixed =
+      op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
+  const bool sets_size = op.has_random_resized_crop() || op.has_center_crop() || op.has_resize_pad() ||
+                         op.has_random_crop() || plugin_fixed || !fixed_after || after != before || !fixed_before;
+  if (sets_size) keeps_size_.clear();
+  // A user op must make the size the checks assumed: its declared size (a
+  // plugin's fixed output), or the size it was given when that was fixed.
+  if ((op.has_python() || op.has_plugin()) && fixed_after && (fixed_before || plugin_fixed)) keeps_size_[i] = after;
+}
+
+absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed) {
+  const bool fixed_before = fixed;
+  const cv::Size before(out_width_, out_height_);
+  std::shared_ptr<const PluginInstance> plugin;
+  if (absl::Status s = CheckPipelineOp(where, op, fixed, out_height_, out_width_, user_, &plugin); !s.ok()) return s;
+  if (plugin != nullptr) plugin_ops_[i] = std::move(plugin);
+  NoteSize(i, op, fixed_before, before, fixed, cv::Size(out_width_, out_height_));
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const {
+  const v1::Op& op = ops_[i];
+  const int64_t limit = max_pixels > 0 ? max_pixels : int64_t{1} << 28;
+  absl::StatusOr<cv::Mat> out;
+  if (op.has_python()) {
+    if (!PassesGate(op.python().has_p(), op.python().p(), 1, rng)) return absl::OkStatus();
+    if (user_.python == nullptr) return DecodeError(DecodeFailure::kTransform, "python ops need a Python stage");
+    const absl::Time t0 = absl::Now();
+    out = user_.python->Run(op.python(), i, rng.origin(), image, limit, io);
+    if (io != nullptr) io->python_time += absl::Now() - t0;
+  } else {
+    if (!PassesGate(op.plugin().has_p(), op.plugin().p(), 1, rng)) return absl::OkStatus();
+    out = plugin_ops_.at(i)->Apply(image, rng, limit, io);
+  }
+  if (!out.ok()) return out.status();
+  if (auto keep = keeps_size_.find(i); keep != keeps_size_.end() && out->size() != keep->second) {
+    return DecodeError(DecodeFailure::kTransform,
+                       absl::StrCat(PipelineToText({op}), " returned ", out->cols, "x", out->rows,
+                                    " pixels; the pipeline's output size is fixed at ", keep->second.width, "x",
+                                    keep->second.height, " before it and no later op sets a size"));
+  }
+  image = *std::move(out);
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::Store(const cv::Mat& image, uint8_t* dst) const {
+  const int h = out_height_, w = out_width_;
+  // A float image was normalised offline (a sample stored by a prefix that
+  // ends in normalize): only the layout and dtype are left to do.
+  const bool normalised = image.type() == CV_32FC3 && normalize_;
+  if (image.rows != h || image.cols != w || (image.type() != CV_8UC3 && !normalised)) {
+    return DecodeError(DecodeFailure::kCorrupt,
+                       absl::StrCat("the pipeline produced ", image.cols, "x", image.rows, " pixels of type ",
+                                    image.type(), "; expected ", w, "x", h, " 8-bit RGB"));
+  }
+  if (dtype_ == v1::UINT8) {
+    if (layout_ == v1::NHWC) {
+      for (int y = 0; y < h; ++y) std::memcpy(dst + int64_t{y} * w * 3, image.ptr<uint8_t>(y), size_t(w) * 3);
+      return absl::OkStatus();
+    }
+    const int64_t plane = int64_t{h} * w;
+    for (int y = 0; y < h; ++y) {
+      const uint8_t* row = image.ptr<uint8_t>(y);
+      for (int x = 0; x < w; ++x) {
+        for (int c = 0; c < 3; ++c) dst[c * plane + int64_t{y} * w + x] = row[x * 3 + c];
+      }
+    }
+    return absl::OkStatus();
+  }
+  const cv::Mat f = normalised ? image : Normalized(image);
+  const int depth = dtype_ == v1::FLOAT16 ? CV_16F : CV_32F;
+  const size_t element = dtype_ == v1::FLOAT16 ? 2 : 4;
+  if (layout_ == v1::NHWC) {
+    cv::Mat out(h, w, CV_MAKETYPE(depth, 3), dst);
+    f.convertTo(out, depth);  // writes into dst: same size and type
+    return absl::OkStatus();
+  }
+  std::vector<cv::Mat> planes;
+  for (int c = 0; c < 3; ++c) planes.emplace_back(h, w, depth, dst + c * int64_t{h} * w * element);
+  std::vector<cv::Mat> channels;
+  cv::split(f, channels);
+  for (int c = 0; c < 3; ++c) channels[c].convertTo(planes[c], depth);
+  return absl::OkStatus();
+}
+
+}  // namespace stoker

@@ -1,0 +1,27 @@
+// Checks of a pipeline's ops, shared by Pipeline::Create and
+// Pipeline::CheckOpAt (pipeline_checks.cc).
+#ifndef STOKER_DATAPLANE_OPS_PIPELINE_CHECKS_H_
+#define STOKER_DATAPLANE_OPS_PIPELINE_CHECKS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "dataplane/ops/op_plugins.h"
+#include "dataplane/ops/pipeline.h"
+#include "proto/stoker/v1/stoker.pb.h"
+
+namespace stoker {
+
+// Fills defaults and validates one op; INVALID_ARGUMENT names `where` and
+// the allowed range. `fixed` tells whether the output size (h x w) is fixed
+// after this op; a plugin op's instance goes to *plugin.
+absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
+                             std::shared_ptr<const PluginInstance>* plugin);
+
+// Whether a (checked) plugin op draws random numbers.
+bool PluginOpIsRandom(const v1::Op& op, const UserOps& user);
+
+}  // namespace stoker
+
+#endif  // STOKER_DATAPLANE_OPS_PIPELINE_CHECKS_H_

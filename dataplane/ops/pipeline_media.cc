@@ -1,0 +1,186 @@
+// Pipeline's audio and video samples: the audio(...) window, video_clip(...)
+// clips through the image ops, and a video's audio track as a field.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dataplane/decode/audio_decoder.h"
+#include "dataplane/decode/decoder_threads.h"
+#include "dataplane/decode/image_decoder.h"
+#include "dataplane/decode/media_loader.h"
+#include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/resample.h"
+#include "dataplane/decode/video_decoder.h"
+#include "dataplane/ops/video_ops.h"
+#include <opencv2/imgproc.hpp>
+
+namespace stoker {
+
+namespace {
+
+// A video's audio track (AUDIO_TRACK): decoded and resampled as the clip
+// asks, then a window of audio_seconds from each of `starts` (seconds in the
+// container's timeline), zeros outside the stream; float32 [K, C, L] to
+// *out. No audio stream: missing_field.
+absl::Status AudioTrack(absl::string_view encoded, const v1::VideoClip& clip, const std::vector<double>& starts,
+                        const VideoLimits& limits, std::string* out) {
+  AudioDecodeOptions options;
+  options.rate = clip.audio_rate();
+  options.channels = clip.audio_channels();
+  options.max_seconds = limits.max_seconds;
+  options.max_wall_seconds = limits.max_wall_seconds;
+  absl::StatusOr<Waveform> wave = DecodeAudio(encoded, options);
+  if (!wave.ok()) {
+    if (absl::StrContains(wave.status().message(), "has no audio stream")) {
+      return DecodeError(DecodeFailure::kMissingField,
+                         absl::StrCat("a field of kind audio: ", wave.status().message()));
+    }
+    return wave.status();
+  }
+  const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
+  const int channels = clip.audio_channels();
+  out->assign(starts.size() * static_cast<size_t>(channels) * static_cast<size_t>(window) * sizeof(float), '\0');
+  auto* dst = reinterpret_cast<float*>(out->data());
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t first = std::llround((starts[k] - wave->start_seconds) * clip.audio_rate());
+    for (int c = 0; c < channels; ++c) {
+      const float* src = wave->samples.data() + static_cast<int64_t>(c) * wave->frames;
+      float* row = dst + (static_cast<int64_t>(k) * channels + c) * window;
+      const int64_t from = std::max<int64_t>(0, -first), to = std::min<int64_t>(window, wave->frames - first);
+      for (int64_t i = from; i < to; ++i) row[i] = src[first + i];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Pipeline::CheckAudioTrack(const v1::SessionConfig& config) {
+  int tracks = 0;
+  for (const v1::FieldSpec& f : config.fields()) {
+    if (f.kind() != v1::AUDIO_TRACK) continue;
+    ++tracks;
+    if (!f.extensions().empty() || !f.json_path().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(),
+                                                     "' (audio) is the video's own audio track: give it no member "
+                                                     "extension or json path"));
+    }
+  }
+  if (tracks == 0) return absl::OkStatus();
+  if (tracks > 1) return absl::InvalidArgumentError("at most one field of kind audio (the video's audio track)");
+  v1::VideoClip& clip = *ops_[0].mutable_video_clip();
+  if (clip.audio_rate() == 0) clip.set_audio_rate(16000);
+  if (clip.audio_channels() == 0) clip.set_audio_channels(1);
+  if (clip.audio_rate() < 1000 || clip.audio_rate() > 384000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline[0].video_clip.audio_rate = ", clip.audio_rate(), "; allowed range is 1000..384000"));
+  }
+  if (clip.audio_channels() < 1 || clip.audio_channels() > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline[0].video_clip.audio_channels = ", clip.audio_channels(), "; allowed range is 1..8"));
+  }
+  const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
+  if (!(clip.audio_seconds() > 0) || clip.audio_seconds() > 600 || window < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline[0].video_clip.audio_seconds = ", clip.audio_seconds(),
+        ": a field of kind audio needs each clip's window length, 0..600 s (e.g. video_clip(frames=16, "
+        "audio_seconds=1.0))"));
+  }
+  audio_track_shape_.clear();
+  if (clip.clips() > 1) audio_track_shape_.push_back(clip.clips());
+  audio_track_shape_.insert(audio_track_shape_.end(), {int64_t{clip.audio_channels()}, window});
+  const int64_t bytes = int64_t{clip.clips()} * clip.audio_channels() * window * 4;
+  if (config.batch_size() * (sample_bytes() + bytes) > kMaxBatchBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size x (clip bytes + audio bytes) = ", config.batch_size(),
+                                                   " x (", sample_bytes(), " + ", bytes,
+                                                   "); a batch may hold at most ", kMaxBatchBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const VideoLimits& limits, uint8_t* dst,
+                                    SampleTimes* times, std::string* audio_track, const VideoIndex* known) const {
+  if (!video_) return absl::FailedPreconditionError("not a video_clip pipeline");
+  const absl::Time t0 = absl::Now();
+  // One time limit for the whole sample: the index and every clip's decode.
+  const absl::Time deadline = limits.max_wall_seconds > 0 ? t0 + absl::Seconds(limits.max_wall_seconds)
+                                                          : absl::InfiniteFuture();
+  auto within = [&]() -> absl::StatusOr<VideoLimits> {
+    VideoLimits l = limits;
+    if (deadline == absl::InfiniteFuture()) return l;
+    l.max_wall_seconds = absl::ToDoubleSeconds(deadline - absl::Now());
+    if (l.max_wall_seconds <= 0) {
+      return DecodeError(DecodeFailure::kCorrupt,
+                         absl::StrCat("decoding the clips took longer than ", limits.max_wall_seconds, " s"));
+    }
+    return l;
+  };
+  absl::StatusOr<VideoLimits> now = within();
+  if (!now.ok()) return now.status();
+  absl::StatusOr<VideoIndex> index = known != nullptr ? *known : IndexVideo(encoded, *now);
+  times->decode += absl::Now() - t0;
+  if (!index.ok()) return index.status();
+  const v1::VideoClip& clip = ops_[0].video_clip();
+  const std::vector<int64_t> frames = ClipFrames(clip, static_cast<int64_t>(index->pts.size()), rng);
+  const int T = clip.frames();
+  const size_t rgb_bytes = static_cast<size_t>(index->width) * static_cast<size_t>(index->height) * 3;
+  if (rgb_bytes * static_cast<size_t>(T) > kMaxClipBytes) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat("a clip of ", T, " frames of ", index->width, "x", index->height, " is ",
+                                    rgb_bytes * static_cast<size_t>(T), " bytes decoded; at most ", kMaxClipBytes));
+  }
+  if (!audio_track_shape_.empty() && audio_track != nullptr) {
+    const absl::Time t1 = absl::Now();
+    now = within();
+    if (!now.ok()) return now.status();
+    std::vector<double> starts;  // each clip's first frame, in seconds
+    for (int k = 0; k < clip.clips(); ++k) {
+      starts.push_back(static_cast<double>(index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T)])]) *
+                       index->seconds_per_tick);
+    }
+    absl::Status s = AudioTrack(encoded, clip, starts, *now, audio_track);
+    times->decode += absl::Now() - t1;
+    if (!s.ok()) return s;
+  }
+  std::vector<uint8_t> rgb(rgb_bytes * static_cast<size_t>(T));
+  for (int k = 0; k < clip.clips(); ++k) {
+    std::vector<int64_t> pts(static_cast<size_t>(T));
+    for (int t = 0; t < T; ++t) pts[t] = index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T + t)])];
+    const absl::Time t1 = absl::Now();
+    now = within();
+    if (!now.ok()) return now.status();
+    absl::Status decoded;
+    {
+      const DecoderThreadShare share(limits.decoder_threads, limits.decoder_thread_budget);
+      now->decoder_threads = share.threads();
+      decoded = DecodeVideoFrames(encoded, *now, pts, index->width, index->height, rgb.data());
+    }
+    const absl::Time t2 = absl::Now();
+    times->decode += t2 - t1;
+    if (!decoded.ok()) return decoded;
+    // One draw for the clip: every frame replays the same random stream.
+    const Rng clip_rng(rng.Next());
+    for (int t = 0; t < T; ++t) {
+      cv::Mat frame(index->height, index->width, CV_8UC3, rgb.data() + static_cast<size_t>(t) * rgb_bytes);
+      Rng r = clip_rng;
+      absl::StatusOr<cv::Mat> out = Apply(frame, r, 1, limits.max_pixels);
+      if (!out.ok()) return out.status();
+      if (absl::Status s = Store(*out, dst + static_cast<size_t>(k * T + t) * static_cast<size_t>(frame_bytes()));
+          !s.ok()) {
+        return s;
+      }
+    }
+    times->augment += absl::Now() - t2;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::ProduceAudio(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst,
+                                    SampleTimes* times) const {
+  if (!audio_) return absl::FailedPreconditionError("not an audio pipeline");
+  return audio_->Produce(encoded, rng, max_seconds, dst, times);
+}
+
+}  // namespace stoker
