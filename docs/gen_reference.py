@@ -150,7 +150,8 @@ def pipeline_page(build):
     comments = proto_comments(os.path.join(HERE, "..", "proto", "stoker", "v1", "stoker.proto"))
     out = ["# Pipeline ops\n\n", GENERATED,
            "Every op the pipeline text reads, in stoker.proto's order: its arguments in positional order (or "
-           "`name=value`), their kinds, and what stoker.proto says of each (units, ranges, defaults). How the text "
+           "`name=value`), their kinds, and what stoker.proto says of each (units, ranges, defaults; `make test` "
+           "checks each stated range against the op's check with docs/check_ranges.py). How the text "
            "is written and what each op does to pixels and targets: [Pipelines](../concepts/pipelines.md). "
            "`python(...)` and plugin ops: [Your own transforms](../how-to/transforms.md).\n\n",
            "| Op | Arguments | Counterpart | Targets (boxes, masks) |\n|---|---|---|---|\n"]

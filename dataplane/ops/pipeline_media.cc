@@ -72,15 +72,7 @@ absl::Status Pipeline::CheckAudioTrack(const v1::SessionConfig& config) {
   if (tracks > 1) return absl::InvalidArgumentError("at most one field of kind audio (the video's audio track)");
   v1::VideoClip& clip = *ops_[0].mutable_video_clip();
   if (clip.audio_rate() == 0) clip.set_audio_rate(16000);
-  if (clip.audio_channels() == 0) clip.set_audio_channels(1);
-  if (clip.audio_rate() < 1000 || clip.audio_rate() > 384000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline[0].video_clip.audio_rate = ", clip.audio_rate(), "; allowed range is 1000..384000"));
-  }
-  if (clip.audio_channels() < 1 || clip.audio_channels() > 8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline[0].video_clip.audio_channels = ", clip.audio_channels(), "; allowed range is 1..8"));
-  }
+  if (clip.audio_channels() == 0) clip.set_audio_channels(1);  // their ranges: CheckVideoClip
   const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
   if (!(clip.audio_seconds() > 0) || clip.audio_seconds() > 600 || window < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

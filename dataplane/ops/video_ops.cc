@@ -18,6 +18,13 @@ absl::Status CheckVideoClip(const std::string& where, v1::VideoClip& clip) {
   if (clip.frames() < 1 || clip.frames() > 512) return range("frames", clip.frames(), 1, 512);
   if (clip.stride() < 1 || clip.stride() > 1000) return range("stride", clip.stride(), 1, 1000);
   if (clip.clips() < 1 || clip.clips() > 64) return range("clips", clip.clips(), 1, 64);
+  // The audio track's (0: its default, filled in when a field asks for the track).
+  if (clip.audio_rate() != 0 && (clip.audio_rate() < 1000 || clip.audio_rate() > 384000)) {
+    return range("audio_rate", clip.audio_rate(), 1000, 384000);
+  }
+  if (clip.audio_channels() != 0 && (clip.audio_channels() < 1 || clip.audio_channels() > 8)) {
+    return range("audio_channels", clip.audio_channels(), 1, 8);
+  }
   if (!v1::VideoClip::Mode_IsValid(clip.mode())) {
     return absl::InvalidArgumentError(absl::StrCat(where, ".video_clip.mode: random or uniform"));
   }
