@@ -5,17 +5,16 @@
 #include "dataplane/batch_session.h"
 #include "dataplane/batch_session_internal.h"
 
-#include <algorithm>
-#include <exception>
-#include <mutex>
+#include <atomic>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common/rng.h"
-#include "glog/logging.h"
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
+#include "glog/logging.h"
 
 namespace stoker {
 

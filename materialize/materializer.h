@@ -5,7 +5,7 @@
 //
 // Crash safety: the output is built in OUT.partial; each shard is written to
 // a temporary file, made durable, renamed, and then recorded
-// (OUT.partial/progress/shard-NNNNNN.json; work_dir.h). A rerun with the same settings
+// (OUT.partial/progress/shard-NNNNNN.tar.json; work_dir.h). A rerun with the same settings
 // keeps the recorded shards and makes the rest, so an interrupted run ends
 // with exactly one copy of every sample; shards are byte-identical whoever
 // made them. OUT itself appears (or is swapped for the old one, with

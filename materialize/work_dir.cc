@@ -101,6 +101,7 @@ WorkDir::~WorkDir() {
 
 absl::Status WorkDir::Lock() {
   const fs::path path = work_.string() + ".lock";
+  if (lock_fd_ >= 0) close(lock_fd_);
   lock_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) {
     return absl::PermissionDeniedError(

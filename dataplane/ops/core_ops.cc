@@ -5,7 +5,11 @@
 // Their behaviour is pinned by pipeline_test.cc and the torchvision parity
 // tests; core_ops_test.cc checks the table itself.
 #include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +22,7 @@
 #include <opencv2/core.hpp>
 
 namespace stoker {
+namespace {
 
 void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng) {
   // A random order of the four adjustments, then their factors in a fixed
@@ -36,8 +41,6 @@ void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng) {
     if (fn == 3 && o.hue() > 0) AdjustHue(image, h);
   }
 }
-
-namespace {
 
 void Step(GeometrySink* geometry, const GeometryStep& s) {
   if (geometry != nullptr) geometry->Step(s);
@@ -259,12 +262,12 @@ void ApplyIouCrop(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, 
   }
 }
 
-}  // namespace
-
 // The first ops' text form: their own argument names and order.
 OpText FirstOpsText(std::vector<OpText::Argument> arguments, int bare) {
   return OpText{std::move(arguments), bare, /*first_ops_style=*/true};
 }
+
+}  // namespace
 
 const std::vector<OpEntry>& CoreOps() {
   constexpr OpTargets kMoved = OpTargets::kMoved, kUntouched = OpTargets::kUntouched;

@@ -21,6 +21,8 @@ absl::Status CheckAudioOp(const std::string& where, v1::Op& op, OpShape*) {
   return CheckAudio(where, *op.mutable_audio());
 }
 
+// Never runs today (an audio pipeline is checked whole, and a prefix refuses
+// media ops): mel_spectrogram has no check of its own.
 absl::Status CheckMelAlone(const std::string& where, v1::Op&, OpShape*) {
   return absl::InvalidArgumentError(absl::StrCat(
       where, ".mel_spectrogram follows audio(...) in an audio pipeline: its bins depend on audio's rate"));

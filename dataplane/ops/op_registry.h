@@ -88,7 +88,8 @@ struct OpEntry {
   // (pipeline_media.cc, audio_ops.h).
   void (*apply)(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context, GeometrySink* geometry);
   OpTargets targets = OpTargets::kUntouched;
-  // Run before `apply` on the image it gets (null: none).
+  // Run before `apply` on the image it gets (null: none); resize's also runs
+  // on the decoded size when Pipeline::DecodeAndApply fuses it with decoding.
   absl::Status (*limit)(const v1::Op& op, cv::Size input, int64_t max_pixels) = LimitPaddedPixels;
   OpText text = {};
 };

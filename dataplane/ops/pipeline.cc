@@ -2,28 +2,18 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
-#include "dataplane/ops/pipeline_text.h"
-#include "dataplane/decode/audio_decoder.h"
-#include "dataplane/sources/dataset.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/decode/media_loader.h"
-#include "dataplane/decode/decoder_threads.h"
-#include "dataplane/decode/video_decoder.h"
-#include "dataplane/ops/video_ops.h"
-#include "dataplane/ops/detection_ops.h"
-#include "dataplane/ops/geometric_ops.h"
 #include "dataplane/ops/op_registry.h"
-#include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/pipeline_checks.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/python_stage.h"
 #include "dataplane/ops/resample.h"
 #include "dataplane/ops/transforms.h"
+#include "dataplane/sources/dataset.h"
 #include <opencv2/imgproc.hpp>
 
 namespace stoker {
@@ -43,8 +33,6 @@ absl::Status CheckMediaMembers(const v1::FieldSpec& f, const std::set<std::strin
   }
   return absl::OkStatus();
 }
-
-
 
 }  // namespace
 
@@ -277,7 +265,6 @@ std::vector<int64_t> Pipeline::SampleShape() const {
   }
   return shape;
 }
-
 
 absl::Status Pipeline::Produce(absl::string_view encoded, Rng& rng, int64_t max_pixels, uint8_t* dst,
                                SampleTimes* times, size_t first_op, GeometrySink* geometry, UserOpIo* io) const {

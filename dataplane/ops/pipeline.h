@@ -114,10 +114,11 @@ class Pipeline {
                                          UserOpIo* io = nullptr) const;
 
   // Runs ops [first_op, end) on an RGB image. The result of the whole list is
-  // out_height x out_width x 3 (before normalize, which Store applies). A
-  // resize whose output would exceed `max_pixels` (0: no limit) fails as
-  // too_large before anything is allocated (review 1.11: resize(8192) of a
-  // 100:1 panorama asked for gigabytes).
+  // out_height x out_width x 3 (before normalize, which Store applies). An
+  // op whose output would exceed `max_pixels` (0: resize's limit is INT32_MAX
+  // pixels, the pads' 2^28; OpEntry::limit) fails as too_large before
+  // anything is allocated (review 1.11: resize(8192) of a 100:1 panorama
+  // asked for gigabytes).
   // `io` (may be null): the sample's value fields for python(...) ops, and
   // the time spent in them.
   absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0,

@@ -149,22 +149,38 @@ std::string ShortestText(T f) {
   return absl::StrFormat("%.*g", kMost, f);
 }
 
-std::string ScalarText(const google::protobuf::Message& m, const FieldDescriptor* f, int index, bool six_digits) {
+// A value as text. The first ops' style: %g for a float, and absl's
+// six-digit form for a float in a list (what their hand-written printer
+// did; the same but for a NaN's sign), an enum value the message does not
+// know as its first value's name.
+std::string ScalarText(const google::protobuf::Message& m, const FieldDescriptor* f, int index, bool first_ops) {
   const google::protobuf::Reflection* r = m.GetReflection();
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_FLOAT: {
       const float x = index < 0 ? r->GetFloat(m, f) : r->GetRepeatedFloat(m, f, index);
-      return six_digits ? absl::StrFormat("%g", x) : FloatText(x);
+      if (!first_ops) return FloatText(x);
+      return index < 0 ? absl::StrFormat("%g", x) : absl::StrCat(x);
     }
     case FieldDescriptor::CPPTYPE_INT32:
       return absl::StrCat(index < 0 ? r->GetInt32(m, f) : r->GetRepeatedInt32(m, f, index));
     case FieldDescriptor::CPPTYPE_BOOL:
       return r->GetBool(m, f) ? "true" : "false";
-    case FieldDescriptor::CPPTYPE_ENUM:
-      return absl::AsciiStrToLower(r->GetEnum(m, f)->name());
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const google::protobuf::EnumValueDescriptor* v = f->enum_type()->FindValueByNumber(r->GetEnumValue(m, f));
+      if (v == nullptr && first_ops) v = f->enum_type()->value(0);
+      return v != nullptr ? absl::AsciiStrToLower(v->name()) : absl::StrCat(r->GetEnumValue(m, f));
+    }
     default:
       return "?";
   }
+}
+
+// Whether a scalar field is set: present, or for the first ops' style
+// (whose printer compared values) not 0 (-0.0 included).
+bool IsSet(const google::protobuf::Message& m, const FieldDescriptor* f, bool first_ops) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  if (first_ops && f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT && !f->has_presence()) return r->GetFloat(m, f) != 0;
+  return r->HasField(m, f);
 }
 
 // NAME(bare, ..., arg=value, ...): the bare arguments always, the others
@@ -173,7 +189,7 @@ std::string OpToText(const v1::Op& op, const FieldDescriptor* which) {
   const google::protobuf::Message& m = op.GetReflection()->GetMessage(op, which);
   const google::protobuf::Reflection* r = m.GetReflection();
   const OpText& style = TextOf(which);
-  const bool six_digits = style.first_ops_style;
+  const bool first_ops = style.first_ops_style;
   std::vector<std::string> args;
   const std::vector<TextParam> params = OpParams(which);
   for (size_t i = 0; i < params.size(); ++i) {
@@ -182,20 +198,18 @@ std::string OpToText(const v1::Op& op, const FieldDescriptor* which) {
     bool set;
     std::string value;
     if (p.max != nullptr) {
-      set = r->HasField(m, p.field) || r->HasField(m, p.max);
-      value = absl::StrCat(ScalarText(m, p.field, -1, six_digits), ":", ScalarText(m, p.max, -1, six_digits));
+      set = IsSet(m, p.field, first_ops) || IsSet(m, p.max, first_ops);
+      value = absl::StrCat(ScalarText(m, p.field, -1, first_ops), ":", ScalarText(m, p.max, -1, first_ops));
     } else if (p.field->is_repeated()) {
       std::vector<std::string> values;
-      for (int k = 0; k < r->FieldSize(m, p.field); ++k) values.push_back(ScalarText(m, p.field, k, six_digits));
+      for (int k = 0; k < r->FieldSize(m, p.field); ++k) values.push_back(ScalarText(m, p.field, k, first_ops));
       set = !values.empty();
       value = absl::StrJoin(values, ":");
     } else {
-      set = r->HasField(m, p.field);
+      set = IsSet(m, p.field, first_ops);
       // The first ops' antialias is on unless turned off: it prints only when off.
-      if (style.first_ops_style && p.field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL) {
-        set = set && !r->GetBool(m, p.field);
-      }
-      value = ScalarText(m, p.field, -1, six_digits);
+      if (first_ops && p.field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL) set = set && !r->GetBool(m, p.field);
+      value = ScalarText(m, p.field, -1, first_ops);
     }
     if (bare) {
       args.push_back(value);
@@ -271,7 +285,7 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   const size_t open = text.find('(');
   std::string name(absl::StripAsciiWhitespace(text.substr(0, open)));
   if (name == "python" || IsPluginOpName(name)) return ParseUserOp(name, text, open);
-  if (const FieldDescriptor* which = OpField(name); which != nullptr && name != "python" && name != "plugin") {
+  if (const FieldDescriptor* which = OpField(name); which != nullptr && name != "plugin") {
     return ParseRegisteredOp(name, text, open, which);
   }
   std::vector<std::string> known;

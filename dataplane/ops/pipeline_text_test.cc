@@ -1,6 +1,7 @@
 #include "dataplane/ops/pipeline_text.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -135,6 +136,16 @@ TEST(PipelineTextTest, TheFirstOpsPrintAsTheyAlwaysHave) {
   o->set_ratio_max(4.0f / 3.0f);
   o->set_antialias(true);
   EXPECT_EQ(PipelineToText({crop}), "random_resized_crop(224, scale=0.08:1, ratio=0.75:1.33333)");
+  // Values no check has seen print as they did too: -0 is unset, a NaN in a
+  // list has no sign, an enum value out of range reads as the first.
+  v1::Op odd;
+  odd.mutable_random_resized_crop()->set_size(8);
+  odd.mutable_random_resized_crop()->set_scale_min(-0.0f);
+  odd.mutable_random_resized_crop()->set_interpolation(static_cast<v1::Interpolation>(7));
+  EXPECT_EQ(PipelineToText({odd}), "random_resized_crop(8, interpolation=bilinear)");
+  v1::Op nan;
+  nan.mutable_normalize()->add_mean(-std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(PipelineToText({nan}), "normalize(mean=nan)");
   EXPECT_NE(ParsePipelineText("resize(256, nearest, true, 4)").status().message().find("takes at most 3 arguments"),
             std::string::npos);
   EXPECT_NE(ParsePipelineText("center_crop(sides=3)").status().message().find("center_crop has no argument 'sides'; "
@@ -196,12 +207,12 @@ TEST(PipelineGrammarTest, ListsEveryOpWithItsArgumentsInTheOrderTheParserReadsTh
   auto find = [&](const std::string& name) {
     return *std::find_if(grammar.begin(), grammar.end(), [&](const OpGrammar& g) { return g.name == name; });
   };
-  const OpGrammar crop = find("random_resized_crop");  // a built-in op: its own order
+  const OpGrammar crop = find("random_resized_crop");  // a first op: its own OpText order
   ASSERT_EQ(crop.arguments.size(), 5u);
   EXPECT_EQ(crop.arguments[1].name, "scale");
   EXPECT_EQ(crop.arguments[1].kind, "lo:hi (float)");
   EXPECT_EQ(crop.arguments[1].fields, (std::vector<std::string>{"scale_min", "scale_max"}));
-  const OpGrammar solarize = find("solarize");  // a reflected op: the message's order
+  const OpGrammar solarize = find("solarize");  // read from its message: the fields' order
   ASSERT_EQ(solarize.arguments.size(), 2u);
   EXPECT_EQ(solarize.arguments[0].name, "threshold");
   EXPECT_EQ(solarize.arguments[0].kind, "float");
