@@ -34,6 +34,9 @@ PACKAGES=(
   # from PyPI into build/pyenv); torch, torchvision, NumPy, pytest, xxhash to
   # test it with Debian's interpreter
   python3-dev python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-xxhash
+  # auditwheel repairs the wheels `make wheel` packs with patchelf, and
+  # python/bundle_system_libs.py renames the libraries it bundles with it
+  patchelf
   # references of the audio parity tests: PyAV (on the same FFmpeg) and torchaudio
   python3-av python3-torchaudio
   # the per-batch timeline plot (tests/bench/plot_timeline.py)
