@@ -213,7 +213,7 @@ def main():
                         "--max-side=400"], check=True, capture_output=True)
         fast = ["--batch-size=32", "--device=none"]
         scenario("server_cpu", "server_cpu", [["--workers=1"]],
-                 fast + ["--epochs=10", "--pipeline=random_resized_crop(224), color_jitter(0.4, 0.4, 0.4, 0.1)"], data,
+                 fast + ["--epochs=40", "--pipeline=random_resized_crop(224), color_jitter(0.4, 0.4, 0.4, 0.1)"], data,
                  check_dashboards=True)
         why = netns_possible()
         if why:
