@@ -132,19 +132,12 @@ void ApplyResize(const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, Geome
   Step(geometry, GeometryStep::Resize(image.cols, image.rows));
 }
 
-absl::Status CheckFlipP(const std::string& where, const char* name, float p) {
-  if (!(p >= 0 && p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s.%s.p = %g; allowed range is 0..1", where, name, p));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckHorizontalFlip(const std::string& where, v1::Op& op, OpShape*) {
-  return CheckFlipP(where, "random_horizontal_flip", op.random_horizontal_flip().p());
+  return CheckProbability(where + ".random_horizontal_flip", true, op.random_horizontal_flip().p());
 }
 
 absl::Status CheckVerticalFlip(const std::string& where, v1::Op& op, OpShape*) {
-  return CheckFlipP(where, "random_vertical_flip", op.random_vertical_flip().p());
+  return CheckProbability(where + ".random_vertical_flip", true, op.random_vertical_flip().p());
 }
 
 // The flips always draw, so later ops see the same stream whatever the outcome.
