@@ -121,7 +121,9 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
                                                     TargetRole::kAudioTrack) - target_roles_.begin())),
       target_needs_(NeedsOf(target_roles_)),
       item_shapes_(ItemShapes(value_fields_, source_->keypoints_per_box(), pipeline_.out_height(),
-                              pipeline_.out_width(), pipeline_.audio_track_shape())) {}
+                              pipeline_.out_width(), pipeline_.audio_track_shape())),
+      max_sample_field_bytes_(MaxSampleFieldBytes(value_fields_, config_, pipeline_.out_height(),
+                                                  pipeline_.out_width())) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -332,6 +334,9 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
                                          Job& job) {
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
+  if (fields == nullptr) {  // an (images, labels) batch: a label that cannot be read is a bad sample
+    if (absl::Status label = source_->LabelStatus(index); !label.ok()) return Failed(index, label, "bad_field");
+  }
   SampleTargets targets;  // moved by the geometric ops with the pixels
   GeometrySink sink;
   GeometrySink* geometry = nullptr;
@@ -414,6 +419,10 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
     if (status.ok()) metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(times.augment));
     if (times.python > absl::ZeroDuration()) metrics_->python_seconds->Observe(absl::ToDoubleSeconds(times.python));
     reason = DecodeFailureName(DecodeFailureOf(status));
+  }
+  if (status.ok() && fields != nullptr) {
+    status = CheckSampleFieldBytes(value_fields_, *fields, max_sample_field_bytes_, source_->Describe(index));
+    if (!status.ok()) reason = DecodeFailureName(DecodeFailure::kTooLarge);
   }
   if (status.ok() || IsOutOfMemory(status)) return status;  // out of memory: the batch's failure, not the sample's
   return Failed(index, status, reason);

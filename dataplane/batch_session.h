@@ -223,6 +223,9 @@ class BatchSession final : public StreamSession {
   const int audio_track_field_;  // the value field of kind AUDIO_TRACK, or value_fields_.size()
   const TargetNeeds target_needs_;
   const std::vector<std::vector<int64_t>> item_shapes_;
+  // What a client accepts of one sample's field values (MaxSampleFieldBytes):
+  // a sample past it fails alone as too_large.
+  const int64_t max_sample_field_bytes_;
 
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/field_spec.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/fields/json_path.h"
 #include "nlohmann/json.hpp"
 
 namespace stoker {
@@ -52,19 +53,9 @@ absl::StatusOr<std::string> EncodeClasses(v1::FieldKind kind, const std::string&
 
 absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::string& bytes, const std::string& json_path,
                                              const std::string& where) {
-  const nlohmann::json doc = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return BadField(where, "JSON that does not parse");
-  const nlohmann::json* v = &doc;
-  for (absl::string_view key : absl::StrSplit(json_path, '.')) {
-    size_t index = 0;
-    if (v->is_object() && v->contains(std::string(key))) {
-      v = &(*v)[std::string(key)];
-    } else if (v->is_array() && absl::SimpleAtoi(key, &index) && index < v->size()) {
-      v = &(*v)[index];
-    } else {
-      return BadField(where, absl::StrCat("JSON without the path '", json_path, "' (stops at '", key, "')"));
-    }
-  }
+  absl::StatusOr<nlohmann::json> found = FindJsonPath(bytes, json_path, where);
+  if (!found.ok()) return found.status();
+  const nlohmann::json* v = &*found;
   auto wrong = [&](const char* want) {
     return BadField(where, absl::StrCat("JSON path '", json_path, "' holds ", v->type_name(), ", not ", want));
   };
@@ -165,6 +156,21 @@ absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string byt
     default:
       return BadField(where, absl::StrCat("kind ", kind, " is not a value field"));
   }
+}
+
+absl::Status CheckSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const std::vector<std::string>& values,
+                                   int64_t limit, const std::string& where) {
+  int64_t total = 0;
+  for (const std::string& v : values) total += static_cast<int64_t>(v.size());
+  if (total <= limit) return absl::OkStatus();
+  std::string each;
+  for (size_t f = 0; f < fields.size() && f < values.size(); ++f) {
+    absl::StrAppend(&each, each.empty() ? "" : ", ", fields[f].name(), " ", values[f].size());
+  }
+  return DecodeError(DecodeFailure::kTooLarge,
+                     absl::StrCat(where, ": its fields hold ", total, " bytes (", each, "); a sample of this session may "
+                                  "hold at most ", limit, " (boxes 1 MiB, keypoints 16 MiB, masks 256 MiB, classes 4096 "
+                                  "ids, text, bytes and json max_field_bytes each)"));
 }
 
 int64_t FieldElementBytes(v1::FieldKind kind) {

@@ -43,6 +43,15 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
 absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::string& bytes, const std::string& json_path,
                                              const std::string& where);
 
+// OK when one sample's encoded values of `fields` (values[i] for fields[i],
+// targets included) take at most `limit` bytes together: the bound a client
+// holds a batch's field region to (MaxSampleFieldBytes in
+// common/field_layout.h). Past it, too_large naming `where`, each field's
+// bytes and the limit, so that the sample fails alone under the session's
+// bad_sample_policy instead of its whole batch at the client.
+absl::Status CheckSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const std::vector<std::string>& values,
+                                   int64_t limit, const std::string& where);
+
 // `bytes` (from member `where`) checked and encoded as `kind` wants.
 absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where);
 

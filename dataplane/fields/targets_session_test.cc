@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
@@ -228,6 +229,45 @@ TEST_F(SegmentationSessionTest, AMissingOrMisSizedMaskFailsItsSample) {
   }());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("it has the fields image and mask"), std::string::npos) << refused.status();
+}
+
+// The issue's image with 60,000 boxes: 1.2 MB of boxes and labels, past
+// what a client accepts of one sample (1 MiB of boxes + 4096 labels). The
+// server fails that sample alone as too_large, so SKIP replaces it and the
+// batch arrives, instead of the client refusing the batch as DataLoss.
+TEST_F(TargetsSessionTest, AnImageWithMoreBoxesThanAClientAcceptsIsATooLargeSample) {
+  std::string annotations;
+  for (int i = 0; i < 60000; ++i) {
+    absl::StrAppend(&annotations, i == 0 ? "" : ",", R"({"id": )", i + 1,
+                    R"(, "image_id": 1, "category_id": 20, "bbox": [1, 1, 2, 2], "iscrowd": 0})");
+  }
+  dir_.Write("many/img/a.jpg", testing::EncodeJpeg(testing::SyntheticImage(48, 64, 1), 90));
+  dir_.Write("many/img/b.jpg", testing::EncodeJpeg(testing::SyntheticImage(40, 40, 2), 90));
+  dir_.Write("many/ann.json", absl::StrCat(R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 64, "height": 48},
+      {"id": 2, "file_name": "b.jpg", "width": 40, "height": 40}],
+      "categories": [{"id": 20, "name": "b"}], "annotations": [)", annotations, "]}"));
+  v1::SessionConfig config = Config("resize_pad(32)", "image, boxes, labels");
+  config.set_dataset("many/img");
+  config.set_annotations("many/ann.json");
+  config.set_bad_sample_policy(v1::SKIP);
+  const FinishedBatch b = Run(config);
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  ASSERT_EQ(b.header.failed_samples_size(), 1);
+  const v1::FailedSample& f = b.header.failed_samples(0);
+  EXPECT_EQ(f.sample_index(), 0);
+  EXPECT_EQ(f.replaced_by(), 1);
+  EXPECT_NE(f.reason().find("too_large: a.jpg: its fields hold 1200000 bytes (boxes 960000, labels 240000); a sample "
+                            "of this session may hold at most 1064960"),
+            std::string::npos)
+      << f.reason();
+  const std::vector<v1::FieldSpec> fields = ValueFields(config.fields());
+  EXPECT_LE(b.header.field_bytes(), 2 * MaxSampleFieldBytes(fields, config, 32, 32));
+  EXPECT_GE(metrics_.SamplesFailed("too_large").Value(), 1);
+
+  config.set_bad_sample_policy(v1::FAIL);
+  const FinishedBatch failed = Run(config);
+  EXPECT_TRUE(absl::IsDataLoss(failed.status)) << failed.status;
+  EXPECT_NE(failed.status.message().find("its fields hold 1200000 bytes"), std::string::npos) << failed.status;
 }
 
 }  // namespace
