@@ -24,6 +24,8 @@ using batch_session_internal::ReadFailureReason;
 absl::Status BatchSession::ProduceStored(int64_t index, std::string* out, Job& job) {
   if (sample_delay_ > absl::ZeroDuration()) absl::SleepFor(sample_delay_);
   const absl::Time t0 = absl::Now();
+  // A stored copy keeps each sample's label: one that cannot be read is a bad sample.
+  if (absl::Status label = source_->LabelStatus(index); !label.ok()) return Failed(index, label, "bad_field");
   absl::StatusOr<std::string> bytes = ReadSample(index);
   if (bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
     absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));

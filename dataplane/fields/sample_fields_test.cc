@@ -334,5 +334,39 @@ TEST_F(FieldSessionTest, TheBatchCacheKeepsFieldsAndKeysOnThem) {
             first.data->substr(0, static_cast<size_t>(first.header.total_bytes())));
 }
 
+// A .cls that is not a number is a bad sample in (images, labels) batches,
+// as an unreadable image is: replaced under SKIP (never served as class 0),
+// the end of the batch under FAIL. The cases: "abc", "1e3", "",
+// "0x10" and 20 digits.
+TEST_F(FieldSessionTest, AClassFileThatIsNotANumberIsABadSampleUnderThePolicy) {
+  std::vector<std::pair<std::string, std::string>> members;
+  const char* bad[] = {"abc", "1e3", "", "0x10", "99999999999999999999"};
+  for (int i = 0; i < 5; ++i) {
+    members.push_back({"x" + std::to_string(i) + ".jpg", Jpeg(static_cast<uint64_t>(10 + i))});
+    members.push_back({"x" + std::to_string(i) + ".cls", bad[i]});
+  }
+  members.push_back({"y.jpg", Jpeg(20)});
+  members.push_back({"y.cls", "2"});
+  dir_.Write("badcls/s.tar", TarArchive(members));
+  v1::SessionConfig config = Config("");
+  config.set_dataset("badcls");
+  const FinishedBatch batch = Run(config, {0, 1, 2, 3, 4});
+  ASSERT_TRUE(batch.status.ok()) << batch.status;
+  ASSERT_EQ(batch.header.failed_samples_size(), 5);
+  for (const v1::FailedSample& f : batch.header.failed_samples()) {
+    EXPECT_EQ(f.reason().rfind("bad_field: s.tar:x" + std::to_string(f.sample_index()) + ".cls holds '", 0), 0u)
+        << f.reason();
+    EXPECT_EQ(f.replaced_by(), 5);  // the one sample with a label
+  }
+  for (int32_t label : batch.header.labels()) EXPECT_EQ(label, 2);
+  EXPECT_GE(metrics_.SamplesFailed("bad_field").Value(), 5);
+
+  config.set_bad_sample_policy(v1::FAIL);
+  const FinishedBatch failed = Run(config, {5, 0});
+  EXPECT_TRUE(absl::IsDataLoss(failed.status)) << failed.status;
+  EXPECT_NE(failed.status.message().find("s.tar:x0.cls holds 'abc', not an integer class label"), std::string::npos)
+      << failed.status;
+}
+
 }  // namespace
 }  // namespace stoker

@@ -89,6 +89,11 @@ class SampleSource {
   virtual std::vector<std::string> FieldMembers(int64_t index) const { return {}; }
   // Samples without a class label (label() gives 0 for them).
   virtual int64_t unlabeled_samples() const { return 0; }
+  // OK unless the sample has a class label that cannot be read (a .cls
+  // member that is not an integer): then bad_field (image_decoder.h) naming
+  // the member and what it holds, so that batches carrying labels treat the
+  // sample as bad under the session's policy instead of labelling it 0.
+  virtual absl::Status LabelStatus(int64_t index) const { return absl::OkStatus(); }
 
   // Annotated sources (COCO): each sample's targets in its image's pixel
   // coordinates (geometry.h). Errors are decode failures naming the sample

@@ -30,7 +30,9 @@ namespace {
 
 constexpr int64_t kBlock = 512;
 // Sidecar format. Load-bearing: bump the version when the format changes.
-constexpr char kIndexMagic[] = "stoker-tar-index 2";
+// Load-bearing: sidecars of another version are rebuilt (3: label "x", a .cls
+// that is not an integer).
+constexpr char kIndexMagic[] = "stoker-tar-index 3";
 constexpr char kIndexSuffix[] = ".stoker-index";
 
 bool ReadAt(int fd, void* buf, int64_t size, int64_t offset) {
@@ -133,7 +135,7 @@ struct ShardIndex {
   std::vector<std::string> extensions;
   std::string damage;
   int64_t bad_labels = 0;     // samples left out: a .cls beyond kMaxClasses
-  int64_t unparsed_labels = 0;  // a .cls that is not an integer: unlabeled
+  int64_t unparsed_labels = 0;  // a .cls that is not an integer: a bad sample where labels are served
   int64_t duplicates = 0;     // members whose key and extension came before
   std::string first_duplicate;
   int64_t skipped = 0;        // members ScanTar left out
@@ -169,6 +171,7 @@ void ReadLabel(int fd, const TarMember& m, TarShardSource::Sample* s, ShardIndex
     s->labeled = ValidLabel(label);
   } else {
     ++index->unparsed_labels;
+    s->label_unreadable = true;
   }
 }
 
@@ -235,12 +238,13 @@ std::string IndexHeader(const struct stat& st, const std::string& image_field) {
 bool ParseSidecarLine(const std::string& line, const struct stat& st, ExtensionTable& table,
                       TarShardSource::Sample* s) {
   std::vector<std::string> parts = absl::StrSplit(line, '\t');
-  if (parts.size() < 4 || (parts.size() - 4) % 3 != 0 || parts[0].empty() ||
+  if (parts.size() < 4 || (parts.size() - 4) % 3 != 0 ||  // an empty key (".jpg") is a key
       !absl::CUnescape(parts[0], &s->key) || !absl::SimpleAtoi(parts[1], &s->offset) ||
       !absl::SimpleAtoi(parts[2], &s->size)) {
     return false;
   }
-  s->labeled = parts[3] != "u";
+  s->label_unreadable = parts[3] == "x";
+  s->labeled = parts[3] != "u" && !s->label_unreadable;
   if (s->labeled && !absl::SimpleAtoi(parts[3], &s->label)) return false;
   auto in_file = [&](int64_t offset, int64_t size) {
     return offset >= 0 && size >= 0 && offset <= st.st_size && size <= st.st_size - offset;
@@ -290,7 +294,7 @@ void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string
     if (s.labeled) {
       out << s.label;
     } else {
-      out << 'u';
+      out << (s.label_unreadable ? 'x' : 'u');
     }
     for (const auto& m : s.members) {
       out << '\t' << absl::CEscape(index.extensions[static_cast<size_t>(m.extension)]) << '\t' << m.offset << '\t'
@@ -396,7 +400,8 @@ void LogIndexProblems(const std::string& shard, const ShardIndex& index) {
   }
   if (index.unparsed_labels > 0) {
     LOG(WARNING) << "shard " << shard << ": " << index.unparsed_labels
-                 << " samples have a .cls member that is not an integer (or over 63 bytes): served unlabeled";
+                 << " samples have a .cls member that is not an integer (or over 63 bytes): in batches with labels "
+                    "they are bad samples (bad_field) under the session's bad_sample_policy";
   }
   if (index.duplicates > 0) {
     LOG(WARNING) << "shard " << shard << ": " << index.duplicates
@@ -497,8 +502,9 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
   }
   if (source->unlabeled_ > 0) {
     LOG(WARNING) << "dataset " << dir.string() << ": " << source->unlabeled_ << " of " << source->samples_.size()
-                 << " samples have no class label (no .cls member, or one that is not an integer): they are served "
-                    "with label 0 in (images, labels) batches, and a class field fails them as missing_field";
+                 << " samples have no class label (no .cls member, or one that is not an integer): those without "
+                    "a .cls are served with label 0 in (images, labels) batches and a class field fails them as "
+                    "missing_field; those whose .cls is not an integer fail as bad_field";
   }
   for (int32_t l = 0; l <= max_label; ++l) source->class_names_.push_back(std::to_string(l));
   FingerprintBuilder fingerprint;
@@ -561,6 +567,15 @@ TarShardSource::~TarShardSource() {
 std::string TarShardSource::Describe(int64_t index) const {
   const Sample& s = samples_[index];
   return absl::StrCat(shard_paths_[s.shard].filename().string(), ":", s.key);
+}
+
+absl::Status TarShardSource::LabelStatus(int64_t index) const {
+  if (!samples_[index].label_unreadable) return absl::OkStatus();
+  std::string which;
+  absl::StatusOr<std::string> text = ReadField(index, {"cls"}, &which, /*max_bytes=*/63);
+  const std::string shown = text.ok() ? absl::StrCat("'", absl::CHexEscape(*text), "'") : "over 63 bytes";
+  return DecodeError(DecodeFailure::kBadField, absl::StrCat(Describe(index), ".cls holds ", shown,
+                                                            ", not an integer class label"));
 }
 
 absl::StatusOr<std::string> TarShardSource::Read(int64_t index) const {

@@ -101,6 +101,7 @@ class TarShardSource final : public SampleSource {
   // Videos: <shard>.stoker-index-frames/<offset of the member's data>.
   std::optional<MediaIndexHome> MediaIndexHomeOf(int64_t index) const override;
   int64_t unlabeled_samples() const override { return unlabeled_; }
+  absl::Status LabelStatus(int64_t index) const override;
   // The member extensions present in the dataset, sorted (for messages).
   std::vector<std::string> extensions() const { return extension_names_; }
 
@@ -121,6 +122,7 @@ class TarShardSource final : public SampleSource {
     int64_t size = 0;
     int32_t label = 0;   // 0 when unlabeled
     bool labeled = false;  // has a .cls member with a valid label
+    bool label_unreadable = false;  // has a .cls member that is not an integer
     std::vector<Member> members;  // every member, in tar order
   };
 

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <thread>
 
+#include "dataplane/decode/image_decoder.h"
 #include "gtest/gtest.h"
 #include "dataplane/sources/dataset.h"
 #include "dataplane/sources/synthetic_source.h"
@@ -224,6 +225,68 @@ TEST(TarShardsTest, LabelPastTheClassLimitLeavesTheSampleOut) {
   ASSERT_EQ((*source)->size(), 1);
   EXPECT_EQ((*source)->Describe(0), "s.tar:b");
   EXPECT_EQ((*source)->class_names().size(), 5u);
+}
+
+// A .cls that is not an integer leaves no label to serve: the sample stays
+// in the index (a class field reads it as bad_field) and LabelStatus names
+// the member and what it holds, so batches with labels can fail it.
+TEST(TarShardsTest, AClassFileThatIsNotANumberIsAnUnreadableLabelNotClassZero) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"abc", "'abc'"}, {"1e3", "'1e3'"}, {"", "''"}, {"0x10", "'0x10'"}, {"99999999999999999999", "'9999"},
+      {std::string(80, '7'), "over 63 bytes"}};
+  std::vector<std::pair<std::string, std::string>> members = {{"good.jpg", "G"}, {"good.cls", " 4\n"}};
+  for (size_t i = 0; i < bad.size(); ++i) {
+    members.push_back({"b" + std::to_string(i) + ".jpg", "B"});
+    members.push_back({"b" + std::to_string(i) + ".cls", bad[i].first});
+  }
+  dir.Write("ds/s.tar", TarArchive(members));
+  for (int open = 0; open < 2; ++open) {  // built, then from the sidecar
+    auto source = TarShardSource::Open(dir.path() / "ds");
+    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_EQ((*source)->size(), static_cast<int64_t>(1 + bad.size()));
+    EXPECT_TRUE((*source)->LabelStatus(0).ok());
+    EXPECT_EQ((*source)->label(0), 4);
+    for (size_t i = 0; i < bad.size(); ++i) {
+      const absl::Status status = (*source)->LabelStatus(static_cast<int64_t>(1 + i));
+      ASSERT_FALSE(status.ok()) << bad[i].first;
+      EXPECT_EQ(DecodeFailureOf(status), DecodeFailure::kBadField);
+      EXPECT_NE(status.message().find("s.tar:b" + std::to_string(i) + ".cls holds " + bad[i].second),
+                std::string::npos)
+          << status;
+      EXPECT_NE(status.message().find("not an integer class label"), std::string::npos) << status;
+    }
+  }
+}
+
+// Members named ".jpg", "..", "...jpg" have an empty key: a sample like any
+// other, whose sidecar line is read back instead of rebuilt on every open.
+TEST(TarShardsTest, AnEmptyKeyIsASampleAndItsSidecarIsReused) {
+  TempDir dir;
+  const auto shard = dir.Write("ds/s.tar", TarArchive({{".jpg", "E"}, {".cls", "1"}, {"..", "x"}, {"...jpg", "F"},
+                                                       {"a.jpg", "A"}}));
+  auto first = TarShardSource::Open(dir.path() / "ds");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ((*first)->size(), 2);
+  EXPECT_EQ((*first)->Describe(0), "s.tar:");
+  EXPECT_EQ(*(*first)->Read(0), "E");
+  EXPECT_EQ((*first)->label(0), 1);
+  const std::filesystem::path sidecar = shard.string() + ".stoker-index";
+  ASSERT_TRUE(std::filesystem::exists(sidecar));
+  // Mark the sidecar: a rebuild would rewrite it without the mark.
+  std::ifstream in(sidecar);
+  std::string header, damage, line, rest;
+  std::getline(in, header);
+  std::getline(in, damage);
+  while (std::getline(in, line)) rest += line + "\n";
+  in.close();
+  ASSERT_EQ(rest.rfind("\t", 0), 0u) << rest;  // the empty key's line starts with its tab
+  std::ofstream(sidecar) << header << "\n" << damage << "\n" << rest << "mark\t512\t1\t3\n";
+  auto again = TarShardSource::Open(dir.path() / "ds");
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ((*again)->size(), 3);
+  EXPECT_EQ((*again)->Describe(0), "s.tar:");
+  EXPECT_EQ((*again)->Describe(2), "s.tar:mark");
 }
 
 // A sidecar is trusted only when every entry fits in the shard; a forged or
