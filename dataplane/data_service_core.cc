@@ -154,7 +154,11 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     return fits;
   }
   std::shared_ptr<const Tokenizer> tokenizer;
-  if (!config.tokenizer().empty()) {
+  // Loaded only for a session with a tokens field: a tokenizer named by one
+  // without is never read.
+  const bool tokens = std::any_of(config.fields().begin(), config.fields().end(),
+                                  [](const v1::FieldSpec& f) { return f.kind() == v1::TOKENS; });
+  if (tokens && !config.tokenizer().empty()) {
     absl::StatusOr<std::shared_ptr<const Tokenizer>> loaded = tokenizers_.Get(config.tokenizer());
     if (!loaded.ok()) {
       metrics_->rejected_sessions->Increment();

@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,15 +26,23 @@ void Copy(const std::string& text, char* out, size_t size) {
 
 #define STOKER_SPM_EXPORT extern "C" __attribute__((visibility("default")))
 
-STOKER_SPM_EXPORT void* stoker_spm_load(const char* path, char* error, size_t error_size) {
-  auto* processor = new sentencepiece::SentencePieceProcessor();
-  const auto status = processor->Load(path);
-  if (!status.ok()) {
-    Copy(status.ToString(), error, error_size);
-    delete processor;
-    return nullptr;
+// The model from its serialised bytes (ModelProto). No exception leaves a
+// function of the shim: a failure (bad_alloc included) is a message.
+STOKER_SPM_EXPORT void* stoker_spm_load_bytes(const char* data, size_t size, char* error, size_t error_size) {
+  try {
+    auto processor = std::make_unique<sentencepiece::SentencePieceProcessor>();
+    const auto status = processor->LoadFromSerializedProto(std::string_view(data, size));
+    if (!status.ok()) {
+      Copy(status.ToString(), error, error_size);
+      return nullptr;
+    }
+    return processor.release();
+  } catch (const std::exception& e) {
+    Copy(std::string("loading the model failed: ") + e.what(), error, error_size);
+  } catch (...) {
+    Copy("loading the model failed", error, error_size);
   }
-  return processor;
+  return nullptr;
 }
 
 STOKER_SPM_EXPORT void stoker_spm_unload(void* model) {
@@ -43,10 +53,15 @@ STOKER_SPM_EXPORT void stoker_spm_unload(void* model) {
 STOKER_SPM_EXPORT int stoker_spm_encode(void* model, const char* text, size_t length, int** ids, size_t* count,
                                         char* error, size_t error_size) {
   std::vector<int> out;
-  const auto status = static_cast<sentencepiece::SentencePieceProcessor*>(model)->Encode(
-      std::string_view(text, length), &out);
-  if (!status.ok()) {
-    Copy(status.ToString(), error, error_size);
+  try {
+    const auto status = static_cast<sentencepiece::SentencePieceProcessor*>(model)->Encode(
+        std::string_view(text, length), &out);
+    if (!status.ok()) {
+      Copy(status.ToString(), error, error_size);
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    Copy(std::string("encoding failed: ") + e.what(), error, error_size);
     return 1;
   }
   *count = out.size();

@@ -14,8 +14,9 @@ namespace stoker {
 
 class SpmModel {
  public:
-  // Null with *error set when the file is not a SentencePiece model.
-  static std::unique_ptr<SpmModel> Load(const std::string& path, std::string* error);
+  // The model serialised in `bytes` (a .model file's contents); null with
+  // *error set when they are not a SentencePiece model or it cannot be made.
+  static std::unique_ptr<SpmModel> Load(const std::string& bytes, std::string* error);
   // Whether the module could be loaded; *error says why not (not found, a
   // sanitizer build).
   static bool Available(std::string* error);

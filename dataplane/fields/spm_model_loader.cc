@@ -11,7 +11,7 @@ namespace {
 
 // The shim's C functions (spm_model.cc).
 struct SpmApi {
-  void* (*load)(const char*, char*, size_t) = nullptr;
+  void* (*load)(const char*, size_t, char*, size_t) = nullptr;
   void (*unload)(void*) = nullptr;
   int (*encode)(void*, const char*, size_t, int**, size_t*, char*, size_t) = nullptr;
   void (*free_ids)(int*) = nullptr;
@@ -59,7 +59,7 @@ const SpmApi& Api() {
         tried += (tried.empty() ? "" : "; ") + path + ": " + dlerror();
         continue;
       }
-      a->load = reinterpret_cast<decltype(a->load)>(dlsym(handle, "stoker_spm_load"));
+      a->load = reinterpret_cast<decltype(a->load)>(dlsym(handle, "stoker_spm_load_bytes"));
       a->unload = reinterpret_cast<decltype(a->unload)>(dlsym(handle, "stoker_spm_unload"));
       a->encode = reinterpret_cast<decltype(a->encode)>(dlsym(handle, "stoker_spm_encode"));
       a->free_ids = reinterpret_cast<decltype(a->free_ids)>(dlsym(handle, "stoker_spm_free"));
@@ -92,10 +92,10 @@ bool SpmModel::Available(std::string* error) {
   return false;
 }
 
-std::unique_ptr<SpmModel> SpmModel::Load(const std::string& path, std::string* error) {
+std::unique_ptr<SpmModel> SpmModel::Load(const std::string& bytes, std::string* error) {
   if (!Available(error)) return nullptr;
   char message[512] = "";
-  void* model = Api().load(path.c_str(), message, sizeof(message));
+  void* model = Api().load(bytes.data(), bytes.size(), message, sizeof(message));
   if (model == nullptr) {
     *error = message;
     return nullptr;

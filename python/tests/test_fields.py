@@ -264,6 +264,9 @@ def test_captions_tokenised_on_the_server_equal_sentencepiece(wds_root, wds_serv
         fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt"}, tokenizer="clip/train-000000.tar")
     with pytest.raises(stoker.NotFound, match="tokenizer 'nope.model' not found"):
         fields_loader(wds_server, fields={"image": None, "ids": "tokens:txt"}, tokenizer="nope.model")
+    # A session without a tokens field never reads the tokenizer it names.
+    untouched = fields_loader(wds_server, fields={"image": None, "caption": "txt"}, tokenizer="clip/train-000000.tar")
+    assert len(next(iter(untouched))["caption"]) == 8
 
 
 def test_a_materialised_copy_serves_the_sources_fields_and_webdataset_reads_them(wds_root, tmp_path):
