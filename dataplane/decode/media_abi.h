@@ -24,6 +24,7 @@ enum StokerMediaResult {
   STOKER_MEDIA_TOO_LARGE = 4,    // over a limit (duration, channels, rate)
   STOKER_MEDIA_UNSUPPORTED = 5,  // no stream of the kind asked for, or a codec this FFmpeg lacks
   STOKER_MEDIA_NO_MEMORY = 6,    // an allocation failed
+  STOKER_MEDIA_LONGER = 7,       // not a failure: the stream is longer than StokerAudioKeep.whole_up_to
 };
 
 // What an audio decode is asked for.
@@ -34,17 +35,39 @@ struct StokerAudioRequest {
   double max_wall_seconds;  // a demux or decode running longer is stopped (CORRUPT); <= 0: none
 };
 
+// Which of the resampled stream's frames an audio decode keeps. One of:
+// - the whole stream (n_windows 0, count_only 0), planar C x frames; with
+//   whole_up_to > 0, a stream longer than that many frames stops the decode
+//   with STOKER_MEDIA_LONGER and nothing kept;
+// - its length alone (count_only 1): the whole stream is resampled, nothing
+//   kept (ask for one channel: the length does not depend on them);
+// - windows (n_windows > 0) of window_frames each, K x C x L, zeros where a
+//   window leaves the stream: the frames from `first[k]`, or, when `seconds`
+//   is set, from llround((seconds[k] - start) x rate), start being the first
+//   decoded sample's time in the container. Resampling stops once the last
+//   window is filled; the rest is still decoded, so a cut or corrupt stream
+//   fails as it would whole. The kept frames are those a whole decode has.
+struct StokerAudioKeep {
+  int64_t whole_up_to;
+  int count_only;
+  int n_windows;
+  int64_t window_frames;
+  const int64_t* first;
+  const double* seconds;
+};
+
 // Decodes the first audio stream of the container in data[0, size) and
-// resamples it (libswresample, its default filter) to float32, planar:
-// channel c's samples at (*samples)[c * *frames ...]. *samples is freed with
-// stoker_media_free. *start_seconds (when not null): the first decoded
-// sample's time in the container's timeline (its timestamp x time base; 0
-// without one), to align a video's audio with its frames. On failure returns
-// the reason and writes a message of at most error_size bytes
-// (NUL-terminated) naming the problem.
-int stoker_media_decode_audio(const uint8_t* data, size_t size, const struct StokerAudioRequest* request,
-                              float** samples, int64_t* frames, double* start_seconds, char* error,
-                              size_t error_size);
+// resamples it (libswresample, its default filter) to float32, keeping what
+// `keep` asks in *samples (freed with stoker_media_free). *frames: the
+// stream's resampled length (-1 when resampling stopped after the last
+// window). *start_seconds (when not null): the first decoded sample's time
+// in the container's timeline (its timestamp x time base; 0 without one), to
+// align a video's audio with its frames. On failure returns the reason and
+// writes a message of at most error_size bytes (NUL-terminated) naming the
+// problem.
+int stoker_media_decode_audio_kept(const uint8_t* data, size_t size, const struct StokerAudioRequest* request,
+                                   const struct StokerAudioKeep* keep, float** samples, int64_t* frames,
+                                   double* start_seconds, char* error, size_t error_size);
 
 // What a video's index and decode are bounded by.
 struct StokerVideoLimits {

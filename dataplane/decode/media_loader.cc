@@ -48,7 +48,7 @@ const Loaded& Load() {
         continue;
       }
       l->api.decode_audio =
-          reinterpret_cast<decltype(l->api.decode_audio)>(dlsym(handle, "stoker_media_decode_audio"));
+          reinterpret_cast<decltype(l->api.decode_audio)>(dlsym(handle, "stoker_media_decode_audio_kept"));
       l->api.video_index =
           reinterpret_cast<decltype(l->api.video_index)>(dlsym(handle, "stoker_media_video_index"));
       l->api.video_frames =

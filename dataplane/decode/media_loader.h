@@ -14,7 +14,7 @@
 namespace stoker {
 
 struct MediaApi {
-  decltype(&stoker_media_decode_audio) decode_audio = nullptr;
+  decltype(&stoker_media_decode_audio_kept) decode_audio = nullptr;
   decltype(&stoker_media_video_index) video_index = nullptr;
   decltype(&stoker_media_video_frames) video_frames = nullptr;
   decltype(&stoker_media_free) free = nullptr;

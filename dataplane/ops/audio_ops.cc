@@ -240,25 +240,27 @@ absl::Status AudioPipeline::Produce(absl::string_view encoded, Rng& rng, double 
   options.rate = audio_.rate();
   options.channels = audio_.channels();
   if (max_seconds > 0) options.max_seconds = max_seconds;
-  absl::StatusOr<Waveform> wave = DecodeAudio(encoded, options);
+  // The window's start, as AudioWindow picks it (the same draws of rng).
+  auto choose = [&](int64_t frames) -> int64_t {
+    if (frames <= window_) return 0;
+    if (audio_.crop() == v1::Audio::RANDOM) return rng.UniformInt(0, frames - window_);
+    if (audio_.crop() == v1::Audio::CENTER) return (frames - window_) / 2;
+    return 0;
+  };
+  absl::StatusOr<std::vector<float>> window = DecodeAudioCrop(encoded, options, window_, choose);
   const absl::Time t1 = absl::Now();
   times->decode += t1 - t0;
-  if (!wave.ok()) return wave.status();
+  if (!window.ok()) return window.status();
   const int channels = audio_.channels();
   if (!mel_ && !int16()) {
-    AudioWindow(wave->samples.data(), channels, wave->frames, window_, audio_.crop(), rng,
-                reinterpret_cast<float*>(dst));
+    std::copy(window->begin(), window->end(), reinterpret_cast<float*>(dst));
   } else if (!mel_) {
-    std::vector<float> window(static_cast<size_t>(channels * window_));
-    AudioWindow(wave->samples.data(), channels, wave->frames, window_, audio_.crop(), rng, window.data());
-    FloatToInt16(window.data(), channels * window_, reinterpret_cast<int16_t*>(dst));
+    FloatToInt16(window->data(), channels * window_, reinterpret_cast<int16_t*>(dst));
   } else {
-    std::vector<float> window(static_cast<size_t>(channels * window_));
-    AudioWindow(wave->samples.data(), channels, wave->frames, window_, audio_.crop(), rng, window.data());
     const MelSpectrogram& mel = spectrogram_[0];
     const int64_t per_channel = static_cast<int64_t>(mel.n_mels()) * mel.Frames(window_);
     for (int c = 0; c < channels; ++c) {
-      mel.Compute(window.data() + c * window_, window_, reinterpret_cast<float*>(dst) + c * per_channel);
+      mel.Compute(window->data() + c * window_, window_, reinterpret_cast<float*>(dst) + c * per_channel);
     }
   }
   times->augment += absl::Now() - t1;

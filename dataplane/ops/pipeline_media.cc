@@ -21,9 +21,10 @@ namespace stoker {
 namespace {
 
 // A video's audio track (AUDIO_TRACK): decoded and resampled as the clip
-// asks, then a window of audio_seconds from each of `starts` (seconds in the
+// asks, a window of audio_seconds from each of `starts` (seconds in the
 // container's timeline), zeros outside the stream; float32 [K, C, L] to
-// *out. No audio stream: missing_field.
+// *out, resampled only up to the last window. No audio stream:
+// missing_field.
 absl::Status AudioTrack(absl::string_view encoded, const v1::VideoClip& clip, const std::vector<double>& starts,
                         const VideoLimits& limits, std::string* out) {
   AudioDecodeOptions options;
@@ -31,27 +32,16 @@ absl::Status AudioTrack(absl::string_view encoded, const v1::VideoClip& clip, co
   options.channels = clip.audio_channels();
   options.max_seconds = limits.max_seconds;
   options.max_wall_seconds = limits.max_wall_seconds;
-  absl::StatusOr<Waveform> wave = DecodeAudio(encoded, options);
-  if (!wave.ok()) {
-    if (absl::StrContains(wave.status().message(), "has no audio stream")) {
-      return DecodeError(DecodeFailure::kMissingField,
-                         absl::StrCat("a field of kind audio: ", wave.status().message()));
-    }
-    return wave.status();
-  }
   const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
-  const int channels = clip.audio_channels();
-  out->assign(starts.size() * static_cast<size_t>(channels) * static_cast<size_t>(window) * sizeof(float), '\0');
-  auto* dst = reinterpret_cast<float*>(out->data());
-  for (size_t k = 0; k < starts.size(); ++k) {
-    const int64_t first = std::llround((starts[k] - wave->start_seconds) * clip.audio_rate());
-    for (int c = 0; c < channels; ++c) {
-      const float* src = wave->samples.data() + static_cast<int64_t>(c) * wave->frames;
-      float* row = dst + (static_cast<int64_t>(k) * channels + c) * window;
-      const int64_t from = std::max<int64_t>(0, -first), to = std::min<int64_t>(window, wave->frames - first);
-      for (int64_t i = from; i < to; ++i) row[i] = src[first + i];
+  absl::StatusOr<std::vector<float>> windows = DecodeAudioWindows(encoded, options, starts, window);
+  if (!windows.ok()) {
+    if (absl::StrContains(windows.status().message(), "has no audio stream")) {
+      return DecodeError(DecodeFailure::kMissingField,
+                         absl::StrCat("a field of kind audio: ", windows.status().message()));
     }
+    return windows.status();
   }
+  out->assign(reinterpret_cast<const char*>(windows->data()), windows->size() * sizeof(float));
   return absl::OkStatus();
 }
 

@@ -3,7 +3,8 @@
 // instrumented; FFmpeg's own libraries are Debian's): the audio path with
 // the window and mel spectrogram after it, and the video index with the
 // decode of its first, middle and last frames. The first byte chooses the
-// output rate and channels; the rest is the file.
+// output rate and channels (and, with 0x40, checks that windows and the
+// length alone agree with the whole decode); the rest is the file.
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,46 @@ void Video(const uint8_t* data, size_t size) {
   stoker_media_free(pts);
 }
 
+// Windows and the length alone, asked of the module, are what the whole
+// decode has (the audio op's two-pass path and a video's audio track).
+void KeptAgreesWithWhole(const uint8_t* data, size_t size, const StokerAudioRequest& request, const float* whole,
+                         int64_t frames) {
+  char error[256];
+  StokerAudioRequest mono = request;
+  mono.channels = 1;
+  StokerAudioKeep count{};
+  count.count_only = 1;
+  float* none = nullptr;
+  int64_t counted = 0;
+  if (stoker_media_decode_audio_kept(data, size, &mono, &count, &none, &counted, nullptr, error, sizeof(error)) !=
+          STOKER_MEDIA_OK ||
+      counted != frames) {
+    __builtin_trap();
+  }
+  stoker_media_free(none);
+  const int64_t window = 1 + frames / 4, firsts[2] = {-7, frames / 3};
+  StokerAudioKeep two{};
+  two.n_windows = 2;
+  two.window_frames = window;
+  two.first = firsts;
+  float* kept = nullptr;
+  int64_t n = 0;
+  if (stoker_media_decode_audio_kept(data, size, &request, &two, &kept, &n, nullptr, error, sizeof(error)) !=
+      STOKER_MEDIA_OK) {
+    __builtin_trap();
+  }
+  for (int k = 0; k < 2; ++k) {
+    for (int c = 0; c < request.channels; ++c) {
+      for (int64_t i = 0; i < window; ++i) {
+        const int64_t at = firsts[k] + i;
+        const float want = at >= 0 && at < frames ? whole[c * frames + at] : 0.0f;
+        if (kept[(k * request.channels + c) * window + i] != want) __builtin_trap();
+      }
+    }
+  }
+  stoker_media_free(kept);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -48,13 +89,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t frames = 0;
   char error[256];
   double start = 0;
-  const int r =
-      stoker_media_decode_audio(data + 1, size - 1, &request, &samples, &frames, &start, error, sizeof(error));
+  const StokerAudioKeep whole{};
+  const int r = stoker_media_decode_audio_kept(data + 1, size - 1, &request, &whole, &samples, &frames, &start, error,
+                                               sizeof(error));
   if (r != STOKER_MEDIA_OK) {
     if (samples != nullptr || r < 0 || r > STOKER_MEDIA_NO_MEMORY) __builtin_trap();
     return 0;
   }
   if (frames < 1 || frames > 31 * request.rate) __builtin_trap();
+  if (mode & 0x40) KeptAgreesWithWhole(data + 1, size - 1, request, samples, frames);
   // The window and a spectrogram of it, as a session would make them.
   const int64_t window = request.rate / 4;
   std::vector<float> out(static_cast<size_t>(request.channels * window));
