@@ -16,15 +16,17 @@ namespace {
 constexpr int kHeaderField = 1, kBatchIndexField = 2, kOffsetField = 3, kDataField = 4, kDrainingField = 5;
 // A header is small; this bounds what a broken peer can make us allocate.
 constexpr uint32_t kMaxHeaderBytes = 16 << 20;
-// The server refuses batches over 2 GiB (pipeline.h); the header check
-// compares with what was asked for.
+// The server refuses image buffers over 2 GiB (pipeline.h). A field region
+// may be larger (a batch of masks): with a header check (the session's
+// bound, MaxSampleFieldBytes per sample) it is carried whole; without one,
+// 2 GiB bounds what a broken peer can make us allocate.
 constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;
 
 }  // namespace
 
 absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   if (h.total_bytes() < 0 || h.total_bytes() > kMaxBatchBytes || h.field_bytes() < 0 ||
-      h.field_bytes() > kMaxBatchBytes) {
+      (!check_ && h.field_bytes() > kMaxBatchBytes)) {
     return absl::DataLossError(absl::StrCat("server ", server_, ": batch ", h.batch_index(), " claims ",
                                             h.total_bytes(), " bytes and ", h.field_bytes(), " field bytes"));
   }

@@ -1,5 +1,6 @@
 #include "client/chunk_assembler.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -156,6 +157,26 @@ TEST(ChunkAssemblerTest, GarbageBytesAreDataLoss) {
   grpc::Slice slice(std::string("\x0a\xff\xff\xff\xff\x0f", 6));
   grpc::ByteBuffer b(&slice, 1);
   EXPECT_EQ(a.Add(&b).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A field region over 2 GiB (a batch of masks) is the header check's to
+// judge (the session's bound); without a check, 2 GiB bounds it.
+TEST(ChunkAssemblerTest, AFieldRegionOver2GiBIsJudgedByTheSessionsCheck) {
+  v1::BatchChunk c = Chunk(4, 0, "", 16);
+  c.mutable_header()->set_field_bytes((int64_t{2} << 30) + 1);
+  grpc::ByteBuffer b1 = Serialize(c), b2 = Serialize(c);
+  ChunkAssembler unchecked("s");
+  auto refused = unchecked.Add(&b1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("claims 16 bytes and 2147483649 field bytes"), std::string::npos)
+      << refused.status();
+  ChunkAssembler checked("s", nullptr, [](const v1::BatchHeader& header) {
+    return absl::DataLossError(absl::StrCat("the session allows ", header.field_bytes() - 1, " field bytes"));
+  });
+  auto judged = checked.Add(&b2);
+  ASSERT_FALSE(judged.ok());
+  EXPECT_NE(judged.status().message().find("the session allows 2147483648 field bytes"), std::string::npos)
+      << judged.status();
 }
 
 }  // namespace

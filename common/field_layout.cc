@@ -16,36 +16,44 @@ std::vector<v1::FieldSpec> ValueFields(const google::protobuf::RepeatedPtrField<
   return out;
 }
 
-std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
-                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header,
-                             const std::vector<std::vector<int64_t>>& item_shapes) {
+void AppendFieldRegion(const std::vector<v1::FieldSpec>& fields, std::vector<std::vector<std::string>>* values,
+                       v1::BatchHeader* header, std::string* out, const std::vector<std::vector<int64_t>>& item_shapes) {
   size_t total = 0;
-  for (const auto& sample : values) {
+  for (const auto& sample : *values) {
     for (const std::string& v : sample) total += v.size();
   }
-  std::string region;
-  region.reserve(total);
+  const size_t base = out->size();
+  out->reserve(base + total);
   header->clear_fields();
   for (size_t f = 0; f < fields.size(); ++f) {
     v1::FieldData* data = header->add_fields();
     data->set_name(fields[f].name());
     data->set_kind(fields[f].kind());
-    data->set_offset(static_cast<int64_t>(region.size()));
+    data->set_offset(static_cast<int64_t>(out->size() - base));
     if (f < item_shapes.size()) {
       for (int64_t d : item_shapes[f]) data->add_item_shape(d);
     }
     int64_t bytes = 0;
     data->add_sample_offsets(0);
-    for (const auto& sample : values) {
+    for (auto& sample : *values) {
       if (f < sample.size()) {
-        region.append(sample[f]);
+        out->append(sample[f]);
         bytes += static_cast<int64_t>(sample[f].size());
+        std::string().swap(sample[f]);
       }
       data->add_sample_offsets(bytes);
     }
     data->set_bytes(bytes);
   }
-  header->set_field_bytes(static_cast<int64_t>(region.size()));
+  header->set_field_bytes(static_cast<int64_t>(out->size() - base));
+}
+
+std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
+                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header,
+                             const std::vector<std::vector<int64_t>>& item_shapes) {
+  std::vector<std::vector<std::string>> copy = values;
+  std::string region;
+  AppendFieldRegion(fields, &copy, header, &region, item_shapes);
   return region;
 }
 

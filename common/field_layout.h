@@ -51,6 +51,13 @@ int64_t ItemBytes(const v1::FieldData& field);
 int64_t MaxSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const v1::SessionConfig& config, int64_t height,
                             int64_t width);
 
+// As BuildFieldRegion, appended to *out (reserved first, so that the image
+// buffer before it is not copied again), each sample's values freed once
+// copied: the region is never held twice beside the values.
+void AppendFieldRegion(const std::vector<v1::FieldSpec>& fields, std::vector<std::vector<std::string>>* values,
+                       v1::BatchHeader* header, std::string* out,
+                       const std::vector<std::vector<int64_t>>& item_shapes = {});
+
 // Sample `i`'s values of `field` within the region (a checked header).
 absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i);
 

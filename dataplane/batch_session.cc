@@ -322,12 +322,30 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
       }
     }
   }
+  if (!cancelled_.load() && !value_fields_.empty()) ChargeFields(*job, job->field_values[static_cast<size_t>(slot)]);
   if (!cancelled_.load()) {
     job->worker_ns += Nanos(absl::Now() - task_start);
     ++job->produced;
     job_samples_->Increment();
   }
   if (job->remaining.fetch_sub(1) == 1) Complete(job);
+}
+
+void BatchSession::ChargeFields(Job& job, const std::vector<std::string>& values) {
+  int64_t bytes = 0;
+  for (const std::string& v : values) bytes += static_cast<int64_t>(v.size());
+  if (bytes == 0) return;
+  if (budget_->TryAcquire(bytes)) {
+    job.field_charge += bytes;
+    return;
+  }
+  absl::MutexLock lock(&job.mu);
+  if (job.error.ok()) {
+    job.error = absl::ResourceExhaustedError(absl::StrCat(
+        "batch ", job.header.batch_index(), ": its fields need ", bytes, " more bytes and the server's budget for "
+        "batches in flight (", budget_->limit(), " bytes, --max-inflight-bytes) is used up; retry later or on "
+        "another server"));
+  }
 }
 
 absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields,
@@ -589,7 +607,7 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
     }
     if (!value_fields_.empty() && job->data) {  // the field region follows the image buffer
       const absl::Time t0 = absl::Now();
-      job->data->append(BuildFieldRegion(value_fields_, job->field_values, &job->header, item_shapes_));
+      AppendFieldRegion(value_fields_, &job->field_values, &job->header, job->data.get(), item_shapes_);
       std::vector<std::vector<std::string>>().swap(job->field_values);
       t.set_assemble_seconds(t.assemble_seconds() + absl::ToDoubleSeconds(absl::Now() - t0));
     }
@@ -602,6 +620,20 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   {
     absl::MutexLock lock(&job->mu);
     status = job->error;
+  }
+  // The fields' charge goes with the buffer that holds them (a cache may
+  // keep it past the stream); without one, now.
+  if (const int64_t charge = job->field_charge.exchange(0); charge > 0) {
+    if (job->data) {
+      std::shared_ptr<std::string> held = std::move(job->data);
+      MemoryBudget* budget = budget_;
+      job->data = std::shared_ptr<std::string>(new std::string(std::move(*held)), [budget, charge](std::string* s) {
+        delete s;
+        budget->Release(charge);
+      });
+    } else {
+      budget_->Release(charge);
+    }
   }
   if (config_.cache_mode() == v1::CACHE_BATCH && status.ok()) {
     absl::MutexLock lock(&mu_);

@@ -127,12 +127,18 @@ class BatchSession final : public StreamSession {
 
   // Makes queued samples of this session skip their work.
   void Cancel() override { cancelled_.store(true); }
+  // The image bytes of the batch (the stream takes them from the budget
+  // before it is made); its field values are taken as they are read
+  // (ChargeFields) and released with its buffer.
   int64_t BatchBytes(const v1::BatchRequest& request) const override;
   v1::CacheMode cache_mode() const override { return config_.cache_mode(); }
 
  private:
   struct Job;
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
+  // Takes a made slot's field values from the budget; when they do not fit,
+  // the batch fails with RESOURCE_EXHAUSTED naming --max-inflight-bytes.
+  void ChargeFields(Job& job, const std::vector<std::string>& values);
   // Reads and produces sample `index` into dst, and its value fields (when
   // the session has any) into *fields; counts and logs a failure.
   absl::Status ProduceSample(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields, Job& job);

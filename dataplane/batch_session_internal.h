@@ -55,6 +55,9 @@ struct BatchSession::Job {
   std::once_flag allocated;  // the buffer is made when the first sample starts
   std::string cache_key;     // set: this session makes the batch for the shared cache
   int64_t bytes = 0;         // its size
+  // The samples' field values taken from the budget (on top of `bytes`,
+  // which the stream took): released when the batch's buffer goes.
+  std::atomic<int64_t> field_charge{0};
   std::atomic<int64_t> read_ns{0}, decode_ns{0}, augment_ns{0}, assemble_ns{0}, python_ns{0};
   // Whole sample tasks that produced a sample (the capacity's measure;
   // tasks a cancellation skipped are left out).

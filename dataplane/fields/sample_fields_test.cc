@@ -368,5 +368,44 @@ TEST_F(FieldSessionTest, AClassFileThatIsNotANumberIsABadSampleUnderThePolicy) {
       << failed.status;
 }
 
+// Field values count against the in-flight budget as they are read (the
+// stream took the image bytes): a batch whose fields do not fit fails with
+// RESOURCE_EXHAUSTED naming the flag, and what a made batch holds stays
+// taken until its buffer goes.
+TEST_F(FieldSessionTest, FieldBytesAreTakenFromTheBudgetUntilTheBatchsBufferGoes) {
+  std::vector<std::pair<std::string, std::string>> members;
+  for (int i = 0; i < 6; ++i) {
+    members.push_back({"b" + std::to_string(i) + ".jpg", Jpeg(static_cast<uint64_t>(i))});
+    members.push_back({"b" + std::to_string(i) + ".bin", std::string(100000, static_cast<char>('a' + i))});
+  }
+  dir_.Write("bigfields/s.tar", TarArchive(members));
+  CoreConfig c;
+  c.data_root = dir_.path();
+  c.workers = 2;
+  c.max_inflight_bytes = 1 << 20;
+  core_ = std::make_unique<DataServiceCore>(c, &metrics_);
+  v1::SessionConfig config = Config("image, blob=bytes:bin");
+  config.set_dataset("bigfields");
+  {
+    const FinishedBatch batch = Run(config, {0, 1, 2, 3, 4, 5});
+    ASSERT_TRUE(batch.status.ok()) << batch.status;
+    EXPECT_EQ(batch.header.field_bytes(), 600000);
+    EXPECT_EQ(core_->budget().used(), 600000);  // held with the batch
+  }
+  EXPECT_EQ(core_->budget().used(), 0);  // released with its buffer
+  // Six samples of 100 KB each against 250 KB of budget.
+  c.max_inflight_bytes = 250000;
+  core_ = std::make_unique<DataServiceCore>(c, &metrics_);
+  {
+    const FinishedBatch refused = Run(config, {0, 1, 2, 3, 4, 5});
+    EXPECT_TRUE(absl::IsResourceExhausted(refused.status)) << refused.status;
+    EXPECT_NE(refused.status.message().find("its fields need 100000 more bytes and the server's budget for batches in "
+                                            "flight (250000 bytes, --max-inflight-bytes) is used up"),
+              std::string::npos)
+        << refused.status;
+  }
+  EXPECT_EQ(core_->budget().used(), 0);  // nothing kept once the failed batch is gone
+}
+
 }  // namespace
 }  // namespace stoker
