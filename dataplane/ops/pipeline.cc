@@ -37,6 +37,10 @@ absl::Status CheckMediaMembers(const v1::FieldSpec& f, const std::set<std::strin
 }  // namespace
 
 absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserOps user) {
+  if (config.pipeline_size() > kMaxPipelineOps) {
+    return absl::InvalidArgumentError(absl::StrCat("the pipeline has ", config.pipeline_size(), " ops; at most ",
+                                                   kMaxPipelineOps, " are allowed"));
+  }
   if (config.batch_size() < 1 || config.batch_size() > kMaxBatchSize) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size = ", config.batch_size(),
                                                    "; allowed range is 1..", kMaxBatchSize));
@@ -180,6 +184,10 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
 }
 
 absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
+  if (ops.size() > static_cast<size_t>(kMaxPipelineOps)) {
+    return absl::InvalidArgumentError(absl::StrCat("the stored prefix has ", ops.size(), " ops; at most ",
+                                                   kMaxPipelineOps, " are allowed"));
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].has_audio() || ops[i].has_mel_spectrogram() || ops[i].has_video_clip()) {
       return absl::InvalidArgumentError(absl::StrCat("prefix[", i, "] ", PipelineToText({ops[i]}),

@@ -33,6 +33,9 @@ class PluginInstance;
 inline constexpr int kMaxImageSide = 8192;     // pixels, for every size argument
 inline constexpr int kMaxBatchSize = 65536;    // samples
 inline constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch's image buffer
+// Most ops a pipeline may have: each is checked, copied and kept per
+// session (500,000 took 820 MB at open); real pipelines have a dozen.
+inline constexpr int kMaxPipelineOps = 1024;
 inline constexpr size_t kMaxClipBytes = size_t{1} << 30;      // one video clip's decoded RGB frames
 
 // Worker time one sample spent per stage.

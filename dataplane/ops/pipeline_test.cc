@@ -45,7 +45,10 @@ TEST(PipelineTest, InvalidConfigsNameTheFieldAndRange) {
   unset_op.add_pipeline();
   v1::SessionConfig empty = Config("center_crop(8)");
   empty.clear_pipeline();
+  v1::SessionConfig long_pipeline = Config("center_crop(8)");
+  for (int i = 0; i < 5000; ++i) long_pipeline.add_pipeline()->mutable_random_horizontal_flip();
   const Case cases[] = {
+      {long_pipeline, "the pipeline has 5001 ops; at most 1024 are allowed"},
       {Config("center_crop(8)", 0), "batch_size = 0; allowed range is 1..65536"},
       {Config("center_crop(8)", 65537), "batch_size = 65537"},
       {Config("resize(256)"), "not fixed"},
