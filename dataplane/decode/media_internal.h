@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dataplane/decode/media_abi.h"
+#include "dataplane/decode/media_matroska.h"
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -60,6 +61,7 @@ struct MemoryInput {
   int64_t size;
   int64_t pos = 0;
   int64_t deadline_us = 0;  // av_gettime_relative() past which the demuxer is interrupted; 0: none
+  std::vector<InputPatch> patches;  // bytes the demuxer sees instead of the file's (media_matroska.h)
 };
 
 inline int ReadInput(void* opaque, uint8_t* buf, int buf_size) {
@@ -67,6 +69,10 @@ inline int ReadInput(void* opaque, uint8_t* buf, int buf_size) {
   const int64_t n = std::min<int64_t>(buf_size, in->size - in->pos);
   if (n <= 0) return AVERROR_EOF;
   std::memcpy(buf, in->data + in->pos, static_cast<size_t>(n));
+  for (const InputPatch& p : in->patches) {
+    const int64_t from = std::max(in->pos, p.offset), to = std::min(in->pos + n, p.offset + static_cast<int64_t>(p.bytes.size()));
+    if (from < to) std::memcpy(buf + (from - in->pos), p.bytes.data() + (from - p.offset), static_cast<size_t>(to - from));
+  }
   in->pos += n;
   return static_cast<int>(n);
 }
@@ -104,6 +110,7 @@ struct Container {
   // announcing 100,000 x 100,000 fails there, before any frame is made).
   Failure Open(double max_wall_seconds, int64_t max_pixels = 0) {
     if (max_wall_seconds > 0) input.deadline_us = av_gettime_relative() + static_cast<int64_t>(max_wall_seconds * 1e6);
+    input.patches = HideMatroskaAttachments(input.data, input.size);  // never read: no sample needs them
     auto* buffer = static_cast<uint8_t*>(av_malloc(kIoBufferBytes));
     if (buffer == nullptr) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the demuxer's buffer");
     io = avio_alloc_context(buffer, kIoBufferBytes, 0, &input, ReadInput, nullptr, SeekInput);
