@@ -3,18 +3,24 @@
 // refused), and the value checks of each kind (UTF-8, JSON, class ids) on
 // any bytes, and ExtractJsonField's key paths (a first byte with its top bit
 // set: the path up to the first newline, the document after it). Must never
-// crash, hang or overflow the stack (deep JSON).
+// crash, hang or overflow the stack (deep JSON). A first byte of 0x7F
+// gives the rest to the tokenizer's model check (CheckSentencePieceModel).
 #include <cstdint>
 #include <string>
 
 #include "common/field_spec.h"
 #include "dataplane/fields/sample_fields.h"
+#include "dataplane/fields/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto kind = static_cast<stoker::v1::FieldKind>(1 + data[0] % 6);
+  if (data[0] == 0x7F) {  // a tokenizer file: its shape is checked before SentencePiece sees it
+    (void)stoker::CheckSentencePieceModel(bytes);
+    return 0;
+  }
   if (data[0] & 0x80) {
     const size_t newline = bytes.find('\n');
     const std::string path = newline == std::string::npos ? "a" : bytes.substr(0, newline);
