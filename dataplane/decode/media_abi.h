@@ -25,6 +25,7 @@ enum StokerMediaResult {
   STOKER_MEDIA_UNSUPPORTED = 5,  // no stream of the kind asked for, or a codec this FFmpeg lacks
   STOKER_MEDIA_NO_MEMORY = 6,    // an allocation failed
   STOKER_MEDIA_LONGER = 7,       // not a failure: the stream is longer than StokerAudioKeep.whole_up_to
+  STOKER_MEDIA_STOPPED = 8,      // a frame sink asked to stop (its own failure is the caller's to report)
 };
 
 // What an audio decode is asked for.
@@ -95,6 +96,17 @@ int stoker_media_video_index(const uint8_t* data, size_t size, const struct Stok
 int stoker_media_video_frames(const uint8_t* data, size_t size, const struct StokerVideoLimits* limits,
                               const int64_t* pts, int n, int width, int height, uint8_t* out, char* error,
                               size_t error_size);
+
+// Receives decoded frame i (of the pts asked for; a repeated timestamp is
+// handed over again) as 8-bit RGB rows of `linesize` bytes, valid during the
+// call. Nonzero stops the decode (STOKER_MEDIA_STOPPED).
+typedef int (*StokerFrameSink)(void* opaque, int i, const uint8_t* rgb, int linesize);
+
+// As stoker_media_video_frames, each frame handed to `sink` as it is made:
+// the caller holds one frame at a time, not the clip.
+int stoker_media_video_frames_each(const uint8_t* data, size_t size, const struct StokerVideoLimits* limits,
+                                   const int64_t* pts, int n, int width, int height, StokerFrameSink sink,
+                                   void* opaque, char* error, size_t error_size);
 
 void stoker_media_free(void* p);
 

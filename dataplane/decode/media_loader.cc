@@ -53,9 +53,12 @@ const Loaded& Load() {
           reinterpret_cast<decltype(l->api.video_index)>(dlsym(handle, "stoker_media_video_index"));
       l->api.video_frames =
           reinterpret_cast<decltype(l->api.video_frames)>(dlsym(handle, "stoker_media_video_frames"));
+      l->api.video_frames_each =
+          reinterpret_cast<decltype(l->api.video_frames_each)>(dlsym(handle, "stoker_media_video_frames_each"));
       l->api.free = reinterpret_cast<decltype(l->api.free)>(dlsym(handle, "stoker_media_free"));
       l->api.version = reinterpret_cast<decltype(l->api.version)>(dlsym(handle, "stoker_media_version"));
-      if (l->api.decode_audio && l->api.video_index && l->api.video_frames && l->api.free && l->api.version) {
+      if (l->api.decode_audio && l->api.video_index && l->api.video_frames && l->api.video_frames_each &&
+          l->api.free && l->api.version) {
         l->ok = true;
         LOG(INFO) << "media decoding: " << path << " (" << l->api.version() << ")";
         return l;

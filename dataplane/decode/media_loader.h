@@ -17,6 +17,7 @@ struct MediaApi {
   decltype(&stoker_media_decode_audio_kept) decode_audio = nullptr;
   decltype(&stoker_media_video_index) video_index = nullptr;
   decltype(&stoker_media_video_frames) video_frames = nullptr;
+  decltype(&stoker_media_video_frames_each) video_frames_each = nullptr;
   decltype(&stoker_media_free) free = nullptr;
   decltype(&stoker_media_version) version = nullptr;
 };

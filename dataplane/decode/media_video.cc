@@ -135,10 +135,11 @@ Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits,
   return {};
 }
 
-// Decodes pts[0..n) into out; `seek`: from the keyframe before pts[0], else
-// from the start. *missed: a frame was not where the seek put the decoder.
+// Decodes pts[0..n), handing each to `sink` as it comes; `seek`: from the
+// keyframe before pts[0], else from the start. *missed: a frame was not
+// where the seek put the decoder.
 Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits, const int64_t* pts, int n,
-               int width, int height, uint8_t* out, bool seek, bool* missed) {
+               int width, int height, StokerFrameSink sink, void* opaque, bool seek, bool* missed) {
   *missed = false;
   VideoStream v;
   if (Failure f = v.Open(data, size, limits); f.code != STOKER_MEDIA_OK) return f;
@@ -170,7 +171,6 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
   int sws_format = -1;
   bool keyed = !seek;  // from the start every frame counts
   int next = 0;
-  const size_t row = static_cast<size_t>(width) * 3;
 
   auto drain = [&]() -> Failure {
     while (next < n) {
@@ -220,8 +220,9 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
       sws_scale(sws.get(), frame->data, frame->linesize, 0, height, rgb->data, rgb->linesize);
       av_frame_unref(frame.get());
       while (next < n && pts[next] == ts) {
-        uint8_t* dst = out + static_cast<size_t>(next) * row * static_cast<size_t>(height);
-        for (int y = 0; y < height; ++y) std::memcpy(dst + y * row, rgb->data[0] + y * rgb->linesize[0], row);
+        if (sink(opaque, next, rgb->data[0], rgb->linesize[0]) != 0) {
+          return Fail(STOKER_MEDIA_STOPPED, "the caller stopped the decode at frame %d", next);
+        }
         ++next;
       }
     }
@@ -295,27 +296,25 @@ __attribute__((visibility("default"))) int stoker_media_video_index(const uint8_
   return f.code;
 }
 
-__attribute__((visibility("default"))) int stoker_media_video_frames(const uint8_t* data, size_t size,
-                                                                      const StokerVideoLimits* limits,
-                                                                      const int64_t* pts, int n, int width,
-                                                                      int height, uint8_t* out, char* error,
-                                                                      size_t error_size) {
+__attribute__((visibility("default"))) int stoker_media_video_frames_each(
+    const uint8_t* data, size_t size, const StokerVideoLimits* limits, const int64_t* pts, int n, int width,
+    int height, StokerFrameSink sink, void* opaque, char* error, size_t error_size) {
   PrepareFfmpeg();
   Failure f;
-  if (n < 1 || width < 1 || height < 1 || !std::is_sorted(pts, pts + n)) {
+  if (n < 1 || width < 1 || height < 1 || sink == nullptr || !std::is_sorted(pts, pts + n)) {
     f = Fail(STOKER_MEDIA_CORRUPT, "bad request: %d frames of %dx%d, timestamps ascending", n, width, height);
   } else {
     try {
       bool missed = false;
       const int64_t start = av_gettime_relative();
-      f = Frames(data, size, *limits, pts, n, width, height, out, /*seek=*/true, &missed);
+      f = Frames(data, size, *limits, pts, n, width, height, sink, opaque, /*seek=*/true, &missed);
       if (missed) {  // again from the start, within what is left of the time limit
         StokerVideoLimits rest = *limits;
         if (rest.max_wall_seconds > 0) {
           rest.max_wall_seconds -= static_cast<double>(av_gettime_relative() - start) / 1e6;
           if (rest.max_wall_seconds <= 0) rest.max_wall_seconds = 1e-6;
         }
-        f = Frames(data, size, rest, pts, n, width, height, out, /*seek=*/false, &missed);
+        f = Frames(data, size, rest, pts, n, width, height, sink, opaque, /*seek=*/false, &missed);
       }
     } catch (const std::bad_alloc&) {
       f = Fail(STOKER_MEDIA_NO_MEMORY, "out of memory while decoding a video");
@@ -324,6 +323,25 @@ __attribute__((visibility("default"))) int stoker_media_video_frames(const uint8
   if (f.code == STOKER_MEDIA_OK) return STOKER_MEDIA_OK;
   CopyMessage(f.message, error, error_size);
   return f.code;
+}
+
+__attribute__((visibility("default"))) int stoker_media_video_frames(const uint8_t* data, size_t size,
+                                                                      const StokerVideoLimits* limits,
+                                                                      const int64_t* pts, int n, int width,
+                                                                      int height, uint8_t* out, char* error,
+                                                                      size_t error_size) {
+  struct Into {
+    uint8_t* out;
+    size_t row;
+    int height;
+  } into{out, static_cast<size_t>(width) * 3, height};
+  const StokerFrameSink copy = [](void* opaque, int i, const uint8_t* rgb, int linesize) {
+    const auto* to = static_cast<const Into*>(opaque);
+    uint8_t* dst = to->out + static_cast<size_t>(i) * to->row * static_cast<size_t>(to->height);
+    for (int y = 0; y < to->height; ++y) std::memcpy(dst + y * to->row, rgb + y * linesize, to->row);
+    return 0;
+  };
+  return stoker_media_video_frames_each(data, size, limits, pts, n, width, height, copy, &into, error, error_size);
 }
 
 }  // extern "C"

@@ -1,5 +1,7 @@
 #include "dataplane/decode/video_decoder.h"
 
+#include <cstring>
+#include <new>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,50 @@ absl::Status DecodeVideoFrames(absl::string_view bytes, const VideoLimits& limit
   char error[512] = "";
   const int r = api->video_frames(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &l, pts.data(),
                                   static_cast<int>(pts.size()), width, height, out, error, sizeof(error));
+  return MediaStatus(r, error, "decoding a video");
+}
+
+absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& limits,
+                                   const std::vector<int64_t>& pts, int width, int height,
+                                   const VideoFrameSink& sink) {
+  std::string why;
+  const MediaApi* api = LoadMediaModule(&why);
+  if (api == nullptr) return absl::FailedPreconditionError(why);
+  const StokerVideoLimits l = Limits(limits);
+  // The frame the sink sees: continuous rows, one at a time (the module's
+  // own frame when its rows are not padded, else a copy).
+  struct Handoff {
+    const VideoFrameSink* sink;
+    std::vector<uint8_t> frame;
+    size_t row;
+    int height;
+    absl::Status status;
+  } handoff{&sink, {}, static_cast<size_t>(width) * 3, height, absl::OkStatus()};
+  const StokerFrameSink each = [](void* opaque, int i, const uint8_t* rgb, int linesize) {
+    auto* h = static_cast<Handoff*>(opaque);
+    const uint8_t* rows = rgb;
+    if (static_cast<size_t>(linesize) != h->row) {
+      try {
+        h->frame.resize(h->row * static_cast<size_t>(h->height));
+      } catch (const std::bad_alloc&) {
+        h->status = absl::ResourceExhaustedError(absl::StrCat("out of memory for a frame of ", h->row / 3, "x",
+                                                              h->height));
+        return 1;
+      }
+      for (int y = 0; y < h->height; ++y) {
+        std::memcpy(h->frame.data() + static_cast<size_t>(y) * h->row, rgb + static_cast<ptrdiff_t>(y) * linesize,
+                    h->row);
+      }
+      rows = h->frame.data();
+    }
+    h->status = (*h->sink)(i, rows);
+    return h->status.ok() ? 0 : 1;
+  };
+  char error[512] = "";
+  const int r = api->video_frames_each(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &l, pts.data(),
+                                       static_cast<int>(pts.size()), width, height, each, &handoff, error,
+                                       sizeof(error));
+  if (r == STOKER_MEDIA_STOPPED) return handoff.status;
   return MediaStatus(r, error, "decoding a video");
 }
 

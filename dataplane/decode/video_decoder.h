@@ -8,6 +8,7 @@
 #define STOKER_DATAPLANE_DECODE_VIDEO_DECODER_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +45,17 @@ absl::StatusOr<VideoIndex> IndexVideo(absl::string_view bytes, const VideoLimits
 // each, to `out`.
 absl::Status DecodeVideoFrames(absl::string_view bytes, const VideoLimits& limits, const std::vector<int64_t>& pts,
                                int width, int height, uint8_t* out);
+
+// Receives frame i of a DecodeVideoFramesEach call: height x width x 3
+// RGB, continuous, valid during the call. A failure stops the decode and is
+// what DecodeVideoFramesEach returns.
+using VideoFrameSink = std::function<absl::Status(int i, const uint8_t* rgb)>;
+
+// As DecodeVideoFrames, each frame handed to `sink` as it is decoded: one
+// frame is held at a time, not the clip (an 8192 x 8192 frame is 201 MB).
+absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& limits,
+                                   const std::vector<int64_t>& pts, int width, int height,
+                                   const VideoFrameSink& sink);
 
 }  // namespace stoker
 

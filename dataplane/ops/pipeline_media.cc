@@ -126,35 +126,36 @@ absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const V
     times->decode += absl::Now() - t1;
     if (!s.ok()) return s;
   }
-  std::vector<uint8_t> rgb(rgb_bytes * static_cast<size_t>(T));
+  // Each frame goes through the ops as it is decoded: one decoded frame is
+  // held, not the clip.
   for (int k = 0; k < clip.clips(); ++k) {
     std::vector<int64_t> pts(static_cast<size_t>(T));
     for (int t = 0; t < T; ++t) pts[t] = index->pts[static_cast<size_t>(frames[static_cast<size_t>(k * T + t)])];
     const absl::Time t1 = absl::Now();
     now = within();
     if (!now.ok()) return now.status();
+    // One draw for the clip: every frame replays the same random stream.
+    const Rng clip_rng(rng.Next());
+    absl::Duration augment;
+    auto each = [&](int t, const uint8_t* rgb) -> absl::Status {
+      const absl::Time a0 = absl::Now();
+      cv::Mat frame(index->height, index->width, CV_8UC3, const_cast<uint8_t*>(rgb));
+      Rng r = clip_rng;
+      absl::StatusOr<cv::Mat> out = Apply(frame, r, 1, limits.max_pixels);
+      if (!out.ok()) return out.status();
+      absl::Status s = Store(*out, dst + static_cast<size_t>(k * T + t) * static_cast<size_t>(frame_bytes()));
+      augment += absl::Now() - a0;
+      return s;
+    };
     absl::Status decoded;
     {
       const DecoderThreadShare share(limits.decoder_threads, limits.decoder_thread_budget);
       now->decoder_threads = share.threads();
-      decoded = DecodeVideoFrames(encoded, *now, pts, index->width, index->height, rgb.data());
+      decoded = DecodeVideoFramesEach(encoded, *now, pts, index->width, index->height, each);
     }
-    const absl::Time t2 = absl::Now();
-    times->decode += t2 - t1;
+    times->decode += absl::Now() - t1 - augment;
+    times->augment += augment;
     if (!decoded.ok()) return decoded;
-    // One draw for the clip: every frame replays the same random stream.
-    const Rng clip_rng(rng.Next());
-    for (int t = 0; t < T; ++t) {
-      cv::Mat frame(index->height, index->width, CV_8UC3, rgb.data() + static_cast<size_t>(t) * rgb_bytes);
-      Rng r = clip_rng;
-      absl::StatusOr<cv::Mat> out = Apply(frame, r, 1, limits.max_pixels);
-      if (!out.ok()) return out.status();
-      if (absl::Status s = Store(*out, dst + static_cast<size_t>(k * T + t) * static_cast<size_t>(frame_bytes()));
-          !s.ok()) {
-        return s;
-      }
-    }
-    times->augment += absl::Now() - t2;
   }
   return absl::OkStatus();
 }

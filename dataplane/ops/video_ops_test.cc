@@ -13,6 +13,7 @@
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/decode/video_decoder.h"
 #include "gtest/gtest.h"
+#include "tests/testdata/peak_rss.h"
 
 namespace stoker {
 namespace {
@@ -277,6 +278,26 @@ TEST(VideoPipelineTest, OneRandomDrawPerClipAndDeterminism) {
       }
     }
   }
+}
+
+// A clip's frames go through the ops as they are decoded: 16 frames of
+// 1920x1080 (100 MB of RGB together) hold one frame at a time (the clip's
+// bytes are checked against PyAV and torchvision in python/tests).
+TEST(VideoPipelineTest, AClipHoldsOneDecodedFrameAtATime) {
+  if (!HaveFfmpeg()) GTEST_SKIP() << "Debian's ffmpeg tool is not installed";
+  const std::string video = Made("-f lavfi -i testsrc2=size=1920x1080:rate=25:duration=1 -c:v libx264 -g 50", "big.mp4");
+  absl::StatusOr<Pipeline> p = Pipeline::Create(Session("video_clip(frames=16, mode=uniform), resize(32), center_crop(32)"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<uint8_t> clip(static_cast<size_t>(p->sample_bytes()));
+  SampleTimes times;
+  VideoLimits limits;
+  Rng rng = Rng::ForSample(1, 0, 0);
+  absl::Status made;
+  const int64_t growth = testing::PeakRssGrowth([&] { made = p->ProduceVideo(video, rng, limits, clip.data(), &times); });
+  ASSERT_TRUE(made.ok()) << made;
+  EXPECT_NE(std::count(clip.begin(), clip.end(), 0), static_cast<std::ptrdiff_t>(clip.size()));
+  if (growth < 0) GTEST_SKIP() << "the peak RSS cannot be reset here (/proc/self/clear_refs)";
+  EXPECT_LT(growth, int64_t{60} << 20) << "peak RSS grew by " << growth;
 }
 
 }  // namespace
