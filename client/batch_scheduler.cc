@@ -245,6 +245,11 @@ void BatchScheduler::OnServerFull(StreamId id, const absl::Status& status, absl:
   if (first) LOG(WARNING) << "server " << s.address << " is full; using the others: " << status;
 }
 
+void BatchScheduler::OnLocalFailure(StreamId id, const absl::Status& status, absl::Time now) {
+  Retire(streams_.at(id), absl::OkStatus(), /*from_server=*/false, now);  // no server blamed
+  Fail(absl::Status(status.code(), status.message()));  // the caller's error, without the marker
+}
+
 void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
                             int64_t failed_seq) {
   if (stream.retired) return;

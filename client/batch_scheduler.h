@@ -171,6 +171,11 @@ class BatchScheduler {
   // not counted as failed (no backoff growth) and gets no new stream for
   // `retry_after` (the server's hint).
   void OnServerFull(StreamId stream, const absl::Status& status, absl::Duration retry_after, absl::Time now);
+  // This process could not take a batch the stream sent (its buffer could
+  // not be allocated: an address-space or memory limit): no server is to
+  // blame and asking again would fail the same way, so the epoch ends with
+  // `status` (RESOURCE_EXHAUSTED naming the batch's size).
+  void OnLocalFailure(StreamId stream, const absl::Status& status, absl::Time now);
 
   // --- batches ---
   // Requests to send now.

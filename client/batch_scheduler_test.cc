@@ -568,5 +568,27 @@ TEST(BatchSchedulerTest, FanOutStreamsFromItsSubsetAndReplacesAServerThatLeaves)
   EXPECT_EQ(next[0], order[2]);
 }
 
+// "Also found" of the bad-input review: a client under an address-space
+// limit that could not allocate ~1 GiB batches asked the servers again for
+// ever. A batch this process cannot take ends the epoch at once, naming it,
+// with no server blamed and nothing asked again.
+TEST(BatchSchedulerTest, ABatchThisProcessCannotAllocateEndsTheEpochWithoutAskingAgain) {
+  BatchScheduler s(Plan(), Options(), nullptr);
+  for (const std::string& a : s.OnMembership({"a:1", "b:1"}, kT0)) s.OnStreamOpened(a, kT0);
+  std::vector<Assignment> as = s.Dispatch(kT0);
+  ASSERT_FALSE(as.empty());
+  const absl::Status oom =
+      absl::ResourceExhaustedError("this process cannot allocate batch 0 (1073741824 bytes and 0 of fields)");
+  s.OnLocalFailure(as[0].stream, oom, kT0);
+  ASSERT_FALSE(s.error().ok());
+  EXPECT_EQ(s.error().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.error().message().find("cannot allocate batch 0"), std::string::npos) << s.error();
+  EXPECT_TRUE(s.Dispatch(kT0 + absl::Seconds(60)).empty());  // nothing is asked again
+  Batch batch;
+  bool end = false;
+  EXPECT_TRUE(s.CanTake());
+  EXPECT_EQ(s.Take(&batch, &end).code(), absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <new>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace stoker {
@@ -22,7 +24,18 @@ constexpr uint32_t kMaxHeaderBytes = 16 << 20;
 // 2 GiB bounds what a broken peer can make us allocate.
 constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;
 
+// The payload that marks LocalOutOfMemory. Load-bearing only in-process.
+constexpr char kLocalOutOfMemory[] = "stoker.dev/client-out-of-memory";
+
 }  // namespace
+
+absl::Status LocalOutOfMemory(absl::string_view message) {
+  absl::Status s = absl::ResourceExhaustedError(message);
+  s.SetPayload(kLocalOutOfMemory, absl::Cord("1"));
+  return s;
+}
+
+bool IsLocalOutOfMemory(const absl::Status& status) { return status.GetPayload(kLocalOutOfMemory).has_value(); }
 
 absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   if (h.total_bytes() < 0 || h.total_bytes() > kMaxBatchBytes || h.field_bytes() < 0 ||
@@ -38,8 +51,17 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
   Batch& b = batch_.emplace();
   FillBatchFromHeader(h, server_, &b);
   const size_t size = static_cast<size_t>(h.total_bytes());
-  b.data = pool_ ? pool_->Get(size) : HostBuffer(size);
-  b.field_data.resize(static_cast<size_t>(h.field_bytes()));
+  try {
+    b.data = pool_ ? pool_->Get(size) : HostBuffer(size);
+    if (size > 0 && b.data.data() == nullptr) throw std::bad_alloc();
+    b.field_data.resize(static_cast<size_t>(h.field_bytes()));
+  } catch (const std::bad_alloc&) {
+    batch_.reset();
+    return LocalOutOfMemory(absl::StrCat(
+        "this process cannot allocate batch ", h.batch_index(), " (", h.total_bytes(), " bytes and ", h.field_bytes(),
+        " of fields) from server ", server_, ": out of memory (an address-space, data or cgroup limit); ask for "
+        "smaller batches or fewer in flight"));
+  }
   received_ = 0;
   return absl::OkStatus();
 }

@@ -17,6 +17,11 @@
 
 namespace stoker {
 
+// A batch this process could not allocate (RESOURCE_EXHAUSTED, marked so
+// that the run ends instead of asking servers again), and the test for it.
+absl::Status LocalOutOfMemory(absl::string_view message);
+bool IsLocalOutOfMemory(const absl::Status& status);
+
 class ChunkAssembler {
  public:
   // Decides whether a batch's header is acceptable before its buffer is

@@ -179,5 +179,24 @@ TEST(ChunkAssemblerTest, AFieldRegionOver2GiBIsJudgedByTheSessionsCheck) {
       << judged.status();
 }
 
+// A batch buffer this process cannot allocate (an address-space limit) is
+// LocalOutOfMemory naming the batch, not an exception out of gRPC's thread.
+TEST(ChunkAssemblerTest, ABufferThatCannotBeAllocatedIsLocalOutOfMemory) {
+  HostAllocator failing;
+  failing.allocate = [](size_t, int) -> uint8_t* { throw std::bad_alloc(); };
+  failing.release = [](uint8_t*, int) {};
+  ChunkAssembler a("s:1", HostBufferPool::Create(2, failing));
+  grpc::ByteBuffer b = Serialize(Chunk(4, 0, "abc", 6));
+  auto batch = a.Add(&b);
+  ASSERT_FALSE(batch.ok());
+  EXPECT_TRUE(IsLocalOutOfMemory(batch.status())) << batch.status();
+  EXPECT_EQ(batch.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(batch.status().message().find("this process cannot allocate batch 4 (6 bytes and 0 of fields) from server "
+                                          "s:1: out of memory"),
+            std::string::npos)
+      << batch.status();
+  EXPECT_FALSE(IsLocalOutOfMemory(absl::ResourceExhaustedError("the server is full")));
+}
+
 }  // namespace
 }  // namespace stoker

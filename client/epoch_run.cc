@@ -365,7 +365,10 @@ void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_s
   std::vector<StreamId> half_closes;
   {
     absl::MutexLock lock(&mu_);
-    if (session_refused && status.code() == absl::StatusCode::kResourceExhausted && retry_after > absl::ZeroDuration()) {
+    if (IsLocalOutOfMemory(status)) {
+      scheduler_.OnLocalFailure(id, status, clock_->Now());
+    } else if (session_refused && status.code() == absl::StatusCode::kResourceExhausted &&
+               retry_after > absl::ZeroDuration()) {
       scheduler_.OnServerFull(id, status, retry_after, clock_->Now());
     } else if (session_refused) {
       scheduler_.OnSessionRefused(id, status, clock_->Now());

@@ -213,11 +213,22 @@ class CpuStager final : public DeviceStager {
     }
     std::vector<uint8_t>& out = buffers.tensor;
     if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
-    if (spec->raw) {  // a borrowed audio batch: copied as it is
-      out.assign(batch.data.data(), batch.data.data() + batch.data.size());
-    } else {
-      out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
-      ConvertOnCpu(batch.data.data(), *spec, out.data());
+    // A tensor this process cannot allocate (an address-space or memory
+    // limit) ends the caller's run with a status, not std::terminate.
+    try {
+      if (spec->raw) {  // a borrowed audio batch: copied as it is
+        out.assign(batch.data.data(), batch.data.data() + batch.data.size());
+      } else {
+        out.resize(static_cast<size_t>(spec->n * spec->h * spec->w * 3) * TensorElementBytes(spec->type));
+        ConvertOnCpu(batch.data.data(), *spec, out.data());
+      }
+    } catch (const std::bad_alloc&) {
+      ring_->Release(*slot);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this process cannot allocate the tensor of batch ", batch.batch_index, " (",
+          spec->n * spec->h * spec->w * 3 * static_cast<int64_t>(TensorElementBytes(spec->type)),
+          " bytes): out of memory (an address-space, data or cgroup limit); ask for smaller batches or fewer in "
+          "flight"));
     }
     Count(batch.data.size(), absl::Now() - t0);
     DeviceTensor t;
