@@ -6,11 +6,14 @@
 
 #include <deque>
 #include <memory>
+#include <new>
 #include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
+#include "client/chunk_assembler.h"
 #include "client/epoch_run.h"
 
 namespace stoker {
@@ -142,10 +145,20 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
       if (status.ok()) {
         Batch batch;
         FillBatchFromHeader(finished.header, kLocalProducer, &batch);
-        batch.data = run_->options_.buffers ? run_->options_.buffers->Get(image) : HostBuffer(image);
-        if (image > 0) std::memcpy(batch.data.data(), finished.data->data(), image);  // the one copy
-        if (size > image) batch.field_data.assign(finished.data->data() + image, size - image);
-        status = run_->OnBatch(id_, std::move(batch));
+        try {
+          batch.data = run_->options_.buffers ? run_->options_.buffers->Get(image) : HostBuffer(image);
+          if (image > 0 && batch.data.data() == nullptr) throw std::bad_alloc();
+          if (size > image) batch.field_data.assign(finished.data->data() + image, size - image);
+        } catch (const std::bad_alloc&) {  // this process's limit: the run ends, as for a server's batch
+          status = LocalOutOfMemory(absl::StrCat("this process cannot allocate local batch ", batch_index, " (", image,
+                                                 " bytes and ", size - image, " of fields): out of memory (an "
+                                                 "address-space, data or cgroup limit); ask for smaller batches or "
+                                                 "fewer in flight"));
+        }
+        if (status.ok()) {
+          if (image > 0) std::memcpy(batch.data.data(), finished.data->data(), image);  // the one copy
+          status = run_->OnBatch(id_, std::move(batch));
+        }
       }
     }
     std::optional<Report> report;

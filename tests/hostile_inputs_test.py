@@ -14,6 +14,8 @@ and must fail its sample or its session with a clear error, never the server:
 - a COCO image with 60,000 boxes (too_large, replaced under skip);
 - an MKV with a 200 MB attachment (its clip decodes; the server's peak RSS
   grows by the file it read, under 300 MB, not by three copies of it);
+- a 250 KB video of 4096 x 4096 frames (a clip holds one decoded frame at a
+  time);
 - .cls members that are not numbers (bad samples, never class 0);
 - a shard whose member has an empty key (its sidecar is read back);
 - a pipeline of 2,001 ops (refused at open);
@@ -109,6 +111,10 @@ def make_data(root):
     ffmpeg("-f", "lavfi", "-i", "testsrc=d=1:s=64x48:r=10", "-c:v", "mpeg4", "-attach", blob,
            "-metadata:s:t", "mimetype=application/octet-stream", f"{root}/attached/c/a.mkv")
     os.remove(blob)
+    # 250 KB of video whose 10 frames are 4096 x 4096 (48 MB each as RGB).
+    os.makedirs(f"{root}/hugeframes/c", exist_ok=True)
+    ffmpeg("-f", "lavfi", "-i", "color=c=black:s=4096x4096:r=25:d=0.4", "-c:v", "mpeg4", "-q:v", "31",
+           f"{root}/hugeframes/c/a.mkv")
     # Class files that are not numbers, and one that is.
     members = []
     for i, cls in enumerate([b"abc", b"1e3", b"", b"0x10", b"99999999999999999999", b"1"]):
@@ -204,6 +210,17 @@ def cases(address, server_pid, log):
     if can_reset:
         # The file itself (200 MB) is read into memory; its attachment is not read again.
         check("an MKV with a 200 MB attachment: the peak RSS grows by under 300 MB", peak - rss < 300 * 1024,
+              f"(+{(peak - rss) // 1024} MB)")
+
+    can_reset = reset_peak(server_pid)
+    rss = status_kb(server_pid, "VmRSS")
+    rc, out = bench(address, "--dataset=hugeframes", "--batch-size=1",
+                    "--pipeline=video_clip(frames=8), resize(32), center_crop(32)")
+    peak = status_kb(server_pid, "VmHWM")
+    check("a small video of 4096 x 4096 frames: its clip is served", rc == 0, tail(out))
+    if can_reset:
+        # Eight decoded frames together were 400 MB; one at a time, one frame and the decoder's.
+        check("a small video of 4096 x 4096 frames: the peak RSS grows by under 250 MB", peak - rss < 250 * 1024,
               f"(+{(peak - rss) // 1024} MB)")
 
     rc, out = bench(address, "--dataset=badcls", "--batch-size=6", "--pipeline=center_crop(32)")

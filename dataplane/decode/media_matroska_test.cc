@@ -14,6 +14,7 @@
 #include "dataplane/decode/audio_decoder.h"
 #include "dataplane/decode/video_decoder.h"
 #include "gtest/gtest.h"
+#include "tests/testdata/ffmpeg_files.h"
 #include "tests/testdata/peak_rss.h"
 
 namespace stoker {
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 using stoker_media::HideMatroskaAttachments;
 using stoker_media::InputPatch;
 
-bool HaveFfmpeg() { return std::system("ffmpeg -version >/dev/null 2>&1") == 0; }
+using ::stoker::testing::HaveFfmpeg;
 
 std::string ReadAll(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -18,6 +18,7 @@
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/pipeline.h"
 #include "gtest/gtest.h"
+#include "tests/testdata/ffmpeg_files.h"
 
 namespace stoker {
 namespace {
@@ -70,24 +71,10 @@ double Rms(const float* x, int64_t n) {
   return std::sqrt(s / static_cast<double>(n));
 }
 
-bool HaveFfmpeg() { return std::system("ffmpeg -version >/dev/null 2>&1") == 0; }
+using ::stoker::testing::HaveFfmpeg;
 
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A file made by Debian's ffmpeg from its own lavfi sources.
-std::string Made(const std::string& args, const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("stoker_audio_test_", getpid());
-  fs::create_directories(dir);
-  const fs::path out = dir / name;
-  const std::string cmd = absl::StrCat("ffmpeg -v error -y ", args, " ", out.string(), " </dev/null");
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::string bytes = ReadAll(out);
-  fs::remove_all(dir);
-  return bytes;
-}
+// A file made by Debian's ffmpeg (tests/testdata/ffmpeg_files.h).
+std::string Made(const std::string& args, const std::string& name) { return testing::MadeByFfmpeg(args, name); }
 
 TEST(AudioDecoderTest, PcmAtItsOwnRateAndChannelsIsExact) {
   const std::vector<int16_t> pcm = Sine(8000, 8000, 440, 0.5, 2);

@@ -13,6 +13,7 @@
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/decode/video_decoder.h"
 #include "gtest/gtest.h"
+#include "tests/testdata/ffmpeg_files.h"
 #include "tests/testdata/peak_rss.h"
 
 namespace stoker {
@@ -20,20 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool HaveFfmpeg() { return std::system("ffmpeg -version >/dev/null 2>&1") == 0; }
+using ::stoker::testing::HaveFfmpeg;
 
-// A file made by Debian's ffmpeg from its own test pattern.
-std::string Made(const std::string& args, const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("stoker_video_test_", getpid());
-  fs::create_directories(dir);
-  const fs::path out = dir / name;
-  const std::string cmd = absl::StrCat("ffmpeg -v error -y ", args, " ", out.string(), " </dev/null");
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream in(out, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  fs::remove_all(dir);
-  return bytes;
-}
+// A file made by Debian's ffmpeg (tests/testdata/ffmpeg_files.h).
+std::string Made(const std::string& args, const std::string& name) { return testing::MadeByFfmpeg(args, name); }
 
 const char* kPattern = "-f lavfi -i testsrc=size=64x48:rate=25:duration=1.2";
 
