@@ -171,7 +171,7 @@ TEST(AudioDecodeCropTest, AnUpsampledLongFileHoldsItsWindowNotItsLength) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_LE(std::abs(length - int64_t{600} * 384000), 64) << length;
   EXPECT_EQ(got->size(), size_t{8} * 384000);
-  if (growth < 0) GTEST_SKIP() << "the peak RSS cannot be reset here (/proc/self/clear_refs)";
+  if (growth < 0) GTEST_SKIP() << testing::PeakRssSkipReason();
   // The window is 12 MB (held twice while handed over); the 4 MiB whole try
   // and the decoder's frames add a few.
   EXPECT_LT(growth, int64_t{64} << 20) << "peak RSS grew by " << growth;

@@ -105,7 +105,7 @@ TEST(MatroskaTest, VideoAndAudioOfAnMkvWithA100MBAttachmentDecodeWithoutReadingI
     ASSERT_TRUE(audio.ok()) << audio.status();
     EXPECT_EQ(audio->frames, 16000);
   });
-  if (growth < 0) GTEST_SKIP() << "the peak RSS cannot be reset here (/proc/self/clear_refs)";
+  if (growth < 0) GTEST_SKIP() << testing::PeakRssSkipReason();
   // Read, the attachment would take 200 MB (its bytes and the stream's copy).
   EXPECT_LT(growth, int64_t{40} << 20) << "peak RSS grew by " << growth;
 }

@@ -287,7 +287,7 @@ TEST(VideoPipelineTest, AClipHoldsOneDecodedFrameAtATime) {
   const int64_t growth = testing::PeakRssGrowth([&] { made = p->ProduceVideo(video, rng, limits, clip.data(), &times); });
   ASSERT_TRUE(made.ok()) << made;
   EXPECT_NE(std::count(clip.begin(), clip.end(), 0), static_cast<std::ptrdiff_t>(clip.size()));
-  if (growth < 0) GTEST_SKIP() << "the peak RSS cannot be reset here (/proc/self/clear_refs)";
+  if (growth < 0) GTEST_SKIP() << testing::PeakRssSkipReason();
   EXPECT_LT(growth, int64_t{60} << 20) << "peak RSS grew by " << growth;
 }
 
