@@ -14,7 +14,6 @@ namespace {
 // One call of the module: its samples (copied out) and the stream's length.
 struct Decoded {
   int result = STOKER_MEDIA_OK;
-  std::string error;
   std::vector<float> samples;
   int64_t frames = 0;
   double start_seconds = 0;

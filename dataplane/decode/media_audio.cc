@@ -110,8 +110,11 @@ void SamplesFrom(const AVFrame* frame, int channels, int64_t skip, std::vector<c
 class Output {
  public:
   Output(int channels, int64_t max_frames, const StokerAudioKeep& keep)
-      : channels_(channels), max_frames_(max_frames), keep_(keep), planes_(keep.count_only || keep.n_windows > 0 ? 0 : channels) {
-    whole_ = !keep.count_only && keep.n_windows <= 0;
+      : channels_(channels),
+        max_frames_(max_frames),
+        keep_(keep),
+        whole_(!keep.count_only && keep.n_windows <= 0),
+        planes_(whole_ ? channels : 0) {
     if (whole_ && keep.whole_up_to > 0) max_frames_ = std::min(max_frames_, keep.whole_up_to);
   }
 
@@ -122,7 +125,6 @@ class Output {
   // frame a pre-roll before the first window instead of at the stream's
   // start, and a count needs no resampling at all (TailCount).
   Failure Place(double start_seconds, int rate, const Grid& grid) {
-    grid_ = grid;
     count_by_tail_ = keep_.count_only && grid.exact();
     if (whole_ || keep_.count_only) return {};
     const size_t n = static_cast<size_t>(keep_.n_windows);
@@ -209,13 +211,12 @@ class Output {
   int channels_;
   int64_t max_frames_;
   const StokerAudioKeep keep_;
-  bool whole_ = true;
+  const bool whole_;  // the whole stream is kept (not a count, not windows)
   int64_t frames_ = 0;
   std::vector<std::vector<float>> planes_;   // whole: the stream
   std::vector<std::vector<float>> scratch_;  // windows, count: one Convert's output
   std::vector<int64_t> firsts_;              // windows: each one's first frame
   int64_t end_ = 0;                          // windows: the frame after the last one
-  Grid grid_;
   bool count_by_tail_ = false;               // count: from the input's length (TailCount)
   int64_t resample_from_ = 0;                // the first input frame the resampler sees
   std::vector<float> kept_;                  // windows: K x C x L

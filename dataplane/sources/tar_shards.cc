@@ -29,9 +29,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kBlock = 512;
-// Sidecar format. Load-bearing: bump the version when the format changes.
-// Load-bearing: sidecars of another version are rebuilt (3: label "x", a .cls
-// that is not an integer).
+// Sidecar format. Load-bearing: bump the version when the format changes;
+// sidecars of another version are rebuilt (3: label "x", a .cls that is not
+// an integer).
 constexpr char kIndexMagic[] = "stoker-tar-index 3";
 constexpr char kIndexSuffix[] = ".stoker-index";
 
