@@ -52,13 +52,8 @@ std::vector<float> WholeThenCut(const std::string& bytes, const AudioDecodeOptio
 std::vector<float> Cropped(const std::string& bytes, const AudioDecodeOptions& o, int64_t window, v1::Audio::Crop crop,
                            uint64_t seed) {
   Rng rng(seed);
-  auto choose = [&](int64_t frames) -> int64_t {
-    if (frames <= window) return 0;
-    if (crop == v1::Audio::RANDOM) return rng.UniformInt(0, frames - window);
-    if (crop == v1::Audio::CENTER) return (frames - window) / 2;
-    return 0;
-  };
-  absl::StatusOr<std::vector<float>> got = DecodeAudioCrop(bytes, o, window, choose);
+  absl::StatusOr<std::vector<float>> got = DecodeAudioCrop(
+      bytes, o, window, [&](int64_t frames) { return AudioWindowStart(frames, window, crop, rng); });
   EXPECT_TRUE(got.ok()) << got.status();
   return got.ok() ? *got : std::vector<float>();
 }

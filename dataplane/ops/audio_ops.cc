@@ -53,16 +53,16 @@ bool IsAudioPipeline(const google::protobuf::RepeatedPtrField<v1::Op>& ops) {
   return std::any_of(ops.begin(), ops.end(), [](const v1::Op& op) { return op.has_audio() || op.has_mel_spectrogram(); });
 }
 
+int64_t AudioWindowStart(int64_t frames, int64_t window, v1::Audio::Crop crop, Rng& rng) {
+  if (frames <= window) return 0;
+  if (crop == v1::Audio::RANDOM) return rng.UniformInt(0, frames - window);
+  if (crop == v1::Audio::CENTER) return (frames - window) / 2;
+  return 0;
+}
+
 void AudioWindow(const float* samples, int channels, int64_t frames, int64_t window, v1::Audio::Crop crop, Rng& rng,
                  float* out) {
-  int64_t start = 0;
-  if (frames > window) {
-    if (crop == v1::Audio::RANDOM) {
-      start = rng.UniformInt(0, frames - window);
-    } else if (crop == v1::Audio::CENTER) {
-      start = (frames - window) / 2;
-    }
-  }
+  const int64_t start = AudioWindowStart(frames, window, crop, rng);
   const int64_t n = std::min(window, frames - start);
   for (int c = 0; c < channels; ++c) {
     float* dst = out + static_cast<int64_t>(c) * window;
@@ -240,13 +240,7 @@ absl::Status AudioPipeline::Produce(absl::string_view encoded, Rng& rng, double 
   options.rate = audio_.rate();
   options.channels = audio_.channels();
   if (max_seconds > 0) options.max_seconds = max_seconds;
-  // The window's start, as AudioWindow picks it (the same draws of rng).
-  auto choose = [&](int64_t frames) -> int64_t {
-    if (frames <= window_) return 0;
-    if (audio_.crop() == v1::Audio::RANDOM) return rng.UniformInt(0, frames - window_);
-    if (audio_.crop() == v1::Audio::CENTER) return (frames - window_) / 2;
-    return 0;
-  };
+  auto choose = [&](int64_t frames) { return AudioWindowStart(frames, window_, audio_.crop(), rng); };
   absl::StatusOr<std::vector<float>> window = DecodeAudioCrop(encoded, options, window_, choose);
   const absl::Time t1 = absl::Now();
   times->decode += t1 - t0;

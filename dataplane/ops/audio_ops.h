@@ -28,10 +28,15 @@ bool IsAudioPipeline(const google::protobuf::RepeatedPtrField<v1::Op>& ops);
 // checks its bounds; INVALID_ARGUMENT names `where` (e.g. "pipeline[0]").
 absl::Status CheckAudio(const std::string& where, v1::Audio& a);
 
-// A window of `window` frames from planar `channels` x `frames` samples:
-// start by `crop` (random: uniform over the whole starts, one draw from
-// `rng`; center: (frames - window) / 2; start: 0), zeros past the end.
-// Writes channels x window floats to `out`.
+// The first frame of a window of `window` frames in a stream of `frames`:
+// by `crop` (random: uniform over the whole starts, one draw from `rng`;
+// center: (frames - window) / 2; start: 0); 0 (no draw) when the stream is
+// no longer than the window.
+int64_t AudioWindowStart(int64_t frames, int64_t window, v1::Audio::Crop crop, Rng& rng);
+
+// A window of `window` frames from planar `channels` x `frames` samples,
+// starting at AudioWindowStart, zeros past the end. Writes channels x window
+// floats to `out`.
 void AudioWindow(const float* samples, int channels, int64_t frames, int64_t window, v1::Audio::Crop crop, Rng& rng,
                  float* out);
 
