@@ -48,15 +48,6 @@ void AppendFieldRegion(const std::vector<v1::FieldSpec>& fields, std::vector<std
   header->set_field_bytes(static_cast<int64_t>(out->size() - base));
 }
 
-std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
-                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header,
-                             const std::vector<std::vector<int64_t>>& item_shapes) {
-  std::vector<std::vector<std::string>> copy = values;
-  std::string region;
-  AppendFieldRegion(fields, &copy, header, &region, item_shapes);
-  return region;
-}
-
 absl::Status CheckFieldLayout(const v1::BatchHeader& h, const std::vector<v1::FieldSpec>& fields) {
   if (h.fields_size() != static_cast<int>(fields.size())) {
     return absl::DataLossError(absl::StrCat("batch ", h.batch_index(), " has ", h.fields_size(),

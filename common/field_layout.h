@@ -19,14 +19,16 @@ namespace stoker {
 // FieldData lists.
 std::vector<v1::FieldSpec> ValueFields(const google::protobuf::RepeatedPtrField<v1::FieldSpec>& fields);
 
-// Lays out values[slot][field] (one entry per sample, one string per value
-// field, already in its kind's encoding) as the field region: each field's
-// values in sample order, fields one after another. Sets header->fields and
-// header->field_bytes and returns the region.
+// Lays out (*values)[slot][field] (one entry per sample, one string per
+// value field, already in its kind's encoding) as the field region, appended
+// to *out: each field's values in sample order, fields one after another.
+// Sets header->fields and header->field_bytes. *out is reserved first (the
+// image buffer before the region is not copied again) and each value is
+// freed once copied, so the region is never held twice beside the values.
 // `item_shapes` (empty, or one per field) become FieldData.item_shape.
-std::string BuildFieldRegion(const std::vector<v1::FieldSpec>& fields,
-                             const std::vector<std::vector<std::string>>& values, v1::BatchHeader* header,
-                             const std::vector<std::vector<int64_t>>& item_shapes = {});
+void AppendFieldRegion(const std::vector<v1::FieldSpec>& fields, std::vector<std::vector<std::string>>* values,
+                       v1::BatchHeader* header, std::string* out,
+                       const std::vector<std::vector<int64_t>>& item_shapes = {});
 
 // OK when `header`'s fields are exactly `fields` (names and kinds, in
 // order) for its sample count, each within field_bytes with offsets that
@@ -50,13 +52,6 @@ int64_t ItemBytes(const v1::FieldData& field);
 // 256 MiB.
 int64_t MaxSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const v1::SessionConfig& config, int64_t height,
                             int64_t width);
-
-// As BuildFieldRegion, appended to *out (reserved first, so that the image
-// buffer before it is not copied again), each sample's values freed once
-// copied: the region is never held twice beside the values.
-void AppendFieldRegion(const std::vector<v1::FieldSpec>& fields, std::vector<std::vector<std::string>>* values,
-                       v1::BatchHeader* header, std::string* out,
-                       const std::vector<std::vector<int64_t>>& item_shapes = {});
 
 // Sample `i`'s values of `field` within the region (a checked header).
 absl::string_view FieldValue(const v1::FieldData& field, absl::string_view region, int64_t i);

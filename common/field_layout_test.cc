@@ -19,7 +19,9 @@ std::string Int32(int32_t v) { return std::string(reinterpret_cast<const char*>(
 v1::BatchHeader Built(std::string* region) {
   v1::BatchHeader h;
   for (int i = 0; i < 3; ++i) h.add_sample_indices(i);
-  *region = BuildFieldRegion(Specs(), {{"a cat", Int32(7)}, {"", Int32(0)}, {"two dogs", Int32(3)}}, &h);
+  std::vector<std::vector<std::string>> values = {{"a cat", Int32(7)}, {"", Int32(0)}, {"two dogs", Int32(3)}};
+  region->clear();
+  AppendFieldRegion(Specs(), &values, &h, region);
   return h;
 }
 

@@ -332,8 +332,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
 }
 
 void BatchSession::ChargeFields(Job& job, const std::vector<std::string>& values) {
-  int64_t bytes = 0;
-  for (const std::string& v : values) bytes += static_cast<int64_t>(v.size());
+  const int64_t bytes = SampleFieldBytes(values);
   if (bytes == 0) return;
   if (budget_->TryAcquire(bytes)) {
     job.field_charge += bytes;

@@ -158,10 +158,15 @@ absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string byt
   }
 }
 
-absl::Status CheckSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const std::vector<std::string>& values,
-                                   int64_t limit, const std::string& where) {
+int64_t SampleFieldBytes(const std::vector<std::string>& values) {
   int64_t total = 0;
   for (const std::string& v : values) total += static_cast<int64_t>(v.size());
+  return total;
+}
+
+absl::Status CheckSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, const std::vector<std::string>& values,
+                                   int64_t limit, const std::string& where) {
+  const int64_t total = SampleFieldBytes(values);
   if (total <= limit) return absl::OkStatus();
   std::string each;
   for (size_t f = 0; f < fields.size() && f < values.size(); ++f) {

@@ -43,6 +43,9 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
 absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::string& bytes, const std::string& json_path,
                                              const std::string& where);
 
+// The bytes of one sample's encoded field values.
+int64_t SampleFieldBytes(const std::vector<std::string>& values);
+
 // OK when one sample's encoded values of `fields` (values[i] for fields[i],
 // targets included) take at most `limit` bytes together: the bound a client
 // holds a batch's field region to (MaxSampleFieldBytes in
