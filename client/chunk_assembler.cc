@@ -29,8 +29,9 @@ constexpr char kLocalOutOfMemory[] = "stoker.dev/client-out-of-memory";
 
 }  // namespace
 
-absl::Status LocalOutOfMemory(absl::string_view message) {
-  absl::Status s = absl::ResourceExhaustedError(message);
+absl::Status LocalOutOfMemory(absl::string_view what) {
+  absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+      what, ": out of memory (an address-space, data or cgroup limit); ask for smaller batches or fewer in flight"));
   s.SetPayload(kLocalOutOfMemory, absl::Cord("1"));
   return s;
 }
@@ -57,10 +58,8 @@ absl::Status ChunkAssembler::StartBatch(const v1::BatchHeader& h) {
     b.field_data.resize(static_cast<size_t>(h.field_bytes()));
   } catch (const std::bad_alloc&) {
     batch_.reset();
-    return LocalOutOfMemory(absl::StrCat(
-        "this process cannot allocate batch ", h.batch_index(), " (", h.total_bytes(), " bytes and ", h.field_bytes(),
-        " of fields) from server ", server_, ": out of memory (an address-space, data or cgroup limit); ask for "
-        "smaller batches or fewer in flight"));
+    return LocalOutOfMemory(absl::StrCat("this process cannot allocate batch ", h.batch_index(), " (", h.total_bytes(),
+                                         " bytes and ", h.field_bytes(), " of fields) from server ", server_));
   }
   received_ = 0;
   return absl::OkStatus();

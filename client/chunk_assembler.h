@@ -18,8 +18,9 @@
 namespace stoker {
 
 // A batch this process could not allocate (RESOURCE_EXHAUSTED, marked so
-// that the run ends instead of asking servers again), and the test for it.
-absl::Status LocalOutOfMemory(absl::string_view message);
+// that the run ends instead of asking servers again): `what` ("this process
+// cannot allocate batch 4 (...)") and what to do about it; and the test for it.
+absl::Status LocalOutOfMemory(absl::string_view what);
 bool IsLocalOutOfMemory(const absl::Status& status);
 
 class ChunkAssembler {

@@ -151,9 +151,7 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
           if (size > image) batch.field_data.assign(finished.data->data() + image, size - image);
         } catch (const std::bad_alloc&) {  // this process's limit: the run ends, as for a server's batch
           status = LocalOutOfMemory(absl::StrCat("this process cannot allocate local batch ", batch_index, " (", image,
-                                                 " bytes and ", size - image, " of fields): out of memory (an "
-                                                 "address-space, data or cgroup limit); ask for smaller batches or "
-                                                 "fewer in flight"));
+                                                 " bytes and ", size - image, " of fields)"));
         }
         if (status.ok()) {
           if (image > 0) std::memcpy(batch.data.data(), finished.data->data(), image);  // the one copy
