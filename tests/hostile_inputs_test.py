@@ -151,6 +151,16 @@ def reset_peak(pid):
         return False
 
 
+def bench_peak(address, server_pid, *args, timeout=120):
+    """A bench run and the server's peak RSS around it: (exit code, output, KB resident before, peak KB), the last
+    two None where the peak cannot be reset."""
+    can_reset = reset_peak(server_pid)
+    rss = status_kb(server_pid, "VmRSS")
+    rc, out = bench(address, *args, timeout=timeout)
+    peak = status_kb(server_pid, "VmHWM")
+    return (rc, out, rss, peak) if can_reset else (rc, out, None, None)
+
+
 def tail(text, n=3):
     return " | ".join(text.strip().splitlines()[-n:])[-600:]
 
@@ -163,13 +173,10 @@ def cases(address, server_pid, log):
     check("deep JSON: the server names the member and the depth",
           "shard-000000.tar:s0.json (field 'meta'): JSON nested deeper than 256" in server_log)
 
-    can_reset = reset_peak(server_pid)
-    rss = status_kb(server_pid, "VmRSS")
-    rc, out = bench(address, "--dataset=longaudio", "--batch-size=1", "--max-batches=1",
-                    "--pipeline=audio(rate=384000, channels=8, seconds=1)", timeout=180)
-    peak = status_kb(server_pid, "VmHWM")
+    rc, out, rss, peak = bench_peak(address, server_pid, "--dataset=longaudio", "--batch-size=1", "--max-batches=1",
+                                    "--pipeline=audio(rate=384000, channels=8, seconds=1)", timeout=180)
     check("1-hour FLAC at 384 kHz x 8: its window is served", rc == 0, tail(out))
-    if can_reset:
+    if peak is not None:
         check("1-hour FLAC at 384 kHz x 8: the server's peak RSS stays under 600 MB", peak < 600 * 1024,
               f"(peak {peak // 1024} MB, {rss // 1024} MB before)")
     else:
@@ -201,24 +208,18 @@ def cases(address, server_pid, log):
     check("60,000 boxes: the image is too_large and replaced, the batch served", rc == 0, tail(out))
     check("60,000 boxes: the server names the sample", "its fields hold 1200000 bytes" in open(log).read())
 
-    can_reset = reset_peak(server_pid)
-    rss = status_kb(server_pid, "VmRSS")
-    rc, out = bench(address, "--dataset=attached", "--batch-size=1",
-                    "--pipeline=video_clip(frames=2), resize(32), center_crop(32)")
-    peak = status_kb(server_pid, "VmHWM")
+    rc, out, rss, peak = bench_peak(address, server_pid, "--dataset=attached", "--batch-size=1",
+                                    "--pipeline=video_clip(frames=2), resize(32), center_crop(32)")
     check("an MKV with a 200 MB attachment: its clip is served", rc == 0, tail(out))
-    if can_reset:
+    if peak is not None:
         # The file itself (200 MB) is read into memory; its attachment is not read again.
         check("an MKV with a 200 MB attachment: the peak RSS grows by under 300 MB", peak - rss < 300 * 1024,
               f"(+{(peak - rss) // 1024} MB)")
 
-    can_reset = reset_peak(server_pid)
-    rss = status_kb(server_pid, "VmRSS")
-    rc, out = bench(address, "--dataset=hugeframes", "--batch-size=1",
-                    "--pipeline=video_clip(frames=8), resize(32), center_crop(32)")
-    peak = status_kb(server_pid, "VmHWM")
+    rc, out, rss, peak = bench_peak(address, server_pid, "--dataset=hugeframes", "--batch-size=1",
+                                    "--pipeline=video_clip(frames=8), resize(32), center_crop(32)")
     check("a small video of 4096 x 4096 frames: its clip is served", rc == 0, tail(out))
-    if can_reset:
+    if peak is not None:
         # Eight decoded frames together were 400 MB; one at a time, one frame and the decoder's.
         check("a small video of 4096 x 4096 frames: the peak RSS grows by under 250 MB", peak - rss < 250 * 1024,
               f"(+{(peak - rss) // 1024} MB)")
