@@ -48,7 +48,8 @@ WHEELHOUSE := $(BUILD_DIR)/wheelhouse-cp313
 DIST_DIR ?= dist
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
 
-.PHONY: all deps pyenv docs-env docs reference build demo test bench thread-safety sanitizers tsan fuzz clean wheel dist
+.PHONY: all deps pyenv docs-env docs reference build demo test bench thread-safety sanitizers tsan fuzz clean wheel dist \
+  gpu-bundle
 
 all: build
 
@@ -103,6 +104,13 @@ wheel: build
 # The server and tools with their libraries, runnable by path elsewhere.
 dist: build
 	@deploy/dist.sh $(BUILD_DIR) $(DIST_DIR) $(VERSION)
+
+# What the GPU check copies to a GPU machine (tests/gpu/README.md):
+# build/gpu-check/stoker-gpu-check.tar.xz, the abi3 wheel with stoker-server
+# and device_gpu_test and their libraries; run there as
+# tests/gpu/device_check.sh with build/gpu-check carried.
+gpu-bundle: wheel
+	@tests/gpu/bundle.sh $(BUILD_DIR) $(DIST_DIR) $(BUILD_DIR)/gpu-check
 
 demo: build
 	@deploy/demo.sh $(BUILD_DIR)
