@@ -2,6 +2,7 @@
 // reports as skipped (never as passed). Compares the CUDA kernel with the CPU
 // reference and checks the copy/slot ordering.
 #include <cstdio>
+#include <cstring>
 #include <unistd.h>
 
 #include <random>
@@ -197,6 +198,60 @@ TEST(DeviceGpuTest, ASlotIsReusedOnlyAfterTheConsumersQueuedReads) {
   cudaFree(snapshot);
   second->Release(nullptr);
   cudaStreamDestroy(consumer);
+}
+
+// Audio batches (float32 or int16 [N, C, L], made on the servers) and video
+// clips ([N, T, H, W, 3] uint8) reach the GPU with the CPU path's values: audio
+// copied as it is, clips converted as N x T images.
+TEST(DeviceGpuTest, AudioAndVideoBatchesEqualTheCpuPath) {
+  for (const v1::DType dtype : {v1::FLOAT32, v1::INT16}) {
+    DeviceOptions o;
+    o.device = DeviceOptions::Device::kCuda;
+    auto gpu = DeviceStager::Create(o, nullptr);
+    o.device = DeviceOptions::Device::kCpu;
+    auto cpu = DeviceStager::Create(o, nullptr);
+    ASSERT_TRUE(gpu.ok() && cpu.ok());
+    const size_t element = dtype == v1::INT16 ? 2 : 4;
+    const size_t bytes = 4 * 2 * 16000 * element;
+    auto audio = [&](const std::shared_ptr<HostBufferPool>& pool) {
+      Batch b;
+      b.layout = v1::AUDIO;
+      b.dtype = dtype;
+      b.shape = {4, 2, 16000};
+      b.data = pool->Get(bytes);
+      std::mt19937 rng(7);
+      for (size_t i = 0; i < bytes; ++i) b.data.data()[i] = static_cast<uint8_t>(rng());
+      return b;
+    };
+    auto g = (*gpu)->Stage(audio((*gpu)->host_buffers()));
+    auto c = (*cpu)->Stage(audio((*cpu)->host_buffers()));
+    ASSERT_TRUE(g.ok() && c.ok()) << g.status() << c.status();
+    ASSERT_TRUE((*gpu)->Wait(*g).ok());
+    EXPECT_EQ(g->shape, (std::vector<int64_t>{4, 2, 16000}));
+    const std::vector<uint8_t> got = ToHost(*g, bytes);
+    EXPECT_EQ(0, std::memcmp(got.data(), c->data, bytes)) << v1::DType_Name(dtype);
+  }
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCuda;
+  auto gpu = DeviceStager::Create(o, nullptr);
+  o.device = DeviceOptions::Device::kCpu;
+  auto cpu = DeviceStager::Create(o, nullptr);
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  auto clip = [](const std::shared_ptr<HostBufferPool>& pool) {
+    Batch b = MakeBatch(pool, 2 * 8, 48, 64, 11);  // 2 clips of 8 frames
+    b.shape = {2, 8, 48, 64, 3};
+    return b;
+  };
+  auto g = (*gpu)->Stage(clip((*gpu)->host_buffers()));
+  auto c = (*cpu)->Stage(clip((*cpu)->host_buffers()));
+  ASSERT_TRUE(g.ok() && c.ok()) << g.status() << c.status();
+  ASSERT_TRUE((*gpu)->Wait(*g).ok());
+  EXPECT_EQ(g->shape, c->shape);
+  const size_t elements = 2 * 8 * 48 * 64 * 3;
+  const std::vector<uint8_t> got = ToHost(*g, elements * 4);
+  for (size_t i = 0; i < elements; ++i) {
+    ASSERT_NEAR(reinterpret_cast<const float*>(got.data())[i], static_cast<const float*>(c->data)[i], 1e-6) << i;
+  }
 }
 
 TEST(DeviceGpuTest, StagingLeavesTheCallersCurrentDeviceAlone) {

@@ -97,7 +97,7 @@ out=${1:-${OUT:-$root/gpu-check-out}}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 bundle=${STOKER_GPU_BUNDLE:-$root/build/gpu-check/stoker-gpu-check.tar.xz}
-media=${STOKER_GPU_MEDIA:-$root/build/gpu-check/stoker-gpu-media.tar.xz}
+media=${STOKER_GPU_MEDIA:-$root/build/gpu-media/stoker-gpu-media.tar.xz}
 python=${PYTHON:-}
 if [ -z "$python" ]; then  # the interpreter that has torch (Python 3.12 there)
   for p in python3 python3.12 python; do
