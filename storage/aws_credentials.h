@@ -1,0 +1,42 @@
+// Where S3 credentials come from, in the AWS tools' order: the environment
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), then the
+// shared credentials and config files for AWS_PROFILE (or "default"),
+// including the config's credential_process. What was found is kept and
+// fetched again 5 minutes before it expires. Thread-safe. No secret ever
+// appears in a Status message.
+#ifndef STOKER_STORAGE_AWS_CREDENTIALS_H_
+#define STOKER_STORAGE_AWS_CREDENTIALS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/sigv4.h"
+
+namespace stoker {
+
+// The sections of an INI file ("[name]" -> key -> value); config files name
+// profiles "[profile name]", which is kept as written.
+std::map<std::string, std::map<std::string, std::string>> ParseIni(const std::string& text);
+
+// Credentials from credential_process's JSON output (Version 1).
+absl::StatusOr<AwsCredentials> ParseCredentialProcessOutput(const std::string& json);
+
+class AwsCredentialChain {
+ public:
+  // NOT_FOUND naming every place looked when none has credentials.
+  absl::StatusOr<AwsCredentials> Get();
+
+ private:
+  absl::StatusOr<AwsCredentials> Resolve();
+
+  absl::Mutex mu_;
+  std::optional<AwsCredentials> cached_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_STORAGE_AWS_CREDENTIALS_H_

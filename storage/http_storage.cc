@@ -1,0 +1,97 @@
+#include "storage/http_storage.h"
+
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "storage/http_client.h"
+
+namespace stoker {
+namespace {
+
+class HttpStorage final : public Storage {
+ public:
+  HttpStorage(Url root, const StorageOptions& options, std::string token)
+      : root_(std::move(root)), client_(options, [token = std::move(token)](HttpRequest* r, absl::Time) {
+          if (!token.empty()) r->headers.emplace_back("Authorization", absl::StrCat("Bearer ", token));
+          return absl::OkStatus();
+        }) {}
+
+  std::string root() const override { return root_.Origin() + root_.path; }
+  std::string Describe(absl::string_view key) const override {
+    return root_.Origin() + JoinKey(root_.path, UriEncode(key, /*keep_slash=*/true));
+  }
+  StorageCounters counters() const override { return client_.counters(); }
+
+  absl::StatusOr<ObjectInfo> Stat(absl::string_view key) override {
+    HttpRequest r;
+    r.method = "HEAD";
+    r.url = Describe(key);
+    absl::StatusOr<HttpResponse> got = client_.Fetch(r);
+    if (!got.ok()) return got.status();
+    ObjectInfo info;
+    info.key = std::string(key);
+    auto length = got->headers.find("content-length");
+    if (length == got->headers.end() || !absl::SimpleAtoi(length->second, &info.size) || info.size < 0) {
+      return absl::UnavailableError(absl::StrCat("HEAD ", r.url, ": no Content-Length in the answer"));
+    }
+    if (auto it = got->headers.find("etag"); it != got->headers.end()) info.etag = it->second;
+    if (auto it = got->headers.find("last-modified"); it != got->headers.end()) {
+      info.mtime_ns = ParseHttpDateNs(it->second);
+    }
+    return info;
+  }
+
+  absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
+    return absl::UnimplementedError(
+        absl::StrCat("HTTP has no listing (", Describe(prefix), "): name the shards with a brace list or a catalog"));
+  }
+
+  absl::Status ReadRange(const ObjectInfo& object, int64_t offset, int64_t length, std::string* out) override {
+    if (offset < 0 || length < 0 || offset + length > object.size) {
+      return absl::OutOfRangeError(absl::StrCat("bytes ", offset, "..", offset + length, " of ", Describe(object.key),
+                                                " (", object.size, " bytes)"));
+    }
+    if (length == 0) return absl::OkStatus();
+    HttpRequest r;
+    r.url = Describe(object.key);
+    r.range_start = offset;
+    r.range_length = length;
+    if (!object.etag.empty()) r.headers.emplace_back("If-Match", object.etag);
+    absl::StatusOr<HttpResponse> got = client_.Fetch(r);
+    if (!got.ok()) return got.status();
+    out->append(got->body);
+    return absl::OkStatus();
+  }
+
+ private:
+  const Url root_;
+  HttpClient client_;
+};
+
+}  // namespace
+
+int64_t ParseHttpDateNs(const std::string& text) {
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime("%a, %d %b %Y %H:%M:%S", absl::StripSuffix(text, " GMT"), absl::UTCTimeZone(), &t, &err)) {
+    return 0;
+  }
+  return absl::ToUnixNanos(t);
+}
+
+absl::StatusOr<std::unique_ptr<Storage>> OpenHttpStorage(const Url& root, const StorageOptions& options) {
+  std::string token;
+  if (!options.http_bearer_token_file.empty()) {
+    std::ifstream in(options.http_bearer_token_file);
+    if (!in || !std::getline(in, token) || absl::StripAsciiWhitespace(token).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("bearer token file ", options.http_bearer_token_file,
+                                                     " cannot be read or its first line is empty"));
+    }
+    token = std::string(absl::StripAsciiWhitespace(token));
+  }
+  return std::unique_ptr<Storage>(new HttpStorage(root, options, std::move(token)));
+}
+
+}  // namespace stoker

@@ -1,0 +1,48 @@
+#include "storage/storage.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "storage/http_storage.h"
+#include "storage/local_storage.h"
+#include "storage/s3_storage.h"
+#include "storage/url.h"
+
+namespace stoker {
+
+bool IsRemoteRoot(absl::string_view root) {
+  return root.find("://") != absl::string_view::npos && !absl::StartsWithIgnoreCase(root, "file://");
+}
+
+absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(absl::string_view root, const StorageOptions& options) {
+  if (root.find("://") == absl::string_view::npos) return OpenLocalStorage(root);
+  absl::StatusOr<Url> url = ParseUrl(root);
+  if (!url.ok()) return url.status();
+  if (url->scheme == "file") return OpenLocalStorage(url->path.empty() ? "/" : url->path);
+  if (url->scheme == "s3") return OpenS3Storage(*url, options);
+  return OpenHttpStorage(*url, options);
+}
+
+SequentialReader::SequentialReader(Storage* storage, ObjectInfo object, int64_t block_bytes)
+    : storage_(storage), object_(std::move(object)), block_bytes_(std::max<int64_t>(1, block_bytes)) {}
+
+absl::Status SequentialReader::Read(int64_t n, std::string* out) {
+  while (n > 0 && position_ < object_.size) {
+    const int64_t in_block = block_start_ + static_cast<int64_t>(block_.size()) - position_;
+    if (in_block <= 0) {
+      block_.clear();
+      block_start_ = position_;
+      const int64_t length = std::min(block_bytes_, object_.size - position_);
+      if (absl::Status s = storage_->ReadRange(object_, position_, length, &block_); !s.ok()) return s;
+      continue;
+    }
+    const int64_t take = std::min(n, in_block);
+    out->append(block_, static_cast<size_t>(position_ - block_start_), static_cast<size_t>(take));
+    position_ += take;
+    n -= take;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stoker

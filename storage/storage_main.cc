@@ -1,0 +1,133 @@
+// stoker-storage: an operator's look at a store, with the settings a data
+// server uses (endpoint, region, credentials, CA file, retries):
+//   stoker-storage stat URL            size, ETag, modification time
+//   stoker-storage ls URL              every object below URL (key, size, ETag)
+//   stoker-storage cat URL             the object's bytes to stdout (--offset, --length)
+// URL: s3://bucket/key, http(s)://host[:port]/path, or a local path.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "storage/storage.h"
+#include "storage/url.h"
+
+ABSL_FLAG(std::string, s3_endpoint, "",
+          "S3 endpoint URL (MinIO, Ceph, R2, GCS interoperability); empty: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, "
+          "else AWS");
+ABSL_FLAG(std::string, s3_region, "", "S3 region to sign for; empty: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1");
+ABSL_FLAG(std::string, s3_addressing, "auto", "S3 addressing: auto, path or virtual");
+ABSL_FLAG(bool, s3_anonymous, false, "Send unsigned S3 requests (public buckets)");
+ABSL_FLAG(std::string, http_bearer_token_file, "", "File whose first line is a bearer token for HTTP(S) stores");
+ABSL_FLAG(std::string, ca_file, "", "PEM bundle of CAs for HTTPS (default: the system's)");
+ABSL_FLAG(double, request_timeout, 60, "Deadline of one request attempt, seconds");
+ABSL_FLAG(int, max_attempts, 8, "Attempts per request (retries with exponential backoff and jitter)");
+ABSL_FLAG(int64_t, offset, 0, "cat: first byte");
+ABSL_FLAG(int64_t, length, -1, "cat: bytes (-1: to the end)");
+ABSL_FLAG(int64_t, block_bytes, 8 << 20, "cat: bytes per ranged read");
+ABSL_FLAG(bool, counters, false, "Print requests, bytes and retries by reason to stderr at the end");
+
+namespace stoker {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::cerr << "stoker-storage: " << s << "\n";
+  return 1;
+}
+
+// The store's root and the key of URL within it.
+void Split(const std::string& text, std::string* root, std::string* key) {
+  if (text.find("://") == std::string::npos) {
+    *root = "/";
+    *key = text.front() == '/' ? text.substr(1) : text;
+    return;
+  }
+  absl::StatusOr<Url> url = ParseUrl(text);
+  if (!url.ok() || url->scheme == "file") {
+    *root = "/";
+    *key = url.ok() ? url->path.substr(url->path.empty() ? 0 : 1) : text;
+    return;
+  }
+  *root = url->scheme == "s3" ? absl::StrCat("s3://", url->host) : url->Origin();
+  *key = UriDecode(url->path.empty() ? "" : url->path.substr(1));
+}
+
+int Run(const std::string& command, const std::string& target) {
+  StorageOptions o;
+  o.s3_endpoint = absl::GetFlag(FLAGS_s3_endpoint);
+  o.s3_region = absl::GetFlag(FLAGS_s3_region);
+  const std::string addressing = absl::GetFlag(FLAGS_s3_addressing);
+  if (addressing == "path") {
+    o.s3_addressing = StorageOptions::Addressing::kPath;
+  } else if (addressing == "virtual") {
+    o.s3_addressing = StorageOptions::Addressing::kVirtual;
+  } else if (addressing != "auto") {
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--s3_addressing=", addressing, "; expected auto, path or virtual")));
+  }
+  o.s3_anonymous = absl::GetFlag(FLAGS_s3_anonymous);
+  o.http_bearer_token_file = absl::GetFlag(FLAGS_http_bearer_token_file);
+  o.ca_file = absl::GetFlag(FLAGS_ca_file);
+  o.request_timeout = absl::Seconds(absl::GetFlag(FLAGS_request_timeout));
+  o.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  std::string root, key;
+  Split(target, &root, &key);
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(root, o);
+  if (!storage.ok()) return Fail(storage.status());
+  Storage& s = **storage;
+  int rc = 0;
+  if (command == "stat") {
+    absl::StatusOr<ObjectInfo> info = s.Stat(key);
+    if (!info.ok()) return Fail(info.status());
+    std::cout << s.Describe(key) << "\t" << info->size << "\t" << info->etag << "\t" << info->mtime_ns << "\n";
+  } else if (command == "ls") {
+    absl::StatusOr<std::vector<ObjectInfo>> list = s.List(key);
+    if (!list.ok()) return Fail(list.status());
+    for (const ObjectInfo& info : *list) std::cout << info.key << "\t" << info.size << "\t" << info.etag << "\n";
+  } else if (command == "cat") {
+    absl::StatusOr<ObjectInfo> info = s.Stat(key);
+    if (!info.ok()) return Fail(info.status());
+    const int64_t offset = absl::GetFlag(FLAGS_offset);
+    int64_t length = absl::GetFlag(FLAGS_length);
+    if (length < 0) length = info->size - offset;
+    const int64_t block = std::max<int64_t>(1, absl::GetFlag(FLAGS_block_bytes));
+    for (int64_t at = offset; at < offset + length; at += block) {
+      std::string bytes;
+      const absl::Status st = s.ReadRange(*info, at, std::min(block, offset + length - at), &bytes);
+      if (!st.ok()) {
+        rc = Fail(st);
+        break;
+      }
+      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    }
+    std::fflush(stdout);
+  } else {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("command '", command, "'; expected stat, ls or cat")));
+  }
+  if (absl::GetFlag(FLAGS_counters)) {
+    const StorageCounters c = s.counters();
+    std::cerr << "requests " << c.requests << " bytes " << c.bytes << " retries " << c.retries;
+    for (const auto& [reason, n] : c.retries_by_reason) std::cerr << " " << reason << "=" << n;
+    std::cerr << "\n";
+  }
+  return rc;
+}
+
+}  // namespace
+}  // namespace stoker
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "stoker-storage stat|ls|cat URL: a store as a data server sees it (URL: s3://bucket/key, "
+      "http(s)://host/path, or a path)");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 3) {
+    std::cerr << "usage: stoker-storage [flags] stat|ls|cat URL (--help for the flags)\n";
+    return 2;
+  }
+  return stoker::Run(args[1], args[2]);
+}
