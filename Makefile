@@ -28,7 +28,9 @@ PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
 PYNODEPS := timm==0.9.16
 # PyPI's grpcio and CPU jax: the wheel shares a process with grpcio, and
 # framework="jax" is tested with jax (python/tests/test_jax.py, wheel_test.sh).
-PYREFERENCES := grpcio==$(GRPCIO) jax==0.4.38 jaxlib==0.4.38 webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 sentencepiece==0.2.0 numpy==1.26.4 \
+# moto's S3 server (with IAM and STS) is the object store of the storage
+# tests (tests/storage_real_test.py).
+PYREFERENCES := "moto[server]==5.0.28" grpcio==$(GRPCIO) jax==0.4.38 jaxlib==0.4.38 webdataset==0.2.100 pycocotools==2.0.8 albumentations==1.4.24 sentencepiece==0.2.0 numpy==1.26.4 \
   opencv-python-headless==4.10.0.84 "scipy<1.15"
 
 # Benchmark-only references (tests/bench/video_bench.py: decord beside PyAV),
@@ -124,7 +126,7 @@ test: build wheel dist docs-env $(WHEELHOUSE)/.ready thread-safety sanitizers ts
 # clang build serves both. Debian's gRPC/Abseil/OpenCV are not instrumented:
 # our code is checked, theirs is not.
 SAN_DIR := $(BUILD_DIR)-asan
-SAN_TESTS := common/common_test dataplane/dataplane_test server/server_test client/client_core_test \
+SAN_TESTS := common/common_test storage/storage_test dataplane/dataplane_test server/server_test client/client_core_test \
   client/client_test tests/bad_input_test materialize/materialize_test materialize/profile_test \
   materialize/remote_maker_test
 FUZZERS := tar_index image_decode pipeline_text chunk_assembler stream_request stored_sample sample_fields \
@@ -176,7 +178,8 @@ fuzz: sanitizers
 thread-safety: deps
 	@cmake -S . -B $(BUILD_DIR)-tsa -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
 	  -DSTOKER_WERROR_THREAD_SAFETY=ON -DSTOKER_CUDA=OFF >/dev/null
-	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server stoker_client stoker_materialize stoker_profiler stoker_remote_maker
+	@cmake --build $(BUILD_DIR)-tsa -j $(JOBS) --target stoker_server stoker_client stoker_materialize stoker_profiler stoker_remote_maker \
+	  stoker_storage
 
 bench: build
 	@tests/bench/loopback_goodput.sh $(BUILD_DIR)

@@ -28,6 +28,9 @@ PACKAGES=(
   # TLS: OpenSSL checks certificate files and hashes tokens; the openssl tool
   # makes the tests' certificates and inspects what the server presents
   libssl-dev openssl
+  # datasets in object storage and over HTTP(S) (storage/): libcurl, tinyxml2
+  # for S3's listings; nginx serves shards with Range requests in the tests
+  libcurl4-openssl-dev libtinyxml2-dev nginx-light
   # other tools read materialised shards in tests: xxhsum, zstd, lz4, tar
   xxhash zstd lz4 tar
   # the Python package: headers and venv to build it (its build tools come

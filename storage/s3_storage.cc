@@ -115,7 +115,9 @@ class S3Storage final : public Storage {
     r.method = method;
     r.host = endpoint_.origin.port == 0 ? endpoint_.origin.host
                                         : absl::StrCat(endpoint_.origin.host, ":", endpoint_.origin.port);
-    r.path = absl::StrCat(endpoint_.base, "/", UriEncode(key, /*keep_slash=*/true));
+    // The bucket itself (a listing) is "/bucket" path-style and "/" virtual-hosted.
+    r.path = key.empty() ? (endpoint_.base.empty() ? "/" : endpoint_.base)
+                         : absl::StrCat(endpoint_.base, "/", UriEncode(key, /*keep_slash=*/true));
     r.query = std::move(query);
     const std::string q = CanonicalQuery(r.query);
     r.url = absl::StrCat(endpoint_.origin.Origin(), r.path, q.empty() ? "" : "?", q);

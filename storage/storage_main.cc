@@ -56,29 +56,7 @@ void Split(const std::string& text, std::string* root, std::string* key) {
   *key = UriDecode(url->path.empty() ? "" : url->path.substr(1));
 }
 
-int Run(const std::string& command, const std::string& target) {
-  StorageOptions o;
-  o.s3_endpoint = absl::GetFlag(FLAGS_s3_endpoint);
-  o.s3_region = absl::GetFlag(FLAGS_s3_region);
-  const std::string addressing = absl::GetFlag(FLAGS_s3_addressing);
-  if (addressing == "path") {
-    o.s3_addressing = StorageOptions::Addressing::kPath;
-  } else if (addressing == "virtual") {
-    o.s3_addressing = StorageOptions::Addressing::kVirtual;
-  } else if (addressing != "auto") {
-    return Fail(
-        absl::InvalidArgumentError(absl::StrCat("--s3_addressing=", addressing, "; expected auto, path or virtual")));
-  }
-  o.s3_anonymous = absl::GetFlag(FLAGS_s3_anonymous);
-  o.http_bearer_token_file = absl::GetFlag(FLAGS_http_bearer_token_file);
-  o.ca_file = absl::GetFlag(FLAGS_ca_file);
-  o.request_timeout = absl::Seconds(absl::GetFlag(FLAGS_request_timeout));
-  o.max_attempts = absl::GetFlag(FLAGS_max_attempts);
-  std::string root, key;
-  Split(target, &root, &key);
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(root, o);
-  if (!storage.ok()) return Fail(storage.status());
-  Storage& s = **storage;
+int Command(Storage& s, const std::string& command, const std::string& key) {
   int rc = 0;
   if (command == "stat") {
     absl::StatusOr<ObjectInfo> info = s.Stat(key);
@@ -108,6 +86,33 @@ int Run(const std::string& command, const std::string& target) {
   } else {
     return Fail(absl::InvalidArgumentError(absl::StrCat("command '", command, "'; expected stat, ls or cat")));
   }
+  return rc;
+}
+
+int Run(const std::string& command, const std::string& target) {
+  StorageOptions o;
+  o.s3_endpoint = absl::GetFlag(FLAGS_s3_endpoint);
+  o.s3_region = absl::GetFlag(FLAGS_s3_region);
+  const std::string addressing = absl::GetFlag(FLAGS_s3_addressing);
+  if (addressing == "path") {
+    o.s3_addressing = StorageOptions::Addressing::kPath;
+  } else if (addressing == "virtual") {
+    o.s3_addressing = StorageOptions::Addressing::kVirtual;
+  } else if (addressing != "auto") {
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--s3_addressing=", addressing, "; expected auto, path or virtual")));
+  }
+  o.s3_anonymous = absl::GetFlag(FLAGS_s3_anonymous);
+  o.http_bearer_token_file = absl::GetFlag(FLAGS_http_bearer_token_file);
+  o.ca_file = absl::GetFlag(FLAGS_ca_file);
+  o.request_timeout = absl::Seconds(absl::GetFlag(FLAGS_request_timeout));
+  o.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  std::string root, key;
+  Split(target, &root, &key);
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(root, o);
+  if (!storage.ok()) return Fail(storage.status());
+  Storage& s = **storage;
+  const int rc = Command(s, command, key);
   if (absl::GetFlag(FLAGS_counters)) {
     const StorageCounters c = s.counters();
     std::cerr << "requests " << c.requests << " bytes " << c.bytes << " retries " << c.retries;

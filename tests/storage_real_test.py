@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""The storage layer (storage/) against real stores on 127.0.0.1, through
+`stoker-storage`: Debian's nginx over HTTP and HTTPS (Range requests, a
+bearer token), moto's S3 server with authentication enforced (SigV4 checked
+by it; a wrong secret refused), and a fault-injecting proxy in front of nginx
+(connection resets mid-body, 503 SlowDown, 429, truncated bodies, a stall, an
+object rewritten mid-read). Every answer is compared with the files' bytes.
+
+Usage: storage_real_test.py SOURCE_DIR BUILD_DIR  (run with the build's pyenv
+Python, which has moto and boto3: `make pyenv`).
+"""
+
+import hashlib
+import http.client
+import os
+import random
+import shutil
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SOURCE, BUILD = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(SOURCE, "tests"))
+from testpki import Pki  # noqa: E402
+
+TOOL = os.path.join(BUILD, "storage", "stoker-storage")
+SECRET = "sEcReT-d0-not-leak-0123456789abcdefXYZ"
+TOKEN = "bearer-t0ken-d0-not-leak"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, seconds=20):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def tool(*args, env=None, check=True):
+    r = subprocess.run([TOOL, "--counters", *args], capture_output=True, env=env, timeout=120)
+    if check and r.returncode != 0:
+        raise AssertionError(f"stoker-storage {' '.join(args)} failed: {r.stderr.decode()[-2000:]}")
+    return r
+
+
+def counters(stderr):
+    line = [l for l in stderr.decode().splitlines() if l.startswith("requests ")][-1].split()
+    out = {"requests": int(line[1]), "bytes": int(line[3]), "retries": int(line[5])}
+    for item in line[6:]:
+        k, v = item.split("=")
+        out[k] = int(v)
+    return out
+
+
+def make_data(root):
+    rng = random.Random(5)
+    files = {"shards/train-000000.tar": rng.randbytes(5 * 1024 * 1024 + 17),
+             "shards/train-000001.tar": rng.randbytes(700_001),
+             "shards/empty.tar": b"",
+             "names/with space & plus+.bin": rng.randbytes(1000),
+             "private/secret.bin": rng.randbytes(3000)}
+    for name, data in files.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    return files
+
+
+class Nginx:
+    """Debian's nginx serving `root` on 127.0.0.1 over HTTP and HTTPS;
+    /private/ needs the bearer token."""
+
+    def __init__(self, work, root, pki):
+        self.http, self.https = free_port(), free_port()
+        conf = os.path.join(work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off; worker_processes 1; user root; pid {work}/nginx.pid;
+error_log {work}/nginx-error.log;
+events {{ worker_connections 256; }}
+http {{
+  access_log {work}/nginx-access.log;
+  client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
+  uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
+  keepalive_requests 10000;
+  server {{
+    listen 127.0.0.1:{self.http}; listen 127.0.0.1:{self.https} ssl;
+    ssl_certificate {pki.path('server.pem')}; ssl_certificate_key {pki.path('server.key')};
+    root {root};
+    location /private/ {{ if ($http_authorization != "Bearer {TOKEN}") {{ return 401; }} }}
+  }}
+}}
+""")
+        os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+        self.access_log = os.path.join(work, "nginx-access.log")
+        self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(work, "nginx-stderr.log"), "w"))
+        wait_port(self.http)
+        wait_port(self.https)
+
+    def gets(self):
+        with open(self.access_log) as f:
+            return sum(1 for l in f if '"GET ' in l)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGQUIT)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class FaultProxy:
+    """HTTP/1.1 in front of nginx that spoils answers on a schedule: `plan`
+    maps a request's number (1, 2, ...) to a fault."""
+
+    def __init__(self, upstream_port, plan):
+        self.upstream, self.plan, self.count = upstream_port, plan, 0
+        self.seen = []
+        self.lock = threading.Lock()
+        self.on_request = None  # called with the request number before it is answered
+        proxy = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                while True:
+                    line = self.rfile.readline()
+                    if not line:
+                        return
+                    headers = {}
+                    while True:
+                        h = self.rfile.readline()
+                        if h in (b"\r\n", b"\n", b""):
+                            break
+                        k, v = h.decode().split(":", 1)
+                        headers[k.strip()] = v.strip()
+                    method, path, _ = line.decode().split(" ", 2)
+                    with proxy.lock:
+                        proxy.count += 1
+                        n = proxy.count
+                        fault = proxy.plan.get(n)
+                        proxy.seen.append((n, method, fault))
+                    if proxy.on_request:
+                        proxy.on_request(n)
+                    if not proxy.answer(self.wfile, method, path, headers, fault):
+                        return
+
+        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, out, method, path, headers, fault):
+        """Forwards to nginx and writes the (spoilt) answer; False closes."""
+        if fault in ("503", "429"):
+            body = (b"<Error><Code>SlowDown</Code></Error>" if fault == "503" else b"<Error><Code>TooMany</Code></Error>")
+            out.write(f"HTTP/1.1 {fault} X\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            return True
+        if fault == "stall":
+            time.sleep(3)
+            return False
+        up = http.client.HTTPConnection("127.0.0.1", self.upstream, timeout=30)
+        up.request(method, path, headers={k: v for k, v in headers.items() if k.lower() != "connection"})
+        r = up.getresponse()
+        body = r.read()
+        up.close()
+        head = f"HTTP/1.1 {r.status} {r.reason}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in r.getheaders() if k.lower() not in ("connection", "transfer-encoding")) + "\r\n"
+        if fault == "reset" and len(body) > 10:
+            out.write(head.encode() + body[:len(body) // 2])
+            out.flush()
+            self.server.shutdown_request  # noqa: B018 (the socket closes when the handler returns)
+            return False
+        if fault == "truncate" and len(body) > 10:
+            out.write(head.encode() + body[:len(body) - 7])
+            return False
+        out.write(head.encode() + (b"" if method == "HEAD" else body))
+        return True
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Moto:
+    """moto's S3 server (with IAM and STS) on 127.0.0.1, authentication
+    enforced after the set-up's first three calls (an IAM user, its policy
+    and its access key)."""
+
+    def __init__(self, work):
+        self.port = free_port()
+        env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3", MOTO_ALLOW_NONEXISTENT_REGION="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=open(os.path.join(work, "moto.log"), "w"), stderr=subprocess.STDOUT,
+                                     env=env)
+        wait_port(self.port, 60)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        import boto3
+
+        anon = dict(endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        iam = boto3.client("iam", **anon)
+        iam.create_user(UserName="loader")
+        iam.put_user_policy(UserName="loader", PolicyName="all",
+                            PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+                                           '"Action": "*", "Resource": "*"}]}')
+        key = iam.create_access_key(UserName="loader")["AccessKey"]
+        self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
+        from botocore.config import Config
+
+        self.s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                               aws_access_key_id=self.key_id, aws_secret_access_key=self.secret,
+                               config=Config(request_checksum_calculation="when_required",
+                                             response_checksum_validation="when_required"))
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def env_without_aws(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+    env.update(extra)
+    return env
+
+
+def check(ok, what):
+    if not ok:
+        raise AssertionError(what)
+    print(f"ok: {what}", flush=True)
+
+
+# -- the checks ------------------------------------------------------------------------
+def http_checks(nginx, files, pki, work):
+    base = f"http://127.0.0.1:{nginx.http}"
+    for name, data in files.items():
+        if name.startswith("private/"):
+            continue
+        url = f"{base}/{name.replace(' ', '%20').replace('&', '%26').replace('+', '%2B')}"
+        stat = tool("stat", url).stdout.decode().split("\t")
+        check(int(stat[1]) == len(data) and stat[2].startswith('"'), f"HTTP stat of {name}: size and ETag")
+        got = tool("--block_bytes=1048576", "cat", url)
+        check(got.stdout == data, f"HTTP cat of {name} ({len(data)} bytes) equals the file")
+        c = counters(got.stderr)
+        check(c["requests"] == 1 + -(-len(data) // 1048576) and c["retries"] == 0,
+              f"{name}: one HEAD and one GET per MiB ({c['requests']} requests)")
+        if len(data) > 100:
+            part = tool("--offset=17", "--length=50", "cat", url).stdout
+            check(part == data[17:67], f"HTTP ranged read of {name}")
+    before = nginx.gets()
+    tool("--block_bytes=8388608", "cat", f"{base}/shards/train-000000.tar")
+    check(nginx.gets() - before == 1, "a 5 MiB shard is one GET with 8 MiB blocks (never one per member)")
+
+    https = f"https://127.0.0.1:{nginx.https}/shards/train-000001.tar"
+    got = tool(f"--ca_file={pki.path('ca.pem')}", "cat", https)
+    check(got.stdout == files["shards/train-000001.tar"], "HTTPS with --ca_file equals the file")
+    bad = tool("--max_attempts=2", "cat", https, check=False)
+    check(bad.returncode != 0 and b"certificate" in bad.stderr.lower(),
+          f"HTTPS without the CA fails naming the certificate: {bad.stderr.decode().strip()[:160]}")
+
+    missing = tool("cat", f"{base}/shards/none.tar", check=False)
+    check(missing.returncode != 0 and b"NOT_FOUND" in missing.stderr and b"/shards/none.tar" in missing.stderr
+          and counters(missing.stderr)["retries"] == 0, "a missing object fails at once (404, NOT_FOUND, the URL)")
+
+    token_file = os.path.join(work, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    private = f"{base}/private/secret.bin"
+    got = tool(f"--http_bearer_token_file={token_file}", "cat", private)
+    check(got.stdout == files["private/secret.bin"], "the bearer token from a file opens /private/")
+    refused = tool("cat", private, check=False)
+    check(refused.returncode != 0 and b"PERMISSION_DENIED" in refused.stderr, "without the token: 401, PERMISSION_DENIED")
+    check(TOKEN.encode() not in got.stderr + refused.stderr, "the token appears in no output")
+    listing = tool("ls", f"{base}/shards/", check=False)
+    check(listing.returncode != 0 and b"brace list" in listing.stderr, "HTTP listing is refused, naming the way out")
+
+
+def fault_checks(nginx, files, root):
+    data = files["shards/train-000000.tar"]
+    kinds = ["reset", "503", "429", "truncate", "stall"]
+    plan = {}
+    for n in range(2, 400):  # after the HEAD: about 40 % of requests spoilt, each kind about 8 %
+        r = random.Random(n).random()
+        if r < 0.4:
+            plan[n] = kinds[int(r / 0.08)]
+    proxy = FaultProxy(nginx.http, plan)
+    try:
+        got = tool("--block_bytes=262144", "--request_timeout=2", "--max_attempts=12",
+                   "cat", f"http://127.0.0.1:{proxy.port}/shards/train-000000.tar")
+        c = counters(got.stderr)
+        check(got.stdout == data, f"through the fault proxy the 5 MiB shard arrives whole ({c})")
+        spoilt = {k: sum(1 for _, _, f in proxy.seen if f == k) for k in kinds}
+        check(all(v > 0 for v in spoilt.values()), f"every fault happened: {spoilt} of {len(proxy.seen)} requests")
+        check(c.get("503", 0) == spoilt["503"] and c.get("429", 0) == spoilt["429"]
+              and c.get("timeout", 0) >= 1 and c["retries"] >= sum(spoilt.values()) - 1,
+              "the retry counters show the faults by reason")
+    finally:
+        proxy.stop()
+
+    # An object rewritten between two ranged reads: If-Match refuses the new one.
+    proxy = FaultProxy(nginx.http, {})
+    path = os.path.join(root, "shards/train-000001.tar")
+    original = files["shards/train-000001.tar"]
+
+    def rewrite(n):
+        if n == 3:
+            with open(path, "wb") as f:
+                f.write(original[::-1])
+
+    proxy.on_request = rewrite
+    try:
+        r = tool("--block_bytes=262144", "cat", f"http://127.0.0.1:{proxy.port}/shards/train-000001.tar", check=False)
+        check(r.returncode != 0 and b"changed" in r.stderr and r.stdout == original[:262144],
+              f"a shard rewritten mid-read fails naming the change, old bytes only: {r.stderr.decode().strip()[:200]}")
+    finally:
+        proxy.stop()
+        with open(path, "wb") as f:
+            f.write(original)
+
+
+def s3_checks(moto, files, work):
+    # moto refuses boto3's own signature for keys with '+' or '&' (its
+    # decoding of the path, not the signer): such names are covered by nginx.
+    files = {k: v for k, v in files.items() if "+" not in k and "&" not in k}
+    files["names/with space.bin"] = b"spaced" * 100
+    s3 = moto.s3
+    s3.create_bucket(Bucket="data")
+    for name, data in files.items():
+        s3.put_object(Bucket="data", Key=f"ds/{name}", Body=data)
+    for i in range(2100):
+        s3.put_object(Bucket="data", Key=f"many/{i:06d}", Body=b"x" * (i % 7))
+    env = env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret,
+                          AWS_ENDPOINT_URL=moto.endpoint, AWS_REGION="us-east-1")
+    # Prefixes without '/': moto's signature check refuses an encoded '/' in
+    # the query (boto3's own ListObjectsV2 with Prefix="ds/" fails there too).
+    listing = tool("ls", "s3://data/ds", env=env).stdout.decode().splitlines()
+    check(sorted(l.split("\t")[0] for l in listing) == sorted(f"ds/{k}" for k in files) and len(listing) == len(files),
+          "ListObjectsV2 below a prefix names every object")
+    many = tool("ls", "s3://data/many", env=env)
+    check(len(many.stdout.decode().splitlines()) == 2100 and counters(many.stderr)["requests"] == 3,
+          "2,100 objects are listed in three pages (continuation tokens signed)")
+    for name, data in files.items():
+        key = name.replace(" ", "%20").replace("&", "%26").replace("+", "%2B")
+        got = tool("--block_bytes=1048576", "cat", f"s3://data/ds/{key}", env=env)
+        check(got.stdout == data, f"S3 cat of {name} equals the object (signed HEAD and ranged GETs)")
+    part = tool("--offset=1000", "--length=4096", "cat", "s3://data/ds/shards/train-000000.tar", env=env).stdout
+    check(part == files["shards/train-000000.tar"][1000:5096], "S3 ranged read")
+
+    wrong = dict(env, AWS_SECRET_ACCESS_KEY=SECRET)
+    r = tool("ls", "s3://data/ds", env=wrong, check=False)
+    check(r.returncode != 0 and b"PERMISSION_DENIED" in r.stderr and b"SignatureDoesNotMatch" in r.stderr,
+          f"a wrong secret is refused by the store: {r.stderr.decode().strip()[:200]}")
+    head = tool("cat", "s3://data/ds/shards/empty.tar", env=wrong, check=False)
+    check(head.returncode != 0 and b"HTTP 403" in head.stderr and counters(head.stderr)["retries"] == 0,
+          "a refused HEAD fails at once (403, no retry)")
+    check(SECRET.encode() not in r.stderr + r.stdout + head.stderr and moto.secret.encode() not in r.stderr,
+          "no secret appears in the output")
+    anon = tool("--s3_anonymous", "cat", "s3://data/ds/shards/empty.tar", env=env, check=False)
+    check(anon.returncode != 0 and b"PERMISSION_DENIED" in anon.stderr, "unsigned requests are refused by this bucket")
+
+    creds = os.path.join(work, "credentials")
+    with open(creds, "w") as f:
+        f.write(f"[loader]\naws_access_key_id = {moto.key_id}\naws_secret_access_key = {moto.secret}\n")
+    config = os.path.join(work, "config")
+    with open(config, "w") as f:
+        f.write(f"[profile proc]\ncredential_process = printf '{{\"Version\": 1, \"AccessKeyId\": \"{moto.key_id}\", "
+                f"\"SecretAccessKey\": \"{moto.secret}\"}}'\n")
+    for profile in ("loader", "proc"):
+        e = env_without_aws(AWS_SHARED_CREDENTIALS_FILE=creds, AWS_CONFIG_FILE=config, AWS_PROFILE=profile,
+                            AWS_ENDPOINT_URL_S3=moto.endpoint)
+        got = tool("cat", "s3://data/ds/shards/train-000001.tar", env=e)
+        check(got.stdout == files["shards/train-000001.tar"], f"credentials from profile '{profile}'")
+    none = tool("cat", "s3://data/ds/shards/empty.tar", env=env_without_aws(AWS_ENDPOINT_URL=moto.endpoint), check=False)
+    check(none.returncode != 0 and b"no S3 credentials" in none.stderr, "no credentials: the places looked are named")
+
+
+def main():
+    if shutil.which("nginx") is None and not os.path.exists("/usr/sbin/nginx"):
+        raise SystemExit("nginx is missing: deploy/install-deps.sh installs nginx-light")
+    os.environ["PATH"] += ":/usr/sbin"
+    work = tempfile.mkdtemp(prefix="storage-real-")
+    os.chmod(work, 0o755)
+    root = os.path.join(work, "data")
+    files = make_data(root)
+    pki = Pki(os.path.join(work, "pki"))
+    nginx = Nginx(work, root, pki)
+    moto = None
+    try:
+        t0 = time.monotonic()
+        http_checks(nginx, files, pki, work)
+        fault_checks(nginx, files, root)
+        moto = Moto(work)
+        s3_checks(moto, files, work)
+        print(f"storage_real_test: all checks passed in {time.monotonic() - t0:.1f} s")
+    finally:
+        nginx.stop()
+        if moto:
+            moto.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
