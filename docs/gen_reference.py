@@ -38,10 +38,11 @@ PROGRAMS = [
     ("stoker-materialize", "materialize/stoker-materialize", "Stores a pipeline's start offline."),
     ("stoker-profile", "materialize/stoker-profile", "Measures where to split a pipeline for materialising."),
     ("stoker-health", "tools/stoker-health", "A gRPC health check of data servers."),
+    ("stoker-storage", "storage/stoker-storage", "A store (S3, HTTP(S), local) as a data server reads it."),
 ]
 
 FLAG = re.compile(r"^    --(\S+) \((.*)$")
-SOURCE = re.compile(r"^  Flags from (?:.*?/)?((?:server|client|common|dataplane|materialize|tools)/[^:]+):$")
+SOURCE = re.compile(r"^  Flags from (?:.*?/)?((?:server|client|common|dataplane|materialize|tools|storage)/[^:]+):$")
 
 
 def parse_help(text):

@@ -1,0 +1,304 @@
+#include "storage/store_mirror.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+#include "nlohmann/json.hpp"
+#include "storage/sigv4.h"
+
+namespace stoker {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kManifestDir = ".stoker-mirror";
+constexpr const char* kPartSuffix = ".stoker-part";
+
+// A key the store listed, checked before it names a local file: no empty,
+// "." or ".." segment, no leading '/', nothing of the mirror's own.
+absl::Status CheckKey(const std::string& key) {
+  if (key.empty() || key.front() == '/' || absl::StrContains(key, kManifestDir) || absl::EndsWith(key, kPartSuffix)) {
+    return absl::InvalidArgumentError(absl::StrCat("object key '", key, "' cannot be kept in the cache"));
+  }
+  for (absl::string_view part : absl::StrSplit(key, '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat("object key '", key, "' would leave the cache directory"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+struct Manifest {
+  std::string name;
+  int64_t used_unix = 0;
+  std::map<std::string, std::pair<int64_t, std::string>> objects;  // key -> (size, ETag)
+  int64_t bytes() const {
+    int64_t b = 0;
+    for (const auto& [k, v] : objects) b += v.first;
+    return b;
+  }
+};
+
+std::optional<Manifest> LoadManifest(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("name") || !j.contains("objects") || !j["objects"].is_object()) return std::nullopt;
+  Manifest m;
+  m.name = j["name"].get<std::string>();
+  m.used_unix = j.value("used_unix", int64_t{0});
+  for (const auto& [key, v] : j["objects"].items()) {
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_string()) return std::nullopt;
+    m.objects[key] = {v[0].get<int64_t>(), v[1].get<std::string>()};
+  }
+  return m;
+}
+
+absl::Status WriteManifest(const fs::path& path, const Manifest& m) {
+  nlohmann::json j;
+  j["name"] = m.name;
+  j["used_unix"] = m.used_unix;
+  j["objects"] = nlohmann::json::object();
+  for (const auto& [key, v] : m.objects) j["objects"][key] = {v.first, v.second};
+  const fs::path tmp = path.string() + kPartSuffix;
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump();
+    if (!out.flush()) return absl::UnavailableError(absl::StrCat("writing ", tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("renaming ", tmp.string(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+bool LocalMatches(const fs::path& path, int64_t size) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == size;
+}
+
+}  // namespace
+
+StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, fs::path local_root)
+    : store_(std::move(store)), options_(std::move(options)), local_root_(std::move(local_root)) {}
+
+absl::StatusOr<std::unique_ptr<StoreMirror>> StoreMirror::Create(std::unique_ptr<Storage> store,
+                                                                 MirrorOptions options) {
+  if (options.cache_dir.empty()) return absl::InvalidArgumentError("the store's cache needs a directory (--cache-dir)");
+  const fs::path local = options.cache_dir / Sha256Hex(store->root()).substr(0, 16);
+  std::error_code ec;
+  fs::create_directories(local / kManifestDir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cache directory ", options.cache_dir.string(), " cannot be made: ", ec.message()));
+  }
+  std::unique_ptr<StoreMirror> m(new StoreMirror(std::move(store), std::move(options), local));
+  absl::MutexLock lock(&m->mu_);
+  for (const auto& entry : fs::directory_iterator(local / kManifestDir, ec)) {
+    if (entry.path().extension() != ".json") continue;
+    if (std::optional<Manifest> manifest = LoadManifest(entry.path())) {
+      m->bytes_by_name_[manifest->name] = manifest->bytes();
+      m->stats_.bytes_cached += manifest->bytes();
+    }
+  }
+  LOG(INFO) << "store " << m->store_->root() << ": cached in " << local.string() << " ("
+            << m->stats_.bytes_cached / 1000000 << " MB held of " << m->options_.cache_bytes / 1000000 << " MB)";
+  return m;
+}
+
+fs::path StoreMirror::ManifestPath(const std::string& name) const {
+  return local_root_ / kManifestDir / (Sha256Hex(name).substr(0, 24) + ".json");
+}
+
+MirrorStats StoreMirror::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
+  absl::MutexLock ensure(&ensure_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (used_.count(name)) return absl::OkStatus();  // this process reads the version it first fetched
+  }
+  return EnsureLocked(name, directory, cancelled);
+}
+
+absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
+  if (absl::Status s = CheckKey(name); !s.ok()) return s;
+  const absl::Time start = absl::Now();
+  std::vector<ObjectInfo> objects;
+  if (directory) {
+    absl::StatusOr<std::vector<ObjectInfo>> listed = store_->List(name + "/");
+    if (!listed.ok()) return listed.status();
+    if (listed->empty()) return absl::NotFoundError(absl::StrCat("no objects under ", store_->Describe(name + "/")));
+    objects = *std::move(listed);
+  } else {
+    absl::StatusOr<ObjectInfo> one = store_->Stat(name);
+    if (!one.ok()) return one.status();
+    objects.push_back(*std::move(one));
+  }
+  Manifest next;
+  next.name = name;
+  next.used_unix = absl::ToUnixSeconds(absl::Now());
+  for (const ObjectInfo& o : objects) {
+    if (absl::Status s = CheckKey(o.key); !s.ok())
+      return absl::Status(s.code(), absl::StrCat(store_->root(), ": ", s.message()));
+    next.objects[o.key] = {o.size, o.etag};
+  }
+  const Manifest previous = LoadManifest(ManifestPath(name)).value_or(Manifest{});
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = MakeRoom(name, next.bytes()); !s.ok()) return s;
+  }
+  std::vector<const ObjectInfo*> wanted;
+  int64_t wanted_bytes = 0, reused = 0;
+  for (const ObjectInfo& o : objects) {
+    auto old = previous.objects.find(o.key);
+    const bool same = old != previous.objects.end() && old->second.first == o.size && old->second.second == o.etag &&
+                      LocalMatches(local_root_ / o.key, o.size);
+    if (same) {
+      ++reused;
+    } else {
+      wanted.push_back(&o);
+      wanted_bytes += o.size;
+    }
+  }
+  // Many objects in flight, each read front to back in large blocks.
+  std::atomic<size_t> next_index{0};
+  std::atomic<bool> failed{false};
+  absl::Mutex error_mu;
+  absl::Status error;
+  auto worker = [&] {
+    for (size_t i = next_index++; i < wanted.size() && !failed.load(); i = next_index++) {
+      absl::Status s = FetchOne(*wanted[i], cancelled);
+      if (!s.ok()) {
+        absl::MutexLock lock(&error_mu);
+        if (error.ok()) error = s;
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const int n = static_cast<int>(std::min<size_t>(std::max(1, options_.parallel), wanted.size()));
+  for (int t = 0; t < n; ++t) threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  if (!error.ok()) return error;
+  for (const auto& [key, v] : previous.objects) {  // gone from the store: gone here
+    if (!next.objects.count(key)) {
+      std::error_code ec;
+      fs::remove(local_root_ / key, ec);
+    }
+  }
+  if (absl::Status s = WriteManifest(ManifestPath(name), next); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  stats_.bytes_cached += next.bytes() - bytes_by_name_[name];
+  bytes_by_name_[name] = next.bytes();
+  used_.insert(name);
+  stats_.objects_fetched += static_cast<int64_t>(wanted.size());
+  stats_.bytes_fetched += wanted_bytes;
+  stats_.objects_reused += reused;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  LOG(INFO) << store_->Describe(name) << ": " << objects.size() << " objects, " << wanted.size() << " fetched ("
+            << wanted_bytes / 1000000 << " MB in " << seconds << " s), " << reused << " already cached";
+  return absl::OkStatus();
+}
+
+absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
+  auto held = [&] {
+    int64_t total = 0;
+    for (const auto& [n, b] : bytes_by_name_) total += n == name ? 0 : b;
+    return total;
+  };
+  while (held() + bytes > options_.cache_bytes) {
+    // The least recently used name that this process has not opened.
+    std::string victim;
+    int64_t oldest = INT64_MAX;
+    for (const auto& [n, b] : bytes_by_name_) {
+      if (n == name || used_.count(n)) continue;
+      const std::optional<Manifest> m = LoadManifest(ManifestPath(n));
+      const int64_t used = m ? m->used_unix : 0;
+      if (used < oldest) {
+        oldest = used;
+        victim = n;
+      }
+    }
+    if (victim.empty()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(store_->Describe(name), " needs ", bytes, " bytes in the cache, which holds ", held(),
+                       " bytes of datasets this server has open, of --cache-bytes=", options_.cache_bytes,
+                       ": raise --cache-bytes or give the cache more room"));
+    }
+    const std::optional<Manifest> m = LoadManifest(ManifestPath(victim));
+    std::error_code ec;
+    if (m) {
+      for (const auto& [key, v] : m->objects) fs::remove(local_root_ / key, ec);
+    }
+    fs::remove(ManifestPath(victim), ec);
+    LOG(INFO) << "cache: evicted " << store_->Describe(victim) << " (" << bytes_by_name_[victim] << " bytes)";
+    stats_.evicted_bytes += bytes_by_name_[victim];
+    stats_.bytes_cached -= bytes_by_name_[victim];
+    bytes_by_name_.erase(victim);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreMirror::FetchOne(const ObjectInfo& object, const std::atomic<bool>* cancelled) {
+  const fs::path path = local_root_ / object.key;
+  const fs::path part = path.string() + kPartSuffix;
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cache: making ", path.parent_path().string(), ": ", ec.message()));
+  const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return absl::UnavailableError(absl::StrCat("cache: creating ", part.string(), ": ", std::strerror(errno)));
+  absl::Status status;
+  std::string block;
+  for (int64_t at = 0; status.ok() && at < object.size; at += options_.block_bytes) {
+    if (cancelled != nullptr && cancelled->load()) {
+      status = absl::CancelledError(absl::StrCat("fetching ", store_->Describe(object.key), ": stopped"));
+      break;
+    }
+    block.clear();
+    status = store_->ReadRange(object, at, std::min(options_.block_bytes, object.size - at), &block);
+    for (size_t done = 0; status.ok() && done < block.size();) {
+      const ssize_t n = ::pwrite(fd, block.data() + done, block.size() - done, at + static_cast<int64_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        status = absl::UnavailableError(absl::StrCat("cache: writing ", part.string(), ": ", std::strerror(errno)));
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+  }
+  if (status.ok() && ::fsync(fd) != 0) status = absl::UnavailableError(absl::StrCat("cache: syncing ", part.string()));
+  if (status.ok() && object.mtime_ns > 0) {
+    const struct timespec times[2] = {
+        {0, UTIME_OMIT}, {static_cast<time_t>(object.mtime_ns / 1000000000), object.mtime_ns % 1000000000}};
+    ::futimens(fd, times);
+  }
+  ::close(fd);
+  if (status.ok()) {
+    fs::rename(part, path, ec);
+    if (ec) status = absl::UnavailableError(absl::StrCat("cache: renaming ", part.string(), ": ", ec.message()));
+  }
+  if (!status.ok()) fs::remove(part, ec);
+  return status;
+}
+
+}  // namespace stoker

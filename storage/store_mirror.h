@@ -1,0 +1,86 @@
+// StoreMirror: a remote store's datasets kept as complete local copies in a
+// bounded cache directory, so that every dataset layout reads them as local
+// files (sidecar indexes, pread, damage reports unchanged) and later epochs
+// and restarts read nothing remote. Ensure(name) lists the name in the store
+// (a dataset's prefix, or one object such as an annotations file), fetches
+// what is missing or changed (many objects in flight, each in large ranged
+// reads pinned to its ETag) and removes what the store no longer has.
+//
+// Crash-safe: an object is written to a temporary file, synced and renamed
+// into place; the name's manifest (key -> size, ETag) is written last, so a
+// SIGKILLed server never serves a torn file (the next Ensure checks again).
+// Bounded: names fetched by earlier runs are evicted, least recently used
+// first, to make room; names fetched by this process are never evicted (open
+// datasets read them); past the bound Ensure fails with RESOURCE_EXHAUSTED
+// naming the sizes. Thread-safe: concurrent Ensure calls of one name fetch
+// it once.
+#ifndef STOKER_STORAGE_STORE_MIRROR_H_
+#define STOKER_STORAGE_STORE_MIRROR_H_
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/storage.h"
+
+namespace stoker {
+
+struct MirrorOptions {
+  std::filesystem::path cache_dir;           // created if missing
+  int64_t cache_bytes = int64_t{256} << 30;  // most bytes of objects kept
+  int parallel = 16;                         // objects fetched at once
+  int64_t block_bytes = int64_t{8} << 20;    // bytes per ranged read
+};
+
+struct MirrorStats {
+  int64_t objects_fetched = 0;  // since the mirror was made
+  int64_t bytes_fetched = 0;
+  int64_t objects_reused = 0;  // found complete and unchanged in the cache
+  int64_t bytes_cached = 0;    // held now, over every name
+  int64_t evicted_bytes = 0;
+};
+
+class StoreMirror {
+ public:
+  // The store's copies go under cache_dir/<a digest of the store's root>.
+  static absl::StatusOr<std::unique_ptr<StoreMirror>> Create(std::unique_ptr<Storage> store, MirrorOptions options);
+
+  // The local directory that stands for the store's root.
+  const std::filesystem::path& local_root() const { return local_root_; }
+  Storage& store() { return *store_; }
+
+  // Brings `name` (a '/'-separated key: a directory's prefix when
+  // `directory`, else one object) up to date under local_root(). NOT_FOUND
+  // when the store has nothing there; CANCELLED once *cancelled turns true.
+  absl::Status Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled = nullptr);
+
+  MirrorStats stats() const;
+
+ private:
+  StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, std::filesystem::path local_root);
+  absl::Status EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled);
+  absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FetchOne(const ObjectInfo& object, const std::atomic<bool>* cancelled);
+  std::filesystem::path ManifestPath(const std::string& name) const;
+
+  const std::unique_ptr<Storage> store_;
+  const MirrorOptions options_;
+  const std::filesystem::path local_root_;
+  absl::Mutex ensure_mu_;  // one Ensure at a time (each fetches many objects in parallel)
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, int64_t> bytes_by_name_ ABSL_GUARDED_BY(mu_);  // manifests on disk
+  std::set<std::string> used_ ABSL_GUARDED_BY(mu_);                    // ensured by this process
+  MirrorStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stoker
+
+#endif  // STOKER_STORAGE_STORE_MIRROR_H_

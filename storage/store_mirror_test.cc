@@ -1,0 +1,157 @@
+#include "storage/store_mirror.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "storage/local_storage.h"
+
+namespace stoker {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const fs::path& path, const std::string& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string Read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A local directory standing for a remote store, counting what is read; the
+// ETag is the size and mtime (as a store's would change with the content).
+class CountingStore final : public Storage {
+ public:
+  explicit CountingStore(std::unique_ptr<Storage> inner) : inner_(std::move(inner)) {}
+  std::string root() const override { return "test://" + inner_->root(); }
+  std::string Describe(absl::string_view key) const override { return "test://" + std::string(key); }
+  absl::StatusOr<ObjectInfo> Stat(absl::string_view key) override { return Tagged(inner_->Stat(key)); }
+  absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
+    ++lists;
+    auto l = inner_->List(prefix);
+    if (l.ok()) {
+      for (ObjectInfo& o : *l) o = *Tagged(o);
+    }
+    return l;
+  }
+  absl::Status ReadRange(const ObjectInfo& o, int64_t offset, int64_t length, std::string* out) override {
+    ++reads;
+    return inner_->ReadRange(o, offset, length, out);
+  }
+  std::atomic<int> reads{0};
+  std::atomic<int> lists{0};
+
+ private:
+  static absl::StatusOr<ObjectInfo> Tagged(absl::StatusOr<ObjectInfo> o) {
+    if (o.ok()) o->etag = std::to_string(o->size) + "-" + std::to_string(o->mtime_ns);
+    return o;
+  }
+  std::unique_ptr<Storage> inner_;
+};
+
+class StoreMirrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mirror_test_XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    Write(dir_ / "store/ds/a/1.jpg", std::string(100, 'a'));
+    Write(dir_ / "store/ds/b/2.jpg", std::string(3000, 'b'));
+    Write(dir_ / "store/ds/shard-000000.tar", std::string(20000, 't'));
+    Write(dir_ / "store/other/x.bin", std::string(50000, 'x'));
+    Write(dir_ / "store/ann.json", "{}");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<StoreMirror> Mirror(int64_t cache_bytes, CountingStore** store) {
+    auto inner = OpenLocalStorage((dir_ / "store").string());
+    EXPECT_TRUE(inner.ok());
+    auto counting = std::make_unique<CountingStore>(*std::move(inner));
+    *store = counting.get();
+    MirrorOptions o;
+    o.cache_dir = dir_ / "cache";
+    o.cache_bytes = cache_bytes;
+    o.block_bytes = 4096;
+    o.parallel = 3;
+    auto m = StoreMirror::Create(std::move(counting), o);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return *std::move(m);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(StoreMirrorTest, FetchesOnceInLargeReadsAndAgainOnlyWhatChanged) {
+  CountingStore* store;
+  auto mirror = Mirror(1 << 20, &store);
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  EXPECT_EQ(Read(mirror->local_root() / "ds/b/2.jpg"), std::string(3000, 'b'));
+  EXPECT_EQ(Read(mirror->local_root() / "ds/shard-000000.tar"), std::string(20000, 't'));
+  EXPECT_EQ(store->reads.load(), 1 + 1 + 5) << "one read per 4 KiB block of each object";
+  EXPECT_EQ(mirror->stats().bytes_cached, 23100);
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  EXPECT_EQ(store->lists.load(), 1) << "a name this process fetched is not listed again";
+  ASSERT_TRUE(mirror->Ensure("ann.json", false).ok());
+  EXPECT_EQ(Read(mirror->local_root() / "ann.json"), "{}");
+
+  // A restarted server: the cache is reused; a changed and a removed object
+  // are fetched again and removed; nothing else is read.
+  mirror.reset();
+  Write(dir_ / "store/ds/b/2.jpg", std::string(3001, 'c'));
+  fs::remove(dir_ / "store/ds/a/1.jpg");
+  auto again = Mirror(1 << 20, &store);
+  ASSERT_TRUE(again->Ensure("ds", true).ok());
+  EXPECT_EQ(store->reads.load(), 1);
+  EXPECT_EQ(Read(again->local_root() / "ds/b/2.jpg"), std::string(3001, 'c'));
+  EXPECT_FALSE(fs::exists(again->local_root() / "ds/a/1.jpg"));
+  EXPECT_EQ(again->stats().objects_reused, 1);
+}
+
+TEST_F(StoreMirrorTest, ATornCopyIsNeverServedAndIsFetchedAgain) {
+  CountingStore* store;
+  auto mirror = Mirror(1 << 20, &store);
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  const fs::path local = mirror->local_root();
+  mirror.reset();
+  // What a SIGKILL mid-fetch leaves: a shorter file (a later rewrite) and a part file.
+  Write(local / "ds/shard-000000.tar", std::string(7, 't'));
+  Write(local / "ds/shard-000000.tar.stoker-part", "junk");
+  auto again = Mirror(1 << 20, &store);
+  ASSERT_TRUE(again->Ensure("ds", true).ok());
+  EXPECT_EQ(Read(local / "ds/shard-000000.tar"), std::string(20000, 't'));
+  EXPECT_EQ(store->reads.load(), 5);
+}
+
+TEST_F(StoreMirrorTest, TheBoundEvictsEarlierRunsNamesButNeverOpenOnes) {
+  CountingStore* store;
+  auto mirror = Mirror(60000, &store);
+  ASSERT_TRUE(mirror->Ensure("other", true).ok());
+  absl::Status full = mirror->Ensure("ds", true);  // 23,100 + 50,000 > 60,000 and "other" is open
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_TRUE(absl::StrContains(full.message(), "--cache-bytes=60000")) << full;
+  mirror.reset();
+  auto next_run = Mirror(60000, &store);  // "other" is from an earlier run now
+  ASSERT_TRUE(next_run->Ensure("ds", true).ok());
+  EXPECT_FALSE(fs::exists(next_run->local_root() / "other/x.bin"));
+  EXPECT_EQ(next_run->stats().evicted_bytes, 50000);
+  EXPECT_EQ(next_run->stats().bytes_cached, 23100);
+}
+
+TEST_F(StoreMirrorTest, NamesAndKeysThatLeaveTheCacheAreRefused) {
+  CountingStore* store;
+  auto mirror = Mirror(1 << 20, &store);
+  EXPECT_EQ(mirror->Ensure("../etc", true).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(mirror->Ensure("missing", true).code(), absl::StatusCode::kNotFound);
+  std::atomic<bool> cancelled{true};
+  EXPECT_EQ(mirror->Ensure("ds", true, &cancelled).code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace stoker
