@@ -20,10 +20,13 @@
 #include "dataplane/decode/decoder_threads.h"
 #include "dataplane/server_metrics.h"
 #include "server/stoker_server.h"
+#include "storage/storage.h"
+#include "storage/storage_flags.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC (and metrics, unless --metrics-host)");
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (the bound port is printed)");
-ABSL_FLAG(std::string, data_root, ".", "Directory holding the datasets; sessions name a dataset relative to it");
+ABSL_FLAG(std::string, data_root, ".",
+          "Where the datasets are: a directory, s3://bucket/prefix or http(s)://host/path (copied to --cache-dir as sessions open them); sessions name a dataset relative to it");
 ABSL_FLAG(int, workers, 0, "Worker threads that read, decode and augment; 0 means one per CPU core");
 ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
 ABSL_FLAG(std::string, metrics_host, "",
@@ -212,7 +215,25 @@ int main(int argc, char** argv) {
   config.security.tls_reload = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_tls_reload_seconds)));
   config.security.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   config.security.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
-  if (!std::filesystem::is_directory(config.core.data_root)) {
+  // A remote data root: each dataset is copied whole into the cache as
+  // sessions first open it, and read from there (storage/store_mirror.h).
+  std::unique_ptr<stoker::StoreMirror> mirror;
+  if (stoker::IsRemoteRoot(absl::GetFlag(FLAGS_data_root))) {
+    auto m = stoker::MirrorFromFlags(absl::GetFlag(FLAGS_data_root));
+    if (!m.ok()) {
+      LOG(ERROR) << "--data-root " << absl::GetFlag(FLAGS_data_root) << ": " << m.status();
+      return 2;
+    }
+    mirror = *std::move(m);
+    config.core.data_root = mirror->local_root();
+    config.core.catalog.fetch = [m = mirror.get()](const std::string& name, bool directory,
+                                                   const std::atomic<bool>* cancelled) {
+      return m->Ensure(name, directory, cancelled);
+    };
+    LOG(INFO) << "datasets from " << mirror->store().root() << " are copied to " << mirror->local_root().string()
+              << " as sessions open them (whole objects; tar shards are the fast path: a tree of one object per "
+                 "sample is one request per sample, convert it with stoker-materialize)";
+  } else if (!std::filesystem::is_directory(config.core.data_root)) {
     LOG(ERROR) << "--data-root " << config.core.data_root << " is not a directory";
     return 2;
   }

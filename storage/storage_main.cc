@@ -14,18 +14,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "storage/storage.h"
+#include "storage/storage_flags.h"
 #include "storage/url.h"
 
-ABSL_FLAG(std::string, s3_endpoint, "",
-          "S3 endpoint URL (MinIO, Ceph, R2, GCS interoperability); empty: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, "
-          "else AWS");
-ABSL_FLAG(std::string, s3_region, "", "S3 region to sign for; empty: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1");
-ABSL_FLAG(std::string, s3_addressing, "auto", "S3 addressing: auto, path or virtual");
-ABSL_FLAG(bool, s3_anonymous, false, "Send unsigned S3 requests (public buckets)");
-ABSL_FLAG(std::string, http_bearer_token_file, "", "File whose first line is a bearer token for HTTP(S) stores");
-ABSL_FLAG(std::string, ca_file, "", "PEM bundle of CAs for HTTPS (default: the system's)");
-ABSL_FLAG(double, request_timeout, 60, "Deadline of one request attempt, seconds");
-ABSL_FLAG(int, max_attempts, 8, "Attempts per request (retries with exponential backoff and jitter)");
 ABSL_FLAG(int64_t, offset, 0, "cat: first byte");
 ABSL_FLAG(int64_t, length, -1, "cat: bytes (-1: to the end)");
 ABSL_FLAG(int64_t, block_bytes, 8 << 20, "cat: bytes per ranged read");
@@ -90,26 +81,11 @@ int Command(Storage& s, const std::string& command, const std::string& key) {
 }
 
 int Run(const std::string& command, const std::string& target) {
-  StorageOptions o;
-  o.s3_endpoint = absl::GetFlag(FLAGS_s3_endpoint);
-  o.s3_region = absl::GetFlag(FLAGS_s3_region);
-  const std::string addressing = absl::GetFlag(FLAGS_s3_addressing);
-  if (addressing == "path") {
-    o.s3_addressing = StorageOptions::Addressing::kPath;
-  } else if (addressing == "virtual") {
-    o.s3_addressing = StorageOptions::Addressing::kVirtual;
-  } else if (addressing != "auto") {
-    return Fail(
-        absl::InvalidArgumentError(absl::StrCat("--s3_addressing=", addressing, "; expected auto, path or virtual")));
-  }
-  o.s3_anonymous = absl::GetFlag(FLAGS_s3_anonymous);
-  o.http_bearer_token_file = absl::GetFlag(FLAGS_http_bearer_token_file);
-  o.ca_file = absl::GetFlag(FLAGS_ca_file);
-  o.request_timeout = absl::Seconds(absl::GetFlag(FLAGS_request_timeout));
-  o.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  absl::StatusOr<StorageOptions> o = StorageOptionsFromFlags();
+  if (!o.ok()) return Fail(o.status());
   std::string root, key;
   Split(target, &root, &key);
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(root, o);
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(root, *o);
   if (!storage.ok()) return Fail(storage.status());
   Storage& s = **storage;
   const int rc = Command(s, command, key);

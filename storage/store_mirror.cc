@@ -145,10 +145,15 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   const absl::Time start = absl::Now();
   std::vector<ObjectInfo> objects;
   if (directory) {
-    absl::StatusOr<std::vector<ObjectInfo>> listed = store_->List(name + "/");
+    // Listed by the bare name, then kept below "name/": no '/' in the query
+    // (moto, an S3 emulator, mis-signs an encoded one) at the cost of the
+    // rare sibling "name2/..." in the listing.
+    absl::StatusOr<std::vector<ObjectInfo>> listed = store_->List(name);
     if (!listed.ok()) return listed.status();
-    if (listed->empty()) return absl::NotFoundError(absl::StrCat("no objects under ", store_->Describe(name + "/")));
-    objects = *std::move(listed);
+    for (ObjectInfo& o : *listed) {
+      if (absl::StartsWith(o.key, name + "/")) objects.push_back(std::move(o));
+    }
+    if (objects.empty()) return absl::NotFoundError(absl::StrCat("no objects under ", store_->Describe(name + "/")));
   } else {
     absl::StatusOr<ObjectInfo> one = store_->Stat(name);
     if (!one.ok()) return one.status();

@@ -56,7 +56,7 @@ absl::StatusOr<fs::path> ResolveDatasetDir(const fs::path& data_root, const std:
 }
 
 absl::StatusOr<fs::path> ResolveUnderRoot(const fs::path& data_root, const std::string& name, const char* what,
-                                          bool directory) {
+                                          bool directory, bool must_exist) {
   if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty name"));
   const fs::path rel(name);
   if (rel.is_absolute()) {
@@ -78,7 +78,7 @@ absl::StatusOr<fs::path> ResolveUnderRoot(const fs::path& data_root, const std::
     return absl::PermissionDeniedError(
         absl::StrCat(what, " '", name, "' resolves outside --data-root (through a symlink)"));
   }
-  if (directory ? !fs::is_directory(dir, ec) : !fs::is_regular_file(dir, ec)) {
+  if (must_exist && (directory ? !fs::is_directory(dir, ec) : !fs::is_regular_file(dir, ec))) {
     return absl::NotFoundError(absl::StrCat(what, " '", name, "' not found under --data-root"));
   }
   return dir;
@@ -236,7 +236,7 @@ void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duratio
   std::string key = name;
   std::string annotations_path;
   if (!annotations.empty()) {
-    auto file = ResolveUnderRoot(data_root_, annotations, "annotations", /*directory=*/false);
+    auto file = ResolveUnderRoot(data_root_, annotations, "annotations", /*directory=*/false, !options_.fetch);
     if (!file.ok()) return done(file.status());
     annotations_path = file->string();
   }
@@ -246,7 +246,7 @@ void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duratio
           absl::StrCat("dataset '", name, "': synthetic datasets are turned off on this server (--allow-synthetic)")));
     }
   } else {
-    auto dir = ResolveDatasetDir(data_root_, name);
+    auto dir = ResolveUnderRoot(data_root_, name, "dataset", /*directory=*/true, !options_.fetch);
     if (!dir.ok()) return done(dir.status());
     key = dir->string();
   }
@@ -356,6 +356,16 @@ void DatasetCatalog::EvictLocked() {
 
 SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::string& key,
                                            const std::string& annotations) {
+  if (options_.fetch && !absl::StartsWith(name, kSyntheticPrefix)) {  // a remote store: its local copy first
+    if (absl::Status s = options_.fetch(name, /*directory=*/true, &stopped_); !s.ok()) return s;
+    if (!annotations.empty()) {
+      std::error_code ec;
+      const std::string relative = fs::relative(annotations, fs::canonical(data_root_, ec), ec).generic_string();
+      if (absl::Status s = options_.fetch(relative, /*directory=*/false, &stopped_); !s.ok()) return s;
+    }
+    auto dir = ResolveDatasetDir(data_root_, name);  // the copy is checked as a local dataset is
+    if (!dir.ok()) return dir.status();
+  }
   if (options_.opener) return options_.opener(name, key, &stopped_);
   if (!annotations.empty()) {
     const fs::path dir = key.substr(0, key.find('\n'));

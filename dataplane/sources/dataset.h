@@ -32,9 +32,10 @@ namespace stoker {
 absl::StatusOr<std::filesystem::path> ResolveDatasetDir(const std::filesystem::path& data_root,
                                                         const std::string& name);
 // The same rules for any name under the root (`what` names it in errors): a
-// directory, or else a regular file.
+// directory, or else a regular file; with `must_exist` false, only the name's
+// rules (for a name that is fetched before it is opened).
 absl::StatusOr<std::filesystem::path> ResolveUnderRoot(const std::filesystem::path& data_root, const std::string& name,
-                                                       const char* what, bool directory);
+                                                       const char* what, bool directory, bool must_exist = true);
 
 // torchvision.datasets.folder.IMG_EXTENSIONS (lower case, with the dot).
 const std::set<std::string>& ImageExtensions();
@@ -107,6 +108,10 @@ struct CatalogOptions {
   // Empty: the real sources. Tests inject slow or failing openers here.
   std::function<SourceOrError(const std::string& name, const std::string& key, const std::atomic<bool>* cancelled)>
       opener;
+  // Brings a name under the data root up to date before it is opened, on the
+  // scan threads: (name, whether it is a directory, cancelled). A remote
+  // store's local copy (storage/store_mirror.h). Empty: the data root is local.
+  std::function<absl::Status(const std::string& name, bool directory, const std::atomic<bool>* cancelled)> fetch;
 };
 
 // Opens each dataset once, on the catalog's own scan threads, and hands the

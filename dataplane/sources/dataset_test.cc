@@ -65,6 +65,33 @@ TEST(DatasetTest, CatalogSharesIndexAndReportsEmptyDatasets) {
   EXPECT_EQ(catalog.Open("empty").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A remote data root: the catalog fetches a dataset's local copy on its scan
+// thread before opening it (and not for synthetic names); a name the store
+// lacks, or a failed fetch, is the open's error; the name rules still hold.
+TEST(DatasetTest, ARemoteRootFetchesEachDatasetBeforeItIsOpened) {
+  TempDir root;
+  std::vector<std::pair<std::string, bool>> fetched;
+  absl::Mutex mu;
+  CatalogOptions o;
+  o.fetch = [&](const std::string& name, bool directory, const std::atomic<bool>*) {
+    absl::MutexLock lock(&mu);
+    fetched.emplace_back(name, directory);
+    if (name == "broken") return absl::UnavailableError("the store is down");
+    if (name == "ds") root.Write("ds/c/a.jpg", "x");  // what the mirror would write
+    return absl::OkStatus();
+  };
+  DatasetCatalog catalog(root.path(), o);
+  auto ds = catalog.Open("ds");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 1);
+  EXPECT_EQ(catalog.Open("broken").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(catalog.Open("absent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(catalog.Open("../x").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(catalog.Open("synthetic:8x8:4").ok());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(fetched, (std::vector<std::pair<std::string, bool>>{{"ds", true}, {"broken", true}, {"absent", true}}));
+}
+
 TEST(DatasetTest, SymlinkedFilesOutsideTheRootAreSkipped) {
   TempDir outside, root;
   const auto secret = outside.Write("secret.jpg", "x");
