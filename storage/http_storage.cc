@@ -1,9 +1,11 @@
 #include "storage/http_storage.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "storage/http_client.h"
 
@@ -44,8 +46,30 @@ class HttpStorage final : public Storage {
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
-    return absl::UnimplementedError(
-        absl::StrCat("HTTP has no listing (", Describe(prefix), "): name the shards with a brace list or a catalog"));
+    std::string dir(prefix);
+    while (!dir.empty() && dir.back() == '/') dir.pop_back();
+    HttpRequest r;
+    r.url = Describe(JoinKey(dir, "index.txt"));
+    absl::StatusOr<HttpResponse> got = client_.Fetch(r);
+    if (absl::IsNotFound(got.status())) {
+      return absl::NotFoundError(absl::StrCat(r.url,
+                                              " not found: an HTTP(S) directory lists its objects in index.txt "
+                                              "(one path per line; brace ranges such as "
+                                              "train-{000000..000127}.tar expand)"));
+    }
+    if (!got.ok()) return got.status();
+    absl::StatusOr<std::vector<std::string>> keys = ParseIndexFile(dir, got->body);
+    if (!keys.ok()) return absl::InvalidArgumentError(absl::StrCat(r.url, ": ", keys.status().message()));
+    std::vector<ObjectInfo> out;
+    out.reserve(keys->size());
+    for (const std::string& key : *keys) {
+      absl::StatusOr<ObjectInfo> info = Stat(key);
+      if (!info.ok())
+        return absl::Status(info.status().code(), absl::StrCat("listed in ", r.url, ": ", info.status().message()));
+      out.push_back(*std::move(info));
+    }
+    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    return out;
   }
 
   absl::Status ReadRange(const ObjectInfo& object, int64_t offset, int64_t length, std::string* out) override {
@@ -71,6 +95,18 @@ class HttpStorage final : public Storage {
 };
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseIndexFile(const std::string& dir, const std::string& text) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    absl::StatusOr<std::vector<std::string>> names = ExpandBraces(line);
+    if (!names.ok()) return names.status();
+    for (std::string& n : *names) out.push_back(JoinKey(dir, n));
+  }
+  return out;
+}
 
 int64_t ParseHttpDateNs(const std::string& text) {
   absl::Time t;

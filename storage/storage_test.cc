@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "storage/aws_credentials.h"
 #include "storage/http_client.h"
+#include "storage/http_storage.h"
 #include "storage/s3_storage.h"
 #include "storage/url.h"
 
@@ -68,6 +69,24 @@ TEST(UrlTest, ParsesStoresAndRefusesWhatIsNotOne) {
   EXPECT_TRUE(IsRemoteRoot("s3://b"));
   EXPECT_FALSE(IsRemoteRoot("/data"));
   EXPECT_FALSE(IsRemoteRoot("file:///data"));
+}
+
+TEST(UrlTest, BraceRangesExpandAsWebDatasetsDo) {
+  auto names = ExpandBraces("train-{000008..000011}.tar");
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names,
+            (std::vector<std::string>{"train-000008.tar", "train-000009.tar", "train-000010.tar", "train-000011.tar"}));
+  auto two = ExpandBraces("{0..1}/s{8..10}");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->size(), 6u);
+  EXPECT_EQ(two->back(), "1/s10");
+  for (const char* bad : {"a{3..1}", "a{x..2}", "a{1..2", "a}", "a{-1..2}"}) {
+    EXPECT_FALSE(ExpandBraces(bad).ok()) << bad;
+  }
+  EXPECT_FALSE(ExpandBraces("{0..999999}{0..999999}").ok()) << "a bound on the names one line makes";
+  auto index = ParseIndexFile("ds", "# shards\ntrain-{0..1}.tar\n\n  extra/x.bin  \n");
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(*index, (std::vector<std::string>{"ds/train-0.tar", "ds/train-1.tar", "ds/extra/x.bin"}));
 }
 
 TEST(LocalStorageTest, StatListReadAndAChangedFileIsRefused) {

@@ -90,6 +90,37 @@ std::string UriDecode(absl::string_view text) {
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> ExpandBraces(absl::string_view pattern, int64_t max_names) {
+  const size_t open = pattern.find('{');
+  if (open == absl::string_view::npos) {
+    if (pattern.find('}') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("'", pattern, "': '}' without '{'"));
+    }
+    return std::vector<std::string>{std::string(pattern)};
+  }
+  const size_t close = pattern.find('}', open);
+  const size_t dots = pattern.find("..", open);
+  int64_t first = 0, last = 0;
+  if (close == absl::string_view::npos || dots == absl::string_view::npos || dots > close ||
+      !absl::SimpleAtoi(pattern.substr(open + 1, dots - open - 1), &first) ||
+      !absl::SimpleAtoi(pattern.substr(dots + 2, close - dots - 2), &last) || first < 0 || last < first) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", pattern, "': a brace range is {FIRST..LAST} with 0 <= FIRST <= LAST"));
+  }
+  const int width = static_cast<int>(dots - open - 1);
+  absl::StatusOr<std::vector<std::string>> rest = ExpandBraces(pattern.substr(close + 1), max_names);
+  if (!rest.ok()) return rest.status();
+  if ((last - first + 1) * static_cast<int64_t>(rest->size()) > max_names) {
+    return absl::InvalidArgumentError(absl::StrCat("'", pattern, "' names more than ", max_names, " objects"));
+  }
+  std::vector<std::string> out;
+  for (int64_t i = first; i <= last; ++i) {
+    const std::string head = absl::StrCat(pattern.substr(0, open), absl::StrFormat("%0*d", width, i));
+    for (const std::string& tail : *rest) out.push_back(head + tail);
+  }
+  return out;
+}
+
 std::string JoinKey(absl::string_view base, absl::string_view key) {
   while (!base.empty() && base.back() == '/') base.remove_suffix(1);
   while (!key.empty() && key.front() == '/') key.remove_prefix(1);

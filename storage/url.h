@@ -4,6 +4,7 @@
 #define STOKER_STORAGE_URL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -30,6 +31,12 @@ std::string UriEncode(absl::string_view text, bool keep_slash);
 
 // %XX sequences decoded (a malformed one is kept as it is).
 std::string UriDecode(absl::string_view text);
+
+// WebDataset's brace ranges expanded: "train-{000000..000002}.tar" ->
+// train-000000.tar, train-000001.tar, train-000002.tar (the width of the
+// first bound is kept); several ranges multiply. INVALID_ARGUMENT for a
+// malformed range or more than `max_names` names.
+absl::StatusOr<std::vector<std::string>> ExpandBraces(absl::string_view pattern, int64_t max_names = 10'000'000);
 
 // A path joined below a base path: "/a" + "b/c" -> "/a/b/c".
 std::string JoinKey(absl::string_view base, absl::string_view key);

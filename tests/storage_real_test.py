@@ -86,6 +86,7 @@ class Nginx:
     /private/ needs the bearer token."""
 
     def __init__(self, work, root, pki):
+        os.makedirs(work, exist_ok=True)
         self.http, self.https = free_port(), free_port()
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
@@ -107,6 +108,7 @@ http {{
 """)
         os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
         self.access_log = os.path.join(work, "nginx-access.log")
+        self.root = root
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(work, "nginx-stderr.log"), "w"))
         wait_port(self.http)
@@ -133,6 +135,7 @@ class FaultProxy:
         self.seen = []
         self.lock = threading.Lock()
         self.on_request = None  # called with the request number before it is answered
+        self.delay = 0.0  # seconds added before each answer
         proxy = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -156,6 +159,8 @@ class FaultProxy:
                         proxy.seen.append((n, method, fault))
                     if proxy.on_request:
                         proxy.on_request(n)
+                    if proxy.delay:
+                        time.sleep(proxy.delay)
                     if not proxy.answer(self.wfile, method, path, headers, fault):
                         return
 
@@ -291,8 +296,17 @@ def http_checks(nginx, files, pki, work):
     refused = tool("cat", private, check=False)
     check(refused.returncode != 0 and b"PERMISSION_DENIED" in refused.stderr, "without the token: 401, PERMISSION_DENIED")
     check(TOKEN.encode() not in got.stderr + refused.stderr, "the token appears in no output")
-    listing = tool("ls", f"{base}/shards/", check=False)
-    check(listing.returncode != 0 and b"brace list" in listing.stderr, "HTTP listing is refused, naming the way out")
+    listing = tool("ls", f"{base}/shards", check=False)
+    check(listing.returncode != 0 and b"index.txt" in listing.stderr,
+          "an HTTP directory without index.txt cannot be listed, and the error says how")
+    with open(os.path.join(nginx.root, "shards", "index.txt"), "w") as f:
+        f.write("# the shards\ntrain-{000000..000001}.tar\nempty.tar\n")
+    listing = tool("ls", f"{base}/shards").stdout.decode().splitlines()
+    check([l.split("\t")[:2] for l in listing] == [["shards/empty.tar", "0"],
+                                                    ["shards/train-000000.tar", str(len(files["shards/train-000000.tar"]))],
+                                                    ["shards/train-000001.tar", str(len(files["shards/train-000001.tar"]))]],
+          "an HTTP directory lists what its index.txt names, brace ranges expanded")
+    os.remove(os.path.join(nginx.root, "shards", "index.txt"))
 
 
 def fault_checks(nginx, files, root):
@@ -411,6 +425,11 @@ def make_datasets(root):
                     info = tarfile.TarInfo(f"s{i:04d}.{ext}")
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
+    # What an HTTP(S) root lists (HTTP has no listing of its own).
+    with open(f"{root}/shards/index.txt", "w") as f:
+        f.write(f"train-{{000000..{(len(images) - 1) // 16:06d}}}.tar\n")
+    with open(f"{root}/imgs/index.txt", "w") as f:
+        f.write("".join(os.path.relpath(p, f"{root}/imgs") + "\n" for p in images))
 
 
 class Server:
@@ -464,6 +483,8 @@ def server_checks(moto, work, root):
     moto.s3.create_bucket(Bucket="datasets")
     for d, _, names in os.walk(root):
         for n in names:
+            if n == "index.txt":  # HTTP's listing; S3 lists itself
+                continue
             path = os.path.join(d, n)
             moto.s3.put_object(Bucket="datasets", Key=os.path.relpath(path, root), Body=open(path, "rb").read())
     env = env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret, AWS_REGION="us-east-1")
@@ -483,6 +504,25 @@ def server_checks(moto, work, root):
     finally:
         remote.stop()
         local.stop()
+    # The same datasets behind nginx (index.txt lists each), and through the
+    # fault proxy with 20 ms added to every request.
+    site = Nginx(os.path.join(work, "site"), root, Pki(os.path.join(work, "site-pki")))
+    proxy = FaultProxy(site.http, {})
+    proxy.delay = 0.02
+    try:
+        for tag, url in (("http", f"http://127.0.0.1:{site.http}/"), ("slow", f"http://127.0.0.1:{proxy.port}")):
+            web = Server(work, tag, f"--data-root={url}", f"--cache-dir={os.path.join(work, 'cache-' + tag)}")
+            try:
+                for dataset in ("shards", "imgs"):
+                    got = epoch_hashes(work, web, dataset, f"{tag}-{dataset}")
+                    want = epoch_hashes(work, local_again(work, root), dataset, f"local2-{tag}-{dataset}")
+                    check(got == want, f"'{dataset}' over {tag} HTTP gives the local server's epochs ({len(got)} batches)")
+            finally:
+                web.stop()
+    finally:
+        proxy.stop()
+        site.stop()
+        stop_local_again()
     restarted = Server(work, "restarted", *remote_flags, env=env)
     try:
         got = epoch_hashes(work, restarted, "shards", "restarted")
@@ -504,6 +544,21 @@ def server_checks(moto, work, root):
               "a server with a wrong secret fails the session naming the store's answer, never the secret")
     finally:
         bad.stop()
+
+
+_LOCAL = []
+
+
+def local_again(work, root):
+    """A local server over `root`, started once and kept for the comparisons."""
+    if not _LOCAL:
+        _LOCAL.append(Server(work, "local2", f"--data-root={root}"))
+    return _LOCAL[0]
+
+
+def stop_local_again():
+    while _LOCAL:
+        _LOCAL.pop().stop()
 
 
 def want_shards(work):
