@@ -191,6 +191,7 @@ bench: build
 	@tests/bench/sharing_bench.py $(BUILD_DIR)
 	@tests/bench/tls_goodput.py $(BUILD_DIR)
 	@tests/bench/audio_bench.py $(BUILD_DIR)
+	@/usr/bin/python3 tests/bench/storage_bench.py $(BUILD_DIR)
 	@$(PYENV)/bin/pip install -q --disable-pip-version-check --no-deps $(BENCH_REFERENCES)
 	@$(PYENV)/bin/python tests/bench/video_bench.py $(BUILD_DIR)
 	@$(PYENV)/bin/python tests/bench/fields_bench.py $(BUILD_DIR)

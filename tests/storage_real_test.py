@@ -10,44 +10,22 @@ Usage: storage_real_test.py SOURCE_DIR BUILD_DIR  (run with the build's pyenv
 Python, which has moto and boto3: `make pyenv`).
 """
 
-import hashlib
-import http.client
 import os
 import random
 import shutil
-import signal
-import socket
-import socketserver
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 SOURCE, BUILD = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 from testpki import Pki  # noqa: E402
+from storage_fixtures import FaultProxy, Nginx, Server, free_port, wait_port  # noqa: E402
 
 TOOL = os.path.join(BUILD, "storage", "stoker-storage")
 SECRET = "sEcReT-d0-not-leak-0123456789abcdefXYZ"
 TOKEN = "bearer-t0ken-d0-not-leak"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
 def tool(*args, env=None, check=True):
@@ -79,129 +57,6 @@ def make_data(root):
         with open(path, "wb") as f:
             f.write(data)
     return files
-
-
-class Nginx:
-    """Debian's nginx serving `root` on 127.0.0.1 over HTTP and HTTPS;
-    /private/ needs the bearer token."""
-
-    def __init__(self, work, root, pki):
-        os.makedirs(work, exist_ok=True)
-        self.http, self.https = free_port(), free_port()
-        conf = os.path.join(work, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""daemon off; worker_processes 1; user root; pid {work}/nginx.pid;
-error_log {work}/nginx-error.log;
-events {{ worker_connections 256; }}
-http {{
-  access_log {work}/nginx-access.log;
-  client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
-  uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
-  keepalive_requests 10000;
-  server {{
-    listen 127.0.0.1:{self.http}; listen 127.0.0.1:{self.https} ssl;
-    ssl_certificate {pki.path('server.pem')}; ssl_certificate_key {pki.path('server.key')};
-    root {root};
-    location /private/ {{ if ($http_authorization != "Bearer {TOKEN}") {{ return 401; }} }}
-  }}
-}}
-""")
-        os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
-        self.access_log = os.path.join(work, "nginx-access.log")
-        self.root = root
-        self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(work, "nginx-stderr.log"), "w"))
-        wait_port(self.http)
-        wait_port(self.https)
-
-    def gets(self):
-        with open(self.access_log) as f:
-            return sum(1 for l in f if '"GET ' in l)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGQUIT)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-class FaultProxy:
-    """HTTP/1.1 in front of nginx that spoils answers on a schedule: `plan`
-    maps a request's number (1, 2, ...) to a fault."""
-
-    def __init__(self, upstream_port, plan):
-        self.upstream, self.plan, self.count = upstream_port, plan, 0
-        self.seen = []
-        self.lock = threading.Lock()
-        self.on_request = None  # called with the request number before it is answered
-        self.delay = 0.0  # seconds added before each answer
-        proxy = self
-
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self):
-                while True:
-                    line = self.rfile.readline()
-                    if not line:
-                        return
-                    headers = {}
-                    while True:
-                        h = self.rfile.readline()
-                        if h in (b"\r\n", b"\n", b""):
-                            break
-                        k, v = h.decode().split(":", 1)
-                        headers[k.strip()] = v.strip()
-                    method, path, _ = line.decode().split(" ", 2)
-                    with proxy.lock:
-                        proxy.count += 1
-                        n = proxy.count
-                        fault = proxy.plan.get(n)
-                        proxy.seen.append((n, method, fault))
-                    if proxy.on_request:
-                        proxy.on_request(n)
-                    if proxy.delay:
-                        time.sleep(proxy.delay)
-                    if not proxy.answer(self.wfile, method, path, headers, fault):
-                        return
-
-        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def answer(self, out, method, path, headers, fault):
-        """Forwards to nginx and writes the (spoilt) answer; False closes."""
-        if fault in ("503", "429"):
-            body = (b"<Error><Code>SlowDown</Code></Error>" if fault == "503" else b"<Error><Code>TooMany</Code></Error>")
-            out.write(f"HTTP/1.1 {fault} X\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-            return True
-        if fault == "stall":
-            time.sleep(3)
-            return False
-        up = http.client.HTTPConnection("127.0.0.1", self.upstream, timeout=30)
-        up.request(method, path, headers={k: v for k, v in headers.items() if k.lower() != "connection"})
-        r = up.getresponse()
-        body = r.read()
-        up.close()
-        head = f"HTTP/1.1 {r.status} {r.reason}\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in r.getheaders() if k.lower() not in ("connection", "transfer-encoding")) + "\r\n"
-        if fault == "reset" and len(body) > 10:
-            out.write(head.encode() + body[:len(body) // 2])
-            out.flush()
-            self.server.shutdown_request  # noqa: B018 (the socket closes when the handler returns)
-            return False
-        if fault == "truncate" and len(body) > 10:
-            out.write(head.encode() + body[:len(body) - 7])
-            return False
-        out.write(head.encode() + (b"" if method == "HEAD" else body))
-        return True
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class Moto:
@@ -432,33 +287,6 @@ def make_datasets(root):
         f.write("".join(os.path.relpath(p, f"{root}/imgs") + "\n" for p in images))
 
 
-class Server:
-    def __init__(self, work, tag, *flags, env=None):
-        self.log = os.path.join(work, f"server-{tag}.log")
-        self.proc = subprocess.Popen([os.path.join(BUILD, "server", "stoker-server"), "--host=127.0.0.1", "--port=0",
-                                      "--metrics-port=-1", "--workers=2", *flags],
-                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            import re
-
-            m = re.search(r"listening on [\d.]+:(\d+)", open(self.log).read())
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"stoker-server did not start: {open(self.log).read()[-2000:]}")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
 def epoch_hashes(work, server, dataset, tag):
     """(epoch, batch, sample indices, hash) of two epochs from `server`."""
     import json
@@ -490,8 +318,8 @@ def server_checks(moto, work, root):
     env = env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret, AWS_REGION="us-east-1")
     cache = os.path.join(work, "cache")
     remote_flags = ["--data-root=s3://datasets", f"--s3-endpoint={moto.endpoint}", f"--cache-dir={cache}"]
-    local = Server(work, "local", f"--data-root={root}")
-    remote = Server(work, "remote", *remote_flags, env=env)
+    local = Server(BUILD, work, "local", f"--data-root={root}")
+    remote = Server(BUILD, work, "remote", *remote_flags, env=env)
     try:
         for dataset in ("shards", "imgs"):
             want = epoch_hashes(work, local, dataset, f"local-{dataset}")
@@ -511,7 +339,7 @@ def server_checks(moto, work, root):
     proxy.delay = 0.02
     try:
         for tag, url in (("http", f"http://127.0.0.1:{site.http}/"), ("slow", f"http://127.0.0.1:{proxy.port}")):
-            web = Server(work, tag, f"--data-root={url}", f"--cache-dir={os.path.join(work, 'cache-' + tag)}")
+            web = Server(BUILD, work, tag, f"--data-root={url}", f"--cache-dir={os.path.join(work, 'cache-' + tag)}")
             try:
                 for dataset in ("shards", "imgs"):
                     got = epoch_hashes(work, web, dataset, f"{tag}-{dataset}")
@@ -523,7 +351,7 @@ def server_checks(moto, work, root):
         proxy.stop()
         site.stop()
         stop_local_again()
-    restarted = Server(work, "restarted", *remote_flags, env=env)
+    restarted = Server(BUILD, work, "restarted", *remote_flags, env=env)
     try:
         got = epoch_hashes(work, restarted, "shards", "restarted")
         check(got == want_shards(work), "after a restart the same epochs")
@@ -531,7 +359,7 @@ def server_checks(moto, work, root):
               "a restarted server with a warm cache lists once and fetches nothing")
     finally:
         restarted.stop()
-    bad = Server(work, "bad", "--data-root=s3://datasets", f"--s3-endpoint={moto.endpoint}",
+    bad = Server(BUILD, work, "bad", "--data-root=s3://datasets", f"--s3-endpoint={moto.endpoint}",
                  f"--cache-dir={os.path.join(work, 'cache2')}", env=env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id,
                                                                                     AWS_SECRET_ACCESS_KEY=SECRET))
     try:
@@ -552,7 +380,7 @@ _LOCAL = []
 def local_again(work, root):
     """A local server over `root`, started once and kept for the comparisons."""
     if not _LOCAL:
-        _LOCAL.append(Server(work, "local2", f"--data-root={root}"))
+        _LOCAL.append(Server(BUILD, work, "local2", f"--data-root={root}"))
     return _LOCAL[0]
 
 
@@ -577,7 +405,7 @@ def main():
     root = os.path.join(work, "data")
     files = make_data(root)
     pki = Pki(os.path.join(work, "pki"))
-    nginx = Nginx(work, root, pki)
+    nginx = Nginx(work, root, pki, TOKEN)
     moto = None
     try:
         t0 = time.monotonic()

@@ -1,0 +1,181 @@
+"""Real stores and servers on 127.0.0.1 for the storage tests and the
+storage benchmark: Debian's nginx (HTTP and HTTPS, Range requests, an
+optional bearer-token location), a fault-injecting HTTP proxy, and
+stoker-server processes. Every process stops with its owner."""
+
+import http.client
+import os
+import re
+import signal
+import socket
+import socketserver
+import subprocess
+import threading
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, seconds=20):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class Nginx:
+    """Debian's nginx serving `root` on 127.0.0.1 over HTTP and HTTPS;
+    /private/ needs the bearer token."""
+
+    def __init__(self, work, root, pki, token=""):
+        os.makedirs(work, exist_ok=True)
+        self.http, self.https = free_port(), free_port()
+        conf = os.path.join(work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off; worker_processes 1; user root; pid {work}/nginx.pid;
+error_log {work}/nginx-error.log;
+events {{ worker_connections 256; }}
+http {{
+  access_log {work}/nginx-access.log;
+  client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
+  uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
+  keepalive_requests 10000;
+  server {{
+    listen 127.0.0.1:{self.http}; listen 127.0.0.1:{self.https} ssl;
+    ssl_certificate {pki.path('server.pem')}; ssl_certificate_key {pki.path('server.key')};
+    root {root};
+    location /private/ {{ if ($http_authorization != "Bearer {token}") {{ return 401; }} }}
+  }}
+}}
+""")
+        os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+        self.access_log = os.path.join(work, "nginx-access.log")
+        self.root = root
+        self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(work, "nginx-stderr.log"), "w"))
+        wait_port(self.http)
+        wait_port(self.https)
+
+    def gets(self):
+        with open(self.access_log) as f:
+            return sum(1 for l in f if '"GET ' in l)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGQUIT)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class FaultProxy:
+    """HTTP/1.1 in front of nginx that spoils answers on a schedule: `plan`
+    maps a request's number (1, 2, ...) to a fault."""
+
+    def __init__(self, upstream_port, plan):
+        self.upstream, self.plan, self.count = upstream_port, plan, 0
+        self.seen = []
+        self.lock = threading.Lock()
+        self.on_request = None  # called with the request number before it is answered
+        self.delay = 0.0  # seconds added before each answer
+        proxy = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                while True:
+                    line = self.rfile.readline()
+                    if not line:
+                        return
+                    headers = {}
+                    while True:
+                        h = self.rfile.readline()
+                        if h in (b"\r\n", b"\n", b""):
+                            break
+                        k, v = h.decode().split(":", 1)
+                        headers[k.strip()] = v.strip()
+                    method, path, _ = line.decode().split(" ", 2)
+                    with proxy.lock:
+                        proxy.count += 1
+                        n = proxy.count
+                        fault = proxy.plan.get(n)
+                        proxy.seen.append((n, method, fault))
+                    if proxy.on_request:
+                        proxy.on_request(n)
+                    if proxy.delay:
+                        time.sleep(proxy.delay)
+                    if not proxy.answer(self.wfile, method, path, headers, fault):
+                        return
+
+        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, out, method, path, headers, fault):
+        """Forwards to nginx and writes the (spoilt) answer; False closes."""
+        if fault in ("503", "429"):
+            body = (b"<Error><Code>SlowDown</Code></Error>" if fault == "503" else b"<Error><Code>TooMany</Code></Error>")
+            out.write(f"HTTP/1.1 {fault} X\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            return True
+        if fault == "stall":
+            time.sleep(3)
+            return False
+        up = http.client.HTTPConnection("127.0.0.1", self.upstream, timeout=30)
+        up.request(method, path, headers={k: v for k, v in headers.items() if k.lower() != "connection"})
+        r = up.getresponse()
+        body = r.read()
+        up.close()
+        head = f"HTTP/1.1 {r.status} {r.reason}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in r.getheaders() if k.lower() not in ("connection", "transfer-encoding")) + "\r\n"
+        if fault == "reset" and len(body) > 10:
+            out.write(head.encode() + body[:len(body) // 2])
+            out.flush()
+            self.server.shutdown_request  # noqa: B018 (the socket closes when the handler returns)
+            return False
+        if fault == "truncate" and len(body) > 10:
+            out.write(head.encode() + body[:len(body) - 7])
+            return False
+        out.write(head.encode() + (b"" if method == "HEAD" else body))
+        return True
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Server:
+    def __init__(self, build, work, tag, *flags, env=None):
+        self.log = os.path.join(work, f"server-{tag}.log")
+        self.proc = subprocess.Popen([os.path.join(build, "server", "stoker-server"), "--host=127.0.0.1", "--port=0",
+                                      "--metrics-port=-1", "--workers=2", *flags],
+                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = re.search(r"listening on [\d.]+:(\d+)", open(self.log).read())
+            if m:
+                self.address = f"127.0.0.1:{m.group(1)}"
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"stoker-server did not start: {open(self.log).read()[-2000:]}")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
