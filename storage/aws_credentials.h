@@ -1,9 +1,15 @@
 // Where S3 credentials come from, in the AWS tools' order: the environment
-// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), then the
-// shared credentials and config files for AWS_PROFILE (or "default"),
-// including the config's credential_process. What was found is kept and
-// fetched again 5 minutes before it expires. Thread-safe. No secret ever
-// appears in a Status message.
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); a web
+// identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, exchanged with STS
+// AssumeRoleWithWebIdentity: Kubernetes service accounts); the shared
+// credentials and config files for AWS_PROFILE (or "default"), including the
+// config's credential_process; container credentials
+// (AWS_CONTAINER_CREDENTIALS_FULL_URI / _RELATIVE_URI with
+// AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE): ECS, EKS Pod Identity); the
+// instance metadata service with IMDSv2 tokens (AWS_EC2_METADATA_DISABLED=true
+// turns it off, AWS_EC2_METADATA_SERVICE_ENDPOINT moves it). What was found
+// is kept and fetched again 5 minutes before it expires. Thread-safe. No
+// secret ever appears in a Status message.
 #ifndef STOKER_STORAGE_AWS_CREDENTIALS_H_
 #define STOKER_STORAGE_AWS_CREDENTIALS_H_
 
@@ -24,6 +30,13 @@ std::map<std::string, std::map<std::string, std::string>> ParseIni(const std::st
 
 // Credentials from credential_process's JSON output (Version 1).
 absl::StatusOr<AwsCredentials> ParseCredentialProcessOutput(const std::string& json);
+
+// Credentials from the container or instance-metadata endpoint's JSON
+// (AccessKeyId, SecretAccessKey, Token, Expiration).
+absl::StatusOr<AwsCredentials> ParseEndpointCredentials(const std::string& json);
+
+// Credentials from STS's AssumeRoleWithWebIdentity answer (XML).
+absl::StatusOr<AwsCredentials> ParseWebIdentityResponse(const std::string& xml);
 
 class AwsCredentialChain {
  public:

@@ -78,7 +78,9 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-std::string What(const HttpRequest& r) { return absl::StrCat(r.method, " ", r.url); }
+std::string What(const HttpRequest& r) {
+  return absl::StrCat(r.method, " ", r.display_url.empty() ? r.url : r.display_url);
+}
 
 // Why a transfer failed, as a retry reason; "" when it must not be retried.
 std::string TransportReason(CURLcode code) {
@@ -206,6 +208,15 @@ void HttpClient::Perform(const HttpRequest& r, int64_t resume_from, Attempt* a) 
   curl_easy_setopt(curl, CURLOPT_URL, r.url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   if (r.method == "HEAD") curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  if (r.method == "POST") {  // a form (STS)
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, r.body.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(r.body.size()));
+  }
+  if (r.method == "PUT") {  // an empty PUT (the instance-metadata token)
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+  }
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));

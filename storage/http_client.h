@@ -27,12 +27,15 @@
 namespace stoker {
 
 struct HttpRequest {
-  std::string method = "GET";  // GET or HEAD
+  std::string method = "GET";  // GET, HEAD, PUT (with no body) or POST (of `body`)
+  std::string body;            // POST: a form (application/x-www-form-urlencoded)
   std::string url;             // scheme://host[:port]/path[?query], already encoded
   std::vector<std::pair<std::string, std::string>> headers;
   // A ranged GET of [range_start, range_start + range_length) when >= 0.
   int64_t range_start = -1;
   int64_t range_length = 0;
+  // The URL as messages show it, when `url` holds a secret (a query token).
+  std::string display_url;
   // For signers: the parts `url` was built from (Host header, encoded path,
   // decoded query parameters).
   std::string host;

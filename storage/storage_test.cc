@@ -173,6 +173,11 @@ class CredentialsTest : public ::testing::Test {
                           "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"}) {
       ::unsetenv(v);
     }
+    for (const char* v : {"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                          "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"}) {
+      ::unsetenv(v);
+    }
+    ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);  // never 169.254.169.254 from a test
     ::setenv("AWS_SHARED_CREDENTIALS_FILE", (dir_.path() / "credentials").c_str(), 1);
     ::setenv("AWS_CONFIG_FILE", (dir_.path() / "config").c_str(), 1);
   }
@@ -230,6 +235,32 @@ TEST_F(CredentialsTest, TheEnvironmentComesFirstThenTheProfileFiles) {
   }
 }
 
+// Credentials are kept until 5 minutes before they expire, then fetched again.
+TEST_F(CredentialsTest, CredentialsNearTheirExpiryAreFetchedAgain) {
+  const fs::path calls = dir_.path() / "calls";
+  const std::string soon = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now() + absl::Minutes(4), absl::UTCTimeZone());
+  const std::string later = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now() + absl::Hours(2), absl::UTCTimeZone());
+  Write(dir_.path() / "config",
+        "[profile soon]\ncredential_process = sh -c 'echo x >> " + calls.string() +
+            "; printf \"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"A\\\", \\\"SecretAccessKey\\\": \\\"S\\\", "
+            "\\\"Expiration\\\": \\\"" +
+            soon +
+            "\\\"}\"'\n"
+            "[profile later]\ncredential_process = sh -c 'echo y >> " +
+            calls.string() +
+            "; printf \"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"A\\\", \\\"SecretAccessKey\\\": \\\"S\\\", "
+            "\\\"Expiration\\\": \\\"" +
+            later + "\\\"}\"'\n");
+  for (const char* profile : {"soon", "later"}) {
+    ::setenv("AWS_PROFILE", profile, 1);
+    AwsCredentialChain chain;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(chain.Get().ok()) << chain.Get().status();
+  }
+  std::ifstream in(calls);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "x\nx\nx\ny\n") << "expiring in 4 minutes: every use fetches; in 2 hours: kept";
+}
+
 TEST_F(CredentialsTest, CredentialProcessFailuresNameTheProfileNotTheOutput) {
   Write(dir_.path() / "config",
         "[profile bad]\ncredential_process = printf 'SECRETGARBAGE'\n"
@@ -245,6 +276,27 @@ TEST_F(CredentialsTest, CredentialProcessFailuresNameTheProfileNotTheOutput) {
   EXPECT_FALSE(
       ParseCredentialProcessOutput("{\"Version\": 2, \"AccessKeyId\": \"a\", \"SecretAccessKey\": \"b\"}").ok());
   EXPECT_EQ(ParseIni("# c\n[a]\nk = v = w\n\n[profile b]\nx=1\n")["profile b"]["x"], "1");
+}
+
+TEST(CredentialsParseTest, EndpointJsonAndStsXml) {
+  auto c = ParseEndpointCredentials(
+      R"({"Code": "Success", "AccessKeyId": "AK", "SecretAccessKey": "SK", "Token": "TK",
+          "Expiration": "2030-01-02T03:04:05Z"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->session_token, "TK");
+  EXPECT_LT(c->expiration, absl::InfiniteFuture());
+  EXPECT_FALSE(ParseEndpointCredentials("{\"AccessKeyId\": 1}").ok());
+  auto sts = ParseWebIdentityResponse(
+      "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+      "<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>ASIA1</AccessKeyId>"
+      "<SecretAccessKey>S1</SecretAccessKey><SessionToken>T1</SessionToken>"
+      "<Expiration>2030-01-02T03:04:05Z</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
+      "</AssumeRoleWithWebIdentityResponse>");
+  ASSERT_TRUE(sts.ok()) << sts.status();
+  EXPECT_EQ(sts->access_key_id, "ASIA1");
+  EXPECT_EQ(sts->session_token, "T1");
+  EXPECT_FALSE(
+      ParseWebIdentityResponse("<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>").ok());
 }
 
 }  // namespace

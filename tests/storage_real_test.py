@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SOURCE, BUILD = sys.argv[1], sys.argv[2]
@@ -60,30 +61,34 @@ def make_data(root):
 
 
 class Moto:
-    """moto's S3 server (with IAM and STS) on 127.0.0.1, authentication
-    enforced after the set-up's first three calls (an IAM user, its policy
-    and its access key)."""
+    """moto's S3 server (with IAM and STS) on 127.0.0.1; with `auth`,
+    authentication is enforced after the set-up's first three calls (an IAM
+    user, its policy and its access key)."""
 
-    def __init__(self, work):
+    def __init__(self, work, auth=True):
         self.port = free_port()
-        env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3", MOTO_ALLOW_NONEXISTENT_REGION="1")
+        env = dict(os.environ, MOTO_ALLOW_NONEXISTENT_REGION="1")
+        if auth:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
+        self.log = os.path.join(work, f"moto-{self.port}.log")
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=open(os.path.join(work, "moto.log"), "w"), stderr=subprocess.STDOUT,
-                                     env=env)
+                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env)
         wait_port(self.port, 60)
         self.endpoint = f"http://127.0.0.1:{self.port}"
         import boto3
-
-        anon = dict(endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-        iam = boto3.client("iam", **anon)
-        iam.create_user(UserName="loader")
-        iam.put_user_policy(UserName="loader", PolicyName="all",
-                            PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
-                                           '"Action": "*", "Resource": "*"}]}')
-        key = iam.create_access_key(UserName="loader")["AccessKey"]
-        self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
         from botocore.config import Config
 
+        self.key_id, self.secret = "unused-key", "unused-secret"
+        if auth:
+            anon = dict(endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="x",
+                        aws_secret_access_key="x")
+            iam = boto3.client("iam", **anon)
+            iam.create_user(UserName="loader")
+            iam.put_user_policy(UserName="loader", PolicyName="all",
+                                PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+                                               '"Action": "*", "Resource": "*"}]}')
+            key = iam.create_access_key(UserName="loader")["AccessKey"]
+            self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
         self.s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
                                aws_access_key_id=self.key_id, aws_secret_access_key=self.secret,
                                config=Config(request_checksum_calculation="when_required",
@@ -99,7 +104,9 @@ class Moto:
 
 def env_without_aws(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+    # Never the instance metadata service's 169.254.169.254 from a test.
+    env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent",
+               AWS_EC2_METADATA_DISABLED="true")
     env.update(extra)
     return env
 
@@ -259,8 +266,100 @@ def s3_checks(moto, files, work):
                             AWS_ENDPOINT_URL_S3=moto.endpoint)
         got = tool("cat", "s3://data/ds/shards/train-000001.tar", env=e)
         check(got.stdout == files["shards/train-000001.tar"], f"credentials from profile '{profile}'")
+    endpoint_credentials_checks(moto, files, work)
     none = tool("cat", "s3://data/ds/shards/empty.tar", env=env_without_aws(AWS_ENDPOINT_URL=moto.endpoint), check=False)
     check(none.returncode != 0 and b"no S3 credentials" in none.stderr, "no credentials: the places looked are named")
+
+
+class CredentialEndpoint:
+    """The instance metadata service (IMDSv2: a PUT token, then the role and
+    its credentials) and a container-credentials endpoint (Authorization
+    token) on 127.0.0.1, handing out `key`/`secret` that expire after
+    `lifetime` seconds; counts the credentials it hands out."""
+
+    def __init__(self, key, secret, lifetime=3600):
+        import http.server
+        import json
+
+        me = self
+        self.served = {"imds": 0, "container": 0}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def reply(self, status, body):
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def creds(self, kind):
+                me.served[kind] += 1
+                expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + lifetime))
+                return json.dumps({"AccessKeyId": key, "SecretAccessKey": secret, "Token": "",
+                                   "Expiration": expires}).encode()
+
+            def do_PUT(self):
+                ok = self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+                self.reply(200 if ok else 400, b"imds-session-token" if ok else b"")
+
+            def do_GET(self):
+                if self.path.startswith("/latest/"):
+                    if self.headers.get("X-aws-ec2-metadata-token") != "imds-session-token":
+                        return self.reply(401, b"")  # IMDSv2 only
+                    if self.path == "/latest/meta-data/iam/security-credentials/":
+                        return self.reply(200, b"loader-role")
+                    if self.path == "/latest/meta-data/iam/security-credentials/loader-role":
+                        return self.reply(200, self.creds("imds"))
+                if self.path == "/container-creds" and self.headers.get("Authorization") == "container-token":
+                    return self.reply(200, self.creds("container"))
+                self.reply(404, b"")
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def endpoint_credentials_checks(moto, files, work):
+    want = files["shards/train-000001.tar"]
+    ep = CredentialEndpoint(moto.key_id, moto.secret)
+    try:
+        imds = env_without_aws(AWS_ENDPOINT_URL=moto.endpoint, AWS_EC2_METADATA_DISABLED="false",
+                               AWS_EC2_METADATA_SERVICE_ENDPOINT=f"http://127.0.0.1:{ep.port}")
+        got = tool("cat", "s3://data/ds/shards/train-000001.tar", env=imds)
+        check(got.stdout == want and ep.served["imds"] == 1, "credentials from the instance metadata service (IMDSv2)")
+        container = env_without_aws(AWS_ENDPOINT_URL=moto.endpoint,
+                                    AWS_CONTAINER_CREDENTIALS_FULL_URI=f"http://127.0.0.1:{ep.port}/container-creds",
+                                    AWS_CONTAINER_AUTHORIZATION_TOKEN="container-token")
+        got = tool("cat", "s3://data/ds/shards/train-000001.tar", env=container)
+        check(got.stdout == want and ep.served["container"] == 1, "container credentials with their token")
+        wrong = dict(container, AWS_CONTAINER_AUTHORIZATION_TOKEN="other")
+        r = tool("cat", "s3://data/ds/shards/train-000001.tar", env=wrong, check=False)
+        check(r.returncode != 0 and b"container credentials" in r.stderr and b"container-token" not in r.stderr,
+              "a refused container token fails naming the source, not the token")
+    finally:
+        ep.stop()
+    # Web identity against a second moto without authentication: with it
+    # enforced, moto answers an unsigned STS call (as AWS takes it) with 500.
+    sts = Moto(work, auth=False)
+    sts.s3.create_bucket(Bucket="data")
+    sts.s3.put_object(Bucket="data", Key="ds/shards/train-000001.tar", Body=want)
+    token_file = os.path.join(work, "web-identity-token")
+    with open(token_file, "w") as f:
+        f.write("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGF0YTpsb2FkZXIifQ.c2ln\n")
+    web = env_without_aws(AWS_ENDPOINT_URL=sts.endpoint, AWS_WEB_IDENTITY_TOKEN_FILE=token_file,
+                          AWS_ROLE_ARN="arn:aws:iam::123456789012:role/loader", AWS_REGION="us-east-1")
+    r = tool("cat", "s3://data/ds/shards/train-000001.tar", env=web, check=False)
+    check(b"eyJhbGciOiJSUzI1NiJ9" not in r.stderr, "the web-identity token appears in no output")
+    sts.stop()
+    log = open(sts.log).read()
+    check(r.returncode == 0 and r.stdout == want and '"POST / HTTP' in log,
+          f"credentials from a web identity, exchanged with moto's STS: {r.stderr.decode().strip()[-300:]}")
 
 
 def make_datasets(root):
