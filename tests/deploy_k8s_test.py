@@ -283,6 +283,27 @@ def check_autoscaling(objects, dep):
           metric["target"] == {"type": "AverageValue", "averageValue": "1"})
 
 
+def check_object_storage(objects):
+    k = by_kind(objects)
+    pod = k["Deployment"][0]["spec"]["template"]["spec"]
+    server = pod["containers"][0]
+    args = server["args"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    check("object-storage: the server reads an s3:// data root",
+          any(a.startswith("--data-root=s3://") for a in args))
+    missing = flags_accepted(f"{BUILD}/server/stoker-server", args)
+    check("object-storage: every server flag is one stoker-server accepts", not missing, f"(unknown: {missing})")
+    cache = [a.split("=", 1)[1] for a in args if a.startswith("--cache-dir=")]
+    mounts = {m["mountPath"]: m for m in server["volumeMounts"]}
+    check("object-storage: --cache-dir is a writable emptyDir mount",
+          len(cache) == 1 and cache[0] in mounts and not mounts[cache[0]].get("readOnly")
+          and "emptyDir" in volumes[mounts[cache[0]]["name"]])
+    check("object-storage: no datasets volume is left", "datasets" not in volumes)
+    sa = k["ServiceAccount"][0]
+    check("object-storage: the service account names the IAM role for web identity",
+          sa["metadata"].get("annotations", {}).get("eks.amazonaws.com/role-arn", "").startswith("arn:aws:iam::"))
+
+
 def main():
     try:
         import kubernetes_validate  # noqa: F401
@@ -291,7 +312,7 @@ def main():
         return 1
     generated_equal_sources()
     rendered = {}
-    for d in ("base", "autoscaling", "examples", "secure"):
+    for d in ("base", "autoscaling", "examples", "secure", "object-storage"):
         try:
             rendered[d], how = render(f"{K8S}/{d}")
             check(f"deploy/k8s/{d} renders ({how}): {len(rendered[d])} objects", len(rendered[d]) > 0)
@@ -310,6 +331,7 @@ def main():
           "--servers=dns:///stoker-server.stoker.svc.cluster.local:50051" in trainer["args"])
     check_autoscaling(rendered["autoscaling"], dep)
     check_secure(rendered["secure"])
+    check_object_storage(rendered["object-storage"])
     # The checks above can fail: a broken copy of the Deployment must be refused.
     import kubernetes_validate as kv
     broken = copy.deepcopy(by_kind(rendered["base"])["Deployment"][0])
