@@ -17,7 +17,7 @@ out=$2
 version=$3
 name=stoker-$version-linux-x86_64
 bins=(server/stoker-server client/stoker-bench client/stoker-diagnose materialize/stoker-materialize
-  materialize/stoker-profile tools/stoker-health)
+  materialize/stoker-profile tools/stoker-health storage/stoker-storage)
 modules=(dataplane/libstoker_spm.so)
 command -v patchelf >/dev/null || { echo "dist: patchelf is needed (deploy/install-deps.sh installs it)" >&2; exit 1; }
 stage=$(mktemp -d)

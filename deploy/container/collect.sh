@@ -8,7 +8,7 @@
 set -euo pipefail
 build=$1 out=$2
 bins=(server/stoker-server client/stoker-bench client/stoker-diagnose materialize/stoker-materialize
-  tools/stoker-health)
+  tools/stoker-health storage/stoker-storage)
 mkdir -p "$out/usr/local/bin" "$out/usr/local/lib/stoker" "$out/etc/ld.so.conf.d"
 for b in "${bins[@]}"; do
   install -m 755 -s "$build/$b" "$out/usr/local/bin/"
@@ -25,5 +25,9 @@ for b in "${bins[@]}" "${modules[@]}"; do paths+=("$build/$b"); done
   cp -L "$lib" "$out/usr/local/lib/stoker/"
 done
 echo /usr/local/lib/stoker > "$out/etc/ld.so.conf.d/stoker.conf"
+# The CAs that HTTPS data roots (s3://, https://) are checked against.
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  install -D -m 644 /etc/ssl/certs/ca-certificates.crt "$out/etc/ssl/certs/ca-certificates.crt"
+fi
 echo "collect.sh: $(ls "$out/usr/local/bin" | wc -l) binaries, $(ls "$out/usr/local/lib/stoker" | wc -l) libraries" \
   "($(du -sh "$out/usr/local/lib/stoker" | cut -f1))"
