@@ -225,13 +225,14 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   return absl::OkStatus();
 }
 
+int64_t StoreMirror::HeldExcept(const std::string& name) const {
+  int64_t total = 0;
+  for (const auto& [n, b] : bytes_by_name_) total += n == name ? 0 : b;
+  return total;
+}
+
 absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
-  auto held = [&] {
-    int64_t total = 0;
-    for (const auto& [n, b] : bytes_by_name_) total += n == name ? 0 : b;
-    return total;
-  };
-  while (held() + bytes > options_.cache_bytes) {
+  while (HeldExcept(name) + bytes > options_.cache_bytes) {
     // The least recently used name that this process has not opened.
     std::string victim;
     int64_t oldest = INT64_MAX;
@@ -246,7 +247,7 @@ absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
     }
     if (victim.empty()) {
       return absl::ResourceExhaustedError(
-          absl::StrCat(store_->Describe(name), " needs ", bytes, " bytes in the cache, which holds ", held(),
+          absl::StrCat(store_->Describe(name), " needs ", bytes, " bytes in the cache, which holds ", HeldExcept(name),
                        " bytes of datasets this server has open, of --cache-bytes=", options_.cache_bytes,
                        ": raise --cache-bytes or give the cache more room"));
     }

@@ -67,6 +67,7 @@ class StoreMirror {
   StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, std::filesystem::path local_root);
   absl::Status EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled);
   absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t HeldExcept(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FetchOne(const ObjectInfo& object, const std::atomic<bool>* cancelled);
   std::filesystem::path ManifestPath(const std::string& name) const;
 
