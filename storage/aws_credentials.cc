@@ -57,6 +57,18 @@ absl::StatusOr<AwsCredentials> RunCredentialProcess(const std::string& command, 
   return c;
 }
 
+// The keys a profile's section holds, if it holds both.
+std::optional<AwsCredentials> KeysOf(const std::map<std::string, std::string>& section, std::string source) {
+  auto key = section.find("aws_access_key_id"), secret = section.find("aws_secret_access_key");
+  if (key == section.end() || secret == section.end()) return std::nullopt;
+  AwsCredentials c;
+  c.access_key_id = key->second;
+  c.secret_access_key = secret->second;
+  if (auto token = section.find("aws_session_token"); token != section.end()) c.session_token = token->second;
+  c.source = std::move(source);
+  return c;
+}
+
 StorageOptions EndpointOptions(int attempts) {
   StorageOptions o;
   o.connect_timeout = absl::Seconds(1);
@@ -280,27 +292,15 @@ absl::StatusOr<AwsCredentials> AwsCredentialChain::Resolve() {
   if (auto text = ReadFile(credentials_file)) {
     auto ini = ParseIni(*text);
     auto it = ini.find(profile);
-    if (it != ini.end() && it->second.count("aws_access_key_id") && it->second.count("aws_secret_access_key")) {
-      AwsCredentials c;
-      c.access_key_id = it->second["aws_access_key_id"];
-      c.secret_access_key = it->second["aws_secret_access_key"];
-      if (it->second.count("aws_session_token")) c.session_token = it->second["aws_session_token"];
-      c.source = absl::StrCat("profile '", profile, "' in ", credentials_file);
-      return c;
+    if (it != ini.end()) {
+      if (auto c = KeysOf(it->second, absl::StrCat("profile '", profile, "' in ", credentials_file))) return *c;
     }
   }
   if (auto text = ReadFile(config_file)) {
     auto ini = ParseIni(*text);
     auto it = ini.find(profile == "default" ? "default" : absl::StrCat("profile ", profile));
     if (it != ini.end()) {
-      if (it->second.count("aws_access_key_id") && it->second.count("aws_secret_access_key")) {
-        AwsCredentials c;
-        c.access_key_id = it->second["aws_access_key_id"];
-        c.secret_access_key = it->second["aws_secret_access_key"];
-        if (it->second.count("aws_session_token")) c.session_token = it->second["aws_session_token"];
-        c.source = absl::StrCat("profile '", profile, "' in ", config_file);
-        return c;
-      }
+      if (auto c = KeysOf(it->second, absl::StrCat("profile '", profile, "' in ", config_file))) return *c;
       if (it->second.count("credential_process"))
         return RunCredentialProcess(it->second["credential_process"], profile);
     }

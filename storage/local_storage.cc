@@ -71,10 +71,7 @@ class LocalStorage final : public Storage {
 
   absl::Status ReadRange(const ObjectInfo& object, int64_t offset, int64_t length, std::string* out) override {
     const std::string path = Describe(object.key);
-    if (offset < 0 || length < 0 || offset + length > object.size) {
-      return absl::OutOfRangeError(
-          absl::StrCat("bytes ", offset, "..", offset + length, " of ", path, " (", object.size, " bytes)"));
-    }
+    if (absl::Status s = CheckRange(*this, object, offset, length); !s.ok()) return s;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus(errno, "opening", path);
     struct stat st;

@@ -89,11 +89,7 @@ class S3Storage final : public Storage {
   }
 
   absl::Status ReadRange(const ObjectInfo& object, int64_t offset, int64_t length, std::string* out) override {
-    if (offset < 0 || length < 0 || offset + length > object.size) {
-      return absl::OutOfRangeError(absl::StrCat("bytes ", offset, "..", offset + length, " of ", Describe(object.key),
-                                                " (", object.size, " bytes)"));
-    }
-    if (length == 0) return absl::OkStatus();
+    if (absl::Status s = CheckRange(*this, object, offset, length); !s.ok() || length == 0) return s;
     HttpRequest r = Request("GET", FullKey(object.key), {});
     r.range_start = offset;
     r.range_length = length;

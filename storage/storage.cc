@@ -11,6 +11,12 @@
 
 namespace stoker {
 
+absl::Status CheckRange(const Storage& storage, const ObjectInfo& object, int64_t offset, int64_t length) {
+  if (offset >= 0 && length >= 0 && offset + length <= object.size) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat("bytes ", offset, "..", offset + length, " of ",
+                                            storage.Describe(object.key), " (", object.size, " bytes)"));
+}
+
 bool IsRemoteRoot(absl::string_view root) {
   return root.find("://") != absl::string_view::npos && !absl::StartsWithIgnoreCase(root, "file://");
 }

@@ -59,6 +59,10 @@ class Storage {
   virtual StorageCounters counters() const { return {}; }
 };
 
+// OUT_OF_RANGE naming the object unless [offset, offset + length) lies in it
+// (what every ReadRange checks first).
+absl::Status CheckRange(const Storage& storage, const ObjectInfo& object, int64_t offset, int64_t length);
+
 // Transport settings shared by the remote stores.
 struct StorageOptions {
   // S3: the endpoint (e.g. http://127.0.0.1:9000 for MinIO); empty: from

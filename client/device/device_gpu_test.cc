@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <utility>
 
 #include "client/device/device_stager.h"
 #include "gtest/gtest.h"
@@ -200,17 +201,24 @@ TEST(DeviceGpuTest, ASlotIsReusedOnlyAfterTheConsumersQueuedReads) {
   cudaStreamDestroy(consumer);
 }
 
+// A CUDA stager and a CPU one with otherwise default options.
+std::pair<std::unique_ptr<DeviceStager>, std::unique_ptr<DeviceStager>> GpuAndCpuStagers() {
+  DeviceOptions o;
+  o.device = DeviceOptions::Device::kCuda;
+  auto gpu = DeviceStager::Create(o, nullptr);
+  o.device = DeviceOptions::Device::kCpu;
+  auto cpu = DeviceStager::Create(o, nullptr);
+  if (!gpu.ok() || !cpu.ok()) return {};
+  return {*std::move(gpu), *std::move(cpu)};
+}
+
 // Audio batches (float32 or int16 [N, C, L], made on the servers) and video
 // clips ([N, T, H, W, 3] uint8) reach the GPU with the CPU path's values: audio
 // copied as it is, clips converted as N x T images.
 TEST(DeviceGpuTest, AudioAndVideoBatchesEqualTheCpuPath) {
   for (const v1::DType dtype : {v1::FLOAT32, v1::INT16}) {
-    DeviceOptions o;
-    o.device = DeviceOptions::Device::kCuda;
-    auto gpu = DeviceStager::Create(o, nullptr);
-    o.device = DeviceOptions::Device::kCpu;
-    auto cpu = DeviceStager::Create(o, nullptr);
-    ASSERT_TRUE(gpu.ok() && cpu.ok());
+    auto [gpu, cpu] = GpuAndCpuStagers();
+    ASSERT_TRUE(gpu && cpu);
     const size_t element = dtype == v1::INT16 ? 2 : 4;
     const size_t bytes = 4 * 2 * 16000 * element;
     auto audio = [&](const std::shared_ptr<HostBufferPool>& pool) {
@@ -223,29 +231,25 @@ TEST(DeviceGpuTest, AudioAndVideoBatchesEqualTheCpuPath) {
       for (size_t i = 0; i < bytes; ++i) b.data.data()[i] = static_cast<uint8_t>(rng());
       return b;
     };
-    auto g = (*gpu)->Stage(audio((*gpu)->host_buffers()));
-    auto c = (*cpu)->Stage(audio((*cpu)->host_buffers()));
+    auto g = gpu->Stage(audio(gpu->host_buffers()));
+    auto c = cpu->Stage(audio(cpu->host_buffers()));
     ASSERT_TRUE(g.ok() && c.ok()) << g.status() << c.status();
-    ASSERT_TRUE((*gpu)->Wait(*g).ok());
+    ASSERT_TRUE(gpu->Wait(*g).ok());
     EXPECT_EQ(g->shape, (std::vector<int64_t>{4, 2, 16000}));
     const std::vector<uint8_t> got = ToHost(*g, bytes);
     EXPECT_EQ(0, std::memcmp(got.data(), c->data, bytes)) << v1::DType_Name(dtype);
   }
-  DeviceOptions o;
-  o.device = DeviceOptions::Device::kCuda;
-  auto gpu = DeviceStager::Create(o, nullptr);
-  o.device = DeviceOptions::Device::kCpu;
-  auto cpu = DeviceStager::Create(o, nullptr);
-  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  auto [gpu, cpu] = GpuAndCpuStagers();
+  ASSERT_TRUE(gpu && cpu);
   auto clip = [](const std::shared_ptr<HostBufferPool>& pool) {
     Batch b = MakeBatch(pool, 2 * 8, 48, 64, 11);  // 2 clips of 8 frames
     b.shape = {2, 8, 48, 64, 3};
     return b;
   };
-  auto g = (*gpu)->Stage(clip((*gpu)->host_buffers()));
-  auto c = (*cpu)->Stage(clip((*cpu)->host_buffers()));
+  auto g = gpu->Stage(clip(gpu->host_buffers()));
+  auto c = cpu->Stage(clip(cpu->host_buffers()));
   ASSERT_TRUE(g.ok() && c.ok()) << g.status() << c.status();
-  ASSERT_TRUE((*gpu)->Wait(*g).ok());
+  ASSERT_TRUE(gpu->Wait(*g).ok());
   EXPECT_EQ(g->shape, c->shape);
   const size_t elements = 2 * 8 * 48 * 64 * 3;
   const std::vector<uint8_t> got = ToHost(*g, elements * 4);
