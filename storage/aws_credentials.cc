@@ -91,12 +91,8 @@ absl::StatusOr<AwsCredentials> FromWebIdentity() {
   if (!token || token->empty()) {
     return absl::UnavailableError(absl::StrCat("web identity: token file ", token_file, " cannot be read or is empty"));
   }
-  std::string region = Env("AWS_REGION");
-  if (region.empty()) region = Env("AWS_DEFAULT_REGION");
-  if (region.empty()) region = "us-east-1";
-  std::string endpoint = Env("AWS_ENDPOINT_URL_STS");
-  if (endpoint.empty()) endpoint = Env("AWS_ENDPOINT_URL");
-  if (endpoint.empty()) endpoint = absl::StrCat("https://sts.", region, ".amazonaws.com");
+  std::string endpoint = AwsEndpointFromEnv("AWS_ENDPOINT_URL_STS");
+  if (endpoint.empty()) endpoint = absl::StrCat("https://sts.", AwsRegionFromEnv(), ".amazonaws.com");
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   const std::string session = Env("AWS_ROLE_SESSION_NAME").empty() ? "stoker" : Env("AWS_ROLE_SESSION_NAME");
   HttpRequest r;  // a form POST, as the AWS SDKs send it (the token stays out of URLs)
@@ -175,6 +171,17 @@ absl::StatusOr<AwsCredentials> FromInstanceMetadata() {
 }
 
 }  // namespace
+
+std::string AwsRegionFromEnv() {
+  for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
+    if (!Env(name).empty()) return Env(name);
+  }
+  return "us-east-1";
+}
+
+std::string AwsEndpointFromEnv(const char* service_variable) {
+  return Env(service_variable).empty() ? Env("AWS_ENDPOINT_URL") : Env(service_variable);
+}
 
 absl::StatusOr<AwsCredentials> ParseEndpointCredentials(const std::string& json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);

@@ -24,6 +24,15 @@
 
 namespace stoker {
 
+// The region requests are signed for, as the AWS tools find it: AWS_REGION,
+// else AWS_DEFAULT_REGION, else us-east-1.
+std::string AwsRegionFromEnv();
+
+// The endpoint the AWS tools use for one service: `service_variable`
+// (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_STS), else AWS_ENDPOINT_URL; empty
+// when neither is set.
+std::string AwsEndpointFromEnv(const char* service_variable);
+
 // The sections of an INI file ("[name]" -> key -> value); config files name
 // profiles "[profile name]", which is kept as written.
 std::map<std::string, std::map<std::string, std::string>> ParseIni(const std::string& text);

@@ -135,6 +135,26 @@ absl::Duration BackoffDelay(int attempt, absl::Duration base, absl::Duration max
   return std::min(cap, max) * std::clamp(u, 0.0, 1.0);
 }
 
+bool ParseHttpDate(const std::string& text, absl::Time* out) {
+  std::string err;
+  return absl::ParseTime("%a, %d %b %Y %H:%M:%S", absl::StripSuffix(text, " GMT"), absl::UTCTimeZone(), out, &err);
+}
+
+absl::StatusOr<ObjectInfo> ObjectFromHead(absl::string_view key, const HttpResponse& head, absl::string_view what) {
+  ObjectInfo info;
+  info.key = std::string(key);
+  auto length = head.headers.find("content-length");
+  if (length == head.headers.end() || !absl::SimpleAtoi(length->second, &info.size) || info.size < 0) {
+    return absl::UnavailableError(absl::StrCat("HEAD ", what, ": no Content-Length in the answer"));
+  }
+  if (auto it = head.headers.find("etag"); it != head.headers.end()) info.etag = it->second;
+  absl::Time modified;
+  if (auto it = head.headers.find("last-modified"); it != head.headers.end() && ParseHttpDate(it->second, &modified)) {
+    info.mtime_ns = absl::ToUnixNanos(modified);
+  }
+  return info;
+}
+
 std::string XmlErrorCode(const std::string& body) {
   const size_t start = body.find("<Code>");
   const size_t end = body.find("</Code>");
@@ -288,11 +308,7 @@ absl::StatusOr<HttpResponse> HttpClient::Fetch(const HttpRequest& request) {
       }
     } else if (status == 403 && XmlErrorCode(a.state.body) == "RequestTimeTooSkewed" && a.state.headers.count("date")) {
       absl::Time server;
-      std::string err;
-      if (!absl::ParseTime("%a, %d %b %Y %H:%M:%S", absl::StripSuffix(a.state.headers["date"], " GMT"),
-                           absl::UTCTimeZone(), &server, &err)) {
-        return StatusFor(r, status, a.state.body);
-      }
+      if (!ParseHttpDate(a.state.headers["date"], &server)) return StatusFor(r, status, a.state.body);
       clock_offset_us_ = absl::ToInt64Microseconds(server - absl::Now());
       reason = "clock_skew";
       problem = "the store says the request's time is skewed";

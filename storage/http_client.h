@@ -89,6 +89,14 @@ class HttpClient {
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 
+// An HTTP date (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT"); false when it
+// does not parse.
+bool ParseHttpDate(const std::string& text, absl::Time* out);
+
+// The object `key` as a HEAD answer describes it (Content-Length, ETag,
+// Last-Modified); UNAVAILABLE naming `what` without a valid Content-Length.
+absl::StatusOr<ObjectInfo> ObjectFromHead(absl::string_view key, const HttpResponse& head, absl::string_view what);
+
 // The store's error code from an S3-style XML error body (<Code>...</Code>),
 // or "".
 std::string XmlErrorCode(const std::string& body);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <fstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -32,17 +31,7 @@ class HttpStorage final : public Storage {
     r.url = Describe(key);
     absl::StatusOr<HttpResponse> got = client_.Fetch(r);
     if (!got.ok()) return got.status();
-    ObjectInfo info;
-    info.key = std::string(key);
-    auto length = got->headers.find("content-length");
-    if (length == got->headers.end() || !absl::SimpleAtoi(length->second, &info.size) || info.size < 0) {
-      return absl::UnavailableError(absl::StrCat("HEAD ", r.url, ": no Content-Length in the answer"));
-    }
-    if (auto it = got->headers.find("etag"); it != got->headers.end()) info.etag = it->second;
-    if (auto it = got->headers.find("last-modified"); it != got->headers.end()) {
-      info.mtime_ns = ParseHttpDateNs(it->second);
-    }
-    return info;
+    return ObjectFromHead(key, *got, r.url);
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
@@ -102,15 +91,6 @@ absl::StatusOr<std::vector<std::string>> ParseIndexFile(const std::string& dir, 
     for (std::string& n : *names) out.push_back(JoinKey(dir, n));
   }
   return out;
-}
-
-int64_t ParseHttpDateNs(const std::string& text) {
-  absl::Time t;
-  std::string err;
-  if (!absl::ParseTime("%a, %d %b %Y %H:%M:%S", absl::StripSuffix(text, " GMT"), absl::UTCTimeZone(), &t, &err)) {
-    return 0;
-  }
-  return absl::ToUnixNanos(t);
 }
 
 absl::StatusOr<std::unique_ptr<Storage>> OpenHttpStorage(const Url& root, const StorageOptions& options) {

@@ -21,10 +21,6 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenHttpStorage(const Url& root, const 
 // The keys an index.txt names, below `dir` ("dir/<line>"), braces expanded.
 absl::StatusOr<std::vector<std::string>> ParseIndexFile(const std::string& dir, const std::string& text);
 
-// Last-Modified's time (RFC 7231 IMF-fixdate) in ns since the epoch; 0 when
-// it does not parse.
-int64_t ParseHttpDateNs(const std::string& text);
-
 }  // namespace stoker
 
 #endif  // STOKER_STORAGE_HTTP_STORAGE_H_

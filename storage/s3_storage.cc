@@ -2,24 +2,16 @@
 
 #include <tinyxml2.h>
 
-#include <cstdlib>
-
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "storage/aws_credentials.h"
 #include "storage/http_client.h"
-#include "storage/http_storage.h"
 #include "storage/sigv4.h"
 
 namespace stoker {
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
 
 const char* Text(const tinyxml2::XMLElement* e, const char* child) {
   const tinyxml2::XMLElement* c = e->FirstChildElement(child);
@@ -49,16 +41,7 @@ class S3Storage final : public Storage {
     HttpRequest r = Request("HEAD", FullKey(key), {});
     absl::StatusOr<HttpResponse> got = client_.Fetch(r);
     if (!got.ok()) return Named(got.status(), key);
-    ObjectInfo info;
-    info.key = std::string(key);
-    auto length = got->headers.find("content-length");
-    if (length == got->headers.end() || !absl::SimpleAtoi(length->second, &info.size)) {
-      return absl::UnavailableError(absl::StrCat("HEAD ", Describe(key), ": no Content-Length in the answer"));
-    }
-    if (auto it = got->headers.find("etag"); it != got->headers.end()) info.etag = it->second;
-    if (auto it = got->headers.find("last-modified"); it != got->headers.end())
-      info.mtime_ns = ParseHttpDateNs(it->second);
-    return info;
+    return ObjectFromHead(key, *got, Describe(key));
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
@@ -175,13 +158,9 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenS3Storage(const Url& root, const St
   std::string prefix = root.path;
   while (!prefix.empty() && prefix.front() == '/') prefix.erase(0, 1);
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  std::string region = options.s3_region;
-  if (region.empty()) region = Env("AWS_REGION");
-  if (region.empty()) region = Env("AWS_DEFAULT_REGION");
-  if (region.empty()) region = "us-east-1";
-  std::string endpoint_text = options.s3_endpoint;
-  if (endpoint_text.empty()) endpoint_text = Env("AWS_ENDPOINT_URL_S3");
-  if (endpoint_text.empty()) endpoint_text = Env("AWS_ENDPOINT_URL");
+  std::string region = options.s3_region.empty() ? AwsRegionFromEnv() : options.s3_region;
+  std::string endpoint_text =
+      options.s3_endpoint.empty() ? AwsEndpointFromEnv("AWS_ENDPOINT_URL_S3") : options.s3_endpoint;
   const bool aws = endpoint_text.empty();
   if (aws) endpoint_text = absl::StrCat("https://s3.", region, ".amazonaws.com");
   absl::StatusOr<Url> endpoint = ParseUrl(endpoint_text);

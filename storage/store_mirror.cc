@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/atomic_file.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 #include "storage/sigv4.h"
@@ -76,16 +77,7 @@ absl::Status WriteManifest(const fs::path& path, const Manifest& m) {
   j["used_unix"] = m.used_unix;
   j["objects"] = nlohmann::json::object();
   for (const auto& [key, v] : m.objects) j["objects"][key] = {v.first, v.second};
-  const fs::path tmp = path.string() + kPartSuffix;
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump();
-    if (!out.flush()) return absl::UnavailableError(absl::StrCat("writing ", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("renaming ", tmp.string(), ": ", ec.message()));
-  return absl::OkStatus();
+  return WriteFileAtomically(path, j.dump(), Durability::kDurable);
 }
 
 bool LocalMatches(const fs::path& path, int64_t size) {
@@ -113,7 +105,7 @@ absl::StatusOr<std::unique_ptr<StoreMirror>> StoreMirror::Create(std::unique_ptr
   for (const auto& entry : fs::directory_iterator(local / kManifestDir, ec)) {
     if (entry.path().extension() != ".json") continue;
     if (std::optional<Manifest> manifest = LoadManifest(entry.path())) {
-      m->bytes_by_name_[manifest->name] = manifest->bytes();
+      m->held_[manifest->name] = {manifest->bytes(), manifest->used_unix};
       m->stats_.bytes_cached += manifest->bytes();
     }
   }
@@ -213,8 +205,8 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   }
   if (absl::Status s = WriteManifest(ManifestPath(name), next); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  stats_.bytes_cached += next.bytes() - bytes_by_name_[name];
-  bytes_by_name_[name] = next.bytes();
+  stats_.bytes_cached += next.bytes() - held_[name].bytes;
+  held_[name] = {next.bytes(), next.used_unix};
   used_.insert(name);
   stats_.objects_fetched += static_cast<int64_t>(wanted.size());
   stats_.bytes_fetched += wanted_bytes;
@@ -227,7 +219,7 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
 
 int64_t StoreMirror::HeldExcept(const std::string& name) const {
   int64_t total = 0;
-  for (const auto& [n, b] : bytes_by_name_) total += n == name ? 0 : b;
+  for (const auto& [n, h] : held_) total += n == name ? 0 : h.bytes;
   return total;
 }
 
@@ -236,12 +228,10 @@ absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
     // The least recently used name that this process has not opened.
     std::string victim;
     int64_t oldest = INT64_MAX;
-    for (const auto& [n, b] : bytes_by_name_) {
+    for (const auto& [n, h] : held_) {
       if (n == name || used_.count(n)) continue;
-      const std::optional<Manifest> m = LoadManifest(ManifestPath(n));
-      const int64_t used = m ? m->used_unix : 0;
-      if (used < oldest) {
-        oldest = used;
+      if (h.used_unix < oldest) {
+        oldest = h.used_unix;
         victim = n;
       }
     }
@@ -257,10 +247,11 @@ absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
       for (const auto& [key, v] : m->objects) fs::remove(local_root_ / key, ec);
     }
     fs::remove(ManifestPath(victim), ec);
-    LOG(INFO) << "cache: evicted " << store_->Describe(victim) << " (" << bytes_by_name_[victim] << " bytes)";
-    stats_.evicted_bytes += bytes_by_name_[victim];
-    stats_.bytes_cached -= bytes_by_name_[victim];
-    bytes_by_name_.erase(victim);
+    const int64_t bytes_out = held_[victim].bytes;
+    LOG(INFO) << "cache: evicted " << store_->Describe(victim) << " (" << bytes_out << " bytes)";
+    stats_.evicted_bytes += bytes_out;
+    stats_.bytes_cached -= bytes_out;
+    held_.erase(victim);
   }
   return absl::OkStatus();
 }

@@ -77,8 +77,12 @@ class StoreMirror {
   absl::Mutex ensure_mu_;  // one Ensure at a time (each fetches many objects in parallel)
 
   mutable absl::Mutex mu_;
-  std::map<std::string, int64_t> bytes_by_name_ ABSL_GUARDED_BY(mu_);  // manifests on disk
-  std::set<std::string> used_ ABSL_GUARDED_BY(mu_);                    // ensured by this process
+  struct Held {
+    int64_t bytes = 0;
+    int64_t used_unix = 0;  // when it was last ensured (the eviction order)
+  };
+  std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);  // as the manifests on disk say
+  std::set<std::string> used_ ABSL_GUARDED_BY(mu_);        // ensured by this process
   MirrorStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
