@@ -13,29 +13,14 @@
 #include "storage/http_storage.h"
 #include "storage/s3_storage.h"
 #include "storage/url.h"
+#include "tests/testdata/temp_dir.h"
 
 namespace stoker {
 namespace {
 
 namespace fs = std::filesystem;
 
-void Write(const fs::path& path, const std::string& bytes) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/storage_test_XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ::stoker::testing::TempDir;
 
 TEST(UrlTest, ParsesStoresAndRefusesWhatIsNotOne) {
   struct Case {
@@ -91,9 +76,9 @@ TEST(UrlTest, BraceRangesExpandAsWebDatasetsDo) {
 
 TEST(LocalStorageTest, StatListReadAndAChangedFileIsRefused) {
   TempDir dir;
-  Write(dir.path() / "ds/a/1.jpg", "0123456789");
-  Write(dir.path() / "ds/b/2.jpg", "abc");
-  Write(dir.path() / "other.txt", "x");
+  dir.Write("ds/a/1.jpg", "0123456789");
+  dir.Write("ds/b/2.jpg", "abc");
+  dir.Write("other.txt", "x");
   absl::StatusOr<std::unique_ptr<Storage>> s = OpenStorage(dir.path().string());
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE((*s)->is_local());
@@ -110,7 +95,7 @@ TEST(LocalStorageTest, StatListReadAndAChangedFileIsRefused) {
   EXPECT_EQ(out, ">23456");
   EXPECT_EQ((*s)->ReadRange(*info, 8, 5, &out).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ((*s)->Stat("ds/none.jpg").status().code(), absl::StatusCode::kNotFound);
-  Write(dir.path() / "ds/a/1.jpg", "0123456789AB");  // rewritten
+  dir.Write("ds/a/1.jpg", "0123456789AB");  // rewritten
   absl::Status changed = (*s)->ReadRange(*info, 0, 4, &out);
   EXPECT_EQ(changed.code(), absl::StatusCode::kFailedPrecondition) << changed;
   EXPECT_TRUE(absl::StrContains(changed.message(), "1.jpg")) << changed;
@@ -123,7 +108,7 @@ TEST(SequentialReaderTest, ReadsInBlocksFrontToBack) {
   TempDir dir;
   std::string bytes;
   for (int i = 0; i < 1000; ++i) bytes.push_back(static_cast<char>(i * 7));
-  Write(dir.path() / "f", bytes);
+  dir.Write("f", bytes);
   auto s = OpenStorage(dir.path().string());
   ASSERT_TRUE(s.ok());
   auto info = (*s)->Stat("f");
@@ -169,47 +154,47 @@ TEST(ListObjectsV2Test, ParsesAPageAndRefusesOtherXml) {
 class CredentialsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                          "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"}) {
-      ::unsetenv(v);
-    }
-    for (const char* v : {"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                          "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"}) {
+    for (const char* v :
+         {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+          "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"}) {
       ::unsetenv(v);
     }
     ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);  // never 169.254.169.254 from a test
     ::setenv("AWS_SHARED_CREDENTIALS_FILE", (dir_.path() / "credentials").c_str(), 1);
     ::setenv("AWS_CONFIG_FILE", (dir_.path() / "config").c_str(), 1);
   }
+  // What a fresh chain finds now (as a new process would).
+  static absl::StatusOr<AwsCredentials> Found() {
+    AwsCredentialChain chain;
+    return chain.Get();
+  }
   TempDir dir_;
 };
 
 TEST_F(CredentialsTest, TheEnvironmentComesFirstThenTheProfileFiles) {
-  Write(dir_.path() / "credentials",
-        "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n"
-        "[other]\naws_access_key_id=OTHERKEY\naws_secret_access_key=OTHERSECRET\n"
-        "aws_session_token = OTHERTOKEN\n");
-  Write(dir_.path() / "config",
-        "[profile proc]\ncredential_process = printf '{\"Version\": 1, \"AccessKeyId\": "
-        "\"PROCKEY\", \"SecretAccessKey\": \"PROCSECRET\", \"Expiration\": "
-        "\"2099-01-01T00:00:00Z\"}'\n");
+  dir_.Write("credentials",
+             "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n"
+             "[other]\naws_access_key_id=OTHERKEY\naws_secret_access_key=OTHERSECRET\n"
+             "aws_session_token = OTHERTOKEN\n");
+  dir_.Write("config",
+             "[profile proc]\ncredential_process = printf '{\"Version\": 1, \"AccessKeyId\": "
+             "\"PROCKEY\", \"SecretAccessKey\": \"PROCSECRET\", \"Expiration\": "
+             "\"2099-01-01T00:00:00Z\"}'\n");
   {
-    AwsCredentialChain chain;
-    auto c = chain.Get();
+    auto c = Found();
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->access_key_id, "FILEKEY");
   }
   ::setenv("AWS_PROFILE", "other", 1);
   {
-    AwsCredentialChain chain;
-    auto c = chain.Get();
+    auto c = Found();
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->session_token, "OTHERTOKEN");
   }
   ::setenv("AWS_PROFILE", "proc", 1);
   {
-    AwsCredentialChain chain;
-    auto c = chain.Get();
+    auto c = Found();
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->access_key_id, "PROCKEY");
     EXPECT_EQ(c->secret_access_key, "PROCSECRET");
@@ -218,16 +203,14 @@ TEST_F(CredentialsTest, TheEnvironmentComesFirstThenTheProfileFiles) {
   ::setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
   ::setenv("AWS_SECRET_ACCESS_KEY", "ENVSECRET", 1);
   {
-    AwsCredentialChain chain;
-    auto c = chain.Get();
+    auto c = Found();
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->access_key_id, "ENVKEY");
     EXPECT_EQ(c->source, "environment");
   }
   ::unsetenv("AWS_ACCESS_KEY_ID");
   ::setenv("AWS_PROFILE", "missing", 1);
-  AwsCredentialChain none;
-  absl::Status s = none.Get().status();
+  absl::Status s = Found().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(s.message(), "profile 'missing'")) << s;
   for (const char* secret : {"FILESECRET", "OTHERSECRET", "PROCSECRET", "ENVSECRET"}) {
@@ -240,17 +223,17 @@ TEST_F(CredentialsTest, CredentialsNearTheirExpiryAreFetchedAgain) {
   const fs::path calls = dir_.path() / "calls";
   const std::string soon = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now() + absl::Minutes(4), absl::UTCTimeZone());
   const std::string later = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now() + absl::Hours(2), absl::UTCTimeZone());
-  Write(dir_.path() / "config",
-        "[profile soon]\ncredential_process = sh -c 'echo x >> " + calls.string() +
-            "; printf \"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"A\\\", \\\"SecretAccessKey\\\": \\\"S\\\", "
-            "\\\"Expiration\\\": \\\"" +
-            soon +
-            "\\\"}\"'\n"
-            "[profile later]\ncredential_process = sh -c 'echo y >> " +
-            calls.string() +
-            "; printf \"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"A\\\", \\\"SecretAccessKey\\\": \\\"S\\\", "
-            "\\\"Expiration\\\": \\\"" +
-            later + "\\\"}\"'\n");
+  dir_.Write("config",
+             "[profile soon]\ncredential_process = sh -c 'echo x >> " + calls.string() +
+                 "; printf \"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"A\\\", \\\"SecretAccessKey\\\": \\\"S\\\", "
+                 "\\\"Expiration\\\": \\\"" +
+                 soon +
+                 "\\\"}\"'\n"
+                 "[profile later]\ncredential_process = sh -c 'echo y >> " +
+                 calls.string() +
+                 "; printf \"{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"A\\\", \\\"SecretAccessKey\\\": \\\"S\\\", "
+                 "\\\"Expiration\\\": \\\"" +
+                 later + "\\\"}\"'\n");
   for (const char* profile : {"soon", "later"}) {
     ::setenv("AWS_PROFILE", profile, 1);
     AwsCredentialChain chain;
@@ -262,13 +245,12 @@ TEST_F(CredentialsTest, CredentialsNearTheirExpiryAreFetchedAgain) {
 }
 
 TEST_F(CredentialsTest, CredentialProcessFailuresNameTheProfileNotTheOutput) {
-  Write(dir_.path() / "config",
-        "[profile bad]\ncredential_process = printf 'SECRETGARBAGE'\n"
-        "[profile fails]\ncredential_process = false\n");
+  dir_.Write("config",
+             "[profile bad]\ncredential_process = printf 'SECRETGARBAGE'\n"
+             "[profile fails]\ncredential_process = false\n");
   for (const char* profile : {"bad", "fails"}) {
     ::setenv("AWS_PROFILE", profile, 1);
-    AwsCredentialChain chain;
-    absl::Status s = chain.Get().status();
+    absl::Status s = Found().status();
     EXPECT_FALSE(s.ok());
     EXPECT_TRUE(absl::StrContains(s.message(), profile)) << s;
     EXPECT_FALSE(absl::StrContains(s.message(), "SECRETGARBAGE")) << s;

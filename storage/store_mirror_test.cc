@@ -8,16 +8,14 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "storage/local_storage.h"
+#include "tests/testdata/temp_dir.h"
 
 namespace stoker {
 namespace {
 
 namespace fs = std::filesystem;
 
-void Write(const fs::path& path, const std::string& bytes) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using ::stoker::testing::TempDir;
 
 std::string Read(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -60,23 +58,20 @@ class CountingStore final : public Storage {
 class StoreMirrorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/mirror_test_XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    Write(dir_ / "store/ds/a/1.jpg", std::string(100, 'a'));
-    Write(dir_ / "store/ds/b/2.jpg", std::string(3000, 'b'));
-    Write(dir_ / "store/ds/shard-000000.tar", std::string(20000, 't'));
-    Write(dir_ / "store/other/x.bin", std::string(50000, 'x'));
-    Write(dir_ / "store/ann.json", "{}");
+    dir_.Write("store/ds/a/1.jpg", std::string(100, 'a'));
+    dir_.Write("store/ds/b/2.jpg", std::string(3000, 'b'));
+    dir_.Write("store/ds/shard-000000.tar", std::string(20000, 't'));
+    dir_.Write("store/other/x.bin", std::string(50000, 'x'));
+    dir_.Write("store/ann.json", "{}");
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<StoreMirror> Mirror(int64_t cache_bytes, CountingStore** store) {
-    auto inner = OpenLocalStorage((dir_ / "store").string());
+    auto inner = OpenLocalStorage((dir_.path() / "store").string());
     EXPECT_TRUE(inner.ok());
     auto counting = std::make_unique<CountingStore>(*std::move(inner));
     *store = counting.get();
     MirrorOptions o;
-    o.cache_dir = dir_ / "cache";
+    o.cache_dir = dir_.path() / "cache";
     o.cache_bytes = cache_bytes;
     o.block_bytes = 4096;
     o.parallel = 3;
@@ -85,7 +80,7 @@ class StoreMirrorTest : public ::testing::Test {
     return *std::move(m);
   }
 
-  fs::path dir_;
+  TempDir dir_;
 };
 
 TEST_F(StoreMirrorTest, FetchesOnceInLargeReadsAndAgainOnlyWhatChanged) {
@@ -104,8 +99,8 @@ TEST_F(StoreMirrorTest, FetchesOnceInLargeReadsAndAgainOnlyWhatChanged) {
   // A restarted server: the cache is reused; a changed and a removed object
   // are fetched again and removed; nothing else is read.
   mirror.reset();
-  Write(dir_ / "store/ds/b/2.jpg", std::string(3001, 'c'));
-  fs::remove(dir_ / "store/ds/a/1.jpg");
+  dir_.Write("store/ds/b/2.jpg", std::string(3001, 'c'));
+  fs::remove(dir_.path() / "store/ds/a/1.jpg");
   auto again = Mirror(1 << 20, &store);
   ASSERT_TRUE(again->Ensure("ds", true).ok());
   EXPECT_EQ(store->reads.load(), 1);
@@ -121,8 +116,9 @@ TEST_F(StoreMirrorTest, ATornCopyIsNeverServedAndIsFetchedAgain) {
   const fs::path local = mirror->local_root();
   mirror.reset();
   // What a SIGKILL mid-fetch leaves: a shorter file (a later rewrite) and a part file.
-  Write(local / "ds/shard-000000.tar", std::string(7, 't'));
-  Write(local / "ds/shard-000000.tar.stoker-part", "junk");
+  const std::string copy = fs::relative(local, dir_.path()).string();
+  dir_.Write(copy + "/ds/shard-000000.tar", std::string(7, 't'));
+  dir_.Write(copy + "/ds/shard-000000.tar.stoker-part", "junk");
   auto again = Mirror(1 << 20, &store);
   ASSERT_TRUE(again->Ensure("ds", true).ok());
   EXPECT_EQ(Read(local / "ds/shard-000000.tar"), std::string(20000, 't'));
