@@ -5,13 +5,15 @@ stoker-server processes. Every process stops with its owner."""
 
 import http.client
 import os
-import re
 import signal
 import socket
 import socketserver
 import subprocess
 import threading
 import time
+
+from logwait import wait_for
+from procs import stop_all
 
 
 def free_port():
@@ -155,27 +157,18 @@ class FaultProxy:
 
 
 class Server:
+    """A stoker-server on 127.0.0.1 with a free port, logging to WORK/server-TAG.log."""
+
     def __init__(self, build, work, tag, *flags, env=None):
         self.log = os.path.join(work, f"server-{tag}.log")
         self.proc = subprocess.Popen([os.path.join(build, "server", "stoker-server"), "--host=127.0.0.1", "--port=0",
                                       "--metrics-port=-1", "--workers=2", *flags],
                                      stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            m = re.search(r"listening on [\d.]+:(\d+)", open(self.log).read())
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"stoker-server did not start: {open(self.log).read()[-2000:]}")
+        m = wait_for(self.log, r"listening on [\d.]+:(\d+)", 30)
+        if not m:
+            stop_all([self.proc])
+            raise AssertionError(f"stoker-server did not start: {open(self.log).read()[-2000:]}")
+        self.address = f"127.0.0.1:{m.group(1)}"
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
+        stop_all([self.proc])

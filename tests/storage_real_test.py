@@ -22,6 +22,7 @@ import time
 SOURCE, BUILD = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 from testpki import Pki  # noqa: E402
+from procs import stop_all  # noqa: E402
 from storage_fixtures import FaultProxy, Nginx, Server, free_port, wait_port  # noqa: E402
 
 TOOL = os.path.join(BUILD, "storage", "stoker-storage")
@@ -95,11 +96,7 @@ class Moto:
                                              response_checksum_validation="when_required"))
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_all([self.proc])
 
 
 def env_without_aws(**extra):

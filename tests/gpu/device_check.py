@@ -16,15 +16,17 @@ import json
 import multiprocessing
 import os
 import platform
+import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 import wave
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from procs import stop_all  # noqa: E402  (tests/procs.py: SIGTERM, then SIGKILL after 15 s)
 
 os.environ.setdefault("STOKER_LOG_LEVEL", "1")  # the loader's warnings and errors only
 
@@ -604,9 +606,7 @@ def start_servers(ctx, count, workers):
                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         address = None
-        while time.monotonic() < deadline and p.poll() is None:
-            import re
-
+        while time.monotonic() < deadline and p.poll() is None:  # a server that exits fails at once
             m = re.search(r"listening on [\d.]+:(\d+)", open(log).read())
             if m:
                 address = f"127.0.0.1:{m.group(1)}"
@@ -621,14 +621,7 @@ def start_servers(ctx, count, workers):
 
 
 def stop_servers(servers):
-    for p, _ in servers:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p, _ in servers:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    stop_all([p for p, _ in servers])
 
 
 def step_servers_cpu(ctx, fig, until):
