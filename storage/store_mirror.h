@@ -65,7 +65,8 @@ class StoreMirror {
 
  private:
   StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, std::filesystem::path local_root);
-  absl::Status EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled);
+  absl::Status EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ensure_mu_);
   absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t HeldExcept(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FetchOne(const ObjectInfo& object, const std::atomic<bool>* cancelled);
