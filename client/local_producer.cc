@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/await.h"
+#include "storage/remote_root.h"
 
 namespace stoker {
 
@@ -18,14 +19,25 @@ absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const Local
   if (options.workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("local_workers = ", options.workers, "; must be >= 1"));
   }
-  std::error_code ec;
-  if (!std::filesystem::is_directory(options.data_root, ec)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("local data root '", options.data_root.string(), "' is not a directory"));
-  }
   std::unique_ptr<LocalProducer> producer(new LocalProducer());
   CoreConfig core;
   core.data_root = options.data_root;
+  if (IsRemoteRoot(options.data_root)) {
+    absl::StatusOr<MirrorOptions> mirror = MirrorOptionsFromEnv();
+    if (!mirror.ok()) return mirror.status();
+    absl::StatusOr<std::unique_ptr<StoreMirror>> opened =
+        OpenMirror(options.data_root, StorageOptionsFromEnv(), *std::move(mirror));
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(),
+                          absl::StrCat("local data root '", options.data_root, "': ", opened.status().message()));
+    }
+    producer->mirror_ = *std::move(opened);
+    core.data_root = producer->mirror_->local_root();
+    core.catalog.fetch = producer->mirror_->Fetcher();
+  } else if (std::error_code ec; !std::filesystem::is_directory(options.data_root, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local data root '", options.data_root, "' is not a directory (nor an s3:// or http(s):// URL)"));
+  }
   core.workers = options.workers;
   core.max_pixels = options.max_pixels;
   core.sample_delay = options.sample_delay;

@@ -19,6 +19,7 @@
 #include "dataplane/server_metrics.h"
 #include "prometheus/registry.h"
 #include "proto/stoker/v1/stoker.pb.h"
+#include "storage/store_mirror.h"
 
 namespace stoker {
 
@@ -26,10 +27,13 @@ namespace stoker {
 inline constexpr char kLocalProducer[] = "local";
 
 struct LocalOptions {
-  int workers = 0;                          // threads that read, decode and augment; >= 1 to create
-  std::filesystem::path data_root = ".";    // where dataset names resolve, as a server's --data-root
-  int64_t max_pixels = 100'000'000;         // as stoker-server --max-pixels
-  int64_t max_file_bytes = int64_t{256} << 20;  // as stoker-server --max-file-bytes
+  int workers = 0;  // threads that read, decode and augment; >= 1 to create
+  // Where dataset names resolve, as a server's --data-root: a directory, or
+  // s3:// or http(s):// (each dataset copied whole into the cache that
+  // STOKER_CACHE_DIR names, see storage/remote_root.h).
+  std::string data_root = ".";
+  int64_t max_pixels = 100'000'000;                    // as stoker-server --max-pixels
+  int64_t max_file_bytes = int64_t{256} << 20;         // as stoker-server --max-file-bytes
   absl::Duration sample_delay = absl::ZeroDuration();  // test-only, as --test-sample-delay-ms
   // The training host's own Python transform processes (as stoker-server
   // --python-transforms; processes 0: one per worker) and op plugins.
@@ -39,9 +43,9 @@ struct LocalOptions {
 
 class LocalProducer {
  public:
-  // INVALID_ARGUMENT for fewer than one worker, a data root that is not a
-  // directory, a Python module that does not import or a plugin that does
-  // not load.
+  // INVALID_ARGUMENT for fewer than one worker, a data root that is neither
+  // a directory nor a store URL, a Python module that does not import or a
+  // plugin that does not load.
   static absl::StatusOr<std::unique_ptr<LocalProducer>> Create(const LocalOptions& options);
   ~LocalProducer();
 
@@ -61,6 +65,7 @@ class LocalProducer {
   // client's metrics count its batches (server="local").
   prometheus::Registry registry_;
   ServerMetrics metrics_;
+  std::unique_ptr<StoreMirror> mirror_;  // a remote data root's store and cache; outlives core_
   std::unique_ptr<DataServiceCore> core_;
 };
 

@@ -18,8 +18,11 @@
 #include "materialize/materializer.h"
 #include "materialize/remote_maker.h"
 #include "materialize/tool_support.h"
+#include "storage/storage_flags.h"
 
-ABSL_FLAG(std::string, data_root, ".", "Directory holding the source dataset");
+ABSL_FLAG(std::string, data_root, ".",
+          "Directory holding the source dataset, or an s3:// or http(s):// URL (the source is copied into "
+          "--cache-dir first; the output stays local)");
 ABSL_FLAG(std::string, dataset, "", "Source dataset, relative to --data-root (ImageFolder tree or tar shards)");
 ABSL_FLAG(std::string, prefix, "resize(256)",
           "Deterministic ops to run once and store, e.g. 'resize(256)' or 'resize(256), center_crop(224)'; "
@@ -72,6 +75,17 @@ int main(int argc, char** argv) {
   }
   stoker::MaterializeConfig config;
   config.data_root = absl::GetFlag(FLAGS_data_root);
+  std::unique_ptr<stoker::StoreMirror> mirror;  // a remote source's store and local copy
+  if (stoker::IsRemoteRoot(absl::GetFlag(FLAGS_data_root))) {
+    absl::StatusOr<std::unique_ptr<stoker::StoreMirror>> m = stoker::MirrorFromFlags(absl::GetFlag(FLAGS_data_root));
+    if (!m.ok()) {
+      LOG(ERROR) << "--data-root " << absl::GetFlag(FLAGS_data_root) << ": " << m.status();
+      return 2;
+    }
+    mirror = *std::move(m);
+    config.data_root = mirror->local_root();
+    config.fetch = mirror->Fetcher();
+  }
   config.dataset = absl::GetFlag(FLAGS_dataset);
   config.out = absl::GetFlag(FLAGS_out);
   if (config.dataset.empty() || config.out.empty()) {

@@ -24,9 +24,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/sources/manifest.h"
 #include "dataplane/stored_sample.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
@@ -70,8 +70,11 @@ using ConnectRemote = std::function<absl::StatusOr<std::unique_ptr<RemoteMaker>>
 
 struct MaterializeConfig {
   std::filesystem::path data_root = ".";
-  std::string dataset;           // under data_root, or "synthetic:..."
-  std::vector<v1::Op> prefix;    // deterministic ops only; empty: decoded pixels
+  std::string dataset;  // under data_root, or "synthetic:..."
+  // Set for a remote source (storage/store_mirror.h): brings the dataset's
+  // local copy under data_root up to date before it is opened.
+  std::function<absl::Status(const std::string& name, bool directory, const std::atomic<bool>* cancelled)> fetch;
+  std::vector<v1::Op> prefix;  // deterministic ops only; empty: decoded pixels
   StoredFormat format;
   std::filesystem::path out;
   int workers = 1;
@@ -101,10 +104,10 @@ struct MaterializeConfig {
 };
 
 struct MaterializeProgress {
-  int64_t done = 0;   // samples stored or failed, this run and resumed
+  int64_t done = 0;  // samples stored or failed, this run and resumed
   int64_t total = 0;
   int64_t failed = 0;
-  int64_t stored_bytes = 0;  // of the shards finished, resumed ones included
+  int64_t stored_bytes = 0;       // of the shards finished, resumed ones included
   double samples_per_second = 0;  // this run's
   absl::Duration eta = absl::InfiniteDuration();
 };
@@ -114,7 +117,7 @@ struct MaterializeReport {
   std::filesystem::path out;
   int64_t shards_resumed = 0;  // recorded by an earlier, interrupted run
   int64_t shards_made = 0;
-  int64_t stored_bytes = 0;    // all shards
+  int64_t stored_bytes = 0;  // all shards
   absl::Duration took;
 };
 

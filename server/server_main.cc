@@ -227,10 +227,7 @@ int main(int argc, char** argv) {
     }
     mirror = *std::move(m);
     config.core.data_root = mirror->local_root();
-    config.core.catalog.fetch = [m = mirror.get()](const std::string& name, bool directory,
-                                                   const std::atomic<bool>* cancelled) {
-      return m->Ensure(name, directory, cancelled);
-    };
+    config.core.catalog.fetch = mirror->Fetcher();
     LOG(INFO) << "datasets from " << mirror->store().root() << " are copied to " << mirror->local_root().string()
               << " as sessions open them (whole objects; tar shards are the fast path: a tree of one object per "
                  "sample is one request per sample, convert it with stoker-materialize)";

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,6 +63,15 @@ class StoreMirror {
   absl::Status Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled = nullptr);
 
   MirrorStats stats() const;
+
+  // Ensure as a function (CatalogOptions::fetch); the mirror must outlive it.
+  using Fetch =
+      std::function<absl::Status(const std::string& name, bool directory, const std::atomic<bool>* cancelled)>;
+  Fetch Fetcher() {
+    return [this](const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
+      return Ensure(name, directory, cancelled);
+    };
+  }
 
  private:
   StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, std::filesystem::path local_root);

@@ -383,18 +383,21 @@ def make_datasets(root):
         f.write("".join(os.path.relpath(p, f"{root}/imgs") + "\n" for p in images))
 
 
-def epoch_hashes(work, server, dataset, tag):
-    """(epoch, batch, sample indices, hash) of two epochs from `server`."""
+def epoch_hashes(work, server, dataset, tag, local_root=None, env=None):
+    """(epoch, batch, sample indices, hash) of two epochs from `server`, or
+    from two local workers over `local_root` (local mode) when it is given."""
     import json
 
     log = os.path.join(work, f"batches-{tag}.jsonl")
-    r = subprocess.run([os.path.join(BUILD, "client", "stoker-bench"), f"--servers={server.address}",
+    producer = [f"--servers={server.address}"] if local_root is None else ["--local-workers=2",
+                                                                           f"--data-root={local_root}"]
+    r = subprocess.run([os.path.join(BUILD, "client", "stoker-bench"), *producer,
                     f"--dataset={dataset}", "--batch-size=8", "--epochs=2", "--seed=7", "--device=cpu",
                     "--metrics-port=-1", "--pipeline=random_resized_crop(32), random_horizontal_flip(0.5)",
-                    f"--log-batches={log}"], capture_output=True, timeout=120)
+                    f"--log-batches={log}"], capture_output=True, timeout=120, env=env)
     if r.returncode != 0:
-        raise AssertionError(f"stoker-bench on '{dataset}' failed: {r.stderr.decode()[-1500:]}\nserver: "
-                             f"{open(server.log).read()[-2500:]}")
+        where = f"local mode on {local_root}" if server is None else f"server: {open(server.log).read()[-2500:]}"
+        raise AssertionError(f"stoker-bench on '{dataset}' failed: {r.stderr.decode()[-1500:]}\n{where}")
     lines = [json.loads(l) for l in open(log)]
     return sorted((l["epoch"], l["batch"], tuple(l["sample_indices"]), l["hash"]) for l in lines)
 
@@ -470,6 +473,53 @@ def server_checks(moto, work, root):
         bad.stop()
 
 
+LOADER_DIGESTS = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+import stoker
+digests = []
+for root in sys.argv[2:]:
+    loader = stoker.Loader(dataset="shards", local_workers=2, data_root=root, batch_size=8, seed=7, device="cpu",
+                           dtype="uint8", layout="nhwc", framework="numpy")
+    digests.append(hashlib.sha256(b"".join(bytes(x) + bytes(y) for x, y in loader)).hexdigest())
+print(" ".join(digests))
+"""
+
+
+def local_mode_checks(moto, work, root):
+    """Local mode (stoker-bench --local-workers, the Python loader) and
+    stoker-materialize read s3:// and http:// sources as their servers do."""
+    env = env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret, AWS_REGION="us-east-1",
+                          AWS_ENDPOINT_URL=moto.endpoint, STOKER_CACHE_DIR=os.path.join(work, "cache-local-mode"))
+    site = Nginx(os.path.join(work, "site-local"), root, Pki(os.path.join(work, "site-local-pki")))
+    web = f"http://127.0.0.1:{site.http}/"
+    try:
+        for dataset in ("shards", "imgs"):
+            want = epoch_hashes(work, None, dataset, f"lm-local-{dataset}", local_root=root)
+            for tag, url in (("s3", "s3://datasets"), ("http", web)):
+                got = epoch_hashes(work, None, dataset, f"lm-{tag}-{dataset}", local_root=url, env=env)
+                check(len(want) == 12 and got == want,
+                      f"local mode on {tag} '{dataset}' gives the local directory's two epochs ({len(got)} batches)")
+        r = subprocess.run([sys.executable, "-c", LOADER_DIGESTS, os.path.join(BUILD, "python"), root, web,
+                            "s3://datasets"], capture_output=True, env=env, timeout=120)
+        digests = r.stdout.decode().split()
+        check(r.returncode == 0 and len(digests) == 3 and len(set(digests)) == 1,
+              f"the Python loader's data_root= takes http:// and s3:// URLs, same batches: {r.stderr.decode()[-800:]}")
+        made = {}
+        for tag, source in (("local", root), ("http", web)):
+            out = os.path.join(work, f"materialized-{tag}")
+            r = subprocess.run([os.path.join(BUILD, "materialize", "stoker-materialize"), f"--data-root={source}",
+                                "--dataset=imgs", "--prefix=resize(24)", f"--out={out}", "--local-workers=2",
+                                "--shard-samples=20", "--progress=none", f"--cache-dir={work}/cache-materialize"],
+                               capture_output=True, timeout=120)
+            check(r.returncode == 0, f"stoker-materialize from a {tag} source: {r.stderr.decode()[-800:]}")
+            made[tag] = {n: open(os.path.join(out, n), "rb").read() for n in sorted(os.listdir(out))}
+        check(len(made["local"]) >= 3 and made["http"] == made["local"],
+              f"stoker-materialize from http:// writes the local source's shards, byte for byte ({sorted(made['local'])})")
+    finally:
+        site.stop()
+
+
 _LOCAL = []
 
 
@@ -512,6 +562,7 @@ def main():
         datasets = os.path.join(work, "datasets")
         make_datasets(datasets)
         server_checks(moto, work, datasets)
+        local_mode_checks(moto, work, datasets)
         print(f"storage_real_test: all checks passed in {time.monotonic() - t0:.1f} s")
     finally:
         nginx.stop()

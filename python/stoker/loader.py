@@ -72,7 +72,11 @@ class Loader:
         as the servers; 0 (default) is off. With no servers, the loader is a
         complete single-machine loader.
       data_root: where the local workers find `dataset` (as a server's
-        --data-root); its copy must be the servers' (same fingerprint).
+        --data-root): a directory, or an ``s3://bucket/prefix`` or
+        ``https://host/path`` URL whose datasets are copied whole into the
+        cache STOKER_CACHE_DIR names (S3 settings and credentials from the
+        AWS variables and files); its copy must be the servers' (same
+        fingerprint).
       python_transforms: modules (a list or "a,b") whose functions the
         pipeline's python(module:function) ops may run in local mode, in
         worker processes of this interpreter (as a server's
