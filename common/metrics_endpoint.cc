@@ -36,6 +36,11 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(exposer), ports[0], std::move(basic_auth)));
 }
 
+void MetricsEndpoint::Add(std::shared_ptr<prometheus::Collectable> collectable) {
+  exposer_->RegisterCollectable(collectable);
+  added_.push_back(std::move(collectable));
+}
+
 prometheus::Histogram::BucketBoundaries DurationBuckets() {
   prometheus::Histogram::BucketBoundaries b;
   for (double v = 50e-6; v < 110.0; v *= 2) b.push_back(v);

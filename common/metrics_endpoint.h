@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/secret_set.h"
@@ -30,11 +31,14 @@ class MetricsEndpoint {
       std::shared_ptr<SecretSet> basic_auth = nullptr);
 
   int port() const { return port_; }
+  // Serves `collectable` too (read at each scrape), for as long as the endpoint lives.
+  void Add(std::shared_ptr<prometheus::Collectable> collectable);
 
  private:
   MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int port, std::shared_ptr<SecretSet> basic_auth)
       : basic_auth_(std::move(basic_auth)), exposer_(std::move(exposer)), port_(port) {}
   std::shared_ptr<SecretSet> basic_auth_;  // outlives the exposer, whose handler uses it
+  std::vector<std::shared_ptr<prometheus::Collectable>> added_;  // outlive the exposer, which holds weak pointers
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_;
 };

@@ -20,6 +20,7 @@
 #include "dataplane/decode/decoder_threads.h"
 #include "dataplane/server_metrics.h"
 #include "server/stoker_server.h"
+#include "server/storage_metrics.h"
 #include "storage/storage.h"
 #include "storage/storage_flags.h"
 
@@ -256,6 +257,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     metrics_endpoint = *std::move(endpoint);
+    if (mirror) metrics_endpoint->Add(stoker::StorageMetrics::ForMirror(mirror.get()));
   }
   auto server = stoker::StokerServer::Start(config, &metrics);
   if (!server.ok()) {

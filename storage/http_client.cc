@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <mutex>
 
 #include "absl/strings/ascii.h"
@@ -196,12 +197,24 @@ void HttpClient::CountRetry(const std::string& reason) {
   ++retries_[reason];
 }
 
+void HttpClient::CountLatency(absl::Duration took) {
+  const double seconds = absl::ToDoubleSeconds(took);
+  const size_t bucket = std::lower_bound(std::begin(kStorageLatencyBounds), std::end(kStorageLatencyBounds), seconds) -
+                        std::begin(kStorageLatencyBounds);
+  absl::MutexLock lock(&mu_);
+  if (latency_counts_.empty()) latency_counts_.assign(std::size(kStorageLatencyBounds) + 1, 0);
+  ++latency_counts_[bucket];
+  latency_seconds_ += seconds;
+}
+
 StorageCounters HttpClient::counters() const {
   StorageCounters c;
   c.requests = requests_.load();
   c.bytes = bytes_.load();
   absl::MutexLock lock(&mu_);
   c.retries_by_reason = retries_;
+  c.latency_counts = latency_counts_;
+  c.latency_seconds = latency_seconds_;
   for (const auto& [reason, n] : retries_) c.retries += n;
   return c;
 }
@@ -277,7 +290,9 @@ absl::StatusOr<HttpResponse> HttpClient::Fetch(const HttpRequest& request) {
     }
     Attempt a;
     const int64_t held = ranged ? static_cast<int64_t>(out.body.size()) : 0;
+    const absl::Time sent = absl::Now();
     Perform(r, held, &a);
+    CountLatency(absl::Now() - sent);
     ++requests_;
     bytes_ += static_cast<int64_t>(a.state.body.size());
     const long status = a.state.status;

@@ -76,6 +76,7 @@ class HttpClient {
   void GiveHandle(void* handle);
   void Perform(const HttpRequest& request, int64_t resume_from, Attempt* attempt);
   void CountRetry(const std::string& reason);
+  void CountLatency(absl::Duration took);
 
   const StorageOptions options_;
   const Prepare prepare_;
@@ -86,6 +87,8 @@ class HttpClient {
   mutable absl::Mutex mu_;
   std::vector<void*> handles_ ABSL_GUARDED_BY(mu_);  // idle CURL* easy handles
   std::map<std::string, int64_t> retries_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> latency_counts_ ABSL_GUARDED_BY(mu_);  // StorageCounters::latency_counts
+  double latency_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 };
 

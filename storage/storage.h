@@ -29,12 +29,21 @@ struct ObjectInfo {
   int64_t mtime_ns = 0;  // last modification (local files; stores: Last-Modified where given)
 };
 
+// The upper bounds (seconds) of the request latency buckets.
+inline constexpr double kStorageLatencyBounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                   0.25,  0.5,    1,     2.5,  5,     10,   30};
+
 // What one storage's reads did, for metrics and logs.
 struct StorageCounters {
   int64_t requests = 0;                              // requests sent (retries included)
   int64_t bytes = 0;                                 // body bytes received
   int64_t retries = 0;                               // attempts beyond the first
   std::map<std::string, int64_t> retries_by_reason;  // "503", "429", "reset", "timeout", "short_body", ...
+  // Each request's time to its answer: counts per bucket of
+  // kStorageLatencyBounds (not cumulative; one more past the last bound),
+  // and their sum in seconds. Empty where no request was sent.
+  std::vector<int64_t> latency_counts;
+  double latency_seconds = 0;
 };
 
 class Storage {

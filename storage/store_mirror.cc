@@ -165,13 +165,14 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     if (absl::Status s = MakeRoom(name, next.bytes()); !s.ok()) return s;
   }
   std::vector<const ObjectInfo*> wanted;
-  int64_t wanted_bytes = 0, reused = 0;
+  int64_t wanted_bytes = 0, reused = 0, reused_bytes = 0;
   for (const ObjectInfo& o : objects) {
     auto old = previous.objects.find(o.key);
     const bool same = old != previous.objects.end() && old->second.first == o.size && old->second.second == o.etag &&
                       LocalMatches(local_root_ / o.key, o.size);
     if (same) {
       ++reused;
+      reused_bytes += o.size;
     } else {
       wanted.push_back(&o);
       wanted_bytes += o.size;
@@ -211,7 +212,9 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   stats_.objects_fetched += static_cast<int64_t>(wanted.size());
   stats_.bytes_fetched += wanted_bytes;
   stats_.objects_reused += reused;
+  stats_.bytes_reused += reused_bytes;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  stats_.ensure_seconds += seconds;
   LOG(INFO) << store_->Describe(name) << ": " << objects.size() << " objects, " << wanted.size() << " fetched ("
             << wanted_bytes / 1000000 << " MB in " << seconds << " s), " << reused << " already cached";
   return absl::OkStatus();

@@ -44,8 +44,10 @@ struct MirrorStats {
   int64_t objects_fetched = 0;  // since the mirror was made
   int64_t bytes_fetched = 0;
   int64_t objects_reused = 0;  // found complete and unchanged in the cache
+  int64_t bytes_reused = 0;
   int64_t bytes_cached = 0;    // held now, over every name
   int64_t evicted_bytes = 0;
+  double ensure_seconds = 0;  // time Ensure calls spent listing and fetching (what opens waited)
 };
 
 class StoreMirror {
@@ -63,6 +65,7 @@ class StoreMirror {
   absl::Status Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled = nullptr);
 
   MirrorStats stats() const;
+  int64_t capacity_bytes() const { return options_.cache_bytes; }
 
   // Ensure as a function (CatalogOptions::fetch); the mirror must outlive it.
   using Fetch =

@@ -5,6 +5,7 @@ stoker-server processes. Every process stops with its owner."""
 
 import http.client
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -169,6 +170,19 @@ class Server:
             stop_all([self.proc])
             raise AssertionError(f"stoker-server did not start: {open(self.log).read()[-2000:]}")
         self.address = f"127.0.0.1:{m.group(1)}"
+        m = "--metrics-port=0" in flags and wait_for(self.log, r"metrics on [\d.]+:(\d+)", 10)
+        self.metrics = f"http://127.0.0.1:{m.group(1)}/metrics" if m else None
+
+    def scrape(self):
+        """{(name, labels text): value} of the server's metrics (with --metrics-port=0)."""
+        import urllib.request
+
+        out = {}
+        for line in urllib.request.urlopen(self.metrics, timeout=10).read().decode().splitlines():
+            m = re.fullmatch(r"([a-z_]+)(\{[^}]*\})? (\S+)", line)
+            if m:
+                out[(m.group(1), m.group(2) or "")] = float(m.group(3))
+        return out
 
     def stop(self):
         stop_all([self.proc])

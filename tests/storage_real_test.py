@@ -383,7 +383,7 @@ def make_datasets(root):
         f.write("".join(os.path.relpath(p, f"{root}/imgs") + "\n" for p in images))
 
 
-def epoch_hashes(work, server, dataset, tag, local_root=None, env=None):
+def epoch_hashes(work, server, dataset, tag, local_root=None, env=None, epochs=2):
     """(epoch, batch, sample indices, hash) of two epochs from `server`, or
     from two local workers over `local_root` (local mode) when it is given."""
     import json
@@ -392,7 +392,7 @@ def epoch_hashes(work, server, dataset, tag, local_root=None, env=None):
     producer = [f"--servers={server.address}"] if local_root is None else ["--local-workers=2",
                                                                            f"--data-root={local_root}"]
     r = subprocess.run([os.path.join(BUILD, "client", "stoker-bench"), *producer,
-                    f"--dataset={dataset}", "--batch-size=8", "--epochs=2", "--seed=7", "--device=cpu",
+                    f"--dataset={dataset}", "--batch-size=8", f"--epochs={epochs}", "--seed=7", "--device=cpu",
                     "--metrics-port=-1", "--pipeline=random_resized_crop(32), random_horizontal_flip(0.5)",
                     f"--log-batches={log}"], capture_output=True, timeout=120, env=env)
     if r.returncode != 0:
@@ -418,7 +418,7 @@ def server_checks(moto, work, root):
     cache = os.path.join(work, "cache")
     remote_flags = ["--data-root=s3://datasets", f"--s3-endpoint={moto.endpoint}", f"--cache-dir={cache}"]
     local = Server(BUILD, work, "local", f"--data-root={root}")
-    remote = Server(BUILD, work, "remote", *remote_flags, env=env)
+    remote = Server(BUILD, work, "remote", *remote_flags, "--metrics-port=0", env=env)
     try:
         for dataset in ("shards", "imgs"):
             want = epoch_hashes(work, local, dataset, f"local-{dataset}")
@@ -428,6 +428,12 @@ def server_checks(moto, work, root):
         log = open(remote.log).read()
         check("s3://datasets/shards: 3 objects, 3 fetched" in log and "s3://datasets/imgs: 48 objects, 48 fetched"
               in log, "each dataset was fetched once, whole (3 shards; 48 images)")
+        m = remote.scrape()
+        requests = m[("stoker_server_storage_requests_total", '{store="s3"}')]
+        check(m[("stoker_server_storage_cache_objects_total", '{result="fetched",store="s3"}')] == 51
+              and m[("stoker_server_storage_cache_bytes", '{store="s3"}')] > 0
+              and m[("stoker_server_storage_request_seconds_count", '{store="s3"}')] == requests >= 51 + 2,
+              f"the server's storage metrics count the requests, their latency and the objects fetched ({requests})")
     finally:
         remote.stop()
         local.stop()
@@ -450,12 +456,15 @@ def server_checks(moto, work, root):
         proxy.stop()
         site.stop()
         stop_local_again()
-    restarted = Server(BUILD, work, "restarted", *remote_flags, env=env)
+    restarted = Server(BUILD, work, "restarted", *remote_flags, "--metrics-port=0", env=env)
     try:
         got = epoch_hashes(work, restarted, "shards", "restarted")
         check(got == want_shards(work), "after a restart the same epochs")
-        check("s3://datasets/shards: 3 objects, 0 fetched" in open(restarted.log).read(),
-              "a restarted server with a warm cache lists once and fetches nothing")
+        m = restarted.scrape()
+        check("s3://datasets/shards: 3 objects, 0 fetched" in open(restarted.log).read()
+              and m[("stoker_server_storage_cache_objects_total", '{result="hit",store="s3"}')] == 3
+              and m[("stoker_server_storage_requests_total", '{store="s3"}')] == 1,
+              "a restarted server with a warm cache lists once (one request) and fetches nothing (3 cache hits)")
     finally:
         restarted.stop()
     bad = Server(BUILD, work, "bad", "--data-root=s3://datasets", f"--s3-endpoint={moto.endpoint}",
@@ -520,6 +529,41 @@ def local_mode_checks(moto, work, root):
         site.stop()
 
 
+def server_fault_checks(work, root):
+    """A server whose store answers about a third of its requests with a
+    fault (resets mid-body, 503 SlowDown, 429, truncated bodies, stalls: about
+    6 % each) serves three epochs of the local server's bytes; its retry
+    metrics count the faults by reason."""
+    site = Nginx(os.path.join(work, "site-faults"), root, Pki(os.path.join(work, "site-faults-pki")))
+    kinds = ["reset", "503", "429", "truncate", "stall"]
+    plan = {n: kinds[int(random.Random(1000 + n).random() * 5)] for n in range(1, 400)
+            if random.Random(n).random() < 0.3}
+    proxy = FaultProxy(site.http, plan)
+    server = Server(BUILD, work, "faults", f"--data-root=http://127.0.0.1:{proxy.port}/", "--metrics-port=0",
+                    f"--cache-dir={os.path.join(work, 'cache-faults')}", "--storage-request-timeout=1",
+                    "--storage-max-attempts=12")
+    local = Server(BUILD, work, "faults-local", f"--data-root={root}")
+    try:
+        got = epoch_hashes(work, server, "imgs", "faults", epochs=3)
+        want = epoch_hashes(work, local, "imgs", "faults-local", epochs=3)
+        check(len(want) == 18 and got == want, f"through the fault proxy a server gives three epochs of the local "
+              f"bytes ({len(got)} batches)")
+        spoilt = {k: sum(1 for _, _, f in proxy.seen if f == k) for k in kinds}
+        m = server.scrape()
+        retries = {k[1]: v for k, v in m.items() if k[0] == "stoker_server_storage_retries_total"}
+        check(all(spoilt[k] >= 0.05 * len(proxy.seen) for k in kinds)
+              and retries.get('{reason="503",store="http"}') == spoilt["503"]
+              and retries.get('{reason="429",store="http"}') == spoilt["429"]
+              and retries.get('{reason="timeout",store="http"}', 0) >= 1
+              and sum(retries.values()) >= sum(spoilt.values()) - spoilt["truncate"],
+              f"each fault hit at least 5 % of {len(proxy.seen)} requests ({spoilt}); the retry metrics show them "
+              f"({retries})")
+    finally:
+        stop_all([server.proc, local.proc])
+        proxy.stop()
+        site.stop()
+
+
 _LOCAL = []
 
 
@@ -563,6 +607,7 @@ def main():
         make_datasets(datasets)
         server_checks(moto, work, datasets)
         local_mode_checks(moto, work, datasets)
+        server_fault_checks(work, datasets)
         print(f"storage_real_test: all checks passed in {time.monotonic() - t0:.1f} s")
     finally:
         nginx.stop()

@@ -10,6 +10,7 @@
 #include "client/client_metrics.h"
 #include "dataplane/server_metrics.h"
 #include "prometheus/registry.h"
+#include "server/storage_metrics.h"
 
 namespace {
 
@@ -37,7 +38,7 @@ std::string Escape(const std::string& text) {
   return out;
 }
 
-void Print(const std::string& heading, prometheus::Registry& registry) {
+void Print(const std::string& heading, const prometheus::Collectable& registry) {
   std::cout << "## " << heading << "\n\n| Metric | Type | Labels | Meaning |\n|---|---|---|---|\n";
   std::map<std::string, std::string> rows;
   for (const prometheus::MetricFamily& family : registry.Collect()) {
@@ -79,6 +80,11 @@ int main() {
   client_metrics.SessionRefusals(kAny);
   client_metrics.ServerFull(kAny);
   Print("Data server (`stoker-server`, `--metrics-port`)", server);
+  stoker::StorageReading reading;
+  reading.store = kAny;
+  reading.counters.retries_by_reason[kAny] = 1;
+  Print("Data server's store (`stoker-server --data-root s3://...` or `https://...`; `store`: s3, http or https)",
+        stoker::StorageMetrics([&] { return reading; }));
   Print("Client (`stoker-bench`, the Python loader, `metrics_port`)", client);
   return 0;
 }

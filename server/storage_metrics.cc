@@ -1,0 +1,106 @@
+#include "server/storage_metrics.h"
+
+#include <iterator>
+#include <limits>
+#include <utility>
+
+namespace stoker {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Family(const std::string& name, const std::string& help, MetricType type) {
+  MetricFamily f;
+  f.name = name;
+  f.help = help;
+  f.type = type;
+  return f;
+}
+
+ClientMetric Value(MetricType type, double value, std::vector<ClientMetric::Label> labels) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (type == MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string StoreKind(const std::string& root) {
+  const size_t colon = root.find("://");
+  return colon == std::string::npos ? "file" : root.substr(0, colon);
+}
+
+std::shared_ptr<StorageMetrics> StorageMetrics::ForMirror(StoreMirror* mirror) {
+  return std::make_shared<StorageMetrics>([mirror] {
+    StorageReading r;
+    r.store = StoreKind(mirror->store().root());
+    r.counters = mirror->store().counters();
+    r.cache = mirror->stats();
+    r.cache_capacity_bytes = mirror->capacity_bytes();
+    return r;
+  });
+}
+
+std::vector<MetricFamily> StorageMetrics::Collect() const {
+  const StorageReading r = read_();
+  const ClientMetric::Label store{"store", r.store};
+  std::vector<MetricFamily> out;
+  auto one = [&](const std::string& name, const std::string& help, MetricType type, double value,
+                 std::vector<ClientMetric::Label> labels) {
+    out.push_back(Family(name, help, type));
+    out.back().metric.push_back(Value(type, value, std::move(labels)));
+  };
+  one("stoker_server_storage_requests_total", "Requests sent to the data root's store (retries included)",
+      MetricType::Counter, r.counters.requests, {store});
+  one("stoker_server_storage_received_bytes_total", "Body bytes received from the data root's store",
+      MetricType::Counter, r.counters.bytes, {store});
+  out.push_back(Family("stoker_server_storage_retries_total",
+                       "Storage requests retried, by reason: an HTTP status (503, 429, 500...), reset, timeout, "
+                       "short_body, clock_skew",
+                       MetricType::Counter));
+  for (const auto& [reason, n] : r.counters.retries_by_reason) {
+    out.back().metric.push_back(Value(MetricType::Counter, n, {{"reason", reason}, store}));
+  }
+  out.push_back(Family("stoker_server_storage_request_seconds",
+                       "Time from sending a storage request to its whole answer, seconds", MetricType::Histogram));
+  ClientMetric h;
+  h.label = {store};
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= std::size(kStorageLatencyBounds); ++i) {
+    cumulative += i < r.counters.latency_counts.size() ? r.counters.latency_counts[i] : 0;
+    h.histogram.bucket.push_back({cumulative, i < std::size(kStorageLatencyBounds)
+                                                  ? kStorageLatencyBounds[i]
+                                                  : std::numeric_limits<double>::infinity()});
+  }
+  h.histogram.sample_count = cumulative;
+  h.histogram.sample_sum = r.counters.latency_seconds;
+  out.back().metric.push_back(std::move(h));
+  out.push_back(Family("stoker_server_storage_cache_objects_total",
+                       "Objects a dataset open needed: hit (whole and unchanged in --cache-dir) or fetched",
+                       MetricType::Counter));
+  out.back().metric.push_back(Value(MetricType::Counter, r.cache.objects_reused, {{"result", "hit"}, store}));
+  out.back().metric.push_back(Value(MetricType::Counter, r.cache.objects_fetched, {{"result", "fetched"}, store}));
+  out.push_back(Family("stoker_server_storage_cache_objects_bytes_total",
+                       "Bytes of the objects a dataset open needed: hit or fetched", MetricType::Counter));
+  out.back().metric.push_back(Value(MetricType::Counter, r.cache.bytes_reused, {{"result", "hit"}, store}));
+  out.back().metric.push_back(Value(MetricType::Counter, r.cache.bytes_fetched, {{"result", "fetched"}, store}));
+  one("stoker_server_storage_cache_evicted_bytes_total", "Bytes of earlier runs' datasets evicted from --cache-dir",
+      MetricType::Counter, r.cache.evicted_bytes, {store});
+  one("stoker_server_storage_cache_bytes", "Bytes of datasets held in --cache-dir", MetricType::Gauge,
+      r.cache.bytes_cached, {store});
+  one("stoker_server_storage_cache_capacity_bytes", "Most bytes --cache-dir may hold (--cache-bytes)",
+      MetricType::Gauge, r.cache_capacity_bytes, {store});
+  one("stoker_server_storage_fetch_seconds_total",
+      "Time dataset opens spent listing the store and copying into --cache-dir, seconds (sessions wait for it)",
+      MetricType::Counter, r.cache.ensure_seconds, {store});
+  return out;
+}
+
+}  // namespace stoker
