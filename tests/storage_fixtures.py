@@ -80,8 +80,11 @@ http {{
 
 
 class FaultProxy:
-    """HTTP/1.1 in front of nginx that spoils answers on a schedule: `plan`
-    maps a request's number (1, 2, ...) to a fault."""
+    """HTTP/1.1 in front of nginx (or moto) that spoils answers on a
+    schedule: `plan` maps a request's number (1, 2, ...) to a fault. With
+    `skew` (seconds), the proxy's clock is that far from this machine's, and
+    a signed S3 request whose X-Amz-Date is more than 15 minutes from it is
+    refused as S3 does (403 RequestTimeTooSkewed, with the proxy's Date)."""
 
     def __init__(self, upstream_port, plan):
         self.upstream, self.plan, self.count = upstream_port, plan, 0
@@ -89,6 +92,7 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.on_request = None  # called with the request number before it is answered
         self.delay = 0.0  # seconds added before each answer
+        self.skew = None
         proxy = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -125,8 +129,25 @@ class FaultProxy:
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def skewed(self, headers):
+        """Whether a signed request's time is off the proxy's clock."""
+        import calendar
+
+        amz = next((v for k, v in headers.items() if k.lower() == "x-amz-date"), None)
+        if self.skew is None or amz is None:
+            return False
+        sent = calendar.timegm(time.strptime(amz, "%Y%m%dT%H%M%SZ"))
+        return abs(sent - (time.time() + self.skew)) > 900
+
     def answer(self, out, method, path, headers, fault):
-        """Forwards to nginx and writes the (spoilt) answer; False closes."""
+        """Forwards upstream and writes the (spoilt) answer; False closes."""
+        if fault is None and self.skewed(headers):
+            body = b"<Error><Code>RequestTimeTooSkewed</Code></Error>"
+            date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + self.skew))
+            with self.lock:
+                self.skewed_answers = getattr(self, "skewed_answers", 0) + 1
+            out.write(f"HTTP/1.1 403 Forbidden\r\nDate: {date}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            return True
         if fault in ("503", "429"):
             body = (b"<Error><Code>SlowDown</Code></Error>" if fault == "503" else b"<Error><Code>TooMany</Code></Error>")
             out.write(f"HTTP/1.1 {fault} X\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)

@@ -531,13 +531,12 @@ def local_mode_checks(moto, work, root):
 
 def server_fault_checks(work, root):
     """A server whose store answers about a third of its requests with a
-    fault (resets mid-body, 503 SlowDown, 429, truncated bodies, stalls: about
-    6 % each) serves three epochs of the local server's bytes; its retry
+    fault (resets mid-body, 503 SlowDown, 429, truncated bodies, stalls: 1 in
+    15 each) serves three epochs of the local server's bytes; its retry
     metrics count the faults by reason."""
     site = Nginx(os.path.join(work, "site-faults"), root, Pki(os.path.join(work, "site-faults-pki")))
     kinds = ["reset", "503", "429", "truncate", "stall"]
-    plan = {n: kinds[int(random.Random(1000 + n).random() * 5)] for n in range(1, 400)
-            if random.Random(n).random() < 0.3}
+    plan = {n: kinds[(n // 3) % 5] for n in range(3, 600, 3)}  # every third request: each kind 1 in 15
     proxy = FaultProxy(site.http, plan)
     server = Server(BUILD, work, "faults", f"--data-root=http://127.0.0.1:{proxy.port}/", "--metrics-port=0",
                     f"--cache-dir={os.path.join(work, 'cache-faults')}", "--storage-request-timeout=1",
@@ -562,6 +561,43 @@ def server_fault_checks(work, root):
         stop_all([server.proc, local.proc])
         proxy.stop()
         site.stop()
+
+
+def s3_fault_checks(moto, work, root):
+    """The fault proxy in front of moto (the store's clock an hour ahead, and
+    about a quarter of requests spoilt): a server on s3:// through it serves
+    three epochs of the local bytes, its retry metrics naming each fault."""
+    kinds = ["reset", "503", "429", "truncate", "stall"]
+    plan = {n: kinds[(n // 3) % 5] for n in range(3, 600, 3)}  # every third request: each kind 1 in 15
+    proxy = FaultProxy(moto.port, plan)
+    proxy.skew = 3600
+    env = env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret, AWS_REGION="us-east-1")
+    server = Server(BUILD, work, "s3-faults", "--data-root=s3://datasets", f"--s3-endpoint=http://127.0.0.1:{proxy.port}",
+                    f"--cache-dir={os.path.join(work, 'cache-s3-faults')}", "--storage-request-timeout=1",
+                    "--storage-max-attempts=12", "--metrics-port=0", env=env)
+    try:
+        got = epoch_hashes(work, server, "imgs", "s3-faults", epochs=3)
+        check(got == want_faults(work), f"through the fault proxy, with the store's clock an hour ahead, a server on "
+              f"s3:// gives three epochs of the local bytes ({len(got)} batches)")
+        spoilt = {k: sum(1 for _, _, f in proxy.seen if f == k) for k in kinds}
+        retries = {k[1]: v for k, v in server.scrape().items() if k[0] == "stoker_server_storage_retries_total"}
+        check(all(spoilt[k] >= 0.05 * len(proxy.seen) for k in kinds)
+              and retries.get('{reason="503",store="s3"}') == spoilt["503"]
+              and retries.get('{reason="429",store="s3"}') == spoilt["429"]
+              and retries.get('{reason="clock_skew",store="s3"}') == getattr(proxy, "skewed_answers", 0) == 1
+              and retries.get('{reason="timeout",store="s3"}', 0) >= 1,
+              f"each fault hit at least 5 % of {len(proxy.seen)} requests ({spoilt}), the clock was skewed once; the "
+              f"retry metrics show them ({retries})")
+    finally:
+        server.stop()
+        proxy.stop()
+
+
+def want_faults(work):
+    import json
+
+    lines = [json.loads(l) for l in open(os.path.join(work, "batches-faults-local.jsonl"))]
+    return sorted((l["epoch"], l["batch"], tuple(l["sample_indices"]), l["hash"]) for l in lines)
 
 
 _LOCAL = []
@@ -608,6 +644,7 @@ def main():
         server_checks(moto, work, datasets)
         local_mode_checks(moto, work, datasets)
         server_fault_checks(work, datasets)
+        s3_fault_checks(moto, work, datasets)
         print(f"storage_real_test: all checks passed in {time.monotonic() - t0:.1f} s")
     finally:
         nginx.stop()
