@@ -1,7 +1,10 @@
 #include "storage/http_storage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -14,7 +17,9 @@ namespace {
 class HttpStorage final : public Storage {
  public:
   HttpStorage(Url root, const StorageOptions& options, std::string token)
-      : root_(std::move(root)), client_(options, [token = std::move(token)](HttpRequest* r, absl::Time) {
+      : root_(std::move(root)),
+        parallel_(options.list_parallel),
+        client_(options, [token = std::move(token)](HttpRequest* r, absl::Time) {
           if (!token.empty()) r->headers.emplace_back("Authorization", absl::StrCat("Bearer ", token));
           return absl::OkStatus();
         }) {}
@@ -35,30 +40,47 @@ class HttpStorage final : public Storage {
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
-    std::string dir(prefix);
-    while (!dir.empty() && dir.back() == '/') dir.pop_back();
     HttpRequest r;
-    r.url = Describe(JoinKey(dir, "index.txt"));
+    r.url = Describe(IndexKey(prefix));
     absl::StatusOr<HttpResponse> got = client_.Fetch(r);
-    if (absl::IsNotFound(got.status())) {
-      return absl::NotFoundError(absl::StrCat(r.url,
-                                              " not found: an HTTP(S) directory lists its objects in index.txt "
-                                              "(one path per line; brace ranges such as "
-                                              "train-{000000..000127}.tar expand)"));
-    }
-    if (!got.ok()) return got.status();
-    absl::StatusOr<std::vector<std::string>> keys = ParseIndexFile(dir, got->body);
+    if (!got.ok()) return IndexError(got.status(), r.url);
+    absl::StatusOr<std::vector<std::string>> keys = ParseIndexFile(Dir(prefix), got->body);
     if (!keys.ok()) return absl::InvalidArgumentError(absl::StrCat(r.url, ": ", keys.status().message()));
-    std::vector<ObjectInfo> out;
-    out.reserve(keys->size());
-    for (const std::string& key : *keys) {
-      absl::StatusOr<ObjectInfo> info = Stat(key);
-      if (!info.ok())
-        return absl::Status(info.status().code(), absl::StrCat("listed in ", r.url, ": ", info.status().message()));
-      out.push_back(*std::move(info));
+    // Each listed object's size and ETag, list_parallel HEADs at a time.
+    std::vector<ObjectInfo> out(keys->size());
+    std::vector<absl::Status> errors(keys->size());
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    auto worker = [&] {
+      for (size_t i = next++; i < keys->size() && !failed.load(); i = next++) {
+        absl::StatusOr<ObjectInfo> info = Stat((*keys)[i]);
+        if (info.ok()) {
+          out[i] = *std::move(info);
+        } else {
+          errors[i] =
+              absl::Status(info.status().code(), absl::StrCat("listed in ", r.url, ": ", info.status().message()));
+          failed = true;
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    const size_t n = std::min<size_t>(std::max(1, parallel_), keys->size());
+    for (size_t t = 0; t < n; ++t) threads.emplace_back(worker);
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& e : errors) {
+      if (!e.ok()) return e;
     }
     std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
+  }
+
+  // The index file's ETag (else its size and time): one HEAD.
+  absl::StatusOr<std::string> ListingVersion(absl::string_view prefix) override {
+    const std::string url = Describe(IndexKey(prefix));
+    absl::StatusOr<ObjectInfo> index = Stat(IndexKey(prefix));
+    if (!index.ok()) return IndexError(index.status(), url);
+    if (!index->etag.empty()) return index->etag;
+    return index->mtime_ns > 0 ? absl::StrCat(index->size, "@", index->mtime_ns) : std::string();
   }
 
   absl::Status ReadRange(const ObjectInfo& object, int64_t offset, int64_t length, std::string* out) override {
@@ -75,7 +97,22 @@ class HttpStorage final : public Storage {
   }
 
  private:
+  static std::string Dir(absl::string_view prefix) {
+    std::string dir(prefix);
+    while (!dir.empty() && dir.back() == '/') dir.pop_back();
+    return dir;
+  }
+  static std::string IndexKey(absl::string_view prefix) { return JoinKey(Dir(prefix), "index.txt"); }
+  static absl::Status IndexError(const absl::Status& status, const std::string& url) {
+    if (!absl::IsNotFound(status)) return status;
+    return absl::NotFoundError(absl::StrCat(url,
+                                            " not found: an HTTP(S) directory lists its objects in index.txt "
+                                            "(one path per line; brace ranges such as "
+                                            "train-{000000..000127}.tar expand)"));
+  }
+
   const Url root_;
+  const int parallel_;
   HttpClient client_;
 };
 

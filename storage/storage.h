@@ -63,6 +63,10 @@ class Storage {
   // *out; a range past the end is an error (OUT_OF_RANGE). FAILED_PRECONDITION
   // when the object changed since (another size, mtime or ETag).
   virtual absl::Status ReadRange(const ObjectInfo& object, int64_t offset, int64_t length, std::string* out) = 0;
+  // A version of List(prefix)'s answer, from one request: a listing cached
+  // with the same version still stands. "" where the store has none (an S3
+  // listing is not versioned; a cache must list again).
+  virtual absl::StatusOr<std::string> ListingVersion(absl::string_view prefix) { return std::string(); }
   // Whether keys name local files (then callers may open them directly).
   virtual bool is_local() const { return false; }
   virtual StorageCounters counters() const { return {}; }
@@ -92,6 +96,8 @@ struct StorageOptions {
   // Per request: the whole request's deadline, and connecting's.
   absl::Duration request_timeout = absl::Seconds(60);
   absl::Duration connect_timeout = absl::Seconds(10);
+  // Objects stat'ed at once where a listing needs it (HTTP's index.txt).
+  int list_parallel = 16;
   // Retries of failed requests (5xx, 429, resets, timeouts, short bodies),
   // with exponential backoff and full jitter between these bounds.
   int max_attempts = 8;

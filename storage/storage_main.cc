@@ -3,6 +3,8 @@
 //   stoker-storage stat URL            size, ETag, modification time
 //   stoker-storage ls URL              every object below URL (key, size, ETag)
 //   stoker-storage cat URL             the object's bytes to stdout (--offset, --length)
+//   stoker-storage sync ROOT NAME      copies dataset NAME under the data root ROOT into
+//                                      --cache-dir as a server would (warms a node's cache)
 // URL: s3://bucket/key, http(s)://host[:port]/path, or a local path.
 #include <cstdio>
 #include <iostream>
@@ -13,8 +15,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "storage/storage.h"
 #include "storage/storage_flags.h"
+#include "storage/store_mirror.h"
 #include "storage/url.h"
 
 ABSL_FLAG(int64_t, offset, 0, "cat: first byte");
@@ -80,6 +84,20 @@ int Command(Storage& s, const std::string& command, const std::string& key) {
   return rc;
 }
 
+// Copies `name` under `root` into the cache as a server's first open would.
+int Sync(const std::string& root, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<StoreMirror>> mirror = MirrorFromFlags(root);
+  if (!mirror.ok()) return Fail(mirror.status());
+  const absl::Time start = absl::Now();
+  const absl::Status s = (*mirror)->Ensure(name, /*directory=*/true);
+  const MirrorStats m = (*mirror)->stats();
+  const StorageCounters c = (*mirror)->store().counters();
+  std::cout << (*mirror)->store().Describe(name) << ": " << m.objects_fetched << " objects fetched (" << m.bytes_fetched
+            << " bytes), " << m.objects_reused << " already cached, " << c.requests << " requests, "
+            << absl::ToDoubleSeconds(absl::Now() - start) << " s; in " << (*mirror)->local_root().string() << "\n";
+  return s.ok() ? 0 : Fail(s);
+}
+
 int Run(const std::string& command, const std::string& target) {
   absl::StatusOr<StorageOptions> o = StorageOptionsFromFlags();
   if (!o.ok()) return Fail(o.status());
@@ -104,10 +122,12 @@ int Run(const std::string& command, const std::string& target) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "stoker-storage stat|ls|cat URL: a store as a data server sees it (URL: s3://bucket/key, "
-      "http(s)://host/path, or a path)");
+      "http(s)://host/path, or a path); stoker-storage sync ROOT NAME: copies dataset NAME under data root ROOT into "
+      "--cache-dir as a server would");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() == 4 && std::string(args[1]) == "sync") return stoker::Sync(args[2], args[3]);
   if (args.size() != 3) {
-    std::cerr << "usage: stoker-storage [flags] stat|ls|cat URL (--help for the flags)\n";
+    std::cerr << "usage: stoker-storage [flags] stat|ls|cat URL, or sync ROOT NAME (--help for the flags)\n";
     return 2;
   }
   return stoker::Run(args[1], args[2]);

@@ -46,6 +46,7 @@ absl::Status CheckKey(const std::string& key) {
 struct Manifest {
   std::string name;
   int64_t used_unix = 0;
+  std::string listing_version;  // Storage::ListingVersion when the objects were listed; "" none
   std::map<std::string, std::pair<int64_t, std::string>> objects;  // key -> (size, ETag)
   int64_t bytes() const {
     int64_t b = 0;
@@ -64,6 +65,7 @@ std::optional<Manifest> LoadManifest(const fs::path& path) {
   Manifest m;
   m.name = j["name"].get<std::string>();
   m.used_unix = j.value("used_unix", int64_t{0});
+  m.listing_version = j.value("listing_version", std::string());
   for (const auto& [key, v] : j["objects"].items()) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_string()) return std::nullopt;
     m.objects[key] = {v[0].get<int64_t>(), v[1].get<std::string>()};
@@ -75,6 +77,7 @@ absl::Status WriteManifest(const fs::path& path, const Manifest& m) {
   nlohmann::json j;
   j["name"] = m.name;
   j["used_unix"] = m.used_unix;
+  j["listing_version"] = m.listing_version;
   j["objects"] = nlohmann::json::object();
   for (const auto& [key, v] : m.objects) j["objects"][key] = {v.first, v.second};
   return WriteFileAtomically(path, j.dump(), Durability::kDurable);
@@ -135,8 +138,18 @@ absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const 
 absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
   if (absl::Status s = CheckKey(name); !s.ok()) return s;
   const absl::Time start = absl::Now();
+  const Manifest previous = LoadManifest(ManifestPath(name)).value_or(Manifest{});
   std::vector<ObjectInfo> objects;
+  std::string version;
   if (directory) {
+    absl::StatusOr<std::string> v = store_->ListingVersion(name);
+    if (!v.ok()) return v.status();
+    version = *std::move(v);
+  }
+  if (directory && !version.empty() && version == previous.listing_version && !previous.objects.empty()) {
+    // The listing this cache made stands (one request): its objects, as listed then.
+    for (const auto& [key, v] : previous.objects) objects.push_back({key, v.first, v.second, 0});
+  } else if (directory) {
     // Listed by the bare name, then kept below "name/": no '/' in the query
     // (moto, an S3 emulator, mis-signs an encoded one) at the cost of the
     // rare sibling "name2/..." in the listing.
@@ -153,13 +166,13 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   }
   Manifest next;
   next.name = name;
+  next.listing_version = version;
   next.used_unix = absl::ToUnixSeconds(absl::Now());
   for (const ObjectInfo& o : objects) {
     if (absl::Status s = CheckKey(o.key); !s.ok())
       return absl::Status(s.code(), absl::StrCat(store_->root(), ": ", s.message()));
     next.objects[o.key] = {o.size, o.etag};
   }
-  const Manifest previous = LoadManifest(ManifestPath(name)).value_or(Manifest{});
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = MakeRoom(name, next.bytes()); !s.ok()) return s;

@@ -40,12 +40,14 @@ class CountingStore final : public Storage {
     }
     return l;
   }
+  absl::StatusOr<std::string> ListingVersion(absl::string_view) override { return listing_version; }
   absl::Status ReadRange(const ObjectInfo& o, int64_t offset, int64_t length, std::string* out) override {
     ++reads;
     return inner_->ReadRange(o, offset, length, out);
   }
   std::atomic<int> reads{0};
   std::atomic<int> lists{0};
+  std::string listing_version;  // "" as S3's (none)
 
  private:
   static absl::StatusOr<ObjectInfo> Tagged(absl::StatusOr<ObjectInfo> o) {
@@ -107,6 +109,38 @@ TEST_F(StoreMirrorTest, FetchesOnceInLargeReadsAndAgainOnlyWhatChanged) {
   EXPECT_EQ(Read(again->local_root() / "ds/b/2.jpg"), std::string(3001, 'c'));
   EXPECT_FALSE(fs::exists(again->local_root() / "ds/a/1.jpg"));
   EXPECT_EQ(again->stats().objects_reused, 1);
+}
+
+TEST_F(StoreMirrorTest, ARestartWithTheSameListingVersionDoesNotListAgain) {
+  CountingStore* store;
+  auto mirror = Mirror(1 << 20, &store);
+  store->listing_version = "v1";
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  EXPECT_EQ(store->lists.load(), 1);
+  mirror.reset();
+
+  auto again = Mirror(1 << 20, &store);
+  store->listing_version = "v1";
+  ASSERT_TRUE(again->Ensure("ds", true).ok());
+  EXPECT_EQ(store->lists.load(), 0) << "the cached listing stands";
+  EXPECT_EQ(store->reads.load(), 0);
+  EXPECT_EQ(again->stats().objects_reused, 3);
+  again.reset();
+
+  // The listing changed (an object added): listed and fetched again.
+  dir_.Write("store/ds/c/3.jpg", std::string(10, 'c'));
+  auto third = Mirror(1 << 20, &store);
+  store->listing_version = "v2";
+  ASSERT_TRUE(third->Ensure("ds", true).ok());
+  EXPECT_EQ(store->lists.load(), 1);
+  EXPECT_EQ(Read(third->local_root() / "ds/c/3.jpg"), std::string(10, 'c'));
+  EXPECT_EQ(third->stats().objects_fetched, 1);
+  third.reset();
+
+  // No version (S3): listed at every restart.
+  auto fourth = Mirror(1 << 20, &store);
+  ASSERT_TRUE(fourth->Ensure("ds", true).ok());
+  EXPECT_EQ(store->lists.load(), 1);
 }
 
 TEST_F(StoreMirrorTest, ATornCopyIsNeverServedAndIsFetchedAgain) {

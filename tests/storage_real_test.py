@@ -452,6 +452,20 @@ def server_checks(moto, work, root):
                     check(got == want, f"'{dataset}' over {tag} HTTP gives the local server's epochs ({len(got)} batches)")
             finally:
                 web.stop()
+        # A restart over HTTP: the cached listing stands while index.txt's
+        # ETag is unchanged (one HEAD; no HEAD per object).
+        web = Server(BUILD, work, "http-restarted", f"--data-root=http://127.0.0.1:{site.http}/",
+                     f"--cache-dir={os.path.join(work, 'cache-http')}", "--metrics-port=0")
+        try:
+            got = epoch_hashes(work, web, "imgs", "http-restarted")
+            m = web.scrape()
+            check(got == epoch_hashes(work, local_again(work, root), "imgs", "local3-imgs")
+                  and m[("stoker_server_storage_requests_total", '{store="http"}')] == 1
+                  and m[("stoker_server_storage_cache_objects_total", '{result="hit",store="http"}')] == 48,
+                  "a server restarted over HTTP with a warm cache makes one request (index.txt's HEAD) for 48 "
+                  "objects and serves the same epochs")
+        finally:
+            web.stop()
     finally:
         proxy.stop()
         site.stop()
