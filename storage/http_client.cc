@@ -321,9 +321,11 @@ absl::StatusOr<HttpResponse> HttpClient::Fetch(const HttpRequest& request) {
         if (!ranged) out.body = std::move(a.state.body);
         return out;
       }
-    } else if (status == 403 && XmlErrorCode(a.state.body) == "RequestTimeTooSkewed" && a.state.headers.count("date")) {
-      absl::Time server;
-      if (!ParseHttpDate(a.state.headers["date"], &server)) return StatusFor(r, status, a.state.body);
+    } else if (absl::Time server; status == 403 && a.state.headers.count("date") &&
+                                  ParseHttpDate(a.state.headers["date"], &server) &&
+                                  (XmlErrorCode(a.state.body) == "RequestTimeTooSkewed" ||
+                                   // A HEAD's answer has no body to say so: a 403 from a clock this far off.
+                                   (r.method == "HEAD" && absl::AbsDuration(server - now) > absl::Minutes(10)))) {
       clock_offset_us_ = absl::ToInt64Microseconds(server - absl::Now());
       reason = "clock_skew";
       problem = "the store says the request's time is skewed";

@@ -44,6 +44,20 @@ class S3Storage final : public Storage {
     return ObjectFromHead(key, *got, Describe(key));
   }
 
+  // An index.txt in the prefix versions its listing (its ETag, from one
+  // HEAD): a cache listed while it had that ETag need not list again. Without
+  // one, "" (list every time).
+  absl::StatusOr<std::string> ListingVersion(absl::string_view prefix) override {
+    std::string dir(prefix);
+    while (!dir.empty() && dir.back() == '/') dir.pop_back();
+    absl::StatusOr<ObjectInfo> index = Stat(JoinKey(dir, "index.txt"));
+    // None, or not readable (a HEAD's 403 carries no reason): the listing
+    // itself then says what is wrong.
+    if (absl::IsNotFound(index.status()) || absl::IsPermissionDenied(index.status())) return std::string();
+    if (!index.ok()) return index.status();
+    return index->etag;
+  }
+
   absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
     std::vector<ObjectInfo> out;
     const std::string full = FullKey(prefix);

@@ -146,7 +146,8 @@ class FaultProxy:
             date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + self.skew))
             with self.lock:
                 self.skewed_answers = getattr(self, "skewed_answers", 0) + 1
-            out.write(f"HTTP/1.1 403 Forbidden\r\nDate: {date}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            out.write(f"HTTP/1.1 403 Forbidden\r\nDate: {date}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                      + (b"" if method == "HEAD" else body))
             return True
         if fault in ("503", "429"):
             body = (b"<Error><Code>SlowDown</Code></Error>" if fault == "503" else b"<Error><Code>TooMany</Code></Error>")

@@ -410,8 +410,8 @@ def server_checks(moto, work, root):
     moto.s3.create_bucket(Bucket="datasets")
     for d, _, names in os.walk(root):
         for n in names:
-            if n == "index.txt":  # HTTP's listing; S3 lists itself
-                continue
+            if n == "index.txt" and not d.endswith("shards"):  # HTTP's listing; S3 lists itself
+                continue  # (shards/index.txt stays: there it versions the S3 listing)
             path = os.path.join(d, n)
             moto.s3.put_object(Bucket="datasets", Key=os.path.relpath(path, root), Body=open(path, "rb").read())
     env = env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret, AWS_REGION="us-east-1")
@@ -426,13 +426,13 @@ def server_checks(moto, work, root):
             check(len(want) == 12 and got == want,
                   f"'{dataset}' from s3:// gives the local server's two epochs, byte for byte ({len(got)} batches)")
         log = open(remote.log).read()
-        check("s3://datasets/shards: 3 objects, 3 fetched" in log and "s3://datasets/imgs: 48 objects, 48 fetched"
-              in log, "each dataset was fetched once, whole (3 shards; 48 images)")
+        check("s3://datasets/shards: 4 objects, 4 fetched" in log and "s3://datasets/imgs: 48 objects, 48 fetched"
+              in log, "each dataset was fetched once, whole (3 shards and index.txt; 48 images)")
         m = remote.scrape()
         requests = m[("stoker_server_storage_requests_total", '{store="s3"}')]
-        check(m[("stoker_server_storage_cache_objects_total", '{result="fetched",store="s3"}')] == 51
+        check(m[("stoker_server_storage_cache_objects_total", '{result="fetched",store="s3"}')] == 52
               and m[("stoker_server_storage_cache_bytes", '{store="s3"}')] > 0
-              and m[("stoker_server_storage_request_seconds_count", '{store="s3"}')] == requests >= 51 + 2,
+              and m[("stoker_server_storage_request_seconds_count", '{store="s3"}')] == requests >= 52 + 2,
               f"the server's storage metrics count the requests, their latency and the objects fetched ({requests})")
     finally:
         remote.stop()
@@ -475,10 +475,16 @@ def server_checks(moto, work, root):
         got = epoch_hashes(work, restarted, "shards", "restarted")
         check(got == want_shards(work), "after a restart the same epochs")
         m = restarted.scrape()
-        check("s3://datasets/shards: 3 objects, 0 fetched" in open(restarted.log).read()
-              and m[("stoker_server_storage_cache_objects_total", '{result="hit",store="s3"}')] == 3
+        check("s3://datasets/shards: 4 objects, 0 fetched" in open(restarted.log).read()
+              and m[("stoker_server_storage_cache_objects_total", '{result="hit",store="s3"}')] == 4
               and m[("stoker_server_storage_requests_total", '{store="s3"}')] == 1,
-              "a restarted server with a warm cache lists once (one request) and fetches nothing (3 cache hits)")
+              "a restarted server with a warm cache makes one request (a HEAD of shards/index.txt, unchanged: no "
+              "listing) and fetches nothing (4 cache hits)")
+        got = epoch_hashes(work, restarted, "imgs", "restarted-imgs")
+        m = restarted.scrape()
+        check(m[("stoker_server_storage_requests_total", '{store="s3"}')] == 1 + 2
+              and m[("stoker_server_storage_cache_objects_total", '{result="hit",store="s3"}')] == 4 + 48,
+              "without an index.txt the S3 listing is made again (a HEAD finding none, one page) and nothing fetched")
     finally:
         restarted.stop()
     bad = Server(BUILD, work, "bad", "--data-root=s3://datasets", f"--s3-endpoint={moto.endpoint}",
