@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/flag_names.h"
 #include "storage/storage.h"
 #include "storage/storage_flags.h"
 #include "storage/store_mirror.h"
@@ -120,11 +119,11 @@ int Run(const std::string& command, const std::string& target) {
 }  // namespace stoker
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  std::vector<char*> args = stoker::ParseFlags(
+      argc, argv,
       "stoker-storage stat|ls|cat URL: a store as a data server sees it (URL: s3://bucket/key, "
       "http(s)://host/path, or a path); stoker-storage sync ROOT NAME: copies dataset NAME under data root ROOT into "
       "--cache-dir as a server would");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() == 4 && std::string(args[1]) == "sync") return stoker::Sync(args[2], args[3]);
   if (args.size() != 3) {
     std::cerr << "usage: stoker-storage [flags] stat|ls|cat URL, or sync ROOT NAME (--help for the flags)\n";

@@ -620,6 +620,43 @@ def want_faults(work):
     return sorted((l["epoch"], l["batch"], tuple(l["sample_indices"]), l["hash"]) for l in lines)
 
 
+def listing_checks(work, count=100_000):
+    """A dataset of `count` objects behind nginx (index.txt with one brace
+    range): the listing's time (one GET and a HEAD per object, 16 at a time),
+    the first copy's, and a restart's with a warm cache (one request)."""
+    root = os.path.join(work, "many-root")
+    os.makedirs(os.path.join(root, "many"))
+    for i in range(count):
+        with open(os.path.join(root, "many", f"obj-{i:06d}.bin"), "wb") as f:
+            f.write(b"%016d" % i)
+    with open(os.path.join(root, "many", "index.txt"), "w") as f:
+        f.write(f"obj-{{000000..{count - 1:06d}}}.bin\n")
+    site = Nginx(os.path.join(work, "site-many"), root, Pki(os.path.join(work, "site-many-pki")))
+    url = f"http://127.0.0.1:{site.http}"
+    try:
+        t0 = time.monotonic()
+        r = tool("ls", f"{url}/many")
+        listed = time.monotonic() - t0
+        c = counters(r.stderr)
+        check(len(r.stdout.splitlines()) == count and c["requests"] == count + 1,
+              f"listing {count:,} objects over HTTP took {listed:.1f} s ({c['requests']:,} requests)")
+        sync = [os.path.join(BUILD, "storage", "stoker-storage"), f"--cache-dir={work}/cache-many", "sync", url, "many"]
+        t0 = time.monotonic()
+        first = subprocess.run(sync, capture_output=True, timeout=600)
+        copied = time.monotonic() - t0
+        t0 = time.monotonic()
+        again = subprocess.run(sync, capture_output=True, timeout=600)
+        restarted = time.monotonic() - t0
+        check(first.returncode == 0 and f"{count} objects fetched" in first.stdout.decode()
+              and again.returncode == 0 and f"{count} already cached, 1 requests" in again.stdout.decode(),
+              f"copying them took {copied:.1f} s; a restart with the warm cache {restarted:.2f} s and one request"
+              + ("" if again.returncode == 0 else f": {again.stderr.decode()[-500:]}"))
+    finally:
+        site.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(f"{work}/cache-many", ignore_errors=True)
+
+
 _LOCAL = []
 
 
@@ -665,6 +702,7 @@ def main():
         local_mode_checks(moto, work, datasets)
         server_fault_checks(work, datasets)
         s3_fault_checks(moto, work, datasets)
+        listing_checks(work)
         print(f"storage_real_test: all checks passed in {time.monotonic() - t0:.1f} s")
     finally:
         nginx.stop()
