@@ -70,6 +70,9 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
     a->skip -= drop;
     chunk.remove_prefix(static_cast<size_t>(drop));
   }
+  if (cap > 0 && a->body.capacity() < static_cast<size_t>(cap) && a->status / 100 == 2) {
+    a->body.reserve(static_cast<size_t>(cap));  // a ranged read's bytes, without regrowing
+  }
   if (cap >= 0 && static_cast<int64_t>(a->body.size() + chunk.size()) > cap) {
     a->body.append(chunk.data(), static_cast<size_t>(cap - static_cast<int64_t>(a->body.size())));
     a->capped = true;
@@ -251,6 +254,7 @@ void HttpClient::Perform(const HttpRequest& r, int64_t resume_from, Attempt* a) 
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
   }
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);  // fewer, larger body callbacks (libcurl's most)
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
@@ -303,8 +307,12 @@ absl::StatusOr<HttpResponse> HttpClient::Fetch(const HttpRequest& request) {
       if (held > 0 && got_etag != etag) {
         return absl::FailedPreconditionError(absl::StrCat(What(r), ": the object changed between parts of one read"));
       }
-      if (held == 0) etag = got_etag;
-      out.body += a.state.body;
+      if (held == 0) {
+        etag = got_etag;
+        out.body = std::move(a.state.body);
+      } else {
+        out.body += a.state.body;
+      }
     }
     std::string reason;
     if (a.code != CURLE_OK && !(a.state.capped && a.code == CURLE_WRITE_ERROR)) {

@@ -40,10 +40,19 @@ class HttpStorage final : public Storage {
   }
 
   absl::StatusOr<std::vector<ObjectInfo>> List(absl::string_view prefix) override {
+    std::string version;
+    return ListVersioned(prefix, &version);
+  }
+
+  // The index's GET gives its version too (one request fewer than a HEAD first).
+  absl::StatusOr<std::vector<ObjectInfo>> ListVersioned(absl::string_view prefix, std::string* version) override {
     HttpRequest r;
     r.url = Describe(IndexKey(prefix));
     absl::StatusOr<HttpResponse> got = client_.Fetch(r);
     if (!got.ok()) return IndexError(got.status(), r.url);
+    if (absl::StatusOr<ObjectInfo> index = ObjectFromHead(IndexKey(prefix), *got, r.url); index.ok()) {
+      *version = Version(*index);
+    }
     absl::StatusOr<std::vector<std::string>> keys = ParseIndexFile(Dir(prefix), got->body);
     if (!keys.ok()) return absl::InvalidArgumentError(absl::StrCat(r.url, ": ", keys.status().message()));
     // Each listed object's size and ETag, list_parallel HEADs at a time.
@@ -79,8 +88,7 @@ class HttpStorage final : public Storage {
     const std::string url = Describe(IndexKey(prefix));
     absl::StatusOr<ObjectInfo> index = Stat(IndexKey(prefix));
     if (!index.ok()) return IndexError(index.status(), url);
-    if (!index->etag.empty()) return index->etag;
-    return index->mtime_ns > 0 ? absl::StrCat(index->size, "@", index->mtime_ns) : std::string();
+    return Version(*index);
   }
 
   absl::Status ReadRange(const ObjectInfo& object, int64_t offset, int64_t length, std::string* out) override {
@@ -92,11 +100,20 @@ class HttpStorage final : public Storage {
     if (!object.etag.empty()) r.headers.emplace_back("If-Match", object.etag);
     absl::StatusOr<HttpResponse> got = client_.Fetch(r);
     if (!got.ok()) return got.status();
-    out->append(got->body);
+    if (out->empty()) {
+      *out = std::move(got->body);
+    } else {
+      out->append(got->body);
+    }
     return absl::OkStatus();
   }
 
  private:
+  // An index's ETag, else its size and modification time.
+  static std::string Version(const ObjectInfo& index) {
+    if (!index.etag.empty()) return index.etag;
+    return index.mtime_ns > 0 ? absl::StrCat(index.size, "@", index.mtime_ns) : std::string();
+  }
   static std::string Dir(absl::string_view prefix) {
     std::string dir(prefix);
     while (!dir.empty() && dir.back() == '/') dir.pop_back();

@@ -93,7 +93,11 @@ class S3Storage final : public Storage {
     if (!object.etag.empty()) r.headers.emplace_back("If-Match", object.etag);
     absl::StatusOr<HttpResponse> got = client_.Fetch(r);
     if (!got.ok()) return Named(got.status(), object.key);
-    out->append(got->body);
+    if (out->empty()) {
+      *out = std::move(got->body);
+    } else {
+      out->append(got->body);
+    }
     return absl::OkStatus();
   }
 

@@ -67,6 +67,14 @@ class Storage {
   // with the same version still stands. "" where the store has none (an S3
   // listing is not versioned; a cache must list again).
   virtual absl::StatusOr<std::string> ListingVersion(absl::string_view prefix) { return std::string(); }
+  // List(prefix) and the version the listing had (as ListingVersion, taken
+  // first), in as few requests as the store allows.
+  virtual absl::StatusOr<std::vector<ObjectInfo>> ListVersioned(absl::string_view prefix, std::string* version) {
+    absl::StatusOr<std::string> v = ListingVersion(prefix);
+    if (!v.ok()) return v.status();
+    *version = *std::move(v);
+    return List(prefix);
+  }
   // Whether keys name local files (then callers may open them directly).
   virtual bool is_local() const { return false; }
   virtual StorageCounters counters() const { return {}; }

@@ -19,6 +19,7 @@
 #include "common/atomic_file.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
+#include "storage/block_fetch.h"
 #include "storage/sigv4.h"
 
 namespace stoker {
@@ -27,7 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kManifestDir = ".stoker-mirror";
-constexpr const char* kPartSuffix = ".stoker-part";
 
 // A key the store listed, checked before it names a local file: no empty,
 // "." or ".." segment, no leading '/', nothing of the mirror's own.
@@ -93,6 +93,15 @@ bool LocalMatches(const fs::path& path, int64_t size) {
 StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, fs::path local_root)
     : store_(std::move(store)), options_(std::move(options)), local_root_(std::move(local_root)) {}
 
+StoreMirror::~StoreMirror() {
+  std::vector<std::thread> persisting;
+  {
+    absl::MutexLock lock(&mu_);
+    persisting.swap(persisting_);
+  }
+  for (std::thread& t : persisting) t.join();
+}
+
 absl::StatusOr<std::unique_ptr<StoreMirror>> StoreMirror::Create(std::unique_ptr<Storage> store,
                                                                  MirrorOptions options) {
   if (options.cache_dir.empty()) return absl::InvalidArgumentError("the store's cache needs a directory (--cache-dir)");
@@ -141,7 +150,7 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   const Manifest previous = LoadManifest(ManifestPath(name)).value_or(Manifest{});
   std::vector<ObjectInfo> objects;
   std::string version;
-  if (directory) {
+  if (directory && !previous.listing_version.empty()) {  // one request may tell that the cached listing stands
     absl::StatusOr<std::string> v = store_->ListingVersion(name);
     if (!v.ok()) return v.status();
     version = *std::move(v);
@@ -153,7 +162,7 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     // Listed by the bare name, then kept below "name/": no '/' in the query
     // (moto, an S3 emulator, mis-signs an encoded one) at the cost of the
     // rare sibling "name2/..." in the listing.
-    absl::StatusOr<std::vector<ObjectInfo>> listed = store_->List(name);
+    absl::StatusOr<std::vector<ObjectInfo>> listed = store_->ListVersioned(name, &version);
     if (!listed.ok()) return listed.status();
     for (ObjectInfo& o : *listed) {
       if (absl::StartsWith(o.key, name + "/")) objects.push_back(std::move(o));
@@ -191,34 +200,29 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
       wanted_bytes += o.size;
     }
   }
-  // Many objects in flight, each read front to back in large blocks.
-  std::atomic<size_t> next_index{0};
-  std::atomic<bool> failed{false};
-  absl::Mutex error_mu;
-  absl::Status error;
-  auto worker = [&] {
-    for (size_t i = next_index++; i < wanted.size() && !failed.load(); i = next_index++) {
-      absl::Status s = FetchOne(*wanted[i], cancelled);
-      if (!s.ok()) {
-        absl::MutexLock lock(&error_mu);
-        if (error.ok()) error = s;
-        failed = true;
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  const int n = static_cast<int>(std::min<size_t>(std::max(1, options_.parallel), wanted.size()));
-  for (int t = 0; t < n; ++t) threads.emplace_back(worker);
-  for (std::thread& t : threads) t.join();
-  if (!error.ok()) return error;
+  // Many ranged reads in flight, over all the objects (a large one is read
+  // by many at once).
+  BlockFetchOptions fetch;
+  fetch.block_bytes = options_.block_bytes;
+  fetch.parallel = options_.parallel;
+  if (absl::Status s = FetchObjects(*store_, wanted, local_root_, fetch, cancelled); !s.ok()) return s;
   for (const auto& [key, v] : previous.objects) {  // gone from the store: gone here
     if (!next.objects.count(key)) {
       std::error_code ec;
       fs::remove(local_root_ / key, ec);
     }
   }
-  if (absl::Status s = WriteManifest(ManifestPath(name), next); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  // Durable in the background: the files are synced, then the manifest that
+  // vouches for them written (until then a restart fetches again); sessions
+  // read the files now.
+  persisting_.emplace_back([this, next, path = ManifestPath(name)] {
+    absl::Status s = SyncFilesystem(local_root_);
+    if (s.ok()) s = WriteManifest(path, next);
+    if (!s.ok())
+      LOG(WARNING) << store_->Describe(next.name) << ": the cache's copy is not recorded (" << s
+                   << "); a restart fetches it again";
+  });
   stats_.bytes_cached += next.bytes() - held_[name].bytes;
   held_[name] = {next.bytes(), next.used_unix};
   used_.insert(name);
@@ -270,48 +274,6 @@ absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
     held_.erase(victim);
   }
   return absl::OkStatus();
-}
-
-absl::Status StoreMirror::FetchOne(const ObjectInfo& object, const std::atomic<bool>* cancelled) {
-  const fs::path path = local_root_ / object.key;
-  const fs::path part = path.string() + kPartSuffix;
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (ec)
-    return absl::UnavailableError(absl::StrCat("cache: making ", path.parent_path().string(), ": ", ec.message()));
-  const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return absl::UnavailableError(absl::StrCat("cache: creating ", part.string(), ": ", std::strerror(errno)));
-  absl::Status status;
-  std::string block;
-  for (int64_t at = 0; status.ok() && at < object.size; at += options_.block_bytes) {
-    if (cancelled != nullptr && cancelled->load()) {
-      status = absl::CancelledError(absl::StrCat("fetching ", store_->Describe(object.key), ": stopped"));
-      break;
-    }
-    block.clear();
-    status = store_->ReadRange(object, at, std::min(options_.block_bytes, object.size - at), &block);
-    for (size_t done = 0; status.ok() && done < block.size();) {
-      const ssize_t n = ::pwrite(fd, block.data() + done, block.size() - done, at + static_cast<int64_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        status = absl::UnavailableError(absl::StrCat("cache: writing ", part.string(), ": ", std::strerror(errno)));
-      if (n > 0) done += static_cast<size_t>(n);
-    }
-  }
-  if (status.ok() && ::fsync(fd) != 0) status = absl::UnavailableError(absl::StrCat("cache: syncing ", part.string()));
-  if (status.ok() && object.mtime_ns > 0) {
-    const struct timespec times[2] = {
-        {0, UTIME_OMIT}, {static_cast<time_t>(object.mtime_ns / 1000000000), object.mtime_ns % 1000000000}};
-    ::futimens(fd, times);
-  }
-  ::close(fd);
-  if (status.ok()) {
-    fs::rename(part, path, ec);
-    if (ec) status = absl::UnavailableError(absl::StrCat("cache: renaming ", part.string(), ": ", ec.message()));
-  }
-  if (!status.ok()) fs::remove(part, ec);
-  return status;
 }
 
 }  // namespace stoker

@@ -6,9 +6,13 @@
 // what is missing or changed (many objects in flight, each in large ranged
 // reads pinned to its ETag) and removes what the store no longer has.
 //
-// Crash-safe: an object is written to a temporary file, synced and renamed
-// into place; the name's manifest (key -> size, ETag) is written last, so a
-// SIGKILLed server never serves a torn file (the next Ensure checks again).
+// Objects are read in large blocks, many in flight over all of them (a large
+// object by many requests at once: block_fetch.h).
+// Crash-safe: an object is written to a temporary file and renamed into
+// place when whole; the name's manifest (key -> size, ETag) is written last,
+// after the cache's filesystem is synced (in the background: sessions read
+// the files meanwhile), so neither a SIGKILLed server nor a lost machine
+// serves a torn file (without a manifest the next Ensure checks again).
 // Bounded: names fetched by earlier runs are evicted, least recently used
 // first, to make room; names fetched by this process are never evicted (open
 // datasets read them); past the bound Ensure fails with RESOURCE_EXHAUSTED
@@ -25,6 +29,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -54,6 +60,8 @@ class StoreMirror {
  public:
   // The store's copies go under cache_dir/<a digest of the store's root>.
   static absl::StatusOr<std::unique_ptr<StoreMirror>> Create(std::unique_ptr<Storage> store, MirrorOptions options);
+  // Waits for the copies being made durable (their manifests written).
+  ~StoreMirror();
 
   // The local directory that stands for the store's root.
   const std::filesystem::path& local_root() const { return local_root_; }
@@ -82,7 +90,6 @@ class StoreMirror {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ensure_mu_);
   absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t HeldExcept(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status FetchOne(const ObjectInfo& object, const std::atomic<bool>* cancelled);
   std::filesystem::path ManifestPath(const std::string& name) const;
 
   const std::unique_ptr<Storage> store_;
@@ -97,6 +104,7 @@ class StoreMirror {
   };
   std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);  // as the manifests on disk say
   std::set<std::string> used_ ABSL_GUARDED_BY(mu_);        // ensured by this process
+  std::vector<std::thread> persisting_ ABSL_GUARDED_BY(mu_);  // syncing copies, then writing their manifests
   MirrorStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

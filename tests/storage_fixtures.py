@@ -124,6 +124,7 @@ class FaultProxy:
         class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
             daemon_threads = True
             allow_reuse_address = True
+            request_queue_size = 128  # many connections at once (the default 5 drops SYNs: 1 s retransmits)
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
@@ -159,10 +160,19 @@ class FaultProxy:
         up = http.client.HTTPConnection("127.0.0.1", self.upstream, timeout=30)
         up.request(method, path, headers={k: v for k, v in headers.items() if k.lower() != "connection"})
         r = up.getresponse()
-        body = r.read()
-        up.close()
         head = f"HTTP/1.1 {r.status} {r.reason}\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in r.getheaders() if k.lower() not in ("connection", "transfer-encoding")) + "\r\n"
+        if fault is None and r.getheader("content-length") is not None:  # streamed as it arrives
+            out.write(head.encode())
+            while method != "HEAD":
+                chunk = r.read1(1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+            up.close()
+            return True
+        body = r.read()
+        up.close()
         if fault == "reset" and len(body) > 10:
             out.write(head.encode() + body[:len(body) // 2])
             out.flush()
