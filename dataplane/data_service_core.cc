@@ -159,7 +159,12 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
   const bool tokens = std::any_of(config.fields().begin(), config.fields().end(),
                                   [](const v1::FieldSpec& f) { return f.kind() == v1::TOKENS; });
   if (tokens && !config.tokenizer().empty()) {
-    absl::StatusOr<std::shared_ptr<const Tokenizer>> loaded = tokenizers_.Get(config.tokenizer());
+    // A remote data root's model is copied into its cache first.
+    const absl::Status fetched = config_.catalog.fetch
+                                     ? config_.catalog.fetch(config.tokenizer(), /*directory=*/false, nullptr)
+                                     : absl::OkStatus();
+    absl::StatusOr<std::shared_ptr<const Tokenizer>> loaded =
+        fetched.ok() ? tokenizers_.Get(config.tokenizer()) : absl::StatusOr<std::shared_ptr<const Tokenizer>>(fetched);
     if (!loaded.ok()) {
       metrics_->rejected_sessions->Increment();
       return loaded.status();

@@ -372,10 +372,21 @@ def make_datasets(root):
     for start in range(0, len(images), 16):
         with tarfile.open(f"{root}/shards/train-{start // 16:06d}.tar", "w") as tar:
             for i in range(start, min(start + 16, len(images))):
-                for ext, data in (("jpg", open(images[i], "rb").read()), ("cls", str(i % 5).encode())):
+                caption = f"photo number {i} of class {i % 5} in shard {start // 16}".encode()
+                for ext, data in (("jpg", open(images[i], "rb").read()), ("cls", str(i % 5).encode()),
+                                  ("txt", caption)):
                     info = tarfile.TarInfo(f"s{i:04d}.{ext}")
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
+    # A SentencePiece model at the root (sessions name it as a path under it).
+    import sentencepiece as spm
+
+    text = os.path.join(root, "..", "captions.txt")
+    with open(text, "w") as f:
+        f.write("".join(f"photo number {i} of class {i % 5} in shard {i // 16}\n" for i in range(200)))
+    spm.SentencePieceTrainer.train(input=text, model_prefix=os.path.join(root, "tok"), vocab_size=40,
+                                   minloglevel=2)
+    os.remove(os.path.join(root, "tok.vocab"))
     # What an HTTP(S) root lists (HTTP has no listing of its own).
     with open(f"{root}/shards/index.txt", "w") as f:
         f.write(f"train-{{000000..{(len(images) - 1) // 16:06d}}}.tar\n")
@@ -402,6 +413,21 @@ def epoch_hashes(work, server, dataset, tag, local_root=None, env=None, epochs=2
     return sorted((l["epoch"], l["batch"], tuple(l["sample_indices"]), l["hash"]) for l in lines)
 
 
+def token_hashes(work, server, tag):
+    """Per batch, the hash of its token ids (captions tokenised on `server`
+    with the root's tok.model)."""
+    import json
+
+    log = os.path.join(work, f"tokens-{tag}.jsonl")
+    r = subprocess.run([os.path.join(BUILD, "client", "stoker-bench"), f"--servers={server.address}",
+                        "--dataset=shards", "--batch-size=8", "--epochs=1", "--seed=7", "--device=cpu",
+                        "--metrics-port=-1", "--fields=image=jpg, ids=tokens:txt", "--tokenizer=tok.model",
+                        "--max-tokens=16", f"--log-batches={log}"], capture_output=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"stoker-bench with tokens failed: {r.stderr.decode()[-1500:]}")
+    return sorted((l["batch"], l["field_hashes"]["ids"]) for l in map(json.loads, open(log)))
+
+
 def server_checks(moto, work, root):
     """A data server on s3:// gives the epochs of one on the same files on
     local disk; a restart with a warm cache fetches nothing. The datasets sit
@@ -425,14 +451,18 @@ def server_checks(moto, work, root):
             got = epoch_hashes(work, remote, dataset, f"remote-{dataset}")
             check(len(want) == 12 and got == want,
                   f"'{dataset}' from s3:// gives the local server's two epochs, byte for byte ({len(got)} batches)")
+        want_tokens, got_tokens = token_hashes(work, local, "local"), token_hashes(work, remote, "remote")
+        check(len(want_tokens) == 6 and got_tokens == want_tokens and "s3://datasets/tok.model: 1 objects, 1 fetched"
+              in open(remote.log).read(), "captions tokenised with a model in the store (tok.model, copied once) "
+              "give the local server's token ids")
         log = open(remote.log).read()
         check("s3://datasets/shards: 4 objects, 4 fetched" in log and "s3://datasets/imgs: 48 objects, 48 fetched"
               in log, "each dataset was fetched once, whole (3 shards and index.txt; 48 images)")
         m = remote.scrape()
         requests = m[("stoker_server_storage_requests_total", '{store="s3"}')]
-        check(m[("stoker_server_storage_cache_objects_total", '{result="fetched",store="s3"}')] == 52
+        check(m[("stoker_server_storage_cache_objects_total", '{result="fetched",store="s3"}')] == 53
               and m[("stoker_server_storage_cache_bytes", '{store="s3"}')] > 0
-              and m[("stoker_server_storage_request_seconds_count", '{store="s3"}')] == requests >= 52 + 2,
+              and m[("stoker_server_storage_request_seconds_count", '{store="s3"}')] == requests >= 53 + 2,
               f"the server's storage metrics count the requests, their latency and the objects fetched ({requests})")
     finally:
         remote.stop()
