@@ -56,29 +56,11 @@ class HttpStorage final : public Storage {
     absl::StatusOr<std::vector<std::string>> keys = ParseIndexFile(Dir(prefix), got->body);
     if (!keys.ok()) return absl::InvalidArgumentError(absl::StrCat(r.url, ": ", keys.status().message()));
     // Each listed object's size and ETag, list_parallel HEADs at a time.
-    std::vector<ObjectInfo> out(keys->size());
-    std::vector<absl::Status> errors(keys->size());
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    auto worker = [&] {
-      for (size_t i = next++; i < keys->size() && !failed.load(); i = next++) {
-        absl::StatusOr<ObjectInfo> info = Stat((*keys)[i]);
-        if (info.ok()) {
-          out[i] = *std::move(info);
-        } else {
-          errors[i] =
-              absl::Status(info.status().code(), absl::StrCat("listed in ", r.url, ": ", info.status().message()));
-          failed = true;
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    const size_t n = std::min<size_t>(std::max(1, parallel_), keys->size());
-    for (size_t t = 0; t < n; ++t) threads.emplace_back(worker);
-    for (std::thread& t : threads) t.join();
-    for (const absl::Status& e : errors) {
-      if (!e.ok()) return e;
+    absl::StatusOr<std::vector<ObjectInfo>> listed = StatAll(*this, *keys, parallel_);
+    if (!listed.ok()) {
+      return absl::Status(listed.status().code(), absl::StrCat("listed in ", r.url, ": ", listed.status().message()));
     }
+    std::vector<ObjectInfo> out = *std::move(listed);
     std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
   }

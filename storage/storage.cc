@@ -1,9 +1,15 @@
 #include "storage/storage.h"
 
 #include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "storage/catalog_storage.h"
 #include "storage/http_storage.h"
 #include "storage/local_storage.h"
 #include "storage/s3_storage.h"
@@ -17,11 +23,47 @@ absl::Status CheckRange(const Storage& storage, const ObjectInfo& object, int64_
                                             storage.Describe(object.key), " (", object.size, " bytes)"));
 }
 
+absl::StatusOr<std::vector<ObjectInfo>> StatAll(Storage& storage, const std::vector<std::string>& keys, int parallel) {
+  std::vector<ObjectInfo> out(keys.size());
+  std::vector<absl::Status> errors(keys.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto worker = [&] {
+    for (size_t i = next++; i < keys.size() && !failed.load(); i = next++) {
+      absl::StatusOr<ObjectInfo> info = storage.Stat(keys[i]);
+      if (info.ok()) {
+        out[i] = *std::move(info);
+      } else {
+        errors[i] = info.status();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t n = std::min<size_t>(std::max(1, parallel), keys.size());
+  for (size_t t = 0; t < n; ++t) threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  return out;
+}
+
 bool IsRemoteRoot(absl::string_view root) {
-  return root.find("://") != absl::string_view::npos && !absl::StartsWithIgnoreCase(root, "file://");
+  return (root.find("://") != absl::string_view::npos && !absl::StartsWithIgnoreCase(root, "file://")) ||
+         absl::StartsWith(root, kCatalogScheme);
 }
 
 absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(absl::string_view root, const StorageOptions& options) {
+  if (absl::ConsumePrefix(&root, kCatalogScheme)) {
+    const std::string file(root);
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream text;
+    if (!in || !(text << in.rdbuf()) || text.str().size() > (size_t{16} << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat("catalog ", file, " cannot be read (or is over 16 MiB)"));
+    }
+    return OpenCatalogStorage(file, text.str(), options);
+  }
   if (root.find("://") == absl::string_view::npos) return OpenLocalStorage(root);
   absl::StatusOr<Url> url = ParseUrl(root);
   if (!url.ok()) return url.status();

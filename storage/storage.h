@@ -80,6 +80,10 @@ class Storage {
   virtual StorageCounters counters() const { return {}; }
 };
 
+// Stat of each key, `parallel` at a time, in the keys' order; the first
+// error (naming the key) fails it.
+absl::StatusOr<std::vector<ObjectInfo>> StatAll(Storage& storage, const std::vector<std::string>& keys, int parallel);
+
 // OUT_OF_RANGE naming the object unless [offset, offset + length) lies in it
 // (what every ReadRange checks first).
 absl::Status CheckRange(const Storage& storage, const ObjectInfo& object, int64_t offset, int64_t length);

@@ -559,6 +559,28 @@ def local_mode_checks(moto, work, root):
                 got = epoch_hashes(work, None, dataset, f"lm-{tag}-{dataset}", local_root=url, env=env)
                 check(len(want) == 12 and got == want,
                       f"local mode on {tag} '{dataset}' gives the local directory's two epochs ({len(got)} batches)")
+        # A catalog file naming datasets in two stores: a directory behind
+        # nginx (its index.txt) and a brace list of shards in moto.
+        catalog = os.path.join(work, "catalog.txt")
+        with open(catalog, "w") as f:
+            f.write(f"# name  where\nweb-imgs  {web}imgs/\ns3-shards  s3://datasets/shards/train-{{000000..000002}}.tar\n")
+        server = Server(BUILD, work, "catalog", f"--data-root=catalog:{catalog}", f"--cache-dir={work}/cache-catalog",
+                        env=env)
+        try:
+            for name, dataset in (("web-imgs", "imgs"), ("s3-shards", "shards")):
+                got = epoch_hashes(work, server, name, f"catalog-{name}")
+                want = epoch_hashes(work, local_again(work, root), dataset, f"catalog-local-{dataset}")
+                check(len(want) == 12 and got == want, f"catalog entry '{name}' gives the epochs of the local "
+                      f"'{dataset}' ({len(got)} batches)")
+            check("s3-shards (s3://datasets/shards/train-{000000..000002}.tar): 3 objects, 3 fetched"
+                  in open(server.log).read(),
+                  "the brace list's three shards were fetched, nothing else")
+        finally:
+            server.stop()
+            stop_local_again()
+        got = epoch_hashes(work, None, "s3-shards", "catalog-local-mode", local_root=f"catalog:{catalog}", env=env)
+        check(got == epoch_hashes(work, None, "shards", "lm-local-shards-again", local_root=root),
+              "local mode reads the catalog too")
         r = subprocess.run([sys.executable, "-c", LOADER_DIGESTS, os.path.join(BUILD, "python"), root, web,
                             "s3://datasets"], capture_output=True, env=env, timeout=120)
         digests = r.stdout.decode().split()
