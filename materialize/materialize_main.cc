@@ -21,8 +21,8 @@
 #include "storage/storage_flags.h"
 
 ABSL_FLAG(std::string, data_root, ".",
-          "Directory holding the source dataset, or an s3:// or http(s):// URL (the source is copied into "
-          "--cache-dir first; the output stays local)");
+          "Directory holding the source dataset, or an s3://, http(s):// or catalog:FILE root (the source is "
+          "copied into --cache-dir first; the output stays local)");
 ABSL_FLAG(std::string, dataset, "", "Source dataset, relative to --data-root (ImageFolder tree or tar shards)");
 ABSL_FLAG(std::string, prefix, "resize(256)",
           "Deterministic ops to run once and store, e.g. 'resize(256)' or 'resize(256), center_crop(224)'; "

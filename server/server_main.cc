@@ -27,8 +27,8 @@
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC (and metrics, unless --metrics-host)");
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free port (the bound port is printed)");
 ABSL_FLAG(std::string, data_root, ".",
-          "Where the datasets are: a directory, s3://bucket/prefix or http(s)://host/path (copied to --cache-dir "
-          "as sessions open them); sessions name a dataset relative to it");
+          "Where the datasets are: a directory, s3://bucket/prefix, http(s)://host/path or catalog:FILE (names "
+          "and URLs; copied to --cache-dir as sessions open them); sessions name a dataset relative to it");
 ABSL_FLAG(int, workers, 0, "Worker threads that read, decode and augment; 0 means one per CPU core");
 ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
 ABSL_FLAG(std::string, metrics_host, "",

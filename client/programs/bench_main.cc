@@ -35,8 +35,8 @@ ABSL_FLAG(int, local_workers, 0,
           "Threads in this process that read, decode and augment too (local mode; 0: off). With no --servers, "
           "stoker-bench is a single-machine loader");
 ABSL_FLAG(std::string, data_root, ".",
-          "Where --local-workers find --dataset (as a server's --data-root: a directory, s3:// or http(s)://, "
-          "copied into STOKER_CACHE_DIR)");
+          "Where --local-workers find --dataset (as a server's --data-root: a directory, s3://, http(s):// or "
+          "catalog:FILE, copied into STOKER_CACHE_DIR)");
 ABSL_FLAG(int, test_local_delay_ms, 0, "Test only: extra milliseconds of local worker time per sample");
 ABSL_FLAG(std::string, job, "",
           "Training job name the servers share workers by and label per-job metrics with (default host:pid)");
