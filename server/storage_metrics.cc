@@ -4,6 +4,9 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "storage/catalog_storage.h"
+
 namespace stoker {
 namespace {
 
@@ -33,6 +36,7 @@ ClientMetric Value(MetricType type, double value, std::vector<ClientMetric::Labe
 }  // namespace
 
 std::string StoreKind(const std::string& root) {
+  if (absl::StartsWith(root, kCatalogScheme)) return "catalog";
   const size_t colon = root.find("://");
   return colon == std::string::npos ? "file" : root.substr(0, colon);
 }

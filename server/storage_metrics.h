@@ -20,7 +20,7 @@ namespace stoker {
 
 // One reading of a store and its cache.
 struct StorageReading {
-  std::string store;  // the store's kind, the `store` label: s3, http or https
+  std::string store;  // the store's kind, the `store` label: s3, http, https or catalog
   StorageCounters counters;
   MirrorStats cache;
   int64_t cache_capacity_bytes = 0;
@@ -38,7 +38,8 @@ class StorageMetrics : public prometheus::Collectable {
   std::function<StorageReading()> read_;
 };
 
-// The `store` label of a root: its URL scheme (s3, http, https), else "file".
+// The `store` label of a root: its URL scheme (s3, http, https), "catalog"
+// for a catalog file, else "file".
 std::string StoreKind(const std::string& root);
 
 }  // namespace stoker

@@ -75,6 +75,7 @@ TEST(StorageMetricsTest, StoreKindIsTheScheme) {
   EXPECT_EQ(StoreKind("s3://bucket/prefix"), "s3");
   EXPECT_EQ(StoreKind("https://host/path"), "https");
   EXPECT_EQ(StoreKind("/data"), "file");
+  EXPECT_EQ(StoreKind("catalog:/etc/stoker/datasets.txt"), "catalog");
 }
 
 }  // namespace

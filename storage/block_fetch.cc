@@ -43,7 +43,7 @@ class Fetch {
       Target& t = targets_[i];
       t.object = objects[i];
       t.path = root / objects[i]->key;
-      t.part = t.path.string() + kPartSuffix;
+      t.part = absl::StrCat(t.path.string(), ".", ::getpid(), kPartSuffix);  // this process's own
       int64_t at = 0;
       do {
         units_.push_back({i, at, std::min(block, objects[i]->size - at)});
@@ -134,6 +134,10 @@ class Fetch {
       absl::Status status = unit.length > 0
                                 ? store_.ReadRange(*targets_[unit.target].object, unit.offset, unit.length, &block)
                                 : absl::OkStatus();
+      if (status.ok() && static_cast<int64_t>(block.size()) != unit.length) {  // never a hole in a file
+        status = absl::DataLossError(absl::StrCat(store_.Describe(targets_[unit.target].object->key), ": ",
+                                                  block.size(), " bytes read of ", unit.length, " at ", unit.offset));
+      }
       for (size_t done = 0; status.ok() && done < block.size();) {
         const ssize_t n =
             ::pwrite(fd, block.data() + done, block.size() - done, unit.offset + static_cast<int64_t>(done));

@@ -2,7 +2,8 @@
 // flight over all of them: an object of many blocks is read by many requests
 // at once, a small one by one. Each object is written to PATH.stoker-part and
 // renamed into place (with the object's modification time) when its last
-// block has landed, so a reader never sees a torn file. Files are not synced:
+// block has landed, so a reader never sees a torn file (part files are named
+// for the process, so two processes never share one). Files are not synced:
 // callers sync them (SyncFiles) before recording them as durable.
 #ifndef STOKER_STORAGE_BLOCK_FETCH_H_
 #define STOKER_STORAGE_BLOCK_FETCH_H_

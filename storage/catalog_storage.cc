@@ -151,6 +151,10 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenCatalogStorage(const std::string& f
     }
     for (const Entry& other : entries) {
       if (other.name == e.name) return bad(absl::StrCat("'", e.name, "' is named twice"));
+      // Copies live at NAME/...: one dataset may not sit inside another.
+      if (absl::StartsWith(e.name, other.name + "/") || absl::StartsWith(other.name, e.name + "/")) {
+        return bad(absl::StrCat("'", e.name, "' and '", other.name, "' would nest (one inside the other)"));
+      }
     }
     absl::StatusOr<Url> url = ParseUrl(e.url);
     if (!url.ok() || (url->scheme != "s3" && url->scheme != "http" && url->scheme != "https")) {

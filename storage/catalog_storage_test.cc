@@ -32,6 +32,7 @@ TEST(CatalogStorageTest, ABadLineIsAnErrorNamingIt) {
             std::string::npos);
   EXPECT_NE(Parse("a https://h/x\na https://h/y\n").message().find("line 2: 'a' is named twice"), std::string::npos);
   EXPECT_NE(Parse("../up https://h/x\n").message().find("is not a dataset name"), std::string::npos);
+  EXPECT_NE(Parse("a https://h/x\na/b https://h/y\n").message().find("would nest"), std::string::npos);
   EXPECT_NE(Parse("a /local/dir\n").message().find("is not an s3://, http:// or https:// URL"), std::string::npos);
   EXPECT_NE(Parse("a ftp://h/x\n").message().find("line 1"), std::string::npos);
   EXPECT_NE(Parse("a https://h/p-{1..}.tar\n").message().find("line 1"), std::string::npos);

@@ -82,6 +82,12 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// Whether the request carries an AWS signature's date (S3, STS).
+bool Signed(const HttpRequest& r) {
+  return std::any_of(r.headers.begin(), r.headers.end(),
+                     [](const auto& h) { return absl::EqualsIgnoreCase(h.first, "x-amz-date"); });
+}
+
 std::string What(const HttpRequest& r) {
   return absl::StrCat(r.method, " ", r.display_url.empty() ? r.url : r.display_url);
 }
@@ -329,11 +335,12 @@ absl::StatusOr<HttpResponse> HttpClient::Fetch(const HttpRequest& request) {
         if (!ranged) out.body = std::move(a.state.body);
         return out;
       }
-    } else if (absl::Time server; status == 403 && a.state.headers.count("date") &&
-                                  ParseHttpDate(a.state.headers["date"], &server) &&
-                                  (XmlErrorCode(a.state.body) == "RequestTimeTooSkewed" ||
-                                   // A HEAD's answer has no body to say so: a 403 from a clock this far off.
-                                   (r.method == "HEAD" && absl::AbsDuration(server - now) > absl::Minutes(10)))) {
+    } else if (absl::Time server;
+               status == 403 && a.state.headers.count("date") && ParseHttpDate(a.state.headers["date"], &server) &&
+               (XmlErrorCode(a.state.body) == "RequestTimeTooSkewed" ||
+                // A signed HEAD's answer has no body to say so: a 403 from a
+                // clock further off than S3 accepts (15 minutes).
+                (r.method == "HEAD" && Signed(r) && absl::AbsDuration(server - now) > absl::Minutes(15)))) {
       clock_offset_us_ = absl::ToInt64Microseconds(server - absl::Now());
       reason = "clock_skew";
       problem = "the store says the request's time is skewed";

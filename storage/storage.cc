@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -56,7 +57,10 @@ bool IsRemoteRoot(absl::string_view root) {
 
 absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(absl::string_view root, const StorageOptions& options) {
   if (absl::ConsumePrefix(&root, kCatalogScheme)) {
-    const std::string file(root);
+    std::error_code ec;  // one cache per catalog, however its path is spelt
+    const std::filesystem::path canonical =
+        std::filesystem::weakly_canonical(std::filesystem::path(std::string(root)), ec);
+    const std::string file = ec ? std::string(root) : canonical.string();
     std::ifstream in(file, std::ios::binary);
     std::stringstream text;
     if (!in || !(text << in.rdbuf()) || text.str().size() > (size_t{16} << 20)) {

@@ -1,6 +1,7 @@
 #include "storage/store_mirror.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,10 +48,15 @@ struct Manifest {
   std::string name;
   int64_t used_unix = 0;
   std::string listing_version;  // Storage::ListingVersion when the objects were listed; "" none
-  std::map<std::string, std::pair<int64_t, std::string>> objects;  // key -> (size, ETag)
+  struct Object {
+    int64_t size = 0;
+    std::string etag;
+    int64_t mtime_ns = 0;
+  };
+  std::map<std::string, Object> objects;  // by key
   int64_t bytes() const {
     int64_t b = 0;
-    for (const auto& [k, v] : objects) b += v.first;
+    for (const auto& [k, v] : objects) b += v.size;
     return b;
   }
 };
@@ -66,9 +72,12 @@ std::optional<Manifest> LoadManifest(const fs::path& path) {
   m.name = j["name"].get<std::string>();
   m.used_unix = j.value("used_unix", int64_t{0});
   m.listing_version = j.value("listing_version", std::string());
-  for (const auto& [key, v] : j["objects"].items()) {
-    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_string()) return std::nullopt;
-    m.objects[key] = {v[0].get<int64_t>(), v[1].get<std::string>()};
+  for (const auto& [key, v] : j["objects"].items()) {  // [size, ETag] or [size, ETag, mtime_ns]
+    if (!v.is_array() || v.size() < 2 || v.size() > 3 || !v[0].is_number_integer() || !v[1].is_string() ||
+        (v.size() == 3 && !v[2].is_number_integer())) {
+      return std::nullopt;
+    }
+    m.objects[key] = {v[0].get<int64_t>(), v[1].get<std::string>(), v.size() == 3 ? v[2].get<int64_t>() : 0};
   }
   return m;
 }
@@ -79,8 +88,20 @@ absl::Status WriteManifest(const fs::path& path, const Manifest& m) {
   j["used_unix"] = m.used_unix;
   j["listing_version"] = m.listing_version;
   j["objects"] = nlohmann::json::object();
-  for (const auto& [key, v] : m.objects) j["objects"][key] = {v.first, v.second};
+  for (const auto& [key, v] : m.objects) j["objects"][key] = {v.size, v.etag, v.mtime_ns};
   return WriteFileAtomically(path, j.dump(), Durability::kDurable);
+}
+
+// Removes `path` and syncs its directory, so that the removal outlives a power loss.
+absl::Status RemoveDurably(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::remove(path, ec)) return absl::OkStatus();
+  const int dir = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return absl::UnavailableError(absl::StrCat("cache: opening ", path.parent_path().string()));
+  const int rc = ::fsync(dir);
+  ::close(dir);
+  if (rc != 0) return absl::UnavailableError(absl::StrCat("cache: syncing ", path.parent_path().string()));
+  return absl::OkStatus();
 }
 
 bool LocalMatches(const fs::path& path, int64_t size) {
@@ -93,7 +114,9 @@ bool LocalMatches(const fs::path& path, int64_t size) {
 StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, fs::path local_root)
     : store_(std::move(store)), options_(std::move(options)), local_root_(std::move(local_root)) {}
 
-StoreMirror::~StoreMirror() {
+StoreMirror::~StoreMirror() { JoinPersisted(); }
+
+void StoreMirror::JoinPersisted() {
   std::vector<std::thread> persisting;
   {
     absl::MutexLock lock(&mu_);
@@ -135,29 +158,56 @@ MirrorStats StoreMirror::stats() const {
   return stats_;
 }
 
-absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
-  absl::MutexLock ensure(&ensure_mu_);
-  {
-    absl::MutexLock lock(&mu_);
-    if (used_.count(name)) return absl::OkStatus();  // this process reads the version it first fetched
-  }
-  return EnsureLocked(name, directory, cancelled);
+bool StoreMirror::Used(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  return used_.count(name) > 0;
 }
 
-absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
+absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
+  // This process reads the version it first fetched (checked before waiting
+  // for another name's copy).
+  if (Used(name)) return absl::OkStatus();
+  absl::MutexLock ensure(&ensure_mu_);
+  if (Used(name)) return absl::OkStatus();
+  // Other processes sharing the cache (local-mode ranks, stoker-storage sync)
+  // wait for this one's copy, and it for theirs: an advisory lock on the
+  // cache, held until the copy's manifest is written.
+  const fs::path lock_path = local_root_ / kManifestDir / "lock";
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) {
+    return absl::UnavailableError(absl::StrCat("cache: opening ", lock_path.string(), ": ", std::strerror(errno)));
+  }
+  while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  int held_fd = lock_fd;  // handed to the copy's persisting thread when there is one
+  bool stale = false;
+  absl::Status s = EnsureLocked(name, directory, cancelled, &stale, &held_fd);
+  if (stale) {  // a cached listing named a version the store no longer has: list again
+    s = EnsureLocked(name, directory, cancelled, nullptr, &held_fd);
+  }
+  if (held_fd >= 0) ::close(held_fd);
+  return s;
+}
+
+absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled,
+                                       bool* stale, int* lock_fd) {
   if (absl::Status s = CheckKey(name); !s.ok()) return s;
+  JoinPersisted();  // earlier copies' threads have released the lock: finished
   const absl::Time start = absl::Now();
   const Manifest previous = LoadManifest(ManifestPath(name)).value_or(Manifest{});
   std::vector<ObjectInfo> objects;
   std::string version;
-  if (directory && !previous.listing_version.empty()) {  // one request may tell that the cached listing stands
+  if (directory && stale != nullptr &&
+      !previous.listing_version.empty()) {  // one request may tell that the cached listing stands
     absl::StatusOr<std::string> v = store_->ListingVersion(name);
     if (!v.ok()) return v.status();
     version = *std::move(v);
   }
-  if (directory && !version.empty() && version == previous.listing_version && !previous.objects.empty()) {
+  const bool cached_listing =
+      directory && !version.empty() && version == previous.listing_version && !previous.objects.empty();
+  if (cached_listing) {
     // The listing this cache made stands (one request): its objects, as listed then.
-    for (const auto& [key, v] : previous.objects) objects.push_back({key, v.first, v.second, 0});
+    for (const auto& [key, v] : previous.objects) objects.push_back({key, v.size, v.etag, v.mtime_ns});
   } else if (directory) {
     // Listed by the bare name, then kept below "name/": no '/' in the query
     // (moto, an S3 emulator, mis-signs an encoded one) at the cost of the
@@ -167,6 +217,11 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     for (ObjectInfo& o : *listed) {
       if (absl::StartsWith(o.key, name + "/")) objects.push_back(std::move(o));
     }
+    // A key listed twice (an index.txt's repeated line) is fetched once.
+    std::sort(objects.begin(), objects.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    objects.erase(std::unique(objects.begin(), objects.end(),
+                              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key == b.key; }),
+                  objects.end());
     if (objects.empty()) return absl::NotFoundError(absl::StrCat("no objects under ", store_->Describe(name + "/")));
   } else {
     absl::StatusOr<ObjectInfo> one = store_->Stat(name);
@@ -180,7 +235,7 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   for (const ObjectInfo& o : objects) {
     if (absl::Status s = CheckKey(o.key); !s.ok())
       return absl::Status(s.code(), absl::StrCat(store_->root(), ": ", s.message()));
-    next.objects[o.key] = {o.size, o.etag};
+    next.objects[o.key] = {o.size, o.etag, o.mtime_ns};
   }
   {
     absl::MutexLock lock(&mu_);
@@ -190,7 +245,7 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   int64_t wanted_bytes = 0, reused = 0, reused_bytes = 0;
   for (const ObjectInfo& o : objects) {
     auto old = previous.objects.find(o.key);
-    const bool same = old != previous.objects.end() && old->second.first == o.size && old->second.second == o.etag &&
+    const bool same = old != previous.objects.end() && old->second.size == o.size && old->second.etag == o.etag &&
                       LocalMatches(local_root_ / o.key, o.size);
     if (same) {
       ++reused;
@@ -205,7 +260,15 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   BlockFetchOptions fetch;
   fetch.block_bytes = options_.block_bytes;
   fetch.parallel = options_.parallel;
-  if (absl::Status s = FetchObjects(*store_, wanted, local_root_, fetch, cancelled); !s.ok()) return s;
+  // The old manifest no longer vouches for files about to be replaced
+  // (after a power loss an unsynced new copy could match its sizes).
+  if (std::any_of(wanted.begin(), wanted.end(), [&](const ObjectInfo* o) { return previous.objects.count(o->key); })) {
+    if (absl::Status s = RemoveDurably(ManifestPath(name)); !s.ok()) return s;
+  }
+  if (absl::Status s = FetchObjects(*store_, wanted, local_root_, fetch, cancelled); !s.ok()) {
+    if (cached_listing && absl::IsFailedPrecondition(s)) *stale = true;  // Ensure lists again
+    return s;
+  }
   for (const auto& [key, v] : previous.objects) {  // gone from the store: gone here
     if (!next.objects.count(key)) {
       std::error_code ec;
@@ -216,13 +279,15 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   // Durable in the background: the files are synced, then the manifest that
   // vouches for them written (until then a restart fetches again); sessions
   // read the files now.
-  persisting_.emplace_back([this, next, path = ManifestPath(name)] {
+  persisting_.emplace_back([this, next, path = ManifestPath(name), fd = *lock_fd] {
     absl::Status s = SyncFilesystem(local_root_);
     if (s.ok()) s = WriteManifest(path, next);
     if (!s.ok())
       LOG(WARNING) << store_->Describe(next.name) << ": the cache's copy is not recorded (" << s
                    << "); a restart fetches it again";
+    ::close(fd);  // other processes may use the cache now
   });
+  *lock_fd = -1;
   stats_.bytes_cached += next.bytes() - held_[name].bytes;
   held_[name] = {next.bytes(), next.used_unix};
   used_.insert(name);
@@ -241,6 +306,15 @@ int64_t StoreMirror::HeldExcept(const std::string& name) const {
   int64_t total = 0;
   for (const auto& [n, h] : held_) total += n == name ? 0 : h.bytes;
   return total;
+}
+
+bool StoreMirror::InUse(const std::string& key) const {
+  // A name this process uses may sit inside another (a tokenizer model in a
+  // dataset's directory).
+  for (const std::string& u : used_) {
+    if (key == u || absl::StartsWith(key, u + "/")) return true;
+  }
+  return false;
 }
 
 absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
@@ -264,7 +338,9 @@ absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
     const std::optional<Manifest> m = LoadManifest(ManifestPath(victim));
     std::error_code ec;
     if (m) {
-      for (const auto& [key, v] : m->objects) fs::remove(local_root_ / key, ec);
+      for (const auto& [key, v] : m->objects) {
+        if (!InUse(key)) fs::remove(local_root_ / key, ec);
+      }
     }
     fs::remove(ManifestPath(victim), ec);
     const int64_t bytes_out = held_[victim].bytes;

@@ -17,7 +17,8 @@
 // first, to make room; names fetched by this process are never evicted (open
 // datasets read them); past the bound Ensure fails with RESOURCE_EXHAUSTED
 // naming the sizes. Thread-safe: concurrent Ensure calls of one name fetch
-// it once.
+// it once; processes sharing a cache directory take turns (an advisory lock
+// on it, held until a copy's manifest is written).
 #ifndef STOKER_STORAGE_STORE_MIRROR_H_
 #define STOKER_STORAGE_STORE_MIRROR_H_
 
@@ -86,10 +87,18 @@ class StoreMirror {
 
  private:
   StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, std::filesystem::path local_root);
-  absl::Status EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ensure_mu_);
+  // With the cache's lock file open as *lock_fd: a copy's persisting thread
+  // takes it over (closing it when done; *lock_fd becomes -1). A cached
+  // listing is used only with `stale`, set when it named an object version
+  // the store no longer has (then call again without).
+  absl::Status EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled, bool* stale,
+                            int* lock_fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ensure_mu_);
+  bool Used(const std::string& name) const;
+  void JoinPersisted();
   absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t HeldExcept(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `key` is, or is below, a name this process has ensured.
+  bool InUse(const std::string& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::filesystem::path ManifestPath(const std::string& name) const;
 
   const std::unique_ptr<Storage> store_;

@@ -143,6 +143,39 @@ TEST_F(StoreMirrorTest, ARestartWithTheSameListingVersionDoesNotListAgain) {
   EXPECT_EQ(store->lists.load(), 1);
 }
 
+TEST_F(StoreMirrorTest, ACachedListingThatNamesAGoneVersionIsListedAgain) {
+  CountingStore* store;
+  auto mirror = Mirror(1 << 20, &store);
+  store->listing_version = "v1";
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  const fs::path local = mirror->local_root();
+  mirror.reset();
+  // The object changes in the store, the index does not; the local copy is lost.
+  dir_.Write("store/ds/b/2.jpg", std::string(2000, 'n'));
+  fs::remove(local / "ds/b/2.jpg");
+  auto again = Mirror(1 << 20, &store);
+  store->listing_version = "v1";
+  const absl::Status s = again->Ensure("ds", true);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(store->lists.load(), 1) << "listed again after the pinned read failed";
+  EXPECT_EQ(Read(again->local_root() / "ds/b/2.jpg"), std::string(2000, 'n'));
+}
+
+TEST_F(StoreMirrorTest, EvictingAnEarlierRunsDatasetKeepsAnObjectInsideItThatThisRunUses) {
+  CountingStore* store;
+  auto mirror = Mirror(1 << 20, &store);
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  mirror.reset();
+  // A new run uses one object inside "ds" (as a tokenizer model), then needs
+  // the room "ds" holds.
+  auto again = Mirror(50000 + 100 + 10, &store);
+  ASSERT_TRUE(again->Ensure("ds/a/1.jpg", false).ok());
+  ASSERT_TRUE(again->Ensure("other", true).ok());
+  EXPECT_GT(again->stats().evicted_bytes, 0);
+  EXPECT_FALSE(fs::exists(again->local_root() / "ds/b/2.jpg"));
+  EXPECT_EQ(Read(again->local_root() / "ds/a/1.jpg"), std::string(100, 'a'));
+}
+
 TEST_F(StoreMirrorTest, ATornCopyIsNeverServedAndIsFetchedAgain) {
   CountingStore* store;
   auto mirror = Mirror(1 << 20, &store);

@@ -83,7 +83,7 @@ int main() {
   stoker::StorageReading reading;
   reading.store = kAny;
   reading.counters.retries_by_reason[kAny] = 1;
-  Print("Data server's store (`stoker-server --data-root s3://...` or `https://...`; `store`: s3, http or https)",
+  Print("Data server's store (`stoker-server --data-root s3://...` or `https://...`; `store`: s3, http, https or catalog)",
         stoker::StorageMetrics([&] { return reading; }));
   Print("Client (`stoker-bench`, the Python loader, `metrics_port`)", client);
   return 0;
