@@ -95,6 +95,10 @@ def flags_page(build):
         text = subprocess.run([os.path.join(build, path), "--help"], capture_output=True, text=True,
                               timeout=60).stdout
         usage, groups = parse_help(text)
+        # The storage flags the programs that read a data root share (a library's, not in --help).
+        shared = subprocess.run([os.path.join(build, path), "--helpon=storage_flags"], capture_output=True, text=True,
+                                timeout=60).stdout
+        groups += [g for g in parse_help(shared)[1] if g[0] not in dict(groups)]
         out.append(f"## {name}\n\n{what}\n\n```text\n" + "\n".join(usage) + "\n```\n\n")
         for source, rows in groups:
             out.append(f"Defined in `{source}`:\n\n| Flag | Default | Meaning |\n|---|---|---|\n")

@@ -24,7 +24,9 @@ ABSL_FLAG(std::string, cache_dir, "",
 ABSL_FLAG(int64_t, cache_bytes, 0,
           "Most bytes of a remote --data-root kept in --cache-dir (earlier runs' datasets are evicted first); 0: "
           "STOKER_CACHE_BYTES, else 256 GiB");
-ABSL_FLAG(int, fetch_parallel, 16, "Objects of a remote --data-root fetched at once");
+ABSL_FLAG(int, fetch_parallel, 16,
+          "Ranged reads in flight when copying a remote --data-root's dataset (over all its objects: a large one is "
+          "read by several at once)");
 
 namespace stoker {
 

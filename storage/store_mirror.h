@@ -43,7 +43,7 @@ namespace stoker {
 struct MirrorOptions {
   std::filesystem::path cache_dir;           // created if missing
   int64_t cache_bytes = int64_t{256} << 30;  // most bytes of objects kept
-  int parallel = 16;                         // objects fetched at once
+  int parallel = 16;                         // ranged reads in flight (over all objects)
   int64_t block_bytes = int64_t{8} << 20;    // bytes per ranged read
 };
 
