@@ -28,7 +28,7 @@ for t in $targets; do
     echo "fuzz: $t FAILED; reproducer and log in $work" >&2
     exit 1
   fi
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  runs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')  # -a: a log may hold raw input bytes
   echo "fuzz: $t: $runs executions in ${seconds}s, no crash"
 done
 rm -rf "$work"
