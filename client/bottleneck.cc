@@ -8,10 +8,11 @@ namespace stoker {
 
 std::string Verdict::Explain() const {
   return absl::StrFormat(
-      "starved %.1f%%, %s %.1f%% of %.1f s; per batch (%d): transfer %.1f ms vs server %.1f ms, "
-      "read %.1f ms vs decode+augment+python %.1f ms of worker time (python %.1f ms)",
-      100 * starved_ratio, staging, 100 * h2d_ratio, wall_seconds, batches, 1e3 * transfer_seconds, 1e3 * server_seconds,
-      1e3 * read_seconds, 1e3 * compute_seconds, 1e3 * python_seconds);
+      "starved %.1f%% (%.1f%% waiting for the store's copy), %s %.1f%% of %.1f s; per batch (%d): "
+      "transfer %.1f ms vs server %.1f ms, read %.1f ms vs decode+augment+python %.1f ms of worker time "
+      "(python %.1f ms)",
+      100 * starved_ratio, 100 * storage_wait_ratio, staging, 100 * h2d_ratio, wall_seconds, batches,
+      1e3 * transfer_seconds, 1e3 * server_seconds, 1e3 * read_seconds, 1e3 * compute_seconds, 1e3 * python_seconds);
 }
 
 BottleneckMeter::BottleneckMeter(ClientMetrics* metrics, absl::Duration window)
@@ -20,6 +21,7 @@ BottleneckMeter::BottleneckMeter(ClientMetrics* metrics, absl::Duration window)
 void BottleneckMeter::Totals::Add(const Event& e) {
   wait += e.wait;
   h2d += e.h2d;
+  storage_wait += e.storage_wait;
   if (!e.batch) return;
   transfer += e.transfer;
   server += e.server;
@@ -38,6 +40,13 @@ void BottleneckMeter::Record(const Event& e) {
 void BottleneckMeter::OnWait(absl::Duration waited) {
   Event e{absl::Now()};
   e.wait = absl::ToDoubleSeconds(waited);
+  Record(e);
+}
+
+void BottleneckMeter::OnStorageWait(absl::Duration waited) {
+  Event e{absl::Now()};
+  e.storage_wait = absl::ToDoubleSeconds(waited);
+  if (metrics_) metrics_->storage_wait_seconds->Increment(e.storage_wait);
   Record(e);
 }
 
@@ -82,7 +91,8 @@ Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds, const std::
   Verdict v;
   v.staging = staging;
   v.wall_seconds = std::max(1e-9, wall_seconds);
-  v.starved_ratio = std::min(1.0, t.wait / v.wall_seconds);
+  v.starved_ratio = std::min(1.0, (t.wait + t.storage_wait) / v.wall_seconds);
+  v.storage_wait_ratio = std::min(v.starved_ratio, t.storage_wait / v.wall_seconds);
   v.h2d_ratio = std::min(1.0, t.h2d / v.wall_seconds);
   v.batches = t.batches;
   if (t.batches > 0) {
@@ -97,6 +107,8 @@ Verdict BottleneckMeter::Judge(const Totals& t, double wall_seconds, const std::
     v.stage = "none";
   } else if (v.h2d_ratio >= v.starved_ratio) {
     v.stage = staging;
+  } else if (t.storage_wait > 0 && t.storage_wait >= t.wait) {  // at least half of the starved time
+    v.stage = "storage";
   } else if (v.transfer_seconds > v.server_seconds) {
     v.stage = "network";
   } else if (v.read_seconds > v.compute_seconds) {

@@ -3,13 +3,17 @@
 // spent staging batches to the device, and per batch the server's own times
 // from the header against the receive latency), it names one stage:
 //
-//   input-bound = (wait + h2d) / wall; below 5% -> "none" (input keeps up;
-//     TensorBoard's input-pipeline analyzer calls >= 5% moderately and >= 20%
-//     highly input-bound);
+//   input-bound = (wait + h2d) / wall, where wait includes the time spent
+//     opening the dataset while servers copied it from a remote store (the
+//     storage wait); below 5% -> "none" (input keeps up; TensorBoard's
+//     input-pipeline analyzer calls >= 5% moderately and >= 20% highly
+//     input-bound);
 //   h2d >= wait -> "h2d" (the copy to the device is the longer stall; on
 //     the CPU fallback, with no device, "host_convert": the uint8-to-float
 //     conversion on the training host, which a faster network or more
 //     servers would not help);
+//   else storage wait >= half of wait -> "storage" (the job waits for the
+//     dataset's copy from its store: a cold cache);
 //   else, per received batch, transfer = receive latency - server time: when
 //     the mean transfer exceeds the mean server time -> "network" (batches
 //     wait for the stream and the wire, not for workers);
@@ -45,7 +49,8 @@ struct Verdict {
   std::string stage = "none";  // none, server_cpu, python_transform, storage, network, h2d or host_convert
   std::string staging = "h2d";  // what the staging time is: h2d, or host_convert on the CPU fallback
   double wall_seconds = 0;
-  double starved_ratio = 0;    // waiting in Next() / wall
+  double starved_ratio = 0;       // waiting in Next() or for the store's copy / wall
+  double storage_wait_ratio = 0;  // the part of starved_ratio spent waiting for the store's copy
   double h2d_ratio = 0;        // staging to the device / wall
   double transfer_seconds = 0;  // per batch: receive latency - server time
   double server_seconds = 0;    // per batch: request arrival to ready, on the server
@@ -69,6 +74,8 @@ class BottleneckMeter {
   static const std::vector<std::string>& Stages();
 
   void OnWait(absl::Duration waited);
+  // Waited to open the dataset while it was copied from its remote store.
+  void OnStorageWait(absl::Duration waited);
   void OnH2d(absl::Duration staged);
   void OnBatch(const v1::StageTimes& times, absl::Duration receive_latency);
 
@@ -85,11 +92,11 @@ class BottleneckMeter {
  private:
   struct Event {
     absl::Time at;
-    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0, python = 0;
+    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0, python = 0, storage_wait = 0;
     bool batch = false;
   };
   struct Totals {
-    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0, python = 0;
+    double wait = 0, h2d = 0, transfer = 0, server = 0, read = 0, compute = 0, python = 0, storage_wait = 0;
     int64_t batches = 0;
     void Add(const Event& e);
   };

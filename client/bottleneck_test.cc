@@ -66,6 +66,30 @@ TEST(BottleneckTest, OnTheCpuFallbackStagingIsNamedHostConvert) {
   EXPECT_EQ(Judge(1, 10, 100, Times(0.09, 0.001, 0.02), "cuda").stage, "h2d");
 }
 
+// Issue 47: a job that waits to open its dataset while the servers copy it
+// from object storage (a cold cache) is storage-bound, whatever its first
+// batches' figures say; once most of the waiting is for batches, the usual
+// rule applies again.
+TEST(BottleneckTest, WaitingForTheStoresCopyIsStorage) {
+  BottleneckMeter m(nullptr);
+  m.OnStorageWait(absl::Milliseconds(300));
+  for (int i = 0; i < 20; ++i) {
+    m.OnWait(absl::Milliseconds(5));  // 100 ms of waiting for batches that a slow network limits
+    m.OnBatch(Times(0.01, 0.001, 0.02), absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  Verdict v = m.EvaluateAll();
+  EXPECT_EQ(v.stage, "storage") << v.Explain();
+  EXPECT_GT(v.storage_wait_ratio, 0);
+  EXPECT_LE(v.storage_wait_ratio, v.starved_ratio);
+  EXPECT_NE(v.Explain().find("waiting for the store's copy"), std::string::npos) << v.Explain();
+  for (int i = 0; i < 60; ++i) m.OnWait(absl::Milliseconds(5));  // 300 more ms waiting for batches
+  v = m.EvaluateAll();
+  EXPECT_EQ(v.stage, "network") << v.Explain();
+  // Without a storage wait the same figures are the network's.
+  EXPECT_EQ(Judge(10, 0, 100, Times(0.01, 0.001, 0.02)).storage_wait_ratio, 0);
+}
+
 TEST(BottleneckTest, ExplainCarriesTheFigures) {
   const Verdict v = Judge(10, 0, 100, Times(0.01, 0.001, 0.02));
   EXPECT_EQ(v.batches, 20);

@@ -99,6 +99,9 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
   batch_python_seconds = counter("stoker_client_batch_python_seconds_total",
                                  "Sum over received batches of worker time spent in Python transform stages (part of "
                                  "the compute time).");
+  storage_wait_seconds = counter("stoker_client_storage_wait_seconds_total",
+                                 "Seconds spent waiting to open the dataset while the servers (or the local producer) "
+                                 "copied it from its remote store into their cache (the verdict's storage wait).");
   starved_ratio = &prometheus::BuildGauge()
                        .Name("stoker_client_starved_ratio")
                        .Help("Share of the last window the training loop waited for data.")

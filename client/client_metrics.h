@@ -37,6 +37,9 @@ struct ClientMetrics {
   prometheus::Counter* batch_read_seconds;         // stoker_client_batch_read_seconds_total
   prometheus::Counter* batch_compute_seconds;      // stoker_client_batch_compute_seconds_total
   prometheus::Counter* batch_python_seconds;       // stoker_client_batch_python_seconds_total
+  // Seconds spent waiting for servers (or the local producer) that were
+  // copying the dataset from a remote store into their cache.
+  prometheus::Counter* storage_wait_seconds;       // stoker_client_storage_wait_seconds_total
   prometheus::Gauge* starved_ratio;                // stoker_client_starved_ratio
   // The job's demand (demand_meter.h): images handed to the training loop
   // after a measured step, the steps' seconds, and their recent ratio.

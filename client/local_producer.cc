@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const Local
     producer->mirror_ = *std::move(opened);
     core.data_root = producer->mirror_->local_root();
     core.catalog.fetch = producer->mirror_->Fetcher();
+    core.catalog.fetch_progress = [m = producer->mirror_.get()] { return m->Progress(); };
   } else if (std::error_code ec; !std::filesystem::is_directory(options.data_root, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("local data root '", options.data_root, "' is not a directory (nor an s3:// or http(s):// URL)"));
@@ -50,6 +51,8 @@ absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const Local
   producer->core_ = *std::move(made);
   return producer;
 }
+
+double LocalProducer::storage_wait_seconds() const { return mirror_ ? mirror_->stats().ensure_seconds : 0; }
 
 absl::StatusOr<v1::OpenSessionResponse> LocalProducer::Open(const v1::SessionConfig& config, absl::Duration timeout) {
   using Result = absl::StatusOr<v1::OpenSessionResponse>;

@@ -57,6 +57,9 @@ class LocalProducer {
   absl::StatusOr<std::unique_ptr<StreamSession>> StartSession(const v1::SessionConfig& config);
 
   int workers() const { return core_->workers(); }
+  // Seconds opens spent listing and copying datasets from a remote data
+  // root's store (0 for a local one): the verdict's storage wait.
+  double storage_wait_seconds() const;
 
  private:
   LocalProducer();

@@ -77,7 +77,9 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     auto producer = LocalProducer::Create(local);
     if (!producer.ok()) return producer.status();
     client->local_ = *std::move(producer);
+    const double copying_before = client->local_->storage_wait_seconds();
     absl::StatusOr<v1::OpenSessionResponse> opened = client->local_->Open(c.session, c.open_timeout);
+    client->meter_->OnStorageWait(absl::Seconds(client->local_->storage_wait_seconds() - copying_before));
     if (!opened.ok()) {
       return absl::Status(opened.status().code(), absl::StrCat("local producer (data root '", c.local_data_root,
                                                                "'): ", opened.status().message()));
@@ -116,6 +118,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     v1::OpenSessionResponse response;
     grpc::Status status;
     bool opening = false;  // the server answered that it is still scanning
+    bool copying = false;  // ... still copying the dataset from its remote store
   };
   std::vector<Call> calls(addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) {
@@ -129,6 +132,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   std::vector<size_t> ask(addresses.size());
   for (size_t i = 0; i < ask.size(); ++i) ask[i] = i;
   for (;;) {
+    const absl::Time round = absl::Now();
     // One plain thread per server, each a blocking OpenSession call. (The batch
     // streams use the callback API; measured against the former sync reader
     // threads it gives 0.93x the goodput over loopback: see the issue-11 note.)
@@ -142,16 +146,18 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
       threads.emplace_back([&call, &request] {
         call.status = call.stub->OpenSession(call.context.get(), request, &call.response);
         const auto& trailers = call.context->GetServerTrailingMetadata();
-        call.opening = call.status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                       trailers.find(kDatasetOpeningTrailer) != trailers.end();
+        const auto opening = trailers.find(kDatasetOpeningTrailer);
+        call.opening = call.status.error_code() == grpc::StatusCode::UNAVAILABLE && opening != trailers.end();
+        call.copying = call.opening && opening->second == kDatasetCopyingFromStore;
       });
     }
     for (std::thread& t : threads) t.join();
     std::vector<size_t> opening;
-    bool answered = false;
+    bool answered = false, copying = false;
     for (size_t i : ask) {
       const grpc::StatusCode code = calls[i].status.error_code();
       if (calls[i].opening) opening.push_back(i);
+      copying = copying || calls[i].copying;
       // An answer, or a refusal that asking again will not change.
       if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED) answered = true;
     }
@@ -168,6 +174,9 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
       last_log = absl::Now();
     }
     absl::SleepFor(backoff);
+    // The verdict's storage wait: a round in which a server was still copying
+    // the dataset from its store.
+    if (copying) client->meter_->OnStorageWait(absl::Now() - round);
     backoff = std::min(2 * backoff, absl::Seconds(1));
     ask = std::move(opening);  // servers that did not answer at all have had their rpc_timeout
   }

@@ -22,7 +22,11 @@ inline constexpr char kRetryAfterTrailer[] = "stoker-retry-after-ms";
 
 // On an UNAVAILABLE OpenSession: the server is up and still scanning the
 // dataset; the client asks again (up to its open_timeout) instead of giving up.
+// Its value is kDatasetCopyingFromStore while the server copies the dataset
+// from a remote store into its cache (the client's verdict says "storage"),
+// else "1".
 inline constexpr char kDatasetOpeningTrailer[] = "stoker-dataset-opening";
+inline constexpr char kDatasetCopyingFromStore[] = "store";
 
 // Where a client puts its token, on every DataService call:
 // "authorization: Bearer <token>".

@@ -181,7 +181,10 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
                             if (result.ok()) {
                               *response = *std::move(result);
                             } else if (IsStillOpening(result.status())) {
-                              context->AddTrailingMetadata(kDatasetOpeningTrailer, "1");  // the client asks again
+                              // The client asks again; "store" tells it that it waits for the copy.
+                              context->AddTrailingMetadata(
+                                  kDatasetOpeningTrailer,
+                                  IsStillCopyingFromStore(result.status()) ? kDatasetCopyingFromStore : "1");
                             } else {
                               LOG(INFO) << "OpenSession refused: " << result.status();
                             }

@@ -150,6 +150,7 @@ class Fetch {
         }
       }
       if (!status.ok()) return Fail(status);
+      if (options_.bytes_done != nullptr) options_.bytes_done->fetch_add(unit.length);
       Done(unit.target);
     }
   }

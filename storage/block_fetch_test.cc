@@ -82,7 +82,10 @@ class BlockFetchTest : public ::testing::Test {
 
 TEST_F(BlockFetchTest, CopiesEveryObjectInBlocksByteForByte) {
   const fs::path out = dir_.path() / "cache";
+  std::atomic<int64_t> done{0};
+  options_.bytes_done = &done;
   ASSERT_TRUE(FetchObjects(*store_, objects_, out, options_).ok());
+  EXPECT_EQ(done.load(), static_cast<int64_t>(big_.size()) + 3) << "the progress counter counts each byte once";
   EXPECT_EQ(Read(out / "big.bin"), big_);
   EXPECT_EQ(Read(out / "d/small.bin"), "xyz");
   EXPECT_TRUE(fs::exists(out / "empty.bin"));

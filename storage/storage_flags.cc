@@ -1,5 +1,7 @@
 #include "storage/storage_flags.h"
 
+#include <algorithm>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "storage/remote_root.h"
@@ -53,6 +55,20 @@ absl::StatusOr<StorageOptions> StorageOptionsFromFlags() {
   o.request_timeout = absl::Seconds(timeout);
   o.max_attempts = absl::GetFlag(FLAGS_storage_max_attempts);
   return o;
+}
+
+BlockFetchOptions FetchOptionsFromFlags() {
+  BlockFetchOptions o;
+  o.block_bytes = MirrorOptions().block_bytes;
+  o.parallel = std::max(1, absl::GetFlag(FLAGS_fetch_parallel));
+  return o;
+}
+
+std::filesystem::path CacheDirFromFlags() {
+  const std::string flag = absl::GetFlag(FLAGS_cache_dir);
+  if (!flag.empty()) return flag;
+  absl::StatusOr<MirrorOptions> env = MirrorOptionsFromEnv();
+  return env.ok() ? env->cache_dir : DefaultCacheDir();
 }
 
 absl::StatusOr<std::unique_ptr<StoreMirror>> MirrorFromFlags(const std::string& data_root) {

@@ -1,21 +1,28 @@
 // The storage flags shared by the programs that read a data root
-// (stoker-server, stoker-storage): the S3 endpoint and region, anonymous
+// (stoker-server, stoker-storage, stoker-materialize, stoker-diagnose): the S3 endpoint and region, anonymous
 // access, an HTTP(S) token file and CA file, retries, and the local cache of
 // a remote data root (--cache-dir, --cache-bytes). Linked only into those
 // mains; read after flag parsing.
 #ifndef STOKER_STORAGE_STORAGE_FLAGS_H_
 #define STOKER_STORAGE_STORAGE_FLAGS_H_
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "storage/block_fetch.h"
 #include "storage/storage.h"
 #include "storage/store_mirror.h"
 
 namespace stoker {
 
 absl::StatusOr<StorageOptions> StorageOptionsFromFlags();
+
+// How a cold cache's copy reads (--fetch-parallel; blocks as the mirror's).
+BlockFetchOptions FetchOptionsFromFlags();
+// --cache-dir, else the environment's default (remote_root.h).
+std::filesystem::path CacheDirFromFlags();
 
 // For a remote --data-root (s3://, http(s)://): the store with its local
 // copy in --cache-dir. INVALID_ARGUMENT naming the flag that is wrong.

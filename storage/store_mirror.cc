@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/atomic_file.h"
@@ -163,12 +164,34 @@ bool StoreMirror::Used(const std::string& name) const {
   return used_.count(name) > 0;
 }
 
+void StoreMirror::SetPhase(const std::string& name, const std::string& what, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (name != phase_.name) phase_.since = absl::Now();
+  phase_.name = name;
+  phase_.what = what;
+  phase_.bytes = bytes;
+  fetched_now_.store(0);
+}
+
+std::string StoreMirror::Progress() const {
+  absl::MutexLock lock(&mu_);
+  if (phase_.name.empty()) return "";
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - phase_.since);
+  if (phase_.what != "copying") {
+    return absl::StrFormat("%s: %s (%.1f s)", store_->Describe(phase_.name), phase_.what, seconds);
+  }
+  const int64_t done = fetched_now_.load();
+  return absl::StrFormat("%s: %.1f of %.1f MB copied (%.1f MB/s, %.1f s)", store_->Describe(phase_.name), done / 1e6,
+                         phase_.bytes / 1e6, done / 1e6 / std::max(1e-3, seconds), seconds);
+}
+
 absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
   // This process reads the version it first fetched (checked before waiting
   // for another name's copy).
   if (Used(name)) return absl::OkStatus();
   absl::MutexLock ensure(&ensure_mu_);
   if (Used(name)) return absl::OkStatus();
+  SetPhase(name, "waiting for another process's copy into the shared cache");
   // Other processes sharing the cache (local-mode ranks, stoker-storage sync)
   // wait for this one's copy, and it for theirs: an advisory lock on the
   // cache, held until the copy's manifest is written.
@@ -179,13 +202,16 @@ absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const 
   }
   while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
   }
+  SetPhase(name, "listing");
   int held_fd = lock_fd;  // handed to the copy's persisting thread when there is one
   bool stale = false;
   absl::Status s = EnsureLocked(name, directory, cancelled, &stale, &held_fd);
   if (stale) {  // a cached listing named a version the store no longer has: list again
+    SetPhase(name, "listing");
     s = EnsureLocked(name, directory, cancelled, nullptr, &held_fd);
   }
   if (held_fd >= 0) ::close(held_fd);
+  SetPhase("", "");
   return s;
 }
 
@@ -260,6 +286,8 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   BlockFetchOptions fetch;
   fetch.block_bytes = options_.block_bytes;
   fetch.parallel = options_.parallel;
+  fetch.bytes_done = &fetched_now_;
+  SetPhase(name, "copying", wanted_bytes);
   // The old manifest no longer vouches for files about to be replaced
   // (after a power loss an unsynced new copy could match its sizes).
   if (std::any_of(wanted.begin(), wanted.end(), [&](const ObjectInfo* o) { return previous.objects.count(o->key); })) {

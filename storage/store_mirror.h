@@ -36,6 +36,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "storage/storage.h"
 
 namespace stoker {
@@ -75,6 +76,10 @@ class StoreMirror {
 
   MirrorStats stats() const;
   int64_t capacity_bytes() const { return options_.cache_bytes; }
+  // What Ensure is doing now, for those waiting on it: e.g.
+  // "s3://b/p/train: 120 of 900 MB copied (13 MB/s, 9.1 s)"; empty when no
+  // Ensure runs.
+  std::string Progress() const;
 
   // Ensure as a function (CatalogOptions::fetch); the mirror must outlive it.
   using Fetch =
@@ -94,6 +99,9 @@ class StoreMirror {
   absl::Status EnsureLocked(const std::string& name, bool directory, const std::atomic<bool>* cancelled, bool* stale,
                             int* lock_fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ensure_mu_);
   bool Used(const std::string& name) const;
+  // Progress(): the name Ensure works on and what it does ("" when none);
+  // the phase "copying" counts fetched_now_ against `bytes`.
+  void SetPhase(const std::string& name, const std::string& phase, int64_t bytes = 0);
   void JoinPersisted();
   absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t HeldExcept(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -115,6 +123,13 @@ class StoreMirror {
   std::set<std::string> used_ ABSL_GUARDED_BY(mu_);        // ensured by this process
   std::vector<std::thread> persisting_ ABSL_GUARDED_BY(mu_);  // syncing copies, then writing their manifests
   MirrorStats stats_ ABSL_GUARDED_BY(mu_);
+  struct Phase {
+    std::string name, what;
+    int64_t bytes = 0;
+    absl::Time since;
+  };
+  Phase phase_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> fetched_now_{0};  // bytes of the copy under way
 };
 
 }  // namespace stoker

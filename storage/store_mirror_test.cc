@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "storage/local_storage.h"
 #include "tests/testdata/temp_dir.h"
@@ -43,8 +45,10 @@ class CountingStore final : public Storage {
   absl::StatusOr<std::string> ListingVersion(absl::string_view) override { return listing_version; }
   absl::Status ReadRange(const ObjectInfo& o, int64_t offset, int64_t length, std::string* out) override {
     ++reads;
+    if (on_read) on_read();
     return inner_->ReadRange(o, offset, length, out);
   }
+  std::function<void()> on_read;  // set before the reads begin
   std::atomic<int> reads{0};
   std::atomic<int> lists{0};
   std::string listing_version;  // "" as S3's (none)
@@ -109,6 +113,26 @@ TEST_F(StoreMirrorTest, FetchesOnceInLargeReadsAndAgainOnlyWhatChanged) {
   EXPECT_EQ(Read(again->local_root() / "ds/b/2.jpg"), std::string(3001, 'c'));
   EXPECT_FALSE(fs::exists(again->local_root() / "ds/a/1.jpg"));
   EXPECT_EQ(again->stats().objects_reused, 1);
+}
+
+TEST_F(StoreMirrorTest, ProgressSaysWhatIsBeingCopiedWhileItIs) {
+  CountingStore* store;
+  auto mirror = Mirror(1 << 20, &store);
+  EXPECT_EQ(mirror->Progress(), "");
+  absl::Mutex mu;
+  std::vector<std::string> seen;
+  store->on_read = [&] {
+    const std::string p = mirror->Progress();
+    absl::MutexLock lock(&mu);
+    seen.push_back(p);
+  };
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  ASSERT_FALSE(seen.empty());
+  for (const std::string& p : seen) {
+    EXPECT_TRUE(absl::StartsWith(p, "test://ds: ")) << p;
+    EXPECT_NE(p.find(" of 0.0 MB copied ("), std::string::npos) << p;  // 23,100 bytes
+  }
+  EXPECT_EQ(mirror->Progress(), "") << "nothing is being copied once Ensure returned";
 }
 
 TEST_F(StoreMirrorTest, ARestartWithTheSameListingVersionDoesNotListAgain) {

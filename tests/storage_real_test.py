@@ -10,8 +10,10 @@ Usage: storage_real_test.py SOURCE_DIR BUILD_DIR  (run with the build's pyenv
 Python, which has moto and boto3: `make pyenv`).
 """
 
+import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -496,6 +498,42 @@ def server_checks(moto, work, root):
                   "objects and serves the same epochs")
         finally:
             web.stop()
+        # A cold cache behind a slow store (1.5 s a request): the job waits
+        # to open the dataset while the server copies it; the client's log
+        # says so, and the verdict is storage, not the fast epoch after it.
+        proxy.delay = 1.5
+        cold = Server(BUILD, work, "cold", f"--data-root=http://127.0.0.1:{proxy.port}",
+                      f"--cache-dir={os.path.join(work, 'cache-cold')}")
+        try:
+            r = subprocess.run([os.path.join(BUILD, "client", "stoker-bench"), f"--servers={cold.address}",
+                                "--dataset=shards", "--batch-size=8", "--epochs=1", "--device=cpu",
+                                "--metrics-port=-1"], capture_output=True, timeout=120)
+            out = r.stdout.decode() + r.stderr.decode()
+            verdict = re.search(r"bottleneck: (\w+) \((.*)\)", out)
+            check(r.returncode == 0 and verdict is not None and verdict.group(1) == "storage"
+                  and "still being copied from its store to this server's cache" in out,
+                  f"a job that waited for a cold cache's copy is told so and judged storage-bound "
+                  f"({verdict.group(0) if verdict else out[-1500:]})")
+            # stoker-diagnose with the same URL: the ladder shows the store
+            # (a cold cache's first epoch, the copy timed from here).
+            ladder = os.path.join(work, "ladder.json")
+            r = subprocess.run([os.path.join(BUILD, "client", "stoker-diagnose"), f"--servers={cold.address}",
+                                "--dataset=shards", "--batch-size=8", "--batches=4", "--warmup-batches=1",
+                                "--device=cpu", f"--data-root=http://127.0.0.1:{proxy.port}", f"--json={ladder}",
+                                f"--cache-dir={os.path.join(work, 'cache-probe')}"], capture_output=True, timeout=180)
+            out = r.stdout.decode() + r.stderr.decode()
+            steps = json.load(open(ladder))["steps"] if r.returncode == 0 else []
+            cold_step = steps[-1] if steps else {}
+            check(r.returncode == 0 and len(steps) == 7 and cold_step.get("adds") == "store"
+                  and cold_step.get("first_epoch_only") is True
+                  and 0 < cold_step["images_per_second"] < steps[5]["images_per_second"]
+                  and re.search(rf"store http://127\.0\.0\.1:{proxy.port}/+shards: 3 objects", out)
+                  and not os.listdir(os.path.join(work, "cache-probe")),
+                  f"stoker-diagnose --data-root shows the store: a cold cache's first epoch below the full "
+                  f"pipeline, the probe's copy removed ({out[-2500:]})")
+        finally:
+            cold.stop()
+            proxy.delay = 0.02
     finally:
         proxy.stop()
         site.stop()

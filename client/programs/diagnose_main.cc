@@ -7,14 +7,16 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/security_flags.h"
 #include "client/device/device_stager.h"
 #include "client/programs/ladder.h"
+#include "client/security_flags.h"
 #include "client/stoker_client.h"
 #include "common/flag_names.h"
 #include "common/malloc_tuning.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "glog/logging.h"
+#include "storage/storage_flags.h"
+#include "storage/store_probe.h"
 
 ABSL_FLAG(std::string, servers, "", "Data servers: host:port,... or dns:///name:port");
 ABSL_FLAG(std::string, dataset, "", "Dataset name under each server's --data-root");
@@ -26,6 +28,13 @@ ABSL_FLAG(int, warmup_batches, 3, "Batches left out at the start of each step");
 ABSL_FLAG(std::string, device, "auto", "auto, cuda or cpu: where batches are staged (as stoker-bench)");
 ABSL_FLAG(std::string, json, "", "Write the ladder as JSON to this file");
 ABSL_FLAG(std::string, html, "", "Write a self-contained HTML report with a bar chart to this file");
+ABSL_FLAG(std::string, data_root, "",
+          "The servers' remote --data-root (s3://, http(s)://, catalog:FILE; with the storage flags below): the "
+          "ladder adds a cold cache's first epoch, timing a copy from the store to this machine (run it on a server "
+          "node to measure the servers' path)");
+ABSL_FLAG(int64_t, store_probe_mb, 256,
+          "Megabytes of the dataset copied from --data-root's store to time it (into --cache-dir's filesystem, "
+          "removed after)");
 
 namespace stoker {
 namespace {
@@ -65,6 +74,30 @@ absl::StatusOr<double> RunThroughServers(const ClientConfig& base, v1::CacheMode
     }
   }
   return static_cast<double>(images) / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start));
+}
+
+// The seconds a cold cache's copy of `dataset` from the store at `root`
+// takes, timed on part of it from this machine (0 for a local root: no copy).
+absl::StatusOr<double> StoreCopySeconds(const std::string& root, const std::string& dataset) {
+  if (!IsRemoteRoot(root)) {
+    std::printf("  --data-root %s is local: no copy, the full pipeline's read is the store\n", root.c_str());
+    return 0.0;
+  }
+  absl::StatusOr<StorageOptions> options = StorageOptionsFromFlags();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<Storage>> store = OpenStorage(root, *options);
+  if (!store.ok()) return store.status();
+  const int64_t probe = std::max<int64_t>(1, absl::GetFlag(FLAGS_store_probe_mb)) << 20;
+  absl::StatusOr<StoreProbe> p = ProbeStore(**store, dataset, probe, CacheDirFromFlags(), FetchOptionsFromFlags());
+  if (!p.ok()) return p.status();
+  std::printf(
+      "  store %s: %lld objects, %.1f MB (listed in %.2f s); %.1f MB of %lld objects copied in %.2f s: "
+      "%.1f MB/s, a cold cache's copy takes about %.1f s\n",
+      (*store)->Describe(dataset).c_str(), static_cast<long long>(p->dataset_objects), p->dataset_bytes / 1e6,
+      p->list_seconds, p->bytes_read / 1e6, static_cast<long long>(p->objects_read), p->seconds,
+      p->bytes_per_second() / 1e6, p->copy_seconds());
+  std::fflush(stdout);
+  return p->copy_seconds();
 }
 
 int Run() {
@@ -117,6 +150,7 @@ int Run() {
     std::fprintf(stderr, "stoker-diagnose: could not fetch a first batch\n");
     return 1;
   }
+  const int64_t num_samples = (*client)->dataset().num_samples();
   client->reset();
   const double per_batch = static_cast<double>(cached.sample_indices.size());
   std::vector<LadderStep> steps = LadderSteps();
@@ -151,6 +185,14 @@ int Run() {
     std::printf("  measured %-24s %10.1f images/s\n", steps[2 + i].name.c_str(), *rate);
     std::fflush(stdout);
   }
+  if (const std::string root = absl::GetFlag(FLAGS_data_root); !root.empty()) {
+    absl::StatusOr<double> copy = StoreCopySeconds(root, c.session.dataset());
+    if (!copy.ok()) {
+      std::fprintf(stderr, "stoker-diagnose: --data-root %s: %s\n", root.c_str(), copy.status().ToString().c_str());
+      return 1;
+    }
+    if (*copy > 0) steps.push_back(ColdCacheStep(steps[5].images_per_second, *copy, num_samples));
+  }
   const LadderResult result =
       AnalyzeLadder(std::move(steps), ServersShareCores(c.servers), 0.10, StartsWithCrop(*ops));
   std::printf("\n%s", LadderTable(result).c_str());
@@ -169,7 +211,7 @@ int main(int argc, char** argv) {
   stoker::ParseFlags(argc, argv,
                      "Finds the input bottleneck by caching at each stage of the path.\n"
                      "Usage: stoker-diagnose --servers host:port,... --dataset NAME [--batch-size 64] [--step-ms S] "
-                     "[--json FILE] [--html FILE]");
+                     "[--data-root s3://...|https://...] [--json FILE] [--html FILE]");
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

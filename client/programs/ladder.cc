@@ -30,6 +30,13 @@ std::vector<LadderStep> LadderSteps() {
   };
 }
 
+LadderStep ColdCacheStep(double full_rate, double copy_seconds, int64_t samples) {
+  LadderStep s{"cold cache (first epoch)", "store", 0, 0};
+  s.first_epoch_only = true;
+  if (full_rate > 0 && samples > 0) s.images_per_second = 1 / (1 / full_rate + copy_seconds / samples);
+  return s;
+}
+
 LadderResult AnalyzeLadder(std::vector<LadderStep> steps, bool servers_share_cores, double min_share,
                            bool crop_first) {
   // Each step adds a cost per image: 1/rate - 1/(rate of the step before).
@@ -37,12 +44,16 @@ LadderResult AnalyzeLadder(std::vector<LadderStep> steps, bool servers_share_cor
   // the full pipeline would cost that much less per image.
   LadderResult r;
   r.bottleneck = "none";
-  r.current = steps.empty() ? 0 : steps.back().images_per_second;
+  r.current = 0;
+  for (const LadderStep& s : steps) {
+    if (!s.first_epoch_only) r.current = s.images_per_second;
+  }
   double worst = 0;
   for (size_t i = 1; i < steps.size(); ++i) {
     const double before = steps[i - 1].images_per_second, now = steps[i].images_per_second;
     if (before <= 0 || now <= 0) continue;
     steps[i].change = now / before - 1;
+    if (steps[i].first_epoch_only) continue;
     const double added = 1 / now - 1 / before;  // seconds per image
     if (added > worst) {
       worst = added;
@@ -80,8 +91,9 @@ std::string LadderTable(const LadderResult& r) {
   std::string out = absl::StrFormat("  %-24s %12s %10s   %s\n", "step", "images/s", "change", "stage added");
   for (size_t i = 0; i < r.steps.size(); ++i) {
     const LadderStep& s = r.steps[i];
-    absl::StrAppendFormat(&out, "  %-24s %12.1f %10s   %s\n", s.name, s.images_per_second,
-                          i == 0 ? "-" : absl::StrFormat("%+.1f%%", 100 * s.change), s.adds);
+    absl::StrAppendFormat(&out, "  %-24s %12.1f %10s   %s%s\n", s.name, s.images_per_second,
+                          i == 0 ? "-" : absl::StrFormat("%+.1f%%", 100 * s.change), s.adds,
+                          s.first_epoch_only ? " (first epoch only; later epochs read the cache)" : "");
   }
   if (r.bottleneck == "none") {
     absl::StrAppendFormat(&out, "bottleneck: none: the input path keeps up with the training step (%.1f images/s)\n",
@@ -97,8 +109,11 @@ std::string LadderTable(const LadderResult& r) {
 std::string LadderJson(const LadderResult& r) {
   nlohmann::json j;
   for (const LadderStep& s : r.steps) {
-    j["steps"].push_back({{"step", s.name}, {"adds", s.adds}, {"images_per_second", s.images_per_second},
-                          {"change", s.change}});
+    j["steps"].push_back({{"step", s.name},
+                          {"adds", s.adds},
+                          {"images_per_second", s.images_per_second},
+                          {"change", s.change},
+                          {"first_epoch_only", s.first_epoch_only}});
   }
   j["bottleneck"] = r.bottleneck;
   j["images_per_second"] = r.current;

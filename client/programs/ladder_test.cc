@@ -49,6 +49,25 @@ TEST(LadderTest, EachStepIsAttributedToWhatItAdds) {
   }
 }
 
+// Issue 47: with a remote --data-root the ladder shows the store: the first
+// epoch on a cold cache waits for the copy (here 10 s for 1,000 samples, on
+// top of 1,000 images/s: 1/(1/1000 + 1/100) = 90.9 images/s). It is never
+// the steady state's bottleneck, which stays decode.
+TEST(LadderTest, TheColdCacheStepShowsTheStoreWithoutTakingTheVerdict) {
+  std::vector<LadderStep> steps = WithRates({5e7, 4800, 4500, 4400, 1100, 1000});
+  steps.push_back(ColdCacheStep(1000, 10, 1000));
+  EXPECT_EQ(steps.back().adds, "store");
+  EXPECT_NEAR(steps.back().images_per_second, 1 / (1 / 1000.0 + 1 / 100.0), 1e-9);
+  const LadderResult r = AnalyzeLadder(steps, false);
+  EXPECT_EQ(r.bottleneck, "decode");
+  EXPECT_DOUBLE_EQ(r.current, 1000);
+  EXPECT_NEAR(r.steps.back().change, 1000 / 11.0 / 1000 - 1, 1e-9);
+  const std::string table = LadderTable(r);
+  EXPECT_NE(table.find("cold cache (first epoch)"), std::string::npos) << table;
+  EXPECT_NE(table.find("store (first epoch only; later epochs read the cache)"), std::string::npos) << table;
+  EXPECT_NE(LadderJson(r).find("\"first_epoch_only\": true"), std::string::npos) << LadderJson(r);
+}
+
 TEST(LadderTest, CaveatInputsFromServersAndPipeline) {
   EXPECT_TRUE(ServersShareCores({"data-1:50051", "127.0.0.1:7000"}));
   EXPECT_TRUE(ServersShareCores({"localhost:1"}));

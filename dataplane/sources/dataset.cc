@@ -168,19 +168,31 @@ std::optional<SampleSource::MediaIndexHome> ImageFolderIndex::MediaIndexHomeOf(i
 namespace {
 
 constexpr char kStillOpeningPayload[] = "type.stoker.dev/dataset-still-opening";
+// The payload's value: what the open was doing.
+constexpr char kScanning[] = "scanning";
+constexpr char kCopyingFromStore[] = "copying";
 
-}  // namespace
-
-absl::Status StillOpening(const std::string& name, absl::Duration scanning) {
-  absl::Status status = absl::UnavailableError(absl::StrCat(
-      "dataset '", name, "' is still being opened on this server (scanning for ",
-      absl::FormatDuration(absl::Trunc(scanning, absl::Milliseconds(100))), "); ask again"));
-  status.SetPayload(kStillOpeningPayload, absl::Cord(name));
+absl::Status StillOpening(const std::string& name, absl::Duration scanning, bool copying, const std::string& progress) {
+  const std::string took = absl::FormatDuration(absl::Trunc(scanning, absl::Milliseconds(100)));
+  absl::Status status = absl::UnavailableError(
+      copying ? absl::StrCat("dataset '", name, "' is still being copied from its store to this server's cache (",
+                             progress.empty() ? took : absl::StrCat(progress, "; opening for ", took), "); ask again")
+              : absl::StrCat("dataset '", name, "' is still being opened on this server (scanning for ", took,
+                             "); ask again"));
+  status.SetPayload(kStillOpeningPayload, absl::Cord(copying ? kCopyingFromStore : kScanning));
   return status;
 }
 
+}  // namespace
+
 bool IsStillOpening(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable && status.GetPayload(kStillOpeningPayload).has_value();
+}
+
+bool IsStillCopyingFromStore(const absl::Status& status) {
+  if (!IsStillOpening(status)) return false;
+  const auto what = status.GetPayload(kStillOpeningPayload);
+  return what && *what == kCopyingFromStore;
 }
 
 DatasetCatalog::DatasetCatalog(fs::path data_root, CatalogOptions options)
@@ -191,6 +203,12 @@ DatasetCatalog::DatasetCatalog(fs::path data_root, CatalogOptions options)
 DatasetCatalog::~DatasetCatalog() {
   Stop();
   timer_.join();
+}
+
+absl::Status DatasetCatalog::StillOpeningAnswer(const Entry& entry, absl::Duration scanning) const {
+  const bool copying = entry.fetching.load();
+  return StillOpening(entry.name, scanning, copying,
+                      copying && options_.fetch_progress ? options_.fetch_progress() : std::string());
 }
 
 void DatasetCatalog::RunTimer() {
@@ -211,7 +229,7 @@ void DatasetCatalog::RunTimer() {
           ++it;
           continue;
         }
-        expired.emplace_back(std::move(it->done), StillOpening(entry->name, now - entry->started));
+        expired.emplace_back(std::move(it->done), StillOpeningAnswer(*entry, now - entry->started));
         it = ws.erase(it);
       }
     }
@@ -304,8 +322,8 @@ void DatasetCatalog::Stop() {
 
 void DatasetCatalog::Scan(std::string name, std::string key, std::shared_ptr<Entry> entry) {
   const absl::Time start = absl::Now();
-  SourceOrError source = stopped_.load() ? absl::UnavailableError("this server is shutting down")
-                                         : OpenUncached(name, key, entry->annotations);
+  SourceOrError source =
+      stopped_.load() ? absl::UnavailableError("this server is shutting down") : OpenUncached(name, key, *entry);
   const absl::Duration took = absl::Now() - start;
   if (source.ok()) {
     LOG(INFO) << "opened dataset '" << name << "': " << (*source)->size() << " samples in "
@@ -354,15 +372,18 @@ void DatasetCatalog::EvictLocked() {
   }
 }
 
-SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::string& key,
-                                           const std::string& annotations) {
+SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::string& key, Entry& entry) {
+  const std::string& annotations = entry.annotations;
   if (options_.fetch && !absl::StartsWith(name, kSyntheticPrefix)) {  // a remote store: its local copy first
-    if (absl::Status s = options_.fetch(name, /*directory=*/true, &stopped_); !s.ok()) return s;
-    if (!annotations.empty()) {
+    entry.fetching.store(true);
+    absl::Status fetched = options_.fetch(name, /*directory=*/true, &stopped_);
+    if (fetched.ok() && !annotations.empty()) {
       std::error_code ec;
       const std::string relative = fs::relative(annotations, fs::canonical(data_root_, ec), ec).generic_string();
-      if (absl::Status s = options_.fetch(relative, /*directory=*/false, &stopped_); !s.ok()) return s;
+      fetched = options_.fetch(relative, /*directory=*/false, &stopped_);
     }
+    entry.fetching.store(false);
+    if (!fetched.ok()) return fetched;
     auto dir = ResolveDatasetDir(data_root_, name);  // the copy is checked as a local dataset is
     if (!dir.ok()) return dir.status();
   }

@@ -112,6 +112,9 @@ struct CatalogOptions {
   // scan threads: (name, whether it is a directory, cancelled). A remote
   // store's local copy (storage/store_mirror.h). Empty: the data root is local.
   std::function<absl::Status(const std::string& name, bool directory, const std::atomic<bool>* cancelled)> fetch;
+  // What that fetch is doing now (StoreMirror::Progress), told to those
+  // waiting for the dataset. Empty: they hear only that it is being copied.
+  std::function<std::string()> fetch_progress;
 };
 
 // Opens each dataset once, on the catalog's own scan threads, and hands the
@@ -159,6 +162,7 @@ class DatasetCatalog {
     std::shared_ptr<const SampleSource> source;
     int64_t last_used = 0;
     absl::Time started;
+    std::atomic<bool> fetching{false};  // options_.fetch is copying it from its store
     struct Waiter {
       Done done;
       absl::Time deadline;  // then answered "still being opened"
@@ -168,7 +172,9 @@ class DatasetCatalog {
   // Answers waiters whose patience has run out, until Stop.
   void RunTimer();
   void Scan(std::string name, std::string key, std::shared_ptr<Entry> entry);
-  SourceOrError OpenUncached(const std::string& name, const std::string& key, const std::string& annotations);
+  SourceOrError OpenUncached(const std::string& name, const std::string& key, Entry& entry);
+  // The answer to a waiter out of patience.
+  absl::Status StillOpeningAnswer(const Entry& entry, absl::Duration scanning) const;
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::filesystem::path data_root_;
@@ -182,8 +188,10 @@ class DatasetCatalog {
   WorkerPool scans_;  // last: its threads stop before the rest is destroyed
 };
 
-// Whether `status` is OpenAsync's "the dataset is still being opened".
+// Whether `status` is OpenAsync's "the dataset is still being opened", and
+// whether it was still being copied from its store (a remote data root).
 bool IsStillOpening(const absl::Status& status);
+bool IsStillCopyingFromStore(const absl::Status& status);
 
 // Reads a whole file. NOT_FOUND / DATA_LOSS name the path; a file larger than
 // `max_bytes` (0: no limit) is too_large (see image_decoder.h).

@@ -166,6 +166,7 @@ TEST(DatasetTest, AnOpenWithPatienceNeverWaitsForTheScanAndTheScanRunsOnce) {
   for (int i = 0; i < 3; ++i) {
     auto first = OpenWithPatience(catalog, name, absl::ZeroDuration());  // returns while the scan is blocked
     EXPECT_TRUE(IsStillOpening(first.status())) << first.status();
+    EXPECT_FALSE(IsStillCopyingFromStore(first.status())) << "a scan, not a copy";
     EXPECT_NE(first.status().message().find("still being opened"), std::string::npos) << first.status();
   }
   std::atomic<int> answered{0};
@@ -212,6 +213,41 @@ TEST(DatasetTest, AWaiterOutOfPatienceHearsStillOpeningAndTheScanGoesOn) {
   ASSERT_TRUE(patient_answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_TRUE(patient.ok()) << patient;
   EXPECT_EQ(gate.calls.load(), 1);
+}
+
+TEST(DatasetTest, AWaiterOnACopyFromTheStoreHearsItsProgressAndTheScanFollows) {
+  TempDir root;
+  root.Write("ds/c/a.jpg", "x");  // the copy, as the fetch leaves it
+  GatedOpener scan;
+  scan.release.Notify();
+  CatalogOptions o = scan.Options();
+  absl::Notification copied;
+  std::atomic<int> fetches{0};
+  o.fetch = [&](const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
+    EXPECT_EQ(name, "ds");
+    EXPECT_TRUE(directory);
+    ++fetches;
+    while (!copied.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+      if (cancelled->load()) return absl::CancelledError("cancelled");
+    }
+    return absl::OkStatus();
+  };
+  o.fetch_progress = [] { return std::string("test://ds: 1.5 of 3.0 MB copied (0.5 MB/s, 3.0 s)"); };
+  o.opener = [inner = o.opener](const std::string&, const std::string& key, const std::atomic<bool>* cancelled) {
+    return inner("synthetic:16x16:10:2", key, cancelled);
+  };
+  DatasetCatalog catalog(root.path(), o);
+  auto waiting = OpenWithPatience(catalog, "ds", absl::ZeroDuration());
+  EXPECT_TRUE(IsStillOpening(waiting.status())) << waiting.status();
+  EXPECT_TRUE(IsStillCopyingFromStore(waiting.status())) << waiting.status();
+  EXPECT_NE(waiting.status().message().find("still being copied from its store"), std::string::npos)
+      << waiting.status();
+  EXPECT_NE(waiting.status().message().find("1.5 of 3.0 MB copied"), std::string::npos) << waiting.status();
+  copied.Notify();
+  auto opened = catalog.Open("ds");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->size(), 10);
+  EXPECT_EQ(fetches.load(), 1);
 }
 
 TEST(DatasetTest, StopAnswersWaitersCancelsTheScanAndRefusesNewOpens) {

@@ -339,6 +339,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["bottleneck_explanation"] = s.verdict.Explain();
   nb::dict figures;
   figures["starved_ratio"] = s.verdict.starved_ratio;
+  figures["storage_wait_ratio"] = s.verdict.storage_wait_ratio;
   figures["h2d_ratio"] = s.verdict.h2d_ratio;
   figures["transfer_seconds_per_batch"] = s.verdict.transfer_seconds;
   figures["server_seconds_per_batch"] = s.verdict.server_seconds;

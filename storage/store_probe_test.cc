@@ -1,0 +1,44 @@
+#include "storage/store_probe.h"
+
+#include "gtest/gtest.h"
+#include "storage/local_storage.h"
+#include "tests/testdata/temp_dir.h"
+
+namespace stoker {
+namespace {
+
+namespace fs = std::filesystem;
+using ::stoker::testing::TempDir;
+
+TEST(StoreProbeTest, CopiesAboutTheBytesAskedForSpreadOverTheDatasetAndLeavesNothing) {
+  TempDir dir;
+  for (int i = 0; i < 10; ++i) dir.Write("store/ds/shard-" + std::to_string(i) + ".tar", std::string(1000, 'x'));
+  dir.Write("store/ds2/other.tar", std::string(5000, 'y'));  // a sibling the listing of "ds" may return
+  auto store = OpenLocalStorage((dir.path() / "store").string());
+  ASSERT_TRUE(store.ok());
+  BlockFetchOptions fetch;
+  fetch.block_bytes = 256;
+  fetch.parallel = 3;
+  const fs::path scratch = dir.path() / "scratch";
+  fs::create_directories(scratch);
+
+  auto p = ProbeStore(**store, "ds", 3000, scratch, fetch);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->dataset_objects, 10);
+  EXPECT_EQ(p->dataset_bytes, 10000);
+  EXPECT_EQ(p->objects_read, 3) << "every third shard: 3,000 bytes";
+  EXPECT_EQ(p->bytes_read, 3000);
+  EXPECT_GT(p->seconds, 0);
+  EXPECT_GT(p->bytes_per_second(), 0);
+  EXPECT_NEAR(p->copy_seconds(), p->seconds * 10000 / 3000, 1e-9);
+  EXPECT_TRUE(fs::is_empty(scratch)) << "the probe's copies are removed";
+
+  auto all = ProbeStore(**store, "ds", int64_t{1} << 30, scratch, fetch);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->objects_read, 10) << "a bound above the dataset reads it all, once";
+
+  EXPECT_EQ(ProbeStore(**store, "missing", 3000, scratch, fetch).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace stoker
