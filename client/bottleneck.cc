@@ -8,11 +8,13 @@ namespace stoker {
 
 std::string Verdict::Explain() const {
   return absl::StrFormat(
-      "starved %.1f%% (%.1f%% waiting for the store's copy), %s %.1f%% of %.1f s; per batch (%d): "
+      "starved %.1f%%%s, %s %.1f%% of %.1f s; per batch (%d): "
       "transfer %.1f ms vs server %.1f ms, read %.1f ms vs decode+augment+python %.1f ms of worker time "
       "(python %.1f ms)",
-      100 * starved_ratio, 100 * storage_wait_ratio, staging, 100 * h2d_ratio, wall_seconds, batches,
-      1e3 * transfer_seconds, 1e3 * server_seconds, 1e3 * read_seconds, 1e3 * compute_seconds, 1e3 * python_seconds);
+      100 * starved_ratio,
+      storage_wait_ratio > 0 ? absl::StrFormat(" (%.1f%% waiting for the store's copy)", 100 * storage_wait_ratio) : "",
+      staging, 100 * h2d_ratio, wall_seconds, batches, 1e3 * transfer_seconds, 1e3 * server_seconds, 1e3 * read_seconds,
+      1e3 * compute_seconds, 1e3 * python_seconds);
 }
 
 BottleneckMeter::BottleneckMeter(ClientMetrics* metrics, absl::Duration window)

@@ -88,6 +88,7 @@ TEST(BottleneckTest, WaitingForTheStoresCopyIsStorage) {
   EXPECT_EQ(v.stage, "network") << v.Explain();
   // Without a storage wait the same figures are the network's.
   EXPECT_EQ(Judge(10, 0, 100, Times(0.01, 0.001, 0.02)).storage_wait_ratio, 0);
+  EXPECT_EQ(Judge(10, 0, 100, Times(0.01, 0.001, 0.02)).Explain().find("store"), std::string::npos);
 }
 
 TEST(BottleneckTest, ExplainCarriesTheFigures) {

@@ -162,9 +162,7 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenCatalogStorage(const std::string& f
                               url.ok() ? "" : absl::StrCat(" (", url.status().message(), ")")));
     }
     const std::string origin = url->scheme == "s3" ? absl::StrCat("s3://", url->host) : url->Origin();
-    std::string path = UriDecode(url->path);
-    while (!path.empty() && path.front() == '/') path.erase(0, 1);
-    while (!path.empty() && path.back() == '/') path.pop_back();
+    const std::string path = TrimSlashes(UriDecode(url->path));
     const size_t slash = path.rfind('/');
     const std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
     if (last.find('{') != std::string::npos) {  // a brace list of objects

@@ -47,13 +47,14 @@ class HttpStorage final : public Storage {
   // The index's GET gives its version too (one request fewer than a HEAD first).
   absl::StatusOr<std::vector<ObjectInfo>> ListVersioned(absl::string_view prefix, std::string* version) override {
     HttpRequest r;
-    r.url = Describe(IndexKey(prefix));
+    r.url = Describe(ListingIndexKey(prefix));
     absl::StatusOr<HttpResponse> got = client_.Fetch(r);
     if (!got.ok()) return IndexError(got.status(), r.url);
-    if (absl::StatusOr<ObjectInfo> index = ObjectFromHead(IndexKey(prefix), *got, r.url); index.ok()) {
+    if (absl::StatusOr<ObjectInfo> index = ObjectFromHead(ListingIndexKey(prefix), *got, r.url); index.ok()) {
       *version = Version(*index);
     }
-    absl::StatusOr<std::vector<std::string>> keys = ParseIndexFile(Dir(prefix), got->body);
+    absl::StatusOr<std::vector<std::string>> keys =
+        ParseIndexFile(JoinKey(prefix, ""), got->body);  // the prefix without a trailing /
     if (!keys.ok()) return absl::InvalidArgumentError(absl::StrCat(r.url, ": ", keys.status().message()));
     // Each listed object's size and ETag, list_parallel HEADs at a time.
     absl::StatusOr<std::vector<ObjectInfo>> listed = StatAll(*this, *keys, parallel_);
@@ -67,8 +68,8 @@ class HttpStorage final : public Storage {
 
   // The index file's ETag (else its size and time): one HEAD.
   absl::StatusOr<std::string> ListingVersion(absl::string_view prefix) override {
-    const std::string url = Describe(IndexKey(prefix));
-    absl::StatusOr<ObjectInfo> index = Stat(IndexKey(prefix));
+    const std::string url = Describe(ListingIndexKey(prefix));
+    absl::StatusOr<ObjectInfo> index = Stat(ListingIndexKey(prefix));
     if (!index.ok()) return IndexError(index.status(), url);
     return Version(*index);
   }
@@ -96,12 +97,6 @@ class HttpStorage final : public Storage {
     if (!index.etag.empty()) return index.etag;
     return index.mtime_ns > 0 ? absl::StrCat(index.size, "@", index.mtime_ns) : std::string();
   }
-  static std::string Dir(absl::string_view prefix) {
-    std::string dir(prefix);
-    while (!dir.empty() && dir.back() == '/') dir.pop_back();
-    return dir;
-  }
-  static std::string IndexKey(absl::string_view prefix) { return JoinKey(Dir(prefix), "index.txt"); }
   static absl::Status IndexError(const absl::Status& status, const std::string& url) {
     if (!absl::IsNotFound(status)) return status;
     return absl::NotFoundError(absl::StrCat(url,

@@ -48,9 +48,7 @@ class S3Storage final : public Storage {
   // HEAD): a cache listed while it had that ETag need not list again. Without
   // one, "" (list every time).
   absl::StatusOr<std::string> ListingVersion(absl::string_view prefix) override {
-    std::string dir(prefix);
-    while (!dir.empty() && dir.back() == '/') dir.pop_back();
-    absl::StatusOr<ObjectInfo> index = Stat(JoinKey(dir, "index.txt"));
+    absl::StatusOr<ObjectInfo> index = Stat(ListingIndexKey(prefix));
     // None, or not readable (a HEAD's 403 carries no reason): the listing
     // itself then says what is wrong.
     if (absl::IsNotFound(index.status()) || absl::IsPermissionDenied(index.status())) return std::string();
@@ -173,9 +171,7 @@ absl::StatusOr<ListPage> ParseListObjectsV2(const std::string& xml) {
 
 absl::StatusOr<std::unique_ptr<Storage>> OpenS3Storage(const Url& root, const StorageOptions& options) {
   if (root.port != 0) return absl::InvalidArgumentError("s3:// URLs name a bucket, not a host:port (--s3-endpoint)");
-  std::string prefix = root.path;
-  while (!prefix.empty() && prefix.front() == '/') prefix.erase(0, 1);
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  const std::string prefix = TrimSlashes(root.path);
   std::string region = options.s3_region.empty() ? AwsRegionFromEnv() : options.s3_region;
   std::string endpoint_text =
       options.s3_endpoint.empty() ? AwsEndpointFromEnv("AWS_ENDPOINT_URL_S3") : options.s3_endpoint;

@@ -51,6 +51,11 @@ TEST(UrlTest, ParsesStoresAndRefusesWhatIsNotOne) {
   EXPECT_EQ(UriEncode("a/b", false), "a%2Fb");
   EXPECT_EQ(UriDecode("a%20b%2Fc%zz%4"), "a b/c%zz%4");
   EXPECT_EQ(JoinKey("/base/", "/k/x"), "/base/k/x");
+  EXPECT_EQ(TrimSlashes("//a/b//"), "a/b");
+  EXPECT_EQ(TrimSlashes("/"), "");
+  EXPECT_EQ(ListingIndexKey("train/"), "train/index.txt");
+  EXPECT_EQ(ListingIndexKey("train"), "train/index.txt");
+  EXPECT_EQ(ListingIndexKey(""), "index.txt");
   EXPECT_TRUE(IsRemoteRoot("s3://b"));
   EXPECT_FALSE(IsRemoteRoot("/data"));
   EXPECT_FALSE(IsRemoteRoot("file:///data"));

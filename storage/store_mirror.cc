@@ -307,8 +307,9 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   // Durable in the background: the files are synced, then the manifest that
   // vouches for them written (until then a restart fetches again); sessions
   // read the files now.
-  persisting_.emplace_back([this, next, path = ManifestPath(name), fd = *lock_fd] {
-    absl::Status s = SyncFilesystem(local_root_);
+  // Nothing fetched (a warm restart): no file to flush, only the manifest.
+  persisting_.emplace_back([this, next, path = ManifestPath(name), fd = *lock_fd, wrote = !wanted.empty()] {
+    absl::Status s = wrote ? SyncFilesystem(local_root_) : absl::OkStatus();
     if (s.ok()) s = WriteManifest(path, next);
     if (!s.ok())
       LOG(WARNING) << store_->Describe(next.name) << ": the cache's copy is not recorded (" << s

@@ -128,4 +128,15 @@ std::string JoinKey(absl::string_view base, absl::string_view key) {
   return absl::StrCat(base, "/", key);
 }
 
+std::string TrimSlashes(absl::string_view path) {
+  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  return std::string(path);
+}
+
+std::string ListingIndexKey(absl::string_view dir) {
+  while (!dir.empty() && dir.back() == '/') dir.remove_suffix(1);
+  return dir.empty() ? "index.txt" : absl::StrCat(dir, "/index.txt");
+}
+
 }  // namespace stoker

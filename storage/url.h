@@ -41,6 +41,13 @@ absl::StatusOr<std::vector<std::string>> ExpandBraces(absl::string_view pattern,
 // A path joined below a base path: "/a" + "b/c" -> "/a/b/c".
 std::string JoinKey(absl::string_view base, absl::string_view key);
 
+// `path` without leading and trailing '/': "/a/b/" -> "a/b".
+std::string TrimSlashes(absl::string_view path);
+
+// The object that lists a directory of an HTTP(S) store, and versions an S3
+// prefix's listing: "<dir>/index.txt" (trailing '/' of dir ignored).
+std::string ListingIndexKey(absl::string_view dir);
+
 }  // namespace stoker
 
 #endif  // STOKER_STORAGE_URL_H_
