@@ -759,6 +759,55 @@ def listing_checks(work, count=100_000):
         shutil.rmtree(f"{work}/cache-many", ignore_errors=True)
 
 
+def s3_listing_checks(work, count=100_000, few=2_000):
+    """A prefix of `count` objects in an S3 store (moto, in this process,
+    filled through its backend: 100,000 PUTs over HTTP take minutes): the
+    listing's time (ListObjectsV2, 1,000 keys a page); and a prefix of `few`
+    objects with an index.txt, copied, then synced again with the warm cache:
+    one request (the index's HEAD), as over HTTP with 100,000 above."""
+    import logging
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        backends = s3_backends[DEFAULT_ACCOUNT_ID]
+        backend = backends["aws"] if "aws" in backends else backends["global"]
+        backend.create_bucket("listing", "us-east-1")
+        for i in range(count):
+            backend.put_object("listing", f"many/obj-{i:06d}.bin", b"%016d" % i)
+        for i in range(few):
+            backend.put_object("listing", f"few/obj-{i:06d}.bin", b"%016d" % i)
+        backend.put_object("listing", "few/index.txt", f"obj-{{000000..{few - 1:06d}}}.bin\n".encode())
+        env = env_without_aws(AWS_ACCESS_KEY_ID="moto", AWS_SECRET_ACCESS_KEY="moto", AWS_REGION="us-east-1")
+        endpoint = f"--s3-endpoint=http://127.0.0.1:{port}"
+        t0 = time.monotonic()
+        r = subprocess.run([TOOL, "--counters", endpoint, "ls", "s3://listing/many"],
+                           capture_output=True, timeout=600, env=env)
+        listed = time.monotonic() - t0
+        c = counters(r.stderr) if r.returncode == 0 else {"requests": -1}
+        check(r.returncode == 0 and len(r.stdout.splitlines()) == count and c["requests"] == count // 1000,
+              f"listing {count:,} objects in S3 (moto) took {listed:.1f} s ({c['requests']} requests of 1,000 keys)"
+              + ("" if r.returncode == 0 else f": {r.stderr.decode()[-500:]}"))
+        sync = [TOOL, endpoint, f"--cache-dir={work}/cache-s3-few", "sync",
+                "s3://listing", "few"]
+        first = subprocess.run(sync, capture_output=True, timeout=600, env=env)
+        again = subprocess.run(sync, capture_output=True, timeout=600, env=env)
+        check(first.returncode == 0 and f"{few + 1} objects fetched" in first.stdout.decode()
+              and again.returncode == 0 and f"{few + 1} already cached, 1 requests" in again.stdout.decode(),
+              f"an S3 prefix of {few:,} objects with an index.txt, synced again with the warm cache: one request "
+              f"({again.stdout.decode().splitlines()[0] if again.stdout else ''}"
+              + ("" if again.returncode == 0 and first.returncode == 0
+                 else f"; {first.stderr.decode()[-300:]} {again.stderr.decode()[-300:]}") + ")")
+    finally:
+        server.stop()
+        shutil.rmtree(f"{work}/cache-s3-few", ignore_errors=True)
+
+
 _LOCAL = []
 
 
@@ -805,6 +854,7 @@ def main():
         server_fault_checks(work, datasets)
         s3_fault_checks(moto, work, datasets)
         listing_checks(work)
+        s3_listing_checks(work)
         print(f"storage_real_test: all checks passed in {time.monotonic() - t0:.1f} s")
     finally:
         nginx.stop()
