@@ -1,7 +1,12 @@
 #include "dataplane/stored_sample.h"
 
+#include <lz4frame.h>
+#include <xxhash.h>
+#include <zstd.h>
+
 #include <cstring>
 #include <memory>
+#include <opencv2/imgproc.hpp>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -9,14 +14,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include <lz4frame.h>
-#include <xxhash.h>
-
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "dataplane/decode/image_codecs.h"
-#include <opencv2/imgproc.hpp>
-#include <zstd.h>
 
 namespace stoker {
 namespace {
@@ -165,6 +166,119 @@ std::string NpyHeader(int height, int width, bool float32) {
   return header + dict;
 }
 
+namespace {
+
+// The .npy header's dict as numpy writes it (a Python literal):
+// {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 3), } then spaces
+// and a newline. Each of the three keys once, no other key, nothing after the
+// closing brace but whitespace: anything else is refused, so that no header
+// is read in two ways (a second 'descr', a missing comma).
+struct NpyDict {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+};
+
+class NpyDictParser {
+ public:
+  explicit NpyDictParser(absl::string_view text) : text_(text) {}
+
+  absl::StatusOr<NpyDict> Parse() {
+    NpyDict d;
+    bool have_descr = false, have_order = false, have_shape = false;
+    if (!Take('{')) return Error("does not start with '{'");
+    while (true) {
+      if (Take('}')) break;
+      absl::StatusOr<std::string> key = Quoted();
+      if (!key.ok()) return key.status();
+      if (!Take(':')) return Error(absl::StrCat("has no ':' after '", *key, "'"));
+      if (*key == "descr" && !have_descr) {
+        absl::StatusOr<std::string> v = Quoted();
+        if (!v.ok()) return v.status();
+        d.descr = *std::move(v);
+        have_descr = true;
+      } else if (*key == "fortran_order" && !have_order) {
+        if (Word("False")) {
+          d.fortran_order = false;
+        } else if (Word("True")) {
+          d.fortran_order = true;
+        } else {
+          return Error("has a fortran_order that is neither True nor False");
+        }
+        have_order = true;
+      } else if (*key == "shape" && !have_shape) {
+        absl::StatusOr<std::vector<int64_t>> v = Shape();
+        if (!v.ok()) return v.status();
+        d.shape = *std::move(v);
+        have_shape = true;
+      } else {
+        return Error(absl::StrCat("has '", *key, "' twice or a key other than descr, fortran_order and shape"));
+      }
+      if (Take('}')) break;
+      if (!Take(',')) return Error(absl::StrCat("has no ',' after '", *key, "'"));
+    }
+    SkipSpace();
+    if (at_ != text_.size()) return Error("has bytes after its closing '}'");
+    if (!have_descr || !have_order || !have_shape) return Error("lacks descr, fortran_order or shape");
+    return d;
+  }
+
+ private:
+  absl::Status Error(absl::string_view what) const {
+    return absl::DataLossError(absl::StrCat(".npy header ", what, ": ", absl::StripAsciiWhitespace(text_)));
+  }
+  void SkipSpace() {
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\t')) ++at_;
+  }
+  bool Take(char c) {
+    SkipSpace();
+    if (at_ < text_.size() && text_[at_] == c) {
+      ++at_;
+      return true;
+    }
+    return false;
+  }
+  bool Word(absl::string_view w) {
+    SkipSpace();
+    if (!absl::StartsWith(text_.substr(at_), w)) return false;
+    at_ += w.size();
+    return true;
+  }
+  absl::StatusOr<std::string> Quoted() {
+    if (!Take('\'')) return Error("has a key or value that is not a quoted string");
+    const size_t end = text_.find('\'', at_);
+    if (end == absl::string_view::npos) return Error("has an unterminated string");
+    std::string s(text_.substr(at_, end - at_));
+    at_ = end + 1;
+    return s;
+  }
+  absl::StatusOr<std::vector<int64_t>> Shape() {
+    std::vector<int64_t> shape;
+    if (!Take('(')) return Error("has a shape that is not a tuple");
+    while (!Take(')')) {
+      SkipSpace();
+      size_t end = at_;
+      while (end < text_.size() && absl::ascii_isdigit(static_cast<unsigned char>(text_[end]))) ++end;
+      int64_t v = 0;
+      if (end == at_ || end - at_ > 8 || !absl::SimpleAtoi(text_.substr(at_, end - at_), &v) || v < 1 ||
+          v > (int64_t{1} << 20)) {
+        return Error("has a shape that is not positive sizes");
+      }
+      at_ = end;
+      shape.push_back(v);
+      if (!Take(',') && !(SkipSpace(), at_ < text_.size() && text_[at_] == ')')) {
+        return Error("has a shape whose sizes are not separated by ','");
+      }
+    }
+    return shape;
+  }
+
+  const absl::string_view text_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
 absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixels) {
   if (bytes.size() < kNpyMagicLen + 4 || bytes.substr(0, kNpyMagicLen) != absl::string_view(kNpyMagic, kNpyMagicLen)) {
     return absl::DataLossError(absl::StrCat("not a .npy array (", bytes.size(), " bytes without the NumPy magic)"));
@@ -181,26 +295,16 @@ absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixel
   }
   if (dict_len > bytes.size() - dict_at) return absl::DataLossError(".npy header is longer than the member");
   const absl::string_view dict = bytes.substr(dict_at, dict_len);
-  const bool float32 = absl::StrContains(dict, "'descr': '<f4'");
-  if (!float32 && !absl::StrContains(dict, "'descr': '|u1'") && !absl::StrContains(dict, "'descr': '<u1'")) {
+  absl::StatusOr<NpyDict> header = NpyDictParser(dict).Parse();
+  if (!header.ok()) return header.status();
+  const bool float32 = header->descr == "<f4";
+  if (!float32 && header->descr != "|u1" && header->descr != "<u1") {
     return absl::DataLossError(
         absl::StrCat(".npy array is neither uint8 nor little-endian float32: ", absl::StripAsciiWhitespace(dict)));
   }
-  if (!absl::StrContains(dict, "'fortran_order': False")) {
-    return absl::DataLossError(".npy array is in Fortran order; expected C order");
-  }
-  const size_t open = dict.find("'shape': (");
-  const size_t close = open == absl::string_view::npos ? open : dict.find(')', open);
-  if (close == absl::string_view::npos) return absl::DataLossError(".npy header has no shape");
-  const absl::string_view shape_text = dict.substr(open + 10, close - open - 10);
-  std::vector<int64_t> shape;
-  for (absl::string_view part : absl::StrSplit(shape_text, ',', absl::SkipWhitespace())) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < 1 || v > (int64_t{1} << 20)) {
-      return absl::DataLossError(absl::StrCat(".npy shape (", shape_text, ") is not positive sizes"));
-    }
-    shape.push_back(v);
-  }
+  if (header->fortran_order) return absl::DataLossError(".npy array is in Fortran order; expected C order");
+  const std::vector<int64_t>& shape = header->shape;
+  const std::string shape_text = absl::StrJoin(shape, ", ");
   if (shape.size() != 3 || shape[2] != 3) {
     return absl::DataLossError(absl::StrCat(".npy shape (", shape_text, ") is not (height, width, 3)"));
   }

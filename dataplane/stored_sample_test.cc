@@ -159,13 +159,37 @@ TEST(StoredSampleTest, DamagedFramesAndArraysAreDataLossNamingTheProblem) {
   big_endian.replace(big_endian.find("|u1"), 3, ">f4");
   std::string two_d = npy;
   two_d.replace(two_d.find("(20, 30, 3)"), 11, "(20, 90)   ");
-  for (const NpyCase& c : std::vector<NpyCase>{
-           {"no magic", "P6 20 30 255", 0, "NumPy magic"},
-           {"short data", npy.substr(0, npy.size() - 1), 0, "needs 1800 bytes"},
-           {"float", float_npy, 0, "needs 7200 bytes"},
-           {"big-endian float", big_endian, 0, "neither uint8 nor little-endian float32"},
-           {"2-D", two_d, 0, "not (height, width, 3)"},
-           {"over the pixel limit", npy, 500, "--max-pixels"}}) {
+  // Headers numpy would not write, each read one way by a lenient parser:
+  // a second descr (the fuzzer's find), no comma, another key, bytes after
+  // the dict, an unquoted key.
+  const auto with_dict = [&](std::string dict) {
+    std::string bytes = npy;
+    const size_t at = bytes.find('{'), end = bytes.find('\n');
+    dict.resize(end - at, ' ');
+    return bytes.replace(at, end - at, dict);
+  };
+  const std::string twice =
+      with_dict("{'descr': '|u2', 'fortran_order': False, 'descr': '|u1', 'shape': (20, 30, 3), }");
+  const std::string no_comma = with_dict("{'descr': '|u1' 'fortran_order': False, 'shape': (20, 30, 3), }");
+  const std::string other_key = with_dict("{'descr': '|u1', 'fortran_order': False, 'shape': (20, 30, 3), 'x': 1}");
+  const std::string after = with_dict("{'descr': '|u1', 'fortran_order': False, 'shape': (20, 30, 3), } x");
+  const std::string unquoted = with_dict("{descr: '|u1', 'fortran_order': False, 'shape': (20, 30, 3), }");
+  const std::string no_sep = with_dict("{'descr': '|u1', 'fortran_order': False, 'shape': (20 30, 3), }");
+  ASSERT_TRUE(ParseNpyImage(with_dict("{'descr': '|u1', 'fortran_order': False, 'shape': (20, 30, 3), }"), 0).ok())
+      << "the same header, rewritten by the test's helper, parses";
+  for (const NpyCase& c :
+       std::vector<NpyCase>{{"no magic", "P6 20 30 255", 0, "NumPy magic"},
+                            {"short data", npy.substr(0, npy.size() - 1), 0, "needs 1800 bytes"},
+                            {"float", float_npy, 0, "needs 7200 bytes"},
+                            {"big-endian float", big_endian, 0, "neither uint8 nor little-endian float32"},
+                            {"2-D", two_d, 0, "not (height, width, 3)"},
+                            {"descr twice", twice, 0, "'descr' twice"},
+                            {"no comma", no_comma, 0, "no ',' after 'descr'"},
+                            {"another key", other_key, 0, "a key other than"},
+                            {"bytes after the dict", after, 0, "bytes after its closing"},
+                            {"unquoted key", unquoted, 0, "not a quoted string"},
+                            {"shape without commas", no_sep, 0, "not separated by ','"},
+                            {"over the pixel limit", npy, 500, "--max-pixels"}}) {
     absl::StatusOr<cv::Mat> parsed = ParseNpyImage(c.bytes, c.max_pixels);
     ASSERT_FALSE(parsed.ok()) << c.name;
     EXPECT_EQ(parsed.status().code(),

@@ -24,7 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (data[0] % 4) {
     case 0: {
       absl::StatusOr<cv::Mat> image = stoker::ParseNpyImage(input, 1 << 16);
-      if (image.ok() && (image->total() * 3 + 10 > input.size() || image->type() != CV_8UC3)) __builtin_trap();
+      // uint8 or float32 RGB, its pixels inside the input after a header.
+      if (image.ok() && !((image->type() == CV_8UC3 && image->total() * 3 + 10 <= input.size()) ||
+                          (image->type() == CV_32FC3 && image->total() * 12 + 10 <= input.size()))) {
+        __builtin_trap();
+      }
       break;
     }
     case 1:
