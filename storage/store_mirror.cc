@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -192,6 +193,7 @@ absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const 
   absl::MutexLock ensure(&ensure_mu_);
   if (Used(name)) return absl::OkStatus();
   SetPhase(name, "waiting for another process's copy into the shared cache");
+  absl::Cleanup done = [this] { SetPhase("", ""); };  // Progress() says nothing once Ensure returns
   // Other processes sharing the cache (local-mode ranks, stoker-storage sync)
   // wait for this one's copy, and it for theirs: an advisory lock on the
   // cache, held until the copy's manifest is written.
@@ -211,7 +213,6 @@ absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const 
     s = EnsureLocked(name, directory, cancelled, nullptr, &held_fd);
   }
   if (held_fd >= 0) ::close(held_fd);
-  SetPhase("", "");
   return s;
 }
 

@@ -133,6 +133,8 @@ TEST_F(StoreMirrorTest, ProgressSaysWhatIsBeingCopiedWhileItIs) {
     EXPECT_NE(p.find(" of 0.0 MB copied ("), std::string::npos) << p;  // 23,100 bytes
   }
   EXPECT_EQ(mirror->Progress(), "") << "nothing is being copied once Ensure returned";
+  EXPECT_FALSE(mirror->Ensure("missing", true).ok());
+  EXPECT_EQ(mirror->Progress(), "") << "nor once it failed";
 }
 
 TEST_F(StoreMirrorTest, ARestartWithTheSameListingVersionDoesNotListAgain) {
