@@ -12,8 +12,9 @@
 //     the CPU fallback, with no device, "host_convert": the uint8-to-float
 //     conversion on the training host, which a faster network or more
 //     servers would not help);
-//   else storage wait >= half of wait -> "storage" (the job waits for the
-//     dataset's copy from its store: a cold cache);
+//   else storage wait >= half of the starved time (wait included) ->
+//     "storage" (the job waits for the dataset's copy from its store: a cold
+//     cache);
 //   else, per received batch, transfer = receive latency - server time: when
 //     the mean transfer exceeds the mean server time -> "network" (batches
 //     wait for the stream and the wire, not for workers);

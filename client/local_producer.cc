@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const Local
     producer->mirror_ = *std::move(opened);
     core.data_root = producer->mirror_->local_root();
     core.catalog.fetch = producer->mirror_->Fetcher();
-    core.catalog.fetch_progress = [m = producer->mirror_.get()] { return m->Progress(); };
+    core.catalog.fetch_progress = [m = producer->mirror_.get()](const std::string& name) { return m->Progress(name); };
   } else if (std::error_code ec; !std::filesystem::is_directory(options.data_root, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("local data root '", options.data_root, "' is not a directory (nor an s3:// or http(s):// URL)"));

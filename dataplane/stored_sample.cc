@@ -225,10 +225,12 @@ class NpyDictParser {
 
  private:
   absl::Status Error(absl::string_view what) const {
-    return absl::DataLossError(absl::StrCat(".npy header ", what, ": ", absl::StripAsciiWhitespace(text_)));
+    const absl::string_view shown = absl::StripAsciiWhitespace(text_);
+    return absl::DataLossError(
+        absl::StrCat(".npy header ", what, ": ", shown.substr(0, 200), shown.size() > 200 ? "..." : ""));
   }
   void SkipSpace() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\t')) ++at_;
+    while (at_ < text_.size() && absl::ascii_isspace(static_cast<unsigned char>(text_[at_]))) ++at_;
   }
   bool Take(char c) {
     SkipSpace();

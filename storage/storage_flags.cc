@@ -64,13 +64,6 @@ BlockFetchOptions FetchOptionsFromFlags() {
   return o;
 }
 
-std::filesystem::path CacheDirFromFlags() {
-  const std::string flag = absl::GetFlag(FLAGS_cache_dir);
-  if (!flag.empty()) return flag;
-  absl::StatusOr<MirrorOptions> env = MirrorOptionsFromEnv();
-  return env.ok() ? env->cache_dir : DefaultCacheDir();
-}
-
 absl::StatusOr<std::unique_ptr<StoreMirror>> MirrorFromFlags(const std::string& data_root) {
   absl::StatusOr<StorageOptions> o = StorageOptionsFromFlags();
   if (!o.ok()) return o.status();

@@ -6,7 +6,6 @@
 #ifndef STOKER_STORAGE_STORAGE_FLAGS_H_
 #define STOKER_STORAGE_STORAGE_FLAGS_H_
 
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -21,8 +20,6 @@ absl::StatusOr<StorageOptions> StorageOptionsFromFlags();
 
 // How a cold cache's copy reads (--fetch-parallel; blocks as the mirror's).
 BlockFetchOptions FetchOptionsFromFlags();
-// --cache-dir, else the environment's default (remote_root.h).
-std::filesystem::path CacheDirFromFlags();
 
 // For a remote --data-root (s3://, http(s)://): the store with its local
 // copy in --cache-dir. INVALID_ARGUMENT naming the flag that is wrong.

@@ -167,16 +167,19 @@ bool StoreMirror::Used(const std::string& name) const {
 
 void StoreMirror::SetPhase(const std::string& name, const std::string& what, int64_t bytes) {
   absl::MutexLock lock(&mu_);
-  if (name != phase_.name) phase_.since = absl::Now();
+  if (name != phase_.name || what != phase_.what) phase_.since = absl::Now();  // each phase timed on its own
   phase_.name = name;
   phase_.what = what;
   phase_.bytes = bytes;
   fetched_now_.store(0);
 }
 
-std::string StoreMirror::Progress() const {
+std::string StoreMirror::Progress(const std::string& name) const {
   absl::MutexLock lock(&mu_);
   if (phase_.name.empty()) return "";
+  if (phase_.name != name) {  // Ensure copies one name at a time
+    return absl::StrCat("waiting for the copy of ", store_->Describe(phase_.name), " to end");
+  }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - phase_.since);
   if (phase_.what != "copying") {
     return absl::StrFormat("%s: %s (%.1f s)", store_->Describe(phase_.name), phase_.what, seconds);
@@ -193,7 +196,12 @@ absl::Status StoreMirror::Ensure(const std::string& name, bool directory, const 
   absl::MutexLock ensure(&ensure_mu_);
   if (Used(name)) return absl::OkStatus();
   SetPhase(name, "waiting for another process's copy into the shared cache");
-  absl::Cleanup done = [this] { SetPhase("", ""); };  // Progress() says nothing once Ensure returns
+  const absl::Time waited_from = absl::Now();
+  absl::Cleanup done = [this, waited_from] {
+    SetPhase("", "");  // Progress() says nothing once Ensure returns
+    absl::MutexLock lock(&mu_);
+    stats_.ensure_seconds += absl::ToDoubleSeconds(absl::Now() - waited_from);
+  };
   // Other processes sharing the cache (local-mode ranks, stoker-storage sync)
   // wait for this one's copy, and it for theirs: an advisory lock on the
   // cache, held until the copy's manifest is written.
@@ -298,18 +306,20 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     if (cached_listing && absl::IsFailedPrecondition(s)) *stale = true;  // Ensure lists again
     return s;
   }
+  bool removed = false;
   for (const auto& [key, v] : previous.objects) {  // gone from the store: gone here
     if (!next.objects.count(key)) {
       std::error_code ec;
-      fs::remove(local_root_ / key, ec);
+      removed = fs::remove(local_root_ / key, ec) || removed;
     }
   }
   absl::MutexLock lock(&mu_);
   // Durable in the background: the files are synced, then the manifest that
   // vouches for them written (until then a restart fetches again); sessions
   // read the files now.
-  // Nothing fetched (a warm restart): no file to flush, only the manifest.
-  persisting_.emplace_back([this, next, path = ManifestPath(name), fd = *lock_fd, wrote = !wanted.empty()] {
+  // Nothing fetched or removed (a warm restart): no change to flush, only the
+  // manifest (a removal must be durable before a manifest without the file).
+  persisting_.emplace_back([this, next, path = ManifestPath(name), fd = *lock_fd, wrote = !wanted.empty() || removed] {
     absl::Status s = wrote ? SyncFilesystem(local_root_) : absl::OkStatus();
     if (s.ok()) s = WriteManifest(path, next);
     if (!s.ok())
@@ -326,7 +336,6 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   stats_.objects_reused += reused;
   stats_.bytes_reused += reused_bytes;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  stats_.ensure_seconds += seconds;
   LOG(INFO) << store_->Describe(name) << ": " << objects.size() << " objects, " << wanted.size() << " fetched ("
             << wanted_bytes / 1000000 << " MB in " << seconds << " s), " << reused << " already cached";
   return absl::OkStatus();

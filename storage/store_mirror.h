@@ -55,7 +55,7 @@ struct MirrorStats {
   int64_t bytes_reused = 0;
   int64_t bytes_cached = 0;    // held now, over every name
   int64_t evicted_bytes = 0;
-  double ensure_seconds = 0;  // time Ensure calls spent listing and fetching (what opens waited)
+  double ensure_seconds = 0;  // time Ensure calls spent waiting for the cache's lock, listing and fetching
 };
 
 class StoreMirror {
@@ -76,10 +76,11 @@ class StoreMirror {
 
   MirrorStats stats() const;
   int64_t capacity_bytes() const { return options_.cache_bytes; }
-  // What Ensure is doing now, for those waiting on it: e.g.
-  // "s3://b/p/train: 120 of 900 MB copied (13 MB/s, 9.1 s)"; empty when no
-  // Ensure runs.
-  std::string Progress() const;
+  // What Ensure(name) is doing now, for those waiting on it: e.g.
+  // "s3://b/p/train: 120.0 of 900.0 MB copied (13.1 MB/s, 9.1 s)" (the
+  // phase's own time), or that another name's copy comes first; empty when
+  // no Ensure runs.
+  std::string Progress(const std::string& name) const;
 
   // Ensure as a function (CatalogOptions::fetch); the mirror must outlive it.
   using Fetch =

@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "storage/local_storage.h"
@@ -116,25 +118,38 @@ TEST_F(StoreMirrorTest, FetchesOnceInLargeReadsAndAgainOnlyWhatChanged) {
 }
 
 TEST_F(StoreMirrorTest, ProgressSaysWhatIsBeingCopiedWhileItIs) {
+  dir_.Write("store/big/a.bin", std::string(1500000, 'a'));
+  dir_.Write("store/big/b.bin", std::string(1500000, 'b'));
   CountingStore* store;
-  auto mirror = Mirror(1 << 20, &store);
-  EXPECT_EQ(mirror->Progress(), "");
+  auto mirror = Mirror(8 << 20, &store);
+  EXPECT_EQ(mirror->Progress("big"), "");
   absl::Mutex mu;
-  std::vector<std::string> seen;
+  std::vector<double> done;  // MB copied, as each read saw it
+  std::vector<std::string> bad, other;
   store->on_read = [&] {
-    const std::string p = mirror->Progress();
+    const std::string p = mirror->Progress("big");
+    double mb = -1;
+    const bool ok = absl::StartsWith(p, "test://big: ") && p.find(" of 3.0 MB copied (") != std::string::npos &&
+                    absl::SimpleAtod(p.substr(12, p.find(" of ") - 12), &mb);
     absl::MutexLock lock(&mu);
-    seen.push_back(p);
+    if (ok) {
+      done.push_back(mb);
+    } else {
+      bad.push_back(p);
+    }
+    if (other.empty()) other.push_back(mirror->Progress("ds"));
   };
-  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
-  ASSERT_FALSE(seen.empty());
-  for (const std::string& p : seen) {
-    EXPECT_TRUE(absl::StartsWith(p, "test://ds: ")) << p;
-    EXPECT_NE(p.find(" of 0.0 MB copied ("), std::string::npos) << p;  // 23,100 bytes
-  }
-  EXPECT_EQ(mirror->Progress(), "") << "nothing is being copied once Ensure returned";
+  ASSERT_TRUE(mirror->Ensure("big", true).ok());
+  EXPECT_TRUE(bad.empty()) << bad.front();
+  ASSERT_GT(done.size(), 100u) << "one read per 4 KiB block";
+  EXPECT_EQ(*std::min_element(done.begin(), done.end()), 0.0);
+  EXPECT_GE(*std::max_element(done.begin(), done.end()), 2.9) << "the count rises as blocks land";
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0], "waiting for the copy of test://big to end");
+  EXPECT_EQ(mirror->Progress("big"), "") << "nothing is being copied once Ensure returned";
   EXPECT_FALSE(mirror->Ensure("missing", true).ok());
-  EXPECT_EQ(mirror->Progress(), "") << "nor once it failed";
+  EXPECT_EQ(mirror->Progress("missing"), "") << "nor once it failed";
+  EXPECT_GT(mirror->stats().ensure_seconds, 0);
 }
 
 TEST_F(StoreMirrorTest, ARestartWithTheSameListingVersionDoesNotListAgain) {

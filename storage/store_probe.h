@@ -5,7 +5,6 @@
 #define STOKER_STORAGE_STORE_PROBE_H_
 
 #include <cstdint>
-#include <filesystem>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,13 +25,14 @@ struct StoreProbe {
   double copy_seconds() const { return bytes_per_second() > 0 ? dataset_bytes / bytes_per_second() : 0; }
 };
 
-// Lists `name` (a dataset's prefix, as StoreMirror::Ensure does) and copies
-// its objects, whole and in `fetch`'s ranged reads, into a fresh directory
-// under `scratch_parent` until at least `max_bytes` are read (objects spread
-// over the listing, not only its first ones); the copies are removed.
+// Lists `name` (a dataset's prefix, as StoreMirror::Ensure does) and reads
+// its objects in `fetch`'s ranged reads, `fetch.parallel` in flight, until
+// `max_bytes` are read (objects spread over the listing, not only its first
+// ones; the last one read only as far as the bound). The bytes are dropped:
+// the time is the store's and the network's, not the cache disk's.
 // NOT_FOUND when nothing is listed there; the store's errors as they come.
 absl::StatusOr<StoreProbe> ProbeStore(Storage& store, const std::string& name, int64_t max_bytes,
-                                      const std::filesystem::path& scratch_parent, const BlockFetchOptions& fetch);
+                                      const BlockFetchOptions& fetch);
 
 }  // namespace stoker
 

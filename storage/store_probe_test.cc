@@ -7,10 +7,9 @@
 namespace stoker {
 namespace {
 
-namespace fs = std::filesystem;
 using ::stoker::testing::TempDir;
 
-TEST(StoreProbeTest, CopiesAboutTheBytesAskedForSpreadOverTheDatasetAndLeavesNothing) {
+TEST(StoreProbeTest, ReadsTheBytesAskedForSpreadOverTheDataset) {
   TempDir dir;
   for (int i = 0; i < 10; ++i) dir.Write("store/ds/shard-" + std::to_string(i) + ".tar", std::string(1000, 'x'));
   dir.Write("store/ds2/other.tar", std::string(5000, 'y'));  // a sibling the listing of "ds" may return
@@ -19,25 +18,28 @@ TEST(StoreProbeTest, CopiesAboutTheBytesAskedForSpreadOverTheDatasetAndLeavesNot
   BlockFetchOptions fetch;
   fetch.block_bytes = 256;
   fetch.parallel = 3;
-  const fs::path scratch = dir.path() / "scratch";
-  fs::create_directories(scratch);
 
-  auto p = ProbeStore(**store, "ds", 3000, scratch, fetch);
+  auto p = ProbeStore(**store, "ds", 3000, fetch);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->dataset_objects, 10);
   EXPECT_EQ(p->dataset_bytes, 10000);
-  EXPECT_EQ(p->objects_read, 3) << "every third shard: 3,000 bytes";
+  EXPECT_EQ(p->objects_read, 3) << "shards 0, 2 and 4: 3,000 bytes";
   EXPECT_EQ(p->bytes_read, 3000);
   EXPECT_GT(p->seconds, 0);
   EXPECT_GT(p->bytes_per_second(), 0);
   EXPECT_NEAR(p->copy_seconds(), p->seconds * 10000 / 3000, 1e-9);
-  EXPECT_TRUE(fs::is_empty(scratch)) << "the probe's copies are removed";
 
-  auto all = ProbeStore(**store, "ds", int64_t{1} << 30, scratch, fetch);
+  auto all = ProbeStore(**store, "ds", int64_t{1} << 30, fetch);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->objects_read, 10) << "a bound above the dataset reads it all, once";
 
-  EXPECT_EQ(ProbeStore(**store, "missing", 3000, scratch, fetch).status().code(), absl::StatusCode::kNotFound);
+  auto bounded = ProbeStore(**store, "ds2", 1200, fetch);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_EQ(bounded->objects_read, 1);
+  EXPECT_EQ(bounded->bytes_read, 1200) << "an object over the bound is read only that far";
+  EXPECT_EQ(bounded->dataset_bytes, 5000);
+
+  EXPECT_EQ(ProbeStore(**store, "missing", 3000, fetch).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

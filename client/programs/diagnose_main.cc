@@ -33,8 +33,8 @@ ABSL_FLAG(std::string, data_root, "",
           "ladder adds a cold cache's first epoch, timing a copy from the store to this machine (run it on a server "
           "node to measure the servers' path)");
 ABSL_FLAG(int64_t, store_probe_mb, 256,
-          "Megabytes of the dataset copied from --data-root's store to time it (into --cache-dir's filesystem, "
-          "removed after)");
+          "Megabytes of the dataset read from --data-root's store to time it (in the servers' ranged reads, "
+          "--fetch-parallel in flight; the bytes are dropped)");
 
 namespace stoker {
 namespace {
@@ -88,10 +88,10 @@ absl::StatusOr<double> StoreCopySeconds(const std::string& root, const std::stri
   absl::StatusOr<std::unique_ptr<Storage>> store = OpenStorage(root, *options);
   if (!store.ok()) return store.status();
   const int64_t probe = std::max<int64_t>(1, absl::GetFlag(FLAGS_store_probe_mb)) << 20;
-  absl::StatusOr<StoreProbe> p = ProbeStore(**store, dataset, probe, CacheDirFromFlags(), FetchOptionsFromFlags());
+  absl::StatusOr<StoreProbe> p = ProbeStore(**store, dataset, probe, FetchOptionsFromFlags());
   if (!p.ok()) return p.status();
   std::printf(
-      "  store %s: %lld objects, %.1f MB (listed in %.2f s); %.1f MB of %lld objects copied in %.2f s: "
+      "  store %s: %lld objects, %.1f MB (listed in %.2f s); %.1f MB of %lld objects read in %.2f s: "
       "%.1f MB/s, a cold cache's copy takes about %.1f s\n",
       (*store)->Describe(dataset).c_str(), static_cast<long long>(p->dataset_objects), p->dataset_bytes / 1e6,
       p->list_seconds, p->bytes_read / 1e6, static_cast<long long>(p->objects_read), p->seconds,

@@ -208,7 +208,7 @@ DatasetCatalog::~DatasetCatalog() {
 absl::Status DatasetCatalog::StillOpeningAnswer(const Entry& entry, absl::Duration scanning) const {
   const bool copying = entry.fetching.load();
   return StillOpening(entry.name, scanning, copying,
-                      copying && options_.fetch_progress ? options_.fetch_progress() : std::string());
+                      copying && options_.fetch_progress ? options_.fetch_progress(entry.name) : std::string());
 }
 
 void DatasetCatalog::RunTimer() {
@@ -221,7 +221,12 @@ void DatasetCatalog::RunTimer() {
     timer_wake_ = false;
     mu_.AwaitWithDeadline(absl::Condition(&timer_wake_), next);
     const absl::Time now = absl::Now();
-    std::vector<std::pair<Done, absl::Status>> expired;
+    struct Expired {
+      Done done;
+      std::shared_ptr<const Entry> entry;
+      absl::Duration opening;
+    };
+    std::vector<Expired> expired;
     for (auto& [key, entry] : entries_) {
       auto& ws = entry->waiters;
       for (auto it = ws.begin(); it != ws.end();) {
@@ -229,16 +234,18 @@ void DatasetCatalog::RunTimer() {
           ++it;
           continue;
         }
-        expired.emplace_back(std::move(it->done), StillOpeningAnswer(*entry, now - entry->started));
+        expired.push_back({std::move(it->done), entry, now - entry->started});
         it = ws.erase(it);
       }
     }
     if (expired.empty()) continue;
     mu_.Unlock();
-    // Moved, not copied: the caller gets the only reference to the status
+    // The answers are made here, without the lock: a copy's progress comes
+    // from the store's mirror, whose lock is held while it evicts files. The
+    // status is moved, not copied: the caller gets the only reference to it
     // (absl's reference count is not visible to ThreadSanitizer, which took
     // this thread's later release of a shared copy for a race).
-    for (auto& [done, status] : expired) done(std::move(status));
+    for (Expired& e : expired) e.done(StillOpeningAnswer(*e.entry, e.opening));
     mu_.Lock();
   }
   mu_.Unlock();
@@ -286,6 +293,8 @@ void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duratio
         entry->name = name;
         entry->annotations = annotations_path;
         entry->started = absl::Now();
+        // Copied from a remote store first: said so from the first answer.
+        entry->fetching.store(options_.fetch && !absl::StartsWith(name, kSyntheticPrefix));
         entries_[key] = entry;
       }
       const absl::Time deadline =

@@ -112,9 +112,9 @@ struct CatalogOptions {
   // scan threads: (name, whether it is a directory, cancelled). A remote
   // store's local copy (storage/store_mirror.h). Empty: the data root is local.
   std::function<absl::Status(const std::string& name, bool directory, const std::atomic<bool>* cancelled)> fetch;
-  // What that fetch is doing now (StoreMirror::Progress), told to those
+  // What that fetch is doing for a name now (StoreMirror::Progress), told to those
   // waiting for the dataset. Empty: they hear only that it is being copied.
-  std::function<std::string()> fetch_progress;
+  std::function<std::string(const std::string& name)> fetch_progress;
 };
 
 // Opens each dataset once, on the catalog's own scan threads, and hands the

@@ -232,7 +232,10 @@ TEST(DatasetTest, AWaiterOnACopyFromTheStoreHearsItsProgressAndTheScanFollows) {
     }
     return absl::OkStatus();
   };
-  o.fetch_progress = [] { return std::string("test://ds: 1.5 of 3.0 MB copied (0.5 MB/s, 3.0 s)"); };
+  o.fetch_progress = [](const std::string& name) {
+    EXPECT_EQ(name, "ds");
+    return std::string("test://ds: 1.5 of 3.0 MB copied (0.5 MB/s, 3.0 s)");
+  };
   o.opener = [inner = o.opener](const std::string&, const std::string& key, const std::atomic<bool>* cancelled) {
     return inner("synthetic:16x16:10:2", key, cancelled);
   };
