@@ -131,13 +131,9 @@ class Fetch {
     std::string block;
     while (Take(&unit, &fd)) {
       block.clear();
-      absl::Status status = unit.length > 0
-                                ? store_.ReadRange(*targets_[unit.target].object, unit.offset, unit.length, &block)
-                                : absl::OkStatus();
-      if (status.ok() && static_cast<int64_t>(block.size()) != unit.length) {  // never a hole in a file
-        status = absl::DataLossError(absl::StrCat(store_.Describe(targets_[unit.target].object->key), ": ",
-                                                  block.size(), " bytes read of ", unit.length, " at ", unit.offset));
-      }
+      absl::Status status =
+          unit.length > 0 ? ReadWholeRange(store_, *targets_[unit.target].object, unit.offset, unit.length, &block)
+                          : absl::OkStatus();
       for (size_t done = 0; status.ok() && done < block.size();) {
         const ssize_t n =
             ::pwrite(fd, block.data() + done, block.size() - done, unit.offset + static_cast<int64_t>(done));
@@ -167,6 +163,16 @@ class Fetch {
 };
 
 }  // namespace
+
+absl::Status ReadWholeRange(Storage& store, const ObjectInfo& object, int64_t offset, int64_t length,
+                            std::string* out) {
+  absl::Status status = store.ReadRange(object, offset, length, out);
+  if (status.ok() && static_cast<int64_t>(out->size()) != length) {
+    status = absl::DataLossError(
+        absl::StrCat(store.Describe(object.key), ": ", out->size(), " bytes read of ", length, " at ", offset));
+  }
+  return status;
+}
 
 absl::Status FetchObjects(Storage& store, const std::vector<const ObjectInfo*>& objects, const fs::path& local_root,
                           const BlockFetchOptions& options, const std::atomic<bool>* cancelled) {

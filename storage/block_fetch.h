@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +33,11 @@ struct BlockFetchOptions {
 absl::Status FetchObjects(Storage& store, const std::vector<const ObjectInfo*>& objects,
                           const std::filesystem::path& local_root, const BlockFetchOptions& options,
                           const std::atomic<bool>* cancelled = nullptr);
+
+// store.ReadRange, and DATA_LOSS naming the object unless exactly `length`
+// bytes came (a block is never short: no hole in a copy, no rate from a
+// short read).
+absl::Status ReadWholeRange(Storage& store, const ObjectInfo& object, int64_t offset, int64_t length, std::string* out);
 
 // Flushes the filesystem that holds `dir` (syncfs: one call for every file
 // written there); an error names it.

@@ -61,11 +61,7 @@ absl::StatusOr<StoreProbe> ProbeStore(Storage& store, const std::string& name, i
       for (size_t i; (i = next.fetch_add(1)) < ranges.size();) {
         bytes.clear();
         const Range& r = ranges[i];
-        absl::Status s = store.ReadRange(*r.object, r.offset, r.length, &bytes);
-        if (s.ok() && static_cast<int64_t>(bytes.size()) != r.length) {
-          s = absl::DataLossError(absl::StrCat(store.Describe(r.object->key), ": ", bytes.size(), " bytes read of ",
-                                               r.length, " at ", r.offset));
-        }
+        const absl::Status s = ReadWholeRange(store, *r.object, r.offset, r.length, &bytes);
         if (!s.ok()) {
           absl::MutexLock lock(&mu);
           if (error.ok()) error = s;

@@ -191,7 +191,7 @@ int Run() {
       std::fprintf(stderr, "stoker-diagnose: --data-root %s: %s\n", root.c_str(), copy.status().ToString().c_str());
       return 1;
     }
-    if (*copy > 0) steps.push_back(ColdCacheStep(steps[5].images_per_second, *copy, num_samples));
+    if (*copy > 0) steps.push_back(ColdCacheStep(steps.back().images_per_second, *copy, num_samples));  // full
   }
   const LadderResult result =
       AnalyzeLadder(std::move(steps), ServersShareCores(c.servers), 0.10, StartsWithCrop(*ops));
