@@ -103,9 +103,10 @@ wheel: build
 	else echo "wheel: no CPython >= 3.12 headers; the abi3 wheel (Python 3.12+) is left out"; fi
 	@python/build_wheels.sh $(BUILD_DIR) $(DIST_DIR) $(abspath $(PYENV))/bin/python
 
-# The server and tools with their libraries, runnable by path elsewhere.
-dist: build
-	@deploy/dist.sh $(BUILD_DIR) $(DIST_DIR) $(VERSION)
+# The server and tools with their libraries, runnable by path elsewhere:
+# the programs of the wheel, laid out as bin/ and lib/.
+dist: wheel
+	@deploy/dist.sh $(DIST_DIR) $(VERSION)
 
 # What the GPU check copies to a GPU machine (tests/gpu/README.md):
 # build/gpu-check/stoker-gpu-check.tar.xz, the abi3 wheel with stoker-server

@@ -1,45 +1,45 @@
 #!/usr/bin/env bash
 # `make dist`: the server and its tools as one tarball that runs by path on a
-# Linux host without the container or any of Stoker's build dependencies:
+# Linux host without the container, Python or any of Stoker's build
+# dependencies. Made from the wheel `make wheel` repaired (the same programs,
+# modules and libraries, checked there against the manylinux_2_34 policy), so
+# both need the same host: x86-64, glibc 2.34 or later, the C++ runtime of
+# GCC 11 or later (libstdc++.so.6, GLIBCXX_3.4.29), and FFmpeg's libraries
+# for audio and video (5 or 7; never bundled, Debian's FFmpeg is GPL).
 #   stoker-VERSION-linux-x86_64/bin/   stoker-server, stoker-bench, stoker-diagnose,
-#                                      stoker-materialize, stoker-profile, stoker-health
-#                                      (and libstoker_spm.so, loaded beside them)
-#   stoker-VERSION-linux-x86_64/lib/   every shared library they load but the C
-#                                      library's own (libc, libm, ld.so, ...), found
-#                                      through RPATH $ORIGIN/../lib (no ld.so.conf,
-#                                      no LD_LIBRARY_PATH)
-# The C library must be at least the build machine's (Debian bookworm: glibc
-# 2.36); the C++ runtime travels in lib/.
-# Usage: dist.sh BUILD_DIR OUT_DIR VERSION
+#                                      stoker-materialize, stoker-profile, stoker-health,
+#                                      stoker-storage, and the modules loaded beside
+#                                      them (libstoker_spm.so, libstoker_media_ffmpegN.so)
+#   stoker-VERSION-linux-x86_64/lib/   the shared libraries they load but glibc's and
+#                                      the C++ runtime's, found through RPATH
+#                                      $ORIGIN/../lib (no ld.so.conf, no LD_LIBRARY_PATH)
+# Usage: dist.sh DIST_DIR VERSION   (the wheels of `make wheel` are in DIST_DIR)
 set -euo pipefail
-build=$(cd "$1" && pwd)
-out=$2
-version=$3
+out=$1
+version=$2
 name=stoker-$version-linux-x86_64
-bins=(server/stoker-server client/stoker-bench client/stoker-diagnose materialize/stoker-materialize
-  materialize/stoker-profile tools/stoker-health storage/stoker-storage)
-modules=(dataplane/libstoker_spm.so)
+wheel=$(ls "$out"/stoker-"$version"-cp*-manylinux_*_x86_64.whl 2>/dev/null | head -1)
+[ -n "$wheel" ] || { echo "dist: no wheel in $out (make wheel first)" >&2; exit 1; }
 command -v patchelf >/dev/null || { echo "dist: patchelf is needed (deploy/install-deps.sh installs it)" >&2; exit 1; }
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/$name/bin" "$stage/$name/lib" "$out"
-for b in "${bins[@]}" "${modules[@]}"; do
-  [ -x "$build/$b" ] || [ -f "$build/$b" ] || { echo "dist: $build/$b is missing (make build first)" >&2; exit 1; }
-  install -m 755 -s "$build/$b" "$stage/$name/bin/"
-done
-paths=()
-for b in "${bins[@]}" "${modules[@]}"; do paths+=("$build/$b"); done
-"$(dirname "$0")/container/shared_libs.sh" "${paths[@]}" | while read -r lib; do
-  install -m 644 "$(readlink -f "$lib")" "$stage/$name/lib/$(basename "$lib")"
-done
+unzip -q "$wheel" -d "$stage/wheel"
+mkdir -p "$stage/$name/bin" "$stage/$name/lib"
+programs=$(sed -n 's/^\(stoker-[a-z]*\) = .*/\1/p' "$stage"/wheel/stoker-*.dist-info/entry_points.txt)
+[ -n "$programs" ] || { echo "dist: $wheel has no programs (entry_points.txt)" >&2; exit 1; }
+for p in $programs; do install -m 755 "$stage/wheel/stoker/$p" "$stage/$name/bin/"; done
+for m in "$stage"/wheel/stoker/libstoker_*.so; do install -m 755 "$m" "$stage/$name/bin/"; done
+for l in "$stage"/wheel/stoker.libs/*; do install -m 644 "$l" "$stage/$name/lib/"; done
 for f in "$stage/$name"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
-for f in "$stage/$name"/lib/*; do patchelf --set-rpath '$ORIGIN' "$f"; done
-cat > "$stage/$name/README" <<EOF
+cat > "$stage/$name/README" <<README
 Stoker $version: the data server and its tools, with the shared libraries they
-load (lib/), for x86-64 Linux with glibc 2.36 or later. Run them by path:
+load (lib/), for x86-64 Linux with glibc 2.34 or later (Debian 12+, Ubuntu
+22.04+, RHEL/Rocky/Alma 9+, Amazon Linux 2023). Run them by path:
   $name/bin/stoker-server --data-root=/data --port=50051 --metrics-port=9464
   $name/bin/stoker-bench --servers=127.0.0.1:50051 --dataset=train
-Each takes --help. Documentation: README.md and docs/ of the Stoker repository.
-EOF
+Each takes --help. Audio and video use the host's FFmpeg 5 or 7 libraries
+(e.g. apt install libavformat59 libavcodec59 libswscale6 libswresample4).
+The same programs come with the Python package: pip install stoker.
+README
 tar -C "$stage" -czf "$out/$name.tar.gz" "$name"
 echo "dist: $out/$name.tar.gz ($(du -m "$out/$name.tar.gz" | cut -f1) MB, $(ls "$stage/$name/lib" | wc -l) libraries)"

@@ -17,17 +17,53 @@ trap 'rm -rf "$raw"' EXIT
 mkdir -p "$out"
 rm -f "$out"/stoker-*.whl  # none of an earlier build's
 
+# The programs (console commands of the package) and the media modules
+# (media_modules.txt, written by CMake: PATH=NAME per FFmpeg major version).
+programs=(server/stoker-server client/stoker-bench client/stoker-diagnose materialize/stoker-materialize
+  materialize/stoker-profile tools/stoker-health storage/stoker-storage)
+program_args=() media_args=()
+for p in "${programs[@]}"; do
+  [ -x "$build/$p" ] || { echo "build_wheels: $build/$p is missing (make build first)" >&2; exit 1; }
+  program_args+=(--program "$build/$p")
+done
+if [ -s "$build/media_modules.txt" ]; then
+  while read -r spec; do media_args+=(--media-module "$spec"); done < "$build/media_modules.txt"
+else
+  echo "build_wheels: no media module was built (FFmpeg's development files missing): the wheels leave audio and video out" >&2
+fi
+# FFmpeg stays the host's (Debian's is built with --enable-gpl): never grafted.
+exclude=()
+for lib in libavformat libavcodec libavutil libswresample libswscale libavdevice libavfilter libpostproc; do
+  for major in $(seq 2 10) $(seq 55 65); do exclude+=(--exclude "$lib.so.$major"); done
+done
+
 extensions=$(ls "$build"/python/stoker/_stoker_ext.cpython-*.so "$build"/python-abi3/stoker/_stoker_ext.abi3.so 2>/dev/null || true)
 [ -n "$extensions" ] || { echo "build_wheels: no extension in $build/python (build with STOKER_PYTHON=ON)" >&2; exit 1; }
 for ext in $extensions; do
-  "$python" "$here/make_wheel.py" --extension "$ext" --spm-module "$build/dataplane/libstoker_spm.so" --out "$raw" >/dev/null
+  "$python" "$here/make_wheel.py" --extension "$ext" --spm-module "$build/dataplane/libstoker_spm.so" \
+    "${program_args[@]}" "${media_args[@]}" --out "$raw" >/dev/null
 done
+# Libraries the programs load that need a newer libstdc++ than manylinux_2_34
+# allows (GLIBCXX_3.4.30) for symbols it also has under an older version:
+# rebound copies, grafted in their place (pin_symbol_versions.py says which).
+pinned=$raw/pinned
+for p in "${programs[@]}"; do ldd "$build/$p"; done | awk '/=>/ {print $3}' | sort -u | while read -r lib; do
+  if objdump -T "$lib" 2>/dev/null | grep 'UND.*(GLIBCXX_3\.4\.3[0-9])' >/dev/null; then  # not -q: pipefail
+    "$python" "$here/pin_symbol_versions.py" "$lib" "$pinned"
+  fi
+done
+export LD_LIBRARY_PATH=$pinned${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The platform the packages promise: glibc 2.34 (repair refuses a library
+# that needs more). Not `auditwheel show`'s: it would count the host's FFmpeg,
+# which the media modules load but the wheel does not carry.
+plat=manylinux_2_34_x86_64
 for whl in "$raw"/*.whl; do
-  # The oldest glibc the wheel's symbols allow (the build machine's glibc
-  # decides it: Debian bookworm gives manylinux_2_35).
-  plat=$("$python" -m auditwheel show "$whl" | tr -s ' \n' ' ' | sed -n 's/.*constrains the platform tag to "\([^"]*\)".*/\1/p')
-  [ -n "$plat" ] || { echo "build_wheels: auditwheel gave no platform tag for $whl" >&2; exit 1; }
-  "$python" -m auditwheel repair --plat "$plat" -w "$out" "$whl" 2>&1 | grep -v '^INFO' || true
+  if ! log=$("$python" -m auditwheel repair --plat "$plat" "${exclude[@]}" -w "$out" "$whl" 2>&1); then
+    echo "build_wheels: auditwheel repair --plat $plat failed for $(basename "$whl"):" >&2
+    echo "$log" | grep -v '^INFO' | tail -20 >&2
+    exit 1
+  fi
+  echo "$log" | grep -v '^INFO' || true
 done
 # What the manylinux policy leaves to the system beyond glibc and the C++
 # runtime (zlib): bundled too, as auditwheel bundles the rest.

@@ -21,8 +21,10 @@ import tempfile
 import re
 import zipfile
 
-# What the host provides: glibc's libraries, the C++ runtime and the loader.
-HOST = re.compile(r"^(libc|libm|libpthread|libdl|librt|libresolv|libutil|libstdc\+\+|libgcc_s)\.so\.[0-9]+$|^ld-linux")
+# What the host provides: glibc's libraries, the C++ runtime and the loader;
+# and FFmpeg, which the media modules load from the host (Debian's is GPL).
+HOST = re.compile(r"^(libc|libm|libpthread|libdl|librt|libresolv|libutil|libstdc\+\+|libgcc_s)\.so\.[0-9]+$|^ld-linux"
+                  r"|^lib(avformat|avcodec|avutil|swresample|swscale|avdevice|avfilter|postproc)\.so\.[0-9]+$")
 
 
 def resolve(soname):

@@ -8,9 +8,17 @@ wheel under their own names and gives it a manylinux tag. What goes in:
   stoker/*.py                         python/stoker
   stoker/_stoker_ext.<suffix>.so      the extension (stripped)
   stoker/libstoker_spm.so             SentencePiece's module, loaded beside it
-  stoker-<version>.dist-info/         METADATA, WHEEL, top_level.txt, RECORD
+  stoker/libstoker_media_ffmpegN.so   the audio and video modules, one per FFmpeg
+                                      major version, each loading the host's
+                                      FFmpeg (never bundled: Debian's is GPL)
+  stoker/stoker-server, ...           the programs (stoker/_programs.py starts
+                                      them as the console commands of the same
+                                      names), sharing the extension's libraries
+  stoker-<version>.dist-info/         METADATA, WHEEL, top_level.txt,
+                                      entry_points.txt, RECORD
 
-Usage: make_wheel.py --extension PATH [--spm-module PATH] --out DIR
+Usage: make_wheel.py --extension PATH [--spm-module PATH] [--program PATH ...]
+                     [--media-module PATH=NAME ...] --out DIR
                      [--python-tag cp311 --abi-tag cp311]
 The tags default to those of the extension's file name (an abi3 extension,
 built for Python 3.12+, gives cp312-abi3).
@@ -63,8 +71,12 @@ def metadata(meta):
         f"Requires-Python: {meta['requires-python']}",
         f"License: {meta['license']['text']}",
         "Description-Content-Type: text/markdown",
-        "",
     ]
+    lines += [f"Requires-Dist: {d}" for d in meta.get("dependencies", [])]
+    for extra, deps in sorted(meta.get("optional-dependencies", {}).items()):
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f"Requires-Dist: {d}; extra == \"{extra}\"" for d in deps]
+    lines.append("")
     with open(os.path.join(HERE, "README.md")) as f:
         lines.append(f.read())
     return "\n".join(lines)
@@ -82,6 +94,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--extension", required=True, help="the built _stoker_ext*.so")
     parser.add_argument("--spm-module", help="the built libstoker_spm.so (caption tokenisation)")
+    parser.add_argument("--program", action="append", default=[],
+                        help="a built program (stoker-server, ...), a console command of the package")
+    parser.add_argument("--media-module", action="append", default=[], metavar="PATH=NAME",
+                        help="a built media module and the name it takes in the package (libstoker_media_ffmpeg5.so)")
     parser.add_argument("--out", required=True, help="folder the wheel is written to")
     parser.add_argument("--python-tag")
     parser.add_argument("--abi-tag")
@@ -107,6 +123,12 @@ def main():
         files.append((f"stoker/{os.path.basename(args.extension)}", stripped(args.extension, tmp)))
         if args.spm_module:
             files.append(("stoker/libstoker_spm.so", stripped(args.spm_module, tmp)))
+        for spec in args.media_module:
+            source, _, target = spec.partition("=")
+            files.append((f"stoker/{target or os.path.basename(source)}", stripped(source, tmp)))
+        for program in args.program:
+            files.append((f"stoker/{os.path.basename(program)}", stripped(program, tmp)))
+    programs = [os.path.basename(p) for p in args.program]
     files.append((f"{dist_info}/METADATA", metadata(meta).encode()))
     files.append((f"{dist_info}/WHEEL", (
         "Wheel-Version: 1.0\n"
@@ -114,13 +136,18 @@ def main():
         "Root-Is-Purelib: false\n"
         f"Tag: {python_tag}-{abi_tag}-{args.platform}\n").encode()))
     files.append((f"{dist_info}/top_level.txt", b"stoker\n"))
+    if programs:
+        # stoker-server = stoker._programs:stoker_server, ...
+        scripts = "".join(f"{p} = stoker._programs:{p.replace('-', '_')}\n" for p in programs)
+        files.append((f"{dist_info}/entry_points.txt", f"[console_scripts]\n{scripts}".encode()))
     record = [record_line(arcname, data) for arcname, data in files] + [f"{dist_info}/RECORD,,"]
     files.append((f"{dist_info}/RECORD", ("\n".join(record) + "\n").encode()))
 
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as whl:
         for arcname, data in files:
             info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if arcname.endswith(".so") else 0o644) << 16
+            executable = arcname.endswith(".so") or os.path.basename(arcname) in programs
+            info.external_attr = (0o755 if executable else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             whl.writestr(info, data)
     print(path)

@@ -13,21 +13,40 @@
 namespace stoker {
 namespace {
 
-constexpr const char* kModule = "libstoker_media.so";
+// The module of a build (FFmpeg of the build machine), then those the
+// packages carry, one per FFmpeg major version, newest first: each loads
+// only where the host has that FFmpeg's libraries.
+constexpr const char* kModules[] = {"libstoker_media.so", "libstoker_media_ffmpeg7.so",
+                                    "libstoker_media_ffmpeg6.so", "libstoker_media_ffmpeg5.so"};
 
+constexpr const char* kInstallHint =
+    "audio and video decoding needs the host's FFmpeg libraries, version 7 (libavformat61) or 5 "
+    "(libavformat59), and none could be loaded; install them, e.g. `apt install libavformat61 libavcodec61 "
+    "libswscale8 libswresample5` (Debian 13, Ubuntu 24.10+) or `apt install libavformat59 libavcodec59 "
+    "libswscale6 libswresample4` (Debian 12, Ubuntu 22.04: libavformat58 is FFmpeg 4, not supported), or "
+    "point STOKER_MEDIA_MODULE at a libstoker_media.so built against the host's FFmpeg. Tried: ";
+
+// Folders searched: beside the library (or program) that holds this code,
+// beside the running program.
 std::vector<std::string> Candidates() {
   std::vector<std::string> out;
   if (const char* env = std::getenv("STOKER_MEDIA_MODULE")) out.push_back(env);
+  std::vector<std::filesystem::path> dirs;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&Candidates), &info) != 0 && info.dli_fname != nullptr) {
-    out.push_back((std::filesystem::path(info.dli_fname).parent_path() / kModule).string());
+    dirs.push_back(std::filesystem::path(info.dli_fname).parent_path());
   }
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) out.push_back((exe.parent_path() / kModule).string());
-#ifdef STOKER_MEDIA_MODULE_PATH
-  out.push_back(STOKER_MEDIA_MODULE_PATH);
-#endif
+  if (!ec && (dirs.empty() || exe.parent_path() != dirs.front())) dirs.push_back(exe.parent_path());
+  for (const auto& dir : dirs) {
+    bool any = false;
+    for (const char* module : kModules) {
+      const std::filesystem::path path = dir / module;
+      if (std::filesystem::exists(path, ec)) out.push_back(path.string()), any = true;
+    }
+    if (!any) out.push_back((dir / kModules[0]).string());  // named in the error: "no such file"
+  }
   return out;
 }
 
@@ -66,7 +85,7 @@ const Loaded& Load() {
       tried += (tried.empty() ? "" : "; ") + path + ": lacks the stoker_media functions";
       l->api = MediaApi();
     }
-    l->error = "audio and video decoding (libstoker_media.so, FFmpeg) was not found: " + tried;
+    l->error = kInstallHint + tried;
     return l;
   }();
   return *loaded;

@@ -39,9 +39,6 @@ std::vector<std::string> Candidates() {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) out.push_back((exe.parent_path() / "libstoker_spm.so").string());
-#ifdef STOKER_SPM_MODULE_PATH
-  out.push_back(STOKER_SPM_MODULE_PATH);
-#endif
   return out;
 }
 
