@@ -92,6 +92,12 @@ build: deps pyenv
 	  -DSTOKER_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PYENV))/bin/python >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Debian trixie's FFmpeg 7.1 headers and libraries, which the second media
+# module is built against (the packages carry one module per FFmpeg major
+# version and load the host's FFmpeg; FFmpeg itself is never shipped).
+FFMPEG7_PACKAGES := libavformat-dev libavcodec-dev libavutil-dev libswresample-dev libswscale-dev libavformat61 \
+  libavcodec61 libavutil59 libswresample5 libswscale8
+
 # The wheels, in $(DIST_DIR): one for this build's Python (cp311 on bookworm)
 # and one for Python 3.12 and later (nanobind's stable ABI, compiled against
 # Debian trixie's CPython 3.13 headers, which python/fetch_python_headers.sh
@@ -101,6 +107,10 @@ wheel: build
 	  cmake -S . -B $(BUILD_DIR) -DSTOKER_PYTHON_ABI3_INCLUDE="$$includes" >/dev/null && \
 	  cmake --build $(BUILD_DIR) -j $(JOBS) --target _stoker_ext_abi3 >/dev/null; \
 	else echo "wheel: no CPython >= 3.12 headers; the abi3 wheel (Python 3.12+) is left out"; fi
+	@if python/fetch_trixie_packages.sh $(BUILD_DIR)/ffmpeg7 $(FFMPEG7_PACKAGES); then \
+	  cmake -S . -B $(BUILD_DIR) -DSTOKER_FFMPEG7_ROOT="$(abspath $(BUILD_DIR))/ffmpeg7" >/dev/null && \
+	  cmake --build $(BUILD_DIR) -j $(JOBS) --target stoker_media_ffmpeg7 >/dev/null; \
+	else echo "wheel: no FFmpeg 7 headers; the packages' audio and video need the host's FFmpeg 5"; fi
 	@python/build_wheels.sh $(BUILD_DIR) $(DIST_DIR) $(abspath $(PYENV))/bin/python
 
 # The server and tools with their libraries, runnable by path elsewhere:

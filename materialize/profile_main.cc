@@ -12,8 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/flag_names.h"
-#include "dataplane/ops/pipeline_text.h"
+#include "common/log_level.h"
 #include "common/progress_bar.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "glog/logging.h"
 #include "materialize/profile_report.h"
 #include "materialize/profiler.h"
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
       "         [--weights preprocessing,storage,throughput] [--json FILE] [--html FILE]");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  stoker::ApplyLogLevelFromEnv();  // STOKER_LOG_LEVEL: debug, info, warning, error
   const absl::StatusOr<stoker::ProgressStyle> style =
       stoker::ParseProgressStyle(absl::GetFlag(FLAGS_progress), isatty(STDERR_FILENO));
   if (!style.ok()) {

@@ -3,22 +3,23 @@
 // HTTP. SIGTERM or SIGINT: stop accepting, let open streams finish for
 // --shutdown-grace-seconds, then cancel them and exit 0.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
-#include <vector>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "common/flag_names.h"
+#include "common/log_level.h"
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
-#include "glog/logging.h"
 #include "dataplane/decode/decoder_threads.h"
 #include "dataplane/server_metrics.h"
+#include "glog/logging.h"
 #include "server/stoker_server.h"
 #include "server/storage_metrics.h"
 #include "storage/storage.h"
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  stoker::ApplyLogLevelFromEnv();  // STOKER_LOG_LEVEL: debug, info, warning, error
 
   // Block the stop signals in every thread; one thread waits for them.
   sigset_t stop_signals;

@@ -2,7 +2,6 @@
 // data servers and reports throughput, the share of time the loop starved for
 // data, and the time between batches.
 #include <sys/resource.h>
-
 #include <xxhash.h>
 
 #include <cstdio>
@@ -16,13 +15,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/security_flags.h"
 #include "client/batch_timeline.h"
 #include "client/device/device_stager.h"
 #include "client/run_stats.h"
+#include "client/security_flags.h"
 #include "client/stoker_client.h"
 #include "common/field_spec.h"
 #include "common/flag_names.h"
+#include "common/log_level.h"
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "dataplane/ops/pipeline_text.h"
@@ -518,5 +518,6 @@ int main(int argc, char** argv) {
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  stoker::ApplyLogLevelFromEnv();  // STOKER_LOG_LEVEL: debug, info, warning, error
   return stoker::Run();
 }

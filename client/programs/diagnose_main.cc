@@ -12,6 +12,7 @@
 #include "client/security_flags.h"
 #include "client/stoker_client.h"
 #include "common/flag_names.h"
+#include "common/log_level.h"
 #include "common/malloc_tuning.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "glog/logging.h"
@@ -215,5 +216,6 @@ int main(int argc, char** argv) {
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  stoker::ApplyLogLevelFromEnv();  // STOKER_LOG_LEVEL: debug, info, warning, error
   return stoker::Run();
 }

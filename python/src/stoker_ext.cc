@@ -22,6 +22,8 @@
 #include "client/programs/ladder.h"
 #include "client/training_loader.h"
 #include "common/field_spec.h"
+#include "common/log_level.h"
+#include "common/log_queue.h"
 #include "common/malloc_tuning.h"
 #include "dataplane/ops/pipeline_text.h"
 
@@ -552,11 +554,33 @@ NB_MODULE(_stoker_ext, m) {
     const absl::Status s = CudaUsable(gpu);
     return s.ok() ? std::string() : std::string(s.message());
   });
+  // glog's messages reach Python's logging (stoker/_logging.py) through a
+  // queue: C++ threads never take the GIL to log.
   m.def("init_logging", [](int min_level) {
     static bool done = false;
-    FLAGS_logtostderr = true;
-    FLAGS_minloglevel = min_level;
     if (!done) google::InitGoogleLogging("stoker");
     done = true;
+    InstallProcessLogQueue(min_level);
   });
+  m.def("set_log_level", [](int min_level) { FLAGS_minloglevel = min_level; });
+  m.def("parse_log_level", [](const std::string& level) {
+    const absl::StatusOr<int> parsed = ParseLogLevel(level);
+    if (!parsed.ok()) throw nb::value_error(std::string(parsed.status().message()).c_str());
+    return *parsed;
+  });
+  // [(severity, file, line, message)], waiting up to timeout_s with the GIL
+  // released; None once the queue is closed and empty.
+  m.def("take_log_records", [](double timeout_s) -> nb::object {
+    std::vector<LogRecord> records;
+    bool open;
+    {
+      nb::gil_scoped_release release;
+      open = InstallProcessLogQueue(FLAGS_minloglevel).Take(absl::Seconds(timeout_s), &records);
+    }
+    if (!open) return nb::none();
+    nb::list out;
+    for (const LogRecord& r : records) out.append(nb::make_tuple(r.severity, r.file, r.line, r.message));
+    return out;
+  });
+  m.def("close_log_queue", [] { InstallProcessLogQueue(FLAGS_minloglevel).Close(); });
 }

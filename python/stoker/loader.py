@@ -20,7 +20,7 @@ import sys
 import time
 import warnings
 
-from . import _frameworks
+from . import _frameworks, _logging
 from . import _stoker_ext as _ext
 
 DEFAULT_PIPELINE = "random_resized_crop(224), random_horizontal_flip(0.5)"
@@ -84,6 +84,10 @@ class Loader:
         worker); python_transform_timeout: seconds one call may take.
       op_plugins: a directory of C++ op plugins for local mode (as a
         server's --op-plugins).
+      log_level: how much the loader logs through Python's logging (logger
+        "stoker"): "debug", "info", "warning" (the default), "error", or
+        logging.INFO, ...; None: STOKER_LOG_LEVEL's, else warning. The level
+        is the process's (stoker.set_log_level sets it too).
       dataset: a dataset name under the servers' --data-root.
       job, weight: the training job's name and weight; servers share their
         workers between jobs in proportion to weight (default: host:pid, 1).
@@ -183,7 +187,10 @@ class Loader:
                  tls_server_name=None, auth_token_file=None, fields=None, max_field_bytes=0, annotations=None,
                  box_min_visibility=0.0, tokenizer=None, max_tokens=0, mixup_alpha=0.0, cutmix_alpha=0.0,
                  mix_prob=1.0, switch_prob=0.5, label_smoothing=0.1, num_classes=None, python_transforms=None,
-                 python_workers=0, python_transform_timeout=10.0, op_plugins=None, _test_h2d_delay_ms=0):
+                 python_workers=0, python_transform_timeout=10.0, op_plugins=None, log_level=None,
+                 _test_h2d_delay_ms=0):
+        if log_level is not None:
+            _logging.set_log_level(log_level)
         if tune_malloc:
             _ext.tune_malloc()
         if rank is None or world_size is None:
