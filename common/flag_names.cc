@@ -47,7 +47,7 @@ std::vector<char*> ParseFlags(int argc, char** argv, const char* usage) {
   absl::SetProgramUsageMessage(absl::StrCat(usage, "\nFlags may be spelled with dashes or underscores (--data-root, --data_root)."));
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "_main.cc");
+    return absl::EndsWith(path, "_main.cc") || absl::EndsWith(path, "_flags.cc");  // shared: TLS, storage
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);

@@ -37,6 +37,11 @@ def resolve(soname):
     raise SystemExit(f"bundle_system_libs: {soname} is not in ldconfig's cache")
 
 
+def is_elf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
 def needed(path):
     out = subprocess.run(["patchelf", "--print-needed", path], capture_output=True, text=True)
     return out.stdout.split() if out.returncode == 0 else []
@@ -57,28 +62,39 @@ def main():
             z.extractall(tmp)
             modes = {i.filename: i.external_attr for i in z.infolist()}
         libs_dir = next(n.split("/")[0] for n in names if n.split("/")[0].endswith(".libs"))
-        elfs = [n for n in names if ".so" in os.path.basename(n)]
-        if not sonames:
-            carried = {os.path.basename(n) for n in elfs}
-            sonames = sorted({lib for n in elfs for lib in needed(os.path.join(tmp, n))
-                              if lib not in carried and not HOST.match(lib)})
-        for soname in sonames:
-            users = [n for n in elfs if soname in needed(os.path.join(tmp, n))]
-            if not users:
-                continue
-            source = resolve(soname)
-            with open(source, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()[:8]
-            stem, ext = soname.split(".so", 1)
-            new = f"{stem}-{digest}.so{ext}"
-            arcname = f"{libs_dir}/{new}"
-            shutil.copy(source, os.path.join(tmp, arcname))
-            subprocess.run(["patchelf", "--set-soname", new, os.path.join(tmp, arcname)], check=True)
-            for user in users:
-                subprocess.run(["patchelf", "--replace-needed", soname, new, os.path.join(tmp, user)], check=True)
-            names.append(arcname)
-            modes[arcname] = 0o755 << 16
-            print(f"bundle_system_libs: {soname} -> {arcname} (for {len(users)} libraries)")
+        elfs = [n for n in names if not n.endswith("/") and is_elf(os.path.join(tmp, n))]  # modules and programs
+        explicit = bool(sonames)
+        done = set()
+        while True:
+            # Until nothing is left: a bundled library's own needs are bundled too.
+            if not explicit:
+                carried = {os.path.basename(n) for n in elfs}
+                sonames = sorted({lib for n in elfs for lib in needed(os.path.join(tmp, n))
+                                  if lib not in carried and not HOST.match(lib)} - done)
+            if not sonames:
+                break
+            for soname in sonames:
+                done.add(soname)
+                users = [n for n in elfs if soname in needed(os.path.join(tmp, n))]
+                if not users:
+                    continue
+                source = resolve(soname)
+                with open(source, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()[:8]
+                stem, ext = soname.split(".so", 1)
+                new = f"{stem}-{digest}.so{ext}"
+                arcname = f"{libs_dir}/{new}"
+                shutil.copy(source, os.path.join(tmp, arcname))
+                subprocess.run(["patchelf", "--set-soname", new, os.path.join(tmp, arcname)], check=True)
+                subprocess.run(["patchelf", "--set-rpath", "$ORIGIN", os.path.join(tmp, arcname)], check=True)
+                for user in users:
+                    subprocess.run(["patchelf", "--replace-needed", soname, new, os.path.join(tmp, user)], check=True)
+                names.append(arcname)
+                elfs.append(arcname)
+                modes[arcname] = 0o755 << 16
+                print(f"bundle_system_libs: {soname} -> {arcname} (for {len(users)} libraries)")
+            if explicit:
+                break
         record = next(n for n in names if n.endswith(".dist-info/RECORD"))
         lines = [record_line(tmp, n) for n in names if n != record and not n.endswith("/")] + [f"{record},,"]
         with open(os.path.join(tmp, record), "w") as f:

@@ -282,6 +282,10 @@ int main(int argc, char** argv) {
   (*server)->Shutdown(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
   (*server)->Wait();
   server->reset();
+  // The /metrics endpoint is left to the exit rather than stopped: civetweb's
+  // stop waits for its threads, up to seconds while a scraper holds a
+  // keep-alive connection, and it has nothing to flush.
+  (void)metrics_endpoint.release();
   LOG(INFO) << "stopped";
   return 0;
 }

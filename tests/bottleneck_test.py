@@ -164,7 +164,7 @@ def scenario(name, expected, servers, bench_args, data, netns=False, check_dashb
             prefix + [BENCH, "--servers=" + ",".join(f"127.0.0.1:{p}" for p in server_ports), "--dataset=ds",
                       f"--metrics-port={bench_metrics}", "--linger-seconds=60"] + bench_args,
             stdout=open(bench_out, "w"), stderr=open(f"{work}/bench.err", "w")))
-        bm = wait_for(bench_out, r"stoker-bench metrics on :(\d+)", 20)
+        bm = wait_for(bench_out, r"stoker-bench metrics on [\d.]+:(\d+)", 20)
         if not bm:
             record(f"{name}: bench starts", False, open(f"{work}/bench.err").read()[-2000:])
             return

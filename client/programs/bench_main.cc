@@ -111,6 +111,9 @@ ABSL_FLAG(bool, overlap_epochs, true,
 ABSL_FLAG(int, slowest, 5, "Print this many slowest batches (by inter-batch time) with their stage times");
 ABSL_FLAG(std::string, json, "", "Write the summary as JSON to this file");
 ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics HTTP port; 0 picks a free port, -1 disables");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1",
+          "Address the /metrics endpoint listens on: this host only by default; 0.0.0.0 (or a host's address) for "
+          "a Prometheus elsewhere");
 ABSL_FLAG(double, linger_seconds, 0, "Keep serving metrics this many seconds after the run");
 ABSL_FLAG(double, connect_timeout_seconds, 10, "Seconds to wait for each server to answer OpenSession");
 ABSL_FLAG(double, open_timeout_seconds, 1800,
@@ -268,13 +271,14 @@ int Run() {
   ClientMetrics metrics(*registry);
   std::unique_ptr<MetricsEndpoint> endpoint;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    auto e = MetricsEndpoint::Start("0.0.0.0", absl::GetFlag(FLAGS_metrics_port), registry);
+    const std::string metrics_host = absl::GetFlag(FLAGS_metrics_host);
+    auto e = MetricsEndpoint::Start(metrics_host, absl::GetFlag(FLAGS_metrics_port), registry);
     if (!e.ok()) {
       LOG(ERROR) << e.status();
       return 1;
     }
     endpoint = *std::move(e);
-    std::printf("stoker-bench metrics on :%d\n", endpoint->port());
+    std::printf("stoker-bench metrics on %s:%d\n", metrics_host.c_str(), endpoint->port());
     std::fflush(stdout);
   }
   std::unique_ptr<DeviceStager> stager;

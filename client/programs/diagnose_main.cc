@@ -29,10 +29,14 @@ ABSL_FLAG(int, warmup_batches, 3, "Batches left out at the start of each step");
 ABSL_FLAG(std::string, device, "auto", "auto, cuda or cpu: where batches are staged (as stoker-bench)");
 ABSL_FLAG(std::string, json, "", "Write the ladder as JSON to this file");
 ABSL_FLAG(std::string, html, "", "Write a self-contained HTML report with a bar chart to this file");
+ABSL_FLAG(int, local_workers, 0,
+          "Threads in this process that read, decode and augment (local mode, as stoker-bench's; 0: off): with no "
+          "--servers, the ladder measures this machine's own pipeline over --data-root");
 ABSL_FLAG(std::string, data_root, "",
-          "The servers' remote --data-root (s3://, http(s)://, catalog:FILE; with the storage flags below): the "
-          "ladder adds a cold cache's first epoch, timing a copy from the store to this machine (run it on a server "
-          "node to measure the servers' path)");
+          "The dataset's root: in local mode the folder (or store URL) the local workers read; with --servers, "
+          "the servers' remote --data-root (s3://, http(s)://, catalog:FILE; with the storage flags below), for "
+          "which the ladder adds a cold cache's first epoch, timing a copy from the store to this machine (run it "
+          "on a server node to measure the servers' path)");
 ABSL_FLAG(int64_t, store_probe_mb, 256,
           "Megabytes of the dataset read from --data-root's store to time it (in the servers' ranged reads, "
           "--fetch-parallel in flight; the bytes are dropped)");
@@ -105,8 +109,16 @@ int Run() {
   ClientConfig c;
   c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
   c.security = stoker::SecurityFromFlags();
-  if (c.servers.empty() || absl::GetFlag(FLAGS_dataset).empty()) {
-    std::fprintf(stderr, "stoker-diagnose: --servers and --dataset are required\n");
+  c.local_workers = absl::GetFlag(FLAGS_local_workers);
+  if (c.local_workers > 0) c.local_data_root = absl::GetFlag(FLAGS_data_root);
+  if ((c.servers.empty() && c.local_workers <= 0) || absl::GetFlag(FLAGS_dataset).empty()) {
+    std::fprintf(stderr,
+                 "stoker-diagnose: --dataset is required, and --servers or --local-workers N (local mode, with "
+                 "--data-root)\n");
+    return 2;
+  }
+  if (c.servers.empty() && c.local_data_root.empty()) {
+    std::fprintf(stderr, "stoker-diagnose: local mode (--local-workers) needs --data-root, the dataset's root\n");
     return 2;
   }
   c.session.set_dataset(absl::GetFlag(FLAGS_dataset));
@@ -134,9 +146,11 @@ int Run() {
   c.buffers = (*stager)->host_buffers();
   const absl::Duration step = absl::Milliseconds(absl::GetFlag(FLAGS_step_ms));
   const int batches = std::max(1, absl::GetFlag(FLAGS_batches)), warmup = std::max(0, absl::GetFlag(FLAGS_warmup_batches));
+  const std::string where = c.servers.empty()
+                                ? absl::StrCat(c.local_workers, " local worker(s) over ", c.local_data_root)
+                                : absl::GetFlag(FLAGS_servers);
   std::printf("stoker-diagnose: %s on %s, batch %d, step %.1f ms, device path %s, %d batches per step\n", text.c_str(),
-              absl::GetFlag(FLAGS_servers).c_str(), c.session.batch_size(), absl::GetFlag(FLAGS_step_ms),
-              (*stager)->path(), batches);
+              where.c_str(), c.session.batch_size(), absl::GetFlag(FLAGS_step_ms), (*stager)->path(), batches);
   std::fflush(stdout);
 
   // One real batch for the two client-side steps.
@@ -195,7 +209,7 @@ int Run() {
     if (*copy > 0) steps.push_back(ColdCacheStep(steps.back().images_per_second, *copy, num_samples));  // full
   }
   const LadderResult result =
-      AnalyzeLadder(std::move(steps), ServersShareCores(c.servers), 0.10, StartsWithCrop(*ops));
+      AnalyzeLadder(std::move(steps), c.servers.empty() || ServersShareCores(c.servers), 0.10, StartsWithCrop(*ops));
   std::printf("\n%s", LadderTable(result).c_str());
   std::fflush(stdout);
   if (!absl::GetFlag(FLAGS_json).empty()) std::ofstream(absl::GetFlag(FLAGS_json)) << LadderJson(result) << "\n";
@@ -212,7 +226,8 @@ int main(int argc, char** argv) {
   stoker::ParseFlags(argc, argv,
                      "Finds the input bottleneck by caching at each stage of the path.\n"
                      "Usage: stoker-diagnose --servers host:port,... --dataset NAME [--batch-size 64] [--step-ms S] "
-                     "[--data-root s3://...|https://...] [--json FILE] [--html FILE]");
+                     "[--data-root s3://...|https://...] [--json FILE] [--html FILE]\n"
+                     "       stoker-diagnose --local-workers N --data-root DIR --dataset NAME ... (local mode)");
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -120,7 +120,8 @@ else
 fi
 site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 commands=$(ls "$work/venv/bin" | grep -c '^stoker-')
-[ "$commands" -eq 7 ] && "$work/venv/bin/stoker-server" --help 2>&1 | grep -q "Stoker data server" \
+help=$("$work/venv/bin/stoker-server" --help 2>&1)  # absl's --help exits 1
+[ "$commands" -eq 7 ] && echo "$help" | grep -q "Stoker data server" \
   && ok "the venv's bin/ has 7 stoker commands; stoker-server --help runs" \
   || fail "the venv's bin/ has $commands stoker commands, or stoker-server --help failed"
 check_ldd "$(ldd "$site"/stoker/_stoker_ext*.so 2>&1)" "$site/stoker" "bookworm venv, $(basename "$site"/stoker/_stoker_ext*.so)"
