@@ -30,7 +30,9 @@ programs=$(sed -n 's/^\(stoker-[a-z]*\) = .*/\1/p' "$stage"/wheel/stoker-*.dist-
 for p in $programs; do install -m 755 "$stage/wheel/stoker/$p" "$stage/$name/bin/"; done
 for m in "$stage"/wheel/stoker/libstoker_*.so; do install -m 755 "$m" "$stage/$name/bin/"; done
 for l in "$stage"/wheel/stoker.libs/*; do install -m 644 "$l" "$stage/$name/lib/"; done
-for f in "$stage/$name"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
+# DT_RPATH (not RUNPATH, patchelf's default): it serves the libraries'
+# own needs too, as auditwheel's does in the wheel.
+for f in "$stage/$name"/bin/*; do patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$f"; done
 cat > "$stage/$name/README" <<README
 Stoker $version: the data server and its tools, with the shared libraries they
 load (lib/), for x86-64 Linux with glibc 2.34 or later (Debian 12+, Ubuntu

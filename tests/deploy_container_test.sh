@@ -11,8 +11,12 @@
 #      binaries (--build-context build=..., laid out by the same
 #      deploy/container/collect.sh), for quick iterations.
 #   4. Run: read-only root filesystem, the dataset mounted read-only, host
-#      network on 127.0.0.1 only; the image's HEALTHCHECK reports healthy, the
-#      process runs as uid 65532, and stoker-bench reads an epoch from it.
+#      network on 127.0.0.1 only, a Python transform module mounted
+#      (tests/python_transforms, --python-transforms); the image's
+#      HEALTHCHECK reports healthy, the process runs as uid 65532, and
+#      stoker-bench reads an epoch of images, one through the Python
+#      transform (the image's Python and NumPy), and epochs of audio and
+#      video (the image's media module and Debian's FFmpeg) from it.
 # Where podman or debootstrap cannot work here, step 1 still runs and the test
 # exits 77 (skipped) saying why.
 # Usage: deploy_container_test.sh REPO_ROOT BUILD_DIR
@@ -130,6 +134,14 @@ fi
 # --- 4. run -------------------------------------------------------------------
 "$build/tests/stoker-make-images" --out="$work/data/ds" --classes=4 --per-class=32 --min-side=160 --max-side=320 \
   >/dev/null 2>&1
+for c in a b; do
+  mkdir -p "$work/data/clips/$c" "$work/data/videos/$c"
+  for i in 1 2; do
+    ffmpeg -v error -y -f lavfi -i "sine=frequency=$((300 * i)):sample_rate=22050:duration=0.8" "$work/data/clips/$c/$i.wav"
+    ffmpeg -v error -y -f lavfi -i testsrc2=size=64x48:rate=25:duration=0.6 -c:v libx264 -pix_fmt yuv420p \
+      "$work/data/videos/$c/$i.mp4"
+  done
+done
 chmod -R a+rX "$work/data"
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # The image's own HEALTHCHECK asks 127.0.0.1:50051: the server listens there
@@ -145,8 +157,9 @@ else
 fi
 mport=$(free_port)
 if ! out=$(pm run -d --name "$tag" --network=host "${limits[@]}" --read-only -v "$work/data:/data:ro" \
+     -v "$root/tests/python_transforms:/transforms:ro" -e PYTHONPATH=/transforms \
      "${health[@]}" "localhost/$tag:latest" --data-root=/data --host=127.0.0.1 --port="$port" \
-     --metrics-port="$mport" 2>&1); then
+     --metrics-port="$mport" --python-transforms=stoker_test_transforms 2>&1); then
   fail "podman run" "$out"
   finish
 fi
@@ -169,6 +182,21 @@ if out=$("$build/client/stoker-bench" --servers="127.0.0.1:$port" --dataset=ds -
 else
   fail "stoker-bench against the container" "$out"
 fi
+# The image's Python with NumPy runs a mounted transform; its media module
+# and Debian's FFmpeg decode audio and video.
+for run in "ds|center_crop(64), python(stoker_test_transforms:invert)|128|an epoch through a Python transform" \
+           "clips|audio(rate=16000, seconds=0.5)|4|an epoch of audio" \
+           "videos|video_clip(frames=2), center_crop(32)|4|an epoch of video"; do
+  IFS='|' read -r ds pipeline want what <<<"$run"
+  if out=$("$build/client/stoker-bench" --servers="127.0.0.1:$port" --dataset="$ds" --pipeline="$pipeline" \
+           --batch-size=2 --epochs=1 --device=none --metrics-port=-1 --slowest=0 --json="$work/bench-$ds.json" 2>&1) \
+     && imgs=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["images"])' "$work/bench-$ds.json") \
+     && [ "$imgs" = "$want" ]; then
+    ok "stoker-bench read $what ($want samples) from the container"
+  else
+    fail "stoker-bench against the container: $what" "$out$(podman logs "$tag" 2>&1 | tail -5)"
+  fi
+done
 pm stop -t 30 "$tag" >/dev/null 2>&1
 code=$(podman inspect "$tag" --format '{{.State.ExitCode}}' 2>&1)
 [ "$code" = 0 ] && ok "podman stop (SIGTERM) ends it cleanly" || fail "exit code after stop: $code" "$(podman logs "$tag" 2>&1 | tail -5)"

@@ -13,14 +13,17 @@ mkdir -p "$out/usr/local/bin" "$out/usr/local/lib/stoker" "$out/etc/ld.so.conf.d
 for b in "${bins[@]}"; do
   install -m 755 -s "$build/$b" "$out/usr/local/bin/"
 done
-# SentencePiece's module (loaded with dlopen, so ldd does not see it): beside
-# the binaries, where stoker-server looks for it.
+# SentencePiece's and FFmpeg's modules (loaded with dlopen, so ldd does not
+# see them): beside the binaries, where stoker-server looks for them.
 modules=(dataplane/libstoker_spm.so)
+[ -f "$build/dataplane/libstoker_media.so" ] && modules+=(dataplane/libstoker_media.so)
 for m in "${modules[@]}"; do
   install -m 755 -s "$build/$m" "$out/usr/local/bin/"
 done
+# Their libraries, but not the media module's: FFmpeg and the codecs it
+# loads are the image's Debian packages (apt in the runtime stage).
 paths=()
-for b in "${bins[@]}" "${modules[@]}"; do paths+=("$build/$b"); done
+for b in "${bins[@]}" dataplane/libstoker_spm.so; do paths+=("$build/$b"); done
 "$(dirname "$0")/shared_libs.sh" "${paths[@]}" | while read -r lib; do
   cp -L "$lib" "$out/usr/local/lib/stoker/"
 done

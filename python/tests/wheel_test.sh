@@ -236,7 +236,9 @@ info=$(in_root /usr/bin/env python3 -c 'import platform, sys, torch; print(f"Pyt
 ok "trixie root: $info"
 # None of Stoker's build dependencies. (Debian's torch does bring a
 # libprotobuf.so.32 of its own, loaded in the same process as the wheel's.)
-none=$(in_root sh -c 'for l in libgrpc++.so libopencv_core.so libabsl_base.so libturbojpeg.so libjpeg.so.62 libprometheus-cpp-core.so; do
+# (FFmpeg's codecs bring libjpeg62-turbo's runtime library; the ldd checks
+# below show the wheel loading its own copy.)
+none=$(in_root sh -c 'for l in libgrpc++.so libopencv_core.so libabsl_base.so libturbojpeg.so libprometheus-cpp-core.so; do
   ldconfig -p | grep -q "$l" && echo "$l"; done; dpkg -l "*-dev" 2>/dev/null | grep "^ii" | grep -E "grpc|protobuf|opencv|absl|turbojpeg"')
 [ -z "$none" ] && ok "trixie root has none of Stoker's build dependencies (gRPC, OpenCV, Abseil, libjpeg-turbo, prometheus-cpp, their -dev packages)" \
   || fail "the trixie root has libraries Stoker links" "$none"
@@ -249,8 +251,12 @@ else
 fi
 tsite=$(in_root $t/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 check_ldd "$(in_root sh -c "ldd $tsite/stoker/_stoker_ext.abi3.so" 2>&1)" "$tsite/stoker" "trixie venv, _stoker_ext.abi3.so"
-check_ldd "$(in_root sh -c "ldd $tsite/stoker/stoker-server $tsite/stoker/libstoker_media_ffmpeg7.so" 2>&1)" "$tsite/stoker" \
-  "trixie venv, stoker-server and libstoker_media_ffmpeg7.so"
+check_ldd "$(in_root sh -c "ldd $tsite/stoker/stoker-server" 2>&1)" "$tsite/stoker" "trixie venv, stoker-server"
+# The FFmpeg 7 module: the root's FFmpeg (and its codecs) resolve, the rest is the wheel's.
+out=$(in_root sh -c "ldd $tsite/stoker/libstoker_media_ffmpeg7.so" 2>&1)
+echo "$out" | grep -q "libavformat.so.61 => /" && ! echo "$out" | grep -q "not found" \
+  && ok "trixie venv, libstoker_media_ffmpeg7.so: the root's FFmpeg 7 resolves ($(echo "$out" | grep -c '=>') libraries)" \
+  || fail "trixie venv, libstoker_media_ffmpeg7.so does not resolve" "$out"
 # A second venv for the loader; the first venv's stoker-server serves it.
 in_root python3 -m venv --system-site-packages $t/venv2 >/dev/null
 in_root $t/venv2/bin/pip install -q --disable-pip-version-check --no-index $t/wheels/"$(basename "$abi3")" >/dev/null 2>&1
