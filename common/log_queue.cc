@@ -1,5 +1,7 @@
 #include "common/log_queue.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 
 namespace stoker {
@@ -35,6 +37,10 @@ void LogQueue::Close() {
   closed_ = true;
 }
 
+namespace {
+std::atomic<LogQueue*> installed{nullptr};
+}  // namespace
+
 LogQueue& InstallProcessLogQueue(int min_severity) {
   static LogQueue* queue = [] {
     auto* q = new LogQueue();
@@ -43,10 +49,21 @@ LogQueue& InstallProcessLogQueue(int min_severity) {
     FLAGS_stderrthreshold = google::GLOG_FATAL;
     for (int s = google::GLOG_INFO; s <= google::GLOG_FATAL; ++s) google::SetLogDestination(s, "");
     google::AddLogSink(q);
+    installed.store(q);
     return q;
   }();
   FLAGS_minloglevel = min_severity;
   return *queue;
+}
+
+LogQueue* ProcessLogQueue() { return installed.load(); }
+
+void UninstallProcessLogQueue() {
+  LogQueue* q = installed.load();
+  if (q == nullptr) return;
+  google::RemoveLogSink(q);
+  FLAGS_logtostderr = true;
+  q->Close();
 }
 
 }  // namespace stoker

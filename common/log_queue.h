@@ -55,6 +55,14 @@ class LogQueue : public google::LogSink {
 // `min_severity` reaches the queue alone). Later calls set the level.
 LogQueue& InstallProcessLogQueue(int min_severity);
 
+// The installed queue (nullptr before InstallProcessLogQueue); the level is
+// left as it is.
+LogQueue* ProcessLogQueue();
+
+// At exit: closes the installed queue (Take ends) and hands glog's messages
+// back to stderr, so that what is logged later is still seen.
+void UninstallProcessLogQueue();
+
 }  // namespace stoker
 
 #endif  // STOKER_COMMON_LOG_QUEUE_H_

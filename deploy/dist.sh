@@ -18,7 +18,7 @@ set -euo pipefail
 out=$1
 version=$2
 name=stoker-$version-linux-x86_64
-wheel=$(ls "$out"/stoker-"$version"-cp*-manylinux_*_x86_64.whl 2>/dev/null | head -1)
+wheel=$(ls "$out"/stoker-"$version"-cp*-manylinux_*_x86_64.whl 2>/dev/null | head -1 || true)
 [ -n "$wheel" ] || { echo "dist: no wheel in $out (make wheel first)" >&2; exit 1; }
 command -v patchelf >/dev/null || { echo "dist: patchelf is needed (deploy/install-deps.sh installs it)" >&2; exit 1; }
 stage=$(mktemp -d)
@@ -39,8 +39,9 @@ load (lib/), for x86-64 Linux with glibc 2.34 or later (Debian 12+, Ubuntu
 22.04+, RHEL/Rocky/Alma 9+, Amazon Linux 2023). Run them by path:
   $name/bin/stoker-server --data-root=/data --port=50051 --metrics-port=9464
   $name/bin/stoker-bench --servers=127.0.0.1:50051 --dataset=train
-Each takes --help. Audio and video use the host's FFmpeg 5 or 7 libraries
-(e.g. apt install libavformat59 libavcodec59 libswscale6 libswresample4).
+Each takes --help. Audio and video use the host's FFmpeg libraries, 5.1
+(apt install libavformat59 libavcodec59 libswscale6 libswresample4: Debian 12)
+or 7.1 (libavformat61 ...: Debian 13).
 The same programs come with the Python package: pip install stoker.
 README
 tar -C "$stage" -czf "$out/$name.tar.gz" "$name"

@@ -2,10 +2,14 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dataplane/decode/image_decoder.h"
 #include "glog/logging.h"
@@ -14,17 +18,38 @@ namespace stoker {
 namespace {
 
 // The module of a build (FFmpeg of the build machine), then those the
-// packages carry, one per FFmpeg major version, newest first: each loads
-// only where the host has that FFmpeg's libraries.
-constexpr const char* kModules[] = {"libstoker_media.so", "libstoker_media_ffmpeg7.so",
-                                    "libstoker_media_ffmpeg6.so", "libstoker_media_ffmpeg5.so"};
+// packages carry, libstoker_media_ffmpeg<N>.so, one per FFmpeg major version
+// N, newest first: each loads only where the host has that FFmpeg's libraries.
+constexpr const char* kBuildModule = "libstoker_media.so";
+constexpr const char* kPackagedPrefix = "libstoker_media_ffmpeg";
 
 constexpr const char* kInstallHint =
-    "audio and video decoding needs the host's FFmpeg libraries, version 7 (libavformat61) or 5 "
-    "(libavformat59), and none could be loaded; install them, e.g. `apt install libavformat61 libavcodec61 "
-    "libswscale8 libswresample5` (Debian 13, Ubuntu 24.10+) or `apt install libavformat59 libavcodec59 "
-    "libswscale6 libswresample4` (Debian 12, Ubuntu 22.04: libavformat58 is FFmpeg 4, not supported), or "
-    "point STOKER_MEDIA_MODULE at a libstoker_media.so built against the host's FFmpeg. Tried: ";
+    "audio and video decoding needs the host's FFmpeg libraries of a major version this installation has a "
+    "module for (the packages: FFmpeg 7.1+ as libavformat61, FFmpeg 5 as libavformat59), and none could be "
+    "loaded; install one, e.g. `apt install libavformat61 libavcodec61 libswscale8 libswresample5` (Debian 13) or "
+    "`apt install libavformat59 libavcodec59 libswscale6 libswresample4` (Debian 12), or, for another FFmpeg "
+    "(Ubuntu 22.04's 4.4, 24.04's 6.1), build libstoker_media.so from the Stoker sources against it and point "
+    "STOKER_MEDIA_MODULE at it. Tried: ";
+
+// The packaged modules in `dir`, newest FFmpeg first.
+std::vector<std::filesystem::path> PackagedModules(const std::filesystem::path& dir) {
+  std::vector<std::pair<int, std::filesystem::path>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int major = 0;
+    if (absl::StartsWith(name, kPackagedPrefix) && absl::EndsWith(name, ".so") &&
+        absl::SimpleAtoi(
+            absl::string_view(name).substr(strlen(kPackagedPrefix), name.size() - strlen(kPackagedPrefix) - 3),
+            &major)) {
+      found.emplace_back(major, entry.path());
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::filesystem::path> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
 
 // Folders searched: beside the library (or program) that holds this code,
 // beside the running program.
@@ -41,11 +66,9 @@ std::vector<std::string> Candidates() {
   if (!ec && (dirs.empty() || exe.parent_path() != dirs.front())) dirs.push_back(exe.parent_path());
   for (const auto& dir : dirs) {
     bool any = false;
-    for (const char* module : kModules) {
-      const std::filesystem::path path = dir / module;
-      if (std::filesystem::exists(path, ec)) out.push_back(path.string()), any = true;
-    }
-    if (!any) out.push_back((dir / kModules[0]).string());  // named in the error: "no such file"
+    if (std::filesystem::exists(dir / kBuildModule, ec)) out.push_back((dir / kBuildModule).string()), any = true;
+    for (const auto& path : PackagedModules(dir)) out.push_back(path.string()), any = true;
+    if (!any) out.push_back((dir / kBuildModule).string());  // named in the error: "no such file"
   }
   return out;
 }

@@ -568,19 +568,25 @@ NB_MODULE(_stoker_ext, m) {
     if (!parsed.ok()) throw nb::value_error(std::string(parsed.status().message()).c_str());
     return *parsed;
   });
-  // [(severity, file, line, message)], waiting up to timeout_s with the GIL
-  // released; None once the queue is closed and empty.
+  // [(severity, file, line, message bytes)], waiting up to timeout_s with the
+  // GIL released; None once the queue is closed and empty. Bytes: a message
+  // need not be UTF-8 (a path, glog's cut at its length limit).
   m.def("take_log_records", [](double timeout_s) -> nb::object {
+    LogQueue* queue = ProcessLogQueue();
+    if (queue == nullptr) return nb::none();
     std::vector<LogRecord> records;
     bool open;
     {
       nb::gil_scoped_release release;
-      open = InstallProcessLogQueue(FLAGS_minloglevel).Take(absl::Seconds(timeout_s), &records);
+      open = queue->Take(absl::Seconds(timeout_s), &records);
     }
     if (!open) return nb::none();
     nb::list out;
-    for (const LogRecord& r : records) out.append(nb::make_tuple(r.severity, r.file, r.line, r.message));
+    for (const LogRecord& r : records) {
+      out.append(nb::make_tuple(r.severity, nb::bytes(r.file.data(), r.file.size()), r.line,
+                                nb::bytes(r.message.data(), r.message.size())));
+    }
     return out;
   });
-  m.def("close_log_queue", [] { InstallProcessLogQueue(FLAGS_minloglevel).Close(); });
+  m.def("close_log_queue", [] { UninstallProcessLogQueue(); });
 }

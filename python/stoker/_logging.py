@@ -22,32 +22,47 @@ logger = logging.getLogger("stoker")
 _LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.CRITICAL}
 _PY_TO_GLOG = {logging.DEBUG: 0, logging.INFO: 0, logging.WARNING: 1, logging.ERROR: 2, logging.CRITICAL: 3}
 _thread = None
-_handler = None
+_handler = None  # the _Fallback handler, added by set_log_level
 
 
 def _glog_level(level):
-    """glog's severity for a level: a name, glog's number (as a string), or one of logging's levels (int)."""
-    if isinstance(level, int) and level in _PY_TO_GLOG:
-        return _PY_TO_GLOG[level], level
-    if isinstance(level, int):
-        raise ValueError(f"log level {level}: expected one of logging's levels (logging.INFO, ...) or a name")
-    severity = _ext.parse_log_level(str(level))
-    return severity, (logging.DEBUG if str(level).strip().lower() == "debug" else _LEVELS[severity])
+    """(glog's severity, logging's level) for a level: a name, glog's number as text, or a logging level (int)."""
+    if isinstance(level, bool) or not isinstance(level, (int, str)):
+        raise ValueError(f"log level {level!r}: expected a name (debug, info, warning, error) or logging.INFO, ...")
+    if isinstance(level, int):  # logging's levels, by threshold (custom levels included)
+        severity = 0 if level < logging.WARNING else 1 if level < logging.ERROR else 2 if level < logging.CRITICAL else 3
+        return severity, level
+    severity = _ext.parse_log_level(level)
+    return severity, (logging.DEBUG if level.strip().lower() == "debug" else _LEVELS[severity])
+
+
+class _Fallback(logging.StreamHandler):
+    """To stderr, only while nothing else in the application handles the record (so never twice)."""
+
+    def handle(self, record):
+        parent = logger.parent
+        while parent is not None:
+            if parent.handlers:
+                return False
+            parent = parent.parent
+        if any(h is not self for h in logger.handlers):
+            return False
+        return super().handle(record)
 
 
 def set_log_level(level):
     """Sets how much the loader logs: "debug", "info", "warning" (the default), "error", or logging.INFO, ...
 
-    The C++ client's messages below it are not even formatted. When nothing in
-    the application handles the "stoker" logger, a handler to stderr is added
-    so that what was asked for is seen.
+    The C++ client's messages below it are not even formatted. Records go to
+    the handlers of the "stoker" logger and its parents; while the
+    application has none, to stderr.
     """
     global _handler
     severity, py_level = _glog_level(level)
     _ext.set_log_level(severity)
     logger.setLevel(py_level)
-    if _handler is None and not logger.hasHandlers():
-        _handler = logging.StreamHandler(sys.stderr)
+    if _handler is None:
+        _handler = _Fallback(sys.stderr)
         _handler.setFormatter(logging.Formatter("%(levelname).1s %(asctime)s %(name)s %(filename)s:%(lineno)d] "
                                                 "%(message)s"))
         logger.addHandler(_handler)
@@ -55,13 +70,26 @@ def set_log_level(level):
 
 def _pump():
     while True:
-        records = _ext.take_log_records(0.5)
+        try:
+            records = _ext.take_log_records(0.5)
+        except Exception:  # noqa: BLE001 (the interpreter is going away)
+            return
         if records is None:
             return
         for severity, filename, line, message in records:
-            level = _LEVELS.get(severity, logging.ERROR)
-            if logger.isEnabledFor(level):
-                logger.handle(logger.makeRecord(logger.name, level, filename, line, message, None, None))
+            try:
+                level = _LEVELS.get(severity, logging.ERROR)
+                if logger.isEnabledFor(level):
+                    logger.handle(logger.makeRecord(logger.name, level, filename.decode(errors="replace"), line,
+                                                    message.decode(errors="replace"), None, None))
+            except Exception:  # noqa: BLE001 (a handler's failure must not end the pump)
+                pass
+
+
+def _start_pump():
+    global _thread
+    _thread = threading.Thread(target=_pump, name="stoker-log", daemon=True)
+    _thread.start()
 
 
 def _stop():
@@ -72,7 +100,6 @@ def _stop():
 
 def start():
     """Called once on import: the level from STOKER_LOG_LEVEL (WARNING without it), the pump thread."""
-    global _thread
     env = os.environ.get("STOKER_LOG_LEVEL", "").strip()
     try:
         severity, py_level = _glog_level(env) if env else (1, logging.WARNING)
@@ -81,9 +108,10 @@ def start():
         logger.warning("STOKER_LOG_LEVEL ignored: %s", e)
     _ext.init_logging(severity)
     if env:
-        set_log_level(py_level if py_level != logging.DEBUG else "debug")
+        set_log_level(py_level)
     elif logger.level == logging.NOTSET:
         logger.setLevel(logging.WARNING)
-    _thread = threading.Thread(target=_pump, name="stoker-log", daemon=True)
-    _thread.start()
+    _start_pump()
     atexit.register(_stop)
+    # A forked child (a DataLoader worker, ...) gets a pump of its own.
+    os.register_at_fork(after_in_child=_start_pump)

@@ -7,6 +7,7 @@ stdin/stdout are the program's own. `python -m stoker NAME ...` does the same.
 """
 
 import os
+import signal
 import sys
 
 PROGRAMS = ("stoker-server", "stoker-bench", "stoker-diagnose", "stoker-materialize", "stoker-profile",
@@ -25,6 +26,11 @@ def run(name, args):
                          "`make wheel` carry the programs, `pip install ./python` from a clone does not")
     sys.stdout.flush()
     sys.stderr.flush()
+    # Python ignores SIGPIPE and SIGXFSZ, and exec keeps ignored signals: the
+    # program gets the defaults back (`stoker-storage cat ... | head` ends).
+    for sig in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, sig):
+            signal.signal(getattr(signal, sig), signal.SIG_DFL)
     os.execv(path, [name, *args])
 
 

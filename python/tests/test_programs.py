@@ -56,6 +56,13 @@ def test_the_loader_is_quiet_by_default_and_logs_through_python_logging_on_reque
     # STOKER_LOG_LEVEL=info does the same without code; without a handler of the application's, to stderr.
     _, loud = run_loader(tmp_path, "l = loader(); sum(1 for _ in l); l.close()", env_level="info")
     assert "opening dataset 'ds'" in loud and "dataset.cc" in loud, loud[-2000:]
+    # With the application's own handler (basicConfig) each record is printed once, by it.
+    _, once = run_loader(tmp_path, "logging.basicConfig(format='APP %(message)s')\n"
+                         "l = loader(); sum(1 for _ in l); l.close()", env_level="info")
+    assert once.count("opening dataset 'ds'") == 1 and "APP opening dataset 'ds'" in once, once[-2000:]
+    # logging's own levels are taken too (by threshold).
+    out, _ = run_loader(tmp_path, "stoker.set_log_level(logging.ERROR); print(logging.getLogger('stoker').level)")
+    assert out.strip() == "40"
     # A bad value is named, and the default kept.
     _, bad = run_loader(tmp_path, "l = loader(); sum(1 for _ in l); l.close()", env_level="loud")
     assert "STOKER_LOG_LEVEL ignored: log level 'loud': expected debug, info, warning, error" in bad, bad[-2000:]
@@ -103,14 +110,36 @@ def test_the_server_exits_promptly_on_sigterm_with_a_scraper_connected(tmp_path)
     assert "stopped" in log.read_text()
 
 
+def listening_address(port):
+    """The local address a TCP socket of this machine listens on at `port` (/proc/net/tcp), or None."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if int(p, 16) == port and state == "0A":  # LISTEN
+                return ".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0))
+    return None
+
+
 def test_bench_serves_metrics_on_loopback_unless_asked(tmp_path):
     make_images(tmp_path)
     for args, host in (([], "127.0.0.1"), (["--metrics-host=0.0.0.0"], "0.0.0.0")):
-        r = subprocess.run([BENCH, "--local-workers=1", f"--data-root={tmp_path}", "--dataset=ds", "--batch-size=4",
-                            "--epochs=1", "--device=none", "--metrics-port=0", *args],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert re.search(rf"stoker-bench metrics on {re.escape(host)}:\d+", r.stdout), r.stdout[:500]
+        out = tmp_path / f"bench-{host}.out"
+        proc = subprocess.Popen([BENCH, "--local-workers=1", f"--data-root={tmp_path}", "--dataset=ds",
+                                 "--batch-size=2", "--epochs=2", "--step-ms=100", "--device=none", "--metrics-port=0",
+                                 *args], stdout=open(out, "w"), stderr=subprocess.STDOUT)
+        try:
+            m = wait_for(out, rf"stoker-bench metrics on {re.escape(host)}:(\d+)", 30)
+            assert m, out.read_text()[-2000:]
+            assert listening_address(int(m.group(1))) == host
+        finally:
+            proc.kill()
+            proc.wait()
+    # An address of no interface here is refused, naming it: the flag is used.
+    r = subprocess.run([BENCH, "--local-workers=1", f"--data-root={tmp_path}", "--dataset=ds", "--epochs=1",
+                        "--device=none", "--metrics-port=0", "--metrics-host=192.0.2.1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "192.0.2.1" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_the_tools_help_shows_the_shared_tls_and_storage_flags():
