@@ -20,7 +20,6 @@ logger = logging.getLogger("stoker")
 
 # glog's severities -> logging's levels.
 _LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.CRITICAL}
-_PY_TO_GLOG = {logging.DEBUG: 0, logging.INFO: 0, logging.WARNING: 1, logging.ERROR: 2, logging.CRITICAL: 3}
 _thread = None
 _handler = None  # the _Fallback handler, added by set_log_level
 
