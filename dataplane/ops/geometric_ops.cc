@@ -391,7 +391,8 @@ const std::vector<OpEntry>& GeometricOps() {
        [](const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.pad();
          const std::array<int, 4> p = PaddingSides(Ints(o.padding()));
-         Step(geometry, GeometryStep::Crop({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]}));
+         Step(geometry,
+              GeometryStep::Pad({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]}, o.padding_mode()));
          image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
        },
        OpTargets::kMoved},
@@ -417,7 +418,8 @@ const std::vector<OpEntry>& GeometricOps() {
          const int grow_h = std::max(0, size - (image.rows + p[1] + p[3]));
          p[0] += grow_w, p[2] += grow_w, p[1] += grow_h, p[3] += grow_h;
          if (p[0] || p[1] || p[2] || p[3]) {
-           Step(geometry, GeometryStep::Crop({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]}));
+           Step(geometry, GeometryStep::Pad({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]},
+                                            o.padding_mode()));
            image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
          }
          int top = 0, left = 0;

@@ -10,10 +10,23 @@
 namespace stoker {
 namespace {
 
-// The part of `m` inside `box`, zero where the box leaves it.
-cv::Mat CropWithPadding(const cv::Mat& m, const CropBox& box) {
-  cv::Mat out = cv::Mat::zeros(box.height, box.width, m.type());
+// The part of `m` inside `box`, padded where the box leaves it: zeros, or
+// (padding_mode 1..3, with part of `m` inside the box) the edge, reflect or
+// symmetric border the image was padded with (PadImage's OpenCV borders).
+cv::Mat CropWithPadding(const cv::Mat& m, const CropBox& box, int padding_mode) {
   const cv::Rect inside = cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, m.cols, m.rows);
+  if (padding_mode != 0 && inside.area() > 0) {
+    static const int kBorders[] = {cv::BORDER_CONSTANT, cv::BORDER_REPLICATE, cv::BORDER_REFLECT_101,
+                                   cv::BORDER_REFLECT};
+    const int top = inside.y - box.top, left = inside.x - box.left;
+    const int bottom = box.top + box.height - (inside.y + inside.height);
+    const int right = box.left + box.width - (inside.x + inside.width);
+    cv::Mat out;
+    cv::copyMakeBorder(m(inside), out, top, bottom, left, right, kBorders[std::clamp(padding_mode, 0, 3)],
+                       cv::Scalar::all(0));
+    return out;
+  }
+  cv::Mat out = cv::Mat::zeros(box.height, box.width, m.type());
   if (inside.area() > 0) {
     m(inside).copyTo(out(cv::Rect(inside.x - box.left, inside.y - box.top, inside.width, inside.height)));
   }
@@ -58,7 +71,8 @@ bool ClipAndKeep(float* b, float width, float height, const TargetOptions& optio
   return !(after <= 0 || (before > 0 && after < options.min_visibility * before));
 }
 
-void Crop(const CropBox& box, bool drop_outside_centers, const TargetOptions& options, SampleTargets* t) {
+void Crop(const CropBox& box, bool drop_outside_centers, int padding_mode, const TargetOptions& options,
+          SampleTargets* t) {
   const int64_t n = t->num_boxes();
   std::vector<bool> keep(static_cast<size_t>(n), true);
   bool dropped = false;
@@ -87,8 +101,8 @@ void Crop(const CropBox& box, bool drop_outside_centers, const TargetOptions& op
       kp[2] = 0;
     }
   }
-  if (!t->mask.empty()) t->mask = CropWithPadding(t->mask, box);
-  for (cv::Mat& m : t->instance_masks) m = CropWithPadding(m, box);
+  if (!t->mask.empty()) t->mask = CropWithPadding(t->mask, box, padding_mode);
+  for (cv::Mat& m : t->instance_masks) m = CropWithPadding(m, box, padding_mode);
   if (dropped) KeepBoxes(keep, t);
 }
 
@@ -247,7 +261,7 @@ void ApplyStep(const GeometryStep& step, int in_width, int in_height, const Targ
                SampleTargets* targets) {
   switch (step.kind) {
     case GeometryStep::Kind::kCrop:
-      Crop(step.box, step.drop_outside_centers, options, targets);
+      Crop(step.box, step.drop_outside_centers, step.padding_mode, options, targets);
       break;
     case GeometryStep::Kind::kResize:
       Resize(in_width, in_height, step.width, step.height, targets);

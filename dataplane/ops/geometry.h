@@ -21,7 +21,7 @@ namespace stoker {
 // spans x in [0, W]).
 struct GeometryStep {
   enum class Kind {
-    kCrop,            // the box is the output; parts outside the input are padding (zeros)
+    kCrop,            // the box is the output; parts outside the input are padding (see `padding_mode`)
     kResize,          // scaled to width x height
     kFlipHorizontal,  // x -> W - x
     kFlipVertical,    // y -> H - y
@@ -37,8 +37,18 @@ struct GeometryStep {
   // the input position its pixel is sampled at, both in pixel-edge
   // coordinates; the targets move by its inverse.
   std::array<double, 9> inverse_map = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  // kCrop: how masks are padded where the box leaves the input, a
+  // stoker.v1.PaddingMode: 0 zeros (constant), 1 edge, 2 reflect,
+  // 3 symmetric; the image's mode, as Albumentations and torchvision v2 pad
+  // a mask (the image's fill colour is not a class: constant pads with 0).
+  int padding_mode = 0;
 
   static GeometryStep Crop(const CropBox& box) { return {Kind::kCrop, box, box.width, box.height, false}; }
+  static GeometryStep Pad(const CropBox& box, int padding_mode) {
+    GeometryStep s = Crop(box);
+    s.padding_mode = padding_mode;
+    return s;
+  }
   static GeometryStep Resize(int width, int height) { return {Kind::kResize, {}, width, height, false}; }
   static GeometryStep FlipHorizontal(int width, int height) {
     return {Kind::kFlipHorizontal, {}, width, height, false};
@@ -94,7 +104,8 @@ struct TargetOptions {
 // Boxes are clipped to each crop and scaled by each resize exactly as the
 // pixels are (the output pixel edge at u maps to the input edge at
 // u * in / out); masks are cut and resized with nearest neighbour (OpenCV's
-// INTER_NEAREST: source index floor(u * in / out)) and zero-padded; points
+// INTER_NEAREST: source index floor(u * in / out)) and padded in the step's
+// padding_mode (zeros for a plain crop); points
 // outside the output lose their visibility (0). A warp maps each box's
 // corners and takes the box around them (torchvision v2's rule), clipped to
 // the image and kept as after a crop; points follow the forward map; masks

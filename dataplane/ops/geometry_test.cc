@@ -74,6 +74,32 @@ TEST(GeometryTest, MasksAreCutPaddedResizedNearestAndFlipped) {
   EXPECT_EQ(cv::countNonZero(t.mask != t.instance_masks[0]), 0);
 }
 
+// Issue 49: a pad in edge, reflect or symmetric mode pads the masks as it
+// pads the pixels (it once padded them with zeros, class 0).
+TEST(GeometryTest, PaddedMasksFollowTheImagesPaddingMode) {
+  cv::Mat classes(3, 4, CV_8U);
+  for (int y = 0; y < 3; ++y) {
+    for (int x = 0; x < 4; ++x) classes.at<uint8_t>(y, x) = static_cast<uint8_t>(1 + 10 * y + x);
+  }
+  const int kBorders[] = {cv::BORDER_CONSTANT, cv::BORDER_REPLICATE, cv::BORDER_REFLECT_101, cv::BORDER_REFLECT};
+  for (int mode = 0; mode < 4; ++mode) {
+    SampleTargets t;
+    t.mask = classes.clone();
+    t.instance_masks.push_back(classes.clone());
+    t.boxes = {0, 0, 4, 3};
+    // Left 2, top 1, right 3, bottom 2: the box (top, left, height, width).
+    GeometryLog log{4, 3, {GeometryStep::Pad({-1, -2, 6, 9}, mode)}};
+    ASSERT_TRUE(ApplyGeometry(log, {}, &t).ok());
+    cv::Mat expected;
+    cv::copyMakeBorder(classes, expected, 1, 2, 2, 3, kBorders[mode], cv::Scalar::all(0));
+    ASSERT_EQ(t.mask.size(), cv::Size(9, 6)) << mode;
+    EXPECT_EQ(cv::countNonZero(t.mask != expected), 0) << "mode " << mode;
+    EXPECT_EQ(cv::countNonZero(t.instance_masks[0] != expected), 0) << "mode " << mode;
+    // Only the constant mode writes class 0 into the border.
+    EXPECT_EQ(static_cast<size_t>(cv::countNonZero(t.mask)) == t.mask.total(), mode != 0) << mode;
+  }
+}
+
 TEST(GeometryTest, AMaskOfAnotherSizeThanItsImageIsABadField) {
   SampleTargets t;
   t.mask = cv::Mat::zeros(4, 5, CV_8U);

@@ -287,6 +287,39 @@ def test_segmentation_masks_follow_the_pipeline_as_albumentations_moves_them(seg
         server.stop()
 
 
+@pytest.mark.parametrize("mode,border", [("edge", 1), ("reflect", 4), ("symmetric", 2), ("constant", 0)])
+def test_masks_are_padded_in_the_images_padding_mode_as_albumentations_pads_them(seg_root, tmp_path, mode, border):
+    """Issue 49: pad(padding_mode=edge|reflect|symmetric) once mirrored the pixels but
+    padded the mask with zeros (class 0). Albumentations' Pad pads a mask with the
+    image's border mode (cv2: 1 replicate, 4 reflect-101, 2 reflect)."""
+    from PIL import Image
+
+    A = _require("albumentations")
+    server = Server(seg_root, str(tmp_path), "--workers=1")
+    try:
+        loader = stoker.Loader(servers=server.address, dataset="ds", fields=["image", "mask"], batch_size=len(SIZES),
+                               pipeline=f"center_crop(48), pad(padding=1:2:5:4, padding_mode={mode}), "
+                               "center_crop(54)", device="cpu", dtype="uint8", layout="nhwc")
+        batch = next(iter(loader))
+        files = sorted(f"{i}" for i in range(len(SIZES)))
+        border_classes = 0
+        for row, index in enumerate(loader.last_batch["sample_indices"]):
+            mask = np.array(Image.open(os.path.join(seg_root, "ds", "masks", "part", files[index] + ".png")))
+            h, w = mask.shape
+            top, left = round((h - 48) / 2), round((w - 48) / 2)
+            out = A.Compose([A.Crop(x_min=left, y_min=top, x_max=left + 48, y_max=top + 48),
+                             A.Pad(padding=(1, 2, 5, 4), border_mode=border, fill=0, fill_mask=0)])(
+                                 image=np.zeros((h, w, 3), np.uint8), mask=mask)["mask"]
+            assert np.asarray(out).shape == (54, 54)
+            assert np.array_equal(batch["mask"][row].numpy(), np.asarray(out)), (mode, files[index])
+            padded = np.ones((54, 54), bool)
+            padded[2:50, 1:49] = False  # the 48 x 48 crop
+            border_classes += int(np.count_nonzero(np.asarray(out)[padded]))
+        assert (border_classes > 0) == (mode != "constant")  # mirrored classes in the border, not zeros
+    finally:
+        server.stop()
+
+
 def test_keypoints_after_crop_and_resize_equal_albumentations_and_flip_about_the_edges(coco_root, coco_server):
     """Keypoints are continuous coordinates like boxes (pixel edges): crops and resizes equal
     Albumentations'; a flip maps x to W - x, where Albumentations, counting pixel indices, maps it to
