@@ -258,11 +258,16 @@ class CocoIndexer {
 };
 
 absl::StatusOr<std::shared_ptr<const CocoSource>> CocoSource::Open(const fs::path& image_dir,
-                                                                  const fs::path& annotations,
-                                                                  int64_t max_file_bytes,
-                                                                  int64_t max_annotation_bytes,
-                                                                  const std::atomic<bool>* cancelled) {
+                                                                   const fs::path& annotations, int64_t max_file_bytes,
+                                                                   int64_t max_annotation_bytes,
+                                                                   const std::atomic<bool>* cancelled,
+                                                                   const fs::path& data_root) {
   std::error_code ec;
+  const fs::path root = fs::canonical(data_root.empty() ? image_dir : data_root, ec);
+  if (ec) {
+    return absl::NotFoundError(
+        absl::StrCat("image directory ", (data_root.empty() ? image_dir : data_root).string(), ": ", ec.message()));
+  }
   const int64_t bytes = static_cast<int64_t>(fs::file_size(annotations, ec));
   if (ec) return absl::NotFoundError(absl::StrCat("cannot read annotation file ", annotations.string()));
   if (max_annotation_bytes > 0 && bytes > max_annotation_bytes) {
@@ -275,6 +280,7 @@ absl::StatusOr<std::shared_ptr<const CocoSource>> CocoSource::Open(const fs::pat
   if (cancelled != nullptr && cancelled->load()) return absl::CancelledError("opening cancelled");
   std::shared_ptr<CocoSource> source(new CocoSource());
   source->dir_ = image_dir;
+  source->root_ = root;
   source->max_file_bytes_ = max_file_bytes;
   CocoIndexer indexer(source.get(), annotations.string());
   try {
@@ -304,7 +310,15 @@ absl::StatusOr<std::shared_ptr<const CocoSource>> CocoSource::Open(const fs::pat
 }
 
 absl::StatusOr<std::string> CocoSource::Read(int64_t index) const {
-  return ReadFileBytes(dir_ / images_[static_cast<size_t>(index)].file_name, max_file_bytes_);
+  const std::string& name = images_[static_cast<size_t>(index)].file_name;
+  const fs::path path = dir_ / name;
+  std::error_code ec;
+  const fs::path real = fs::canonical(path, ec);  // a missing file: ReadFileBytes names it
+  if (!ec && !IsUnder(real, root_)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("image file \"", name, "\" resolves outside --data-root (through a symlink)"));
+  }
+  return ReadFileBytes(ec ? path : real, max_file_bytes_);
 }
 
 absl::Status CocoSource::ReadTargets(int64_t index, const TargetNeeds& needs, SampleTargets* t) const {

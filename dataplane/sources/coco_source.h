@@ -47,12 +47,15 @@ class CocoSource final : public SampleSource {
   // category, a polygon over kMaxPolygonCoordinates) are left out or marked
   // and counted in the log. Image files are read lazily (a missing one fails
   // its sample as read_error); larger than `max_file_bytes` (0: none) fail
-  // as too_large.
+  // as too_large. An image whose path resolves (through a symlink) outside
+  // `data_root` (empty: `image_dir`) fails its sample as read_error with
+  // PERMISSION_DENIED, as the class-folder and segmentation scans skip such
+  // directories.
   static absl::StatusOr<std::shared_ptr<const CocoSource>> Open(const std::filesystem::path& image_dir,
                                                                 const std::filesystem::path& annotations,
-                                                                int64_t max_file_bytes,
-                                                                int64_t max_annotation_bytes,
-                                                                const std::atomic<bool>* cancelled = nullptr);
+                                                                int64_t max_file_bytes, int64_t max_annotation_bytes,
+                                                                const std::atomic<bool>* cancelled = nullptr,
+                                                                const std::filesystem::path& data_root = {});
 
   int64_t size() const override { return static_cast<int64_t>(images_.size()); }
   const std::vector<std::string>& class_names() const override { return class_names_; }
@@ -92,6 +95,7 @@ class CocoSource final : public SampleSource {
   friend class CocoIndexer;
 
   std::filesystem::path dir_;
+  std::filesystem::path root_;  // canonical: every image must resolve under it
   int64_t max_file_bytes_ = 0;
   std::string fingerprint_;
   std::vector<std::string> class_names_;

@@ -159,3 +159,37 @@ TEST(CocoMasksTest, CompressedRunsDecodeAndBadOnesAreNamed) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// Issue 49: a file_name was read as dir/file_name with no check that it
+// stays under the data root; a symlink (to a file, or a directory on the
+// way) escaped it. Such an image fails its sample, naming the file.
+TEST(CocoSourceConfinementTest, AnImageLinkedOutOfTheDataRootFailsItsSample) {
+  TempDir outside, root;
+  const auto secret = outside.Write("secret.jpg", testing::EncodeJpeg(testing::SyntheticImage(10, 20, 1), 90));
+  outside.Write("dir/a.jpg", testing::EncodeJpeg(testing::SyntheticImage(12, 16, 2), 90));
+  root.Write("ds/images/inside.jpg", testing::EncodeJpeg(testing::SyntheticImage(10, 20, 3), 90));
+  std::filesystem::create_symlink(secret, root.path() / "ds/images/b.jpg");
+  std::filesystem::create_symlink(outside.path() / "dir", root.path() / "ds/images/sub");
+  std::filesystem::create_symlink(root.path() / "ds/images/inside.jpg", root.path() / "ds/images/c.jpg");
+  root.Write("ds/instances.json", R"({
+    "images": [{"id": 1, "file_name": "b.jpg", "width": 20, "height": 10},
+               {"id": 2, "file_name": "sub/a.jpg", "width": 16, "height": 12},
+               {"id": 3, "file_name": "c.jpg", "width": 20, "height": 10}],
+    "categories": [{"id": 1, "name": "x"}], "annotations": []})");
+  auto source =
+      CocoSource::Open(root.path() / "ds/images", root.path() / "ds/instances.json", 0, 1 << 20, nullptr, root.path());
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (int64_t i : {0, 1}) {
+    absl::StatusOr<std::string> bytes = (*source)->Read(i);
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kPermissionDenied) << i;
+    EXPECT_NE(bytes.status().message().find("resolves outside --data-root"), std::string::npos) << bytes.status();
+    EXPECT_NE(bytes.status().message().find((*source)->Describe(i)), std::string::npos) << bytes.status();
+  }
+  EXPECT_TRUE((*source)->Read(2).ok());  // a link that stays inside is fine
+}
+
+}  // namespace
+}  // namespace stoker

@@ -266,6 +266,11 @@ void DatasetCatalog::OpenAsync(const std::string& name, Done done, absl::Duratio
     annotations_path = file->string();
   }
   if (absl::StartsWith(name, kSyntheticPrefix)) {
+    if (!annotations.empty()) {  // its "directory" would be the server's working directory
+      return done(absl::InvalidArgumentError(
+          absl::StrCat("dataset '", name, "' is synthetic and has no image files for annotations '", annotations,
+                       "'; give the directory of the images under --data-root")));
+    }
     if (!options_.allow_synthetic) {
       return done(absl::PermissionDeniedError(
           absl::StrCat("dataset '", name, "': synthetic datasets are turned off on this server (--allow-synthetic)")));
@@ -399,7 +404,8 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
   if (options_.opener) return options_.opener(name, key, &stopped_);
   if (!annotations.empty()) {
     const fs::path dir = key.substr(0, key.find('\n'));
-    auto s = CocoSource::Open(dir, annotations, options_.max_file_bytes, options_.max_annotation_bytes, &stopped_);
+    auto s = CocoSource::Open(dir, annotations, options_.max_file_bytes, options_.max_annotation_bytes, &stopped_,
+                              data_root_);
     if (!s.ok()) return s.status();
     LOG(INFO) << "dataset '" << name << "' with annotations " << annotations << ": " << (*s)->size() << " images, "
               << (*s)->class_names().size() << " categories";

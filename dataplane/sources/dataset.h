@@ -141,7 +141,8 @@ class DatasetCatalog {
   // ResolveDatasetDir and the sources' Open/Scan; PERMISSION_DENIED for a
   // synthetic name when those are not allowed.
   // `annotations` (a file under the data root) makes the dataset an
-  // annotated one (CocoSource): images and annotations opened as one source.
+  // annotated one (CocoSource): images and annotations opened as one source;
+  // INVALID_ARGUMENT with a synthetic name (it has no image directory).
   void OpenAsync(const std::string& name, Done done, absl::Duration patience = absl::InfiniteDuration(),
                  const std::string& annotations = "");
   // Waits for OpenAsync's answer (tools and tests).

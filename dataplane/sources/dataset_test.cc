@@ -65,6 +65,20 @@ TEST(DatasetTest, CatalogSharesIndexAndReportsEmptyDatasets) {
   EXPECT_EQ(catalog.Open("empty").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Issue 49: a synthetic name with annotations once read its images from the
+// server's working directory; it is refused, naming both.
+TEST(DatasetTest, ASyntheticNameWithAnnotationsIsRefused) {
+  TempDir root;
+  root.Write("instances.json", R"({"images": [], "annotations": [], "categories": []})");
+  DatasetCatalog catalog(root.path());
+  absl::Status status;
+  catalog.OpenAsync(
+      "synthetic:32x32:4", [&](SourceOrError s) { status = s.status(); }, absl::InfiniteDuration(), "instances.json");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("'synthetic:32x32:4' is synthetic"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("instances.json"), std::string::npos) << status;
+}
+
 // A remote data root: the catalog fetches a dataset's local copy on its scan
 // thread before opening it (and not for synthetic names); a name the store
 // lacks, or a failed fetch, is the open's error; the name rules still hold.
