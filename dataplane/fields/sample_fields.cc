@@ -1,6 +1,7 @@
 #include "dataplane/fields/sample_fields.h"
 
 #include <climits>
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -86,7 +87,13 @@ absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::stri
       return out;
     case v1::NUMBER: {
       if (!v->is_number()) return wrong("a number");
-      const float f = static_cast<float>(v->get<double>());
+      const double d = v->get<double>();
+      // Casting a double past float's range to float is undefined: such a value fails the sample.
+      if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) {
+        return BadField(where, absl::StrCat("JSON path '", json_path, "' holds ", d,
+                                            ", outside the range of a number field (a 32-bit float, |x| <= 3.4e38)"));
+      }
+      const float f = static_cast<float>(d);
       out.append(reinterpret_cast<const char*>(&f), sizeof(f));  // little-endian hosts
       return out;
     }

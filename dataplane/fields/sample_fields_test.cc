@@ -126,14 +126,19 @@ TEST(SampleFieldsTest, AnOversizedPaxRecordSkipsItsMemberByName) {
 }
 
 TEST(SampleFieldsTest, JsonPathsAreExtractedAndTyped) {
-  const std::string doc = R"({"a": {"score": 6.5, "n": 7, "big": 1e20}, "tags": ["x", "y"], "ids": [3, 4], "s": "hi"})";
+  const std::string doc =
+      R"({"a": {"score": 6.5, "n": 7, "big": 1e20, "huge": -1e300}, "tags": ["x", "y"], "ids": [3, 4], "s": "hi"})";
   struct Case {
     v1::FieldKind kind;
     const char* path;
     bool ok;
     std::string expected;
   } cases[] = {
-      {v1::NUMBER, "a.score", true, [] { float f = 6.5f; return std::string(reinterpret_cast<char*>(&f), 4); }()},
+      {v1::NUMBER, "a.score", true,
+       [] {
+         float f = 6.5f;
+         return std::string(reinterpret_cast<char*>(&f), 4);
+       }()},
       {v1::CLASS, "a.n", true, std::string("\x07\0\0\0", 4)},
       {v1::CLASSES, "ids", true, std::string("\x03\0\0\0\x04\0\0\0", 8)},
       {v1::TEXT, "tags.1", true, "y"},
@@ -142,6 +147,13 @@ TEST(SampleFieldsTest, JsonPathsAreExtractedAndTyped) {
       {v1::TEXT, "tags.5", false, "stops at '5'"},
       {v1::CLASS, "a.big", false, "holds number, not a 32-bit integer"},
       {v1::NUMBER, "s", false, "holds string, not a number"},
+      // Issue 49: -1e300 was cast to float (undefined behaviour); now a bad field.
+      {v1::NUMBER, "a.huge", false, "outside the range of a number field"},
+      {v1::NUMBER, "a.big", true,
+       [] {
+         float f = 1e20f;
+         return std::string(reinterpret_cast<char*>(&f), 4);
+       }()},
   };
   for (const Case& c : cases) {
     absl::StatusOr<std::string> v = ExtractJsonField(c.kind, doc, c.path, "x.json");

@@ -1,15 +1,16 @@
 #include "dataplane/sources/coco_source.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
-
-#include <xxhash.h>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/coco_masks.h"
 #include "dataplane/sources/dataset.h"
-#include "dataplane/decode/image_decoder.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 
@@ -241,6 +242,12 @@ class CocoIndexer {
     if (want == 0 || !kps.is_array() || kps.size() != want ||
         !std::all_of(kps.begin(), kps.end(), [](const json& v) { return IsNumber(v); })) {
       if (kps.is_array() && !kps.empty()) LeaveOut("keypoints: not 3 numbers per point of its category");
+      return;
+    }
+    // Casting a double past float's range is undefined: such keypoints are left out, as malformed ones are.
+    if (!std::all_of(kps.begin(), kps.end(),
+                     [](const json& v) { return std::fabs(v.get<double>()) <= std::numeric_limits<float>::max(); })) {
+      LeaveOut("keypoints: a coordinate outside a 32-bit float's range (|x| <= 3.4e38)");
       return;
     }
     ann->first_keypoint = static_cast<int64_t>(s_->keypoints_.size());

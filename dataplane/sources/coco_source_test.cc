@@ -191,5 +191,23 @@ TEST(CocoSourceConfinementTest, AnImageLinkedOutOfTheDataRootFailsItsSample) {
   EXPECT_TRUE((*source)->Read(2).ok());  // a link that stays inside is fine
 }
 
+// Issue 49: a keypoint of 1e300 was cast to float (undefined behaviour); the
+// annotation's keypoints are now left out (counted), as malformed ones are.
+TEST(CocoSourceConfinementTest, KeypointsPastFloatsRangeAreLeftOutNotCast) {
+  TempDir root;
+  root.Write("ds/images/a.jpg", testing::EncodeJpeg(testing::SyntheticImage(10, 20, 1), 90));
+  root.Write("ds/instances.json", R"({
+    "images": [{"id": 1, "file_name": "a.jpg", "width": 20, "height": 10}],
+    "categories": [{"id": 1, "name": "x", "keypoints": ["p"]}],
+    "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 4, 4], "keypoints": [1e300, 2, 2]},
+                    {"id": 2, "image_id": 1, "category_id": 1, "bbox": [2, 2, 4, 4], "keypoints": [3, 4, 2]}]})");
+  auto source = CocoSource::Open(root.path() / "ds/images", root.path() / "ds/instances.json", 0, 1 << 20);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ((*source)->left_out().count("keypoints: a coordinate outside a 32-bit float's range (|x| <= 3.4e38)"), 1u);
+  SampleTargets t;
+  ASSERT_TRUE((*source)->ReadTargets(0, {false, false, true}, &t).ok());
+  EXPECT_EQ(t.keypoints, (std::vector<float>{0, 0, 0, 3, 4, 2}));
+}
+
 }  // namespace
 }  // namespace stoker
