@@ -277,7 +277,12 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
     Attempts& a = attempts_[b];
     ++a.count;
     const bool blamed = failed_seq == -1 || failed_seq == b;
-    if (from_server && IsBatchError(status.code()) && blamed) {
+    // A server's timer (DEADLINE_EXCEEDED for the batch it names: a sample
+    // past --max-sample-seconds, a Python worker's timeout or crash) depends
+    // on its load: the batch is asked of the others, and fails once every
+    // server (up to poison_servers) gave up on it, naming the sample and limit.
+    const bool timer = from_server && status.code() == absl::StatusCode::kDeadlineExceeded && failed_seq == b;
+    if ((from_server && IsBatchError(status.code()) && blamed) || timer) {
       a.refused_by[stream.address] = status;
       if (static_cast<int>(a.refused_by.size()) >= needed) {
         Fail(absl::Status(status.code(),

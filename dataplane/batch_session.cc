@@ -1,5 +1,4 @@
 #include "dataplane/batch_session.h"
-#include "dataplane/batch_session_internal.h"
 
 #include <algorithm>
 #include <exception>
@@ -9,17 +8,19 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/await.h"
-#include "common/job_name.h"
-#include "common/rng.h"
-#include "glog/logging.h"
 #include "common/epoch_plan.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
+#include "common/job_name.h"
+#include "common/rng.h"
+#include "dataplane/batch_session_internal.h"
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/sample_fields.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/decode/image_decoder.h"
+#include "dataplane/ops/sample_watch.h"
 #include "dataplane/store_output.h"
 #include "dataplane/stored_sample.h"
+#include "glog/logging.h"
 
 namespace stoker {
 namespace batch_session_internal {
@@ -84,10 +85,9 @@ using batch_session_internal::ProcessingError;
 using batch_session_internal::ReadFailureReason;
 using batch_session_internal::Seconds;
 
-BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source,
-                           Pipeline pipeline, WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log,
-                           MemoryBudget* budget, const CoreConfig& core, std::optional<StoredFormat> store,
-                           SessionPlace place)
+BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
+                           WorkerPool* pool, ServerMetrics* metrics, FailureLog* failure_log, MemoryBudget* budget,
+                           const CoreConfig& core, std::optional<StoredFormat> store, SessionPlace place)
     : config_(std::move(config)),
       source_(std::move(source)),
       pipeline_(std::move(pipeline)),
@@ -96,6 +96,7 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       failure_log_(failure_log),
       max_pixels_(core.max_pixels),
       max_media_seconds_(core.max_media_seconds),
+      max_sample_cpu_(core.max_sample_cpu),
       max_video_frames_(core.max_video_frames),
       video_decoder_threads_(core.video_decoder_threads),
       workers_(core.workers),
@@ -117,13 +118,13 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       target_roles_(TargetRoles(value_fields_, *source_)),
       has_targets_(std::any_of(target_roles_.begin(), target_roles_.end(),
                                [](TargetRole r) { return r != TargetRole::kMember && r != TargetRole::kAudioTrack; })),
-      audio_track_field_(static_cast<int>(std::find(target_roles_.begin(), target_roles_.end(),
-                                                    TargetRole::kAudioTrack) - target_roles_.begin())),
+      audio_track_field_(static_cast<int>(
+          std::find(target_roles_.begin(), target_roles_.end(), TargetRole::kAudioTrack) - target_roles_.begin())),
       target_needs_(NeedsOf(target_roles_)),
       item_shapes_(ItemShapes(value_fields_, source_->keypoints_per_box(), pipeline_.out_height(),
                               pipeline_.out_width(), pipeline_.audio_track_shape())),
-      max_sample_field_bytes_(MaxSampleFieldBytes(value_fields_, config_, pipeline_.out_height(),
-                                                  pipeline_.out_width())) {}
+      max_sample_field_bytes_(
+          MaxSampleFieldBytes(value_fields_, config_, pipeline_.out_height(), pipeline_.out_width())) {}
 
 BatchSession::~BatchSession() {
   absl::MutexLock lock(&mu_);
@@ -258,6 +259,14 @@ int64_t BatchSession::BatchBytes(const v1::BatchRequest& request) const {
   return n * (store_ ? EstimatedStoredBytes(pipeline_) : pipeline_.sample_bytes());
 }
 
+// A batch that failed for a reason other than its data (memory, a timer):
+// the code is kept (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED: the client asks
+// another server), the message names the batch, the sample and the limit.
+absl::Status BatchSession::BatchFailure(const Job& job, int64_t index, const absl::Status& status) const {
+  return absl::Status(status.code(), absl::StrCat("batch ", job.header.batch_index(), ", sample ", index, " (",
+                                                  source_->Describe(index), "): ", status.message()));
+}
+
 void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   const absl::Time task_start = absl::Now();
   metrics_->queued_samples->Decrement();
@@ -283,18 +292,22 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
     const absl::Duration queued = absl::Now() - job->arrived;
     job->header.mutable_stage_times()->set_queue_seconds(absl::ToDoubleSeconds(queued));
   }
+  // The sample stops at the next check when the stream ends or its CPU time
+  // is spent (the replacements included: one budget for the slot).
+  const SampleWatch watch(&cancelled_, max_sample_cpu_);
   if (!cancelled_.load()) {
     const int64_t epoch = job->header.epoch(), index = job->header.sample_indices(slot);
     uint8_t* dst = store_ ? nullptr : job->Slot(slot, pipeline_.sample_bytes());
     std::vector<std::string>* fields = value_fields_.empty() ? nullptr : &job->field_values[static_cast<size_t>(slot)];
     absl::Status status = store_ ? ProduceStored(index, &job->stored[static_cast<size_t>(slot)], *job)
                                  : ProduceSample(epoch, index, dst, fields, *job);
-    if (IsOutOfMemory(status)) {  // not the sample's fault: no replacement, the batch fails
+    if (cancelled_.load()) {
+      // The stream is gone: nothing is sent, nothing is blamed.
+    } else if (IsOutOfMemory(status) || IsTimerError(status)) {
+      // Not the sample's fault (memory, or a timer that depends on load):
+      // no replacement, the batch fails and another server may make it.
       absl::MutexLock lock(&job->mu);
-      if (job->error.ok()) {
-        job->error = absl::Status(status.code(), absl::StrCat("batch ", job->header.batch_index(), ", sample ",
-                                                              index, ": ", status.message()));
-      }
+      if (job->error.ok()) job->error = BatchFailure(*job, index, status);
     } else if (!status.ok()) {
       v1::FailedSample failed;
       failed.set_sample_index(index);
@@ -306,6 +319,10 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
       if (config_.bad_sample_policy() == v1::SKIP && !store_) {
         int64_t replacement = -1;
         absl::Status replaced = Replace(epoch, index, dst, fields, *job, &replacement);
+        if (IsTimerError(replaced) || IsOutOfMemory(replaced)) {  // a replacement stopped by a timer: the batch's
+          absl::MutexLock lock(&job->mu);
+          if (job->error.ok()) job->error = BatchFailure(*job, index, replaced);
+        }
         if (replaced.ok()) {
           failed.set_replaced_by(replacement);
           job->header.set_labels(static_cast<int>(slot), source_->label(replacement));
@@ -552,10 +569,13 @@ absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, s
   const int64_t start = (*positions)[index];
   for (int64_t k = 1; k <= std::min(kMaxTries, n - 1); ++k) {
     const int64_t candidate = order[(start + k) % n];
-    if (ProduceSample(epoch, candidate, dst, fields, job).ok()) {
+    const absl::Status s = ProduceSample(epoch, candidate, dst, fields, job);
+    if (s.ok()) {
       *replacement = candidate;
       return absl::OkStatus();
     }
+    // A timer or a stop is no verdict on the candidate: the batch fails instead.
+    if (IsTimerError(s) || IsOutOfMemory(s) || cancelled_.load()) return s;
   }
   return absl::DataLossError(absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1),
                                           " after it in the epoch's order"));

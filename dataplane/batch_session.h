@@ -52,6 +52,15 @@ struct CoreConfig {
   // Threads decoding one video clip; 0: the workers shared among the clips
   // being decoded (decoder_threads.h).
   int video_decoder_threads = 0;
+  // CPU time one sample may take on its worker (decode, ops, fields; not a
+  // Python worker's own time, which --python-transform-timeout-ms bounds);
+  // past it the sample stops at the next check and its batch fails as
+  // retryable (DEADLINE_EXCEEDED), never replaced: a timer depends on load.
+  // Zero: no limit.
+  absl::Duration max_sample_cpu = absl::Seconds(60);
+  // Most ops a session's pipeline may have (at most kMaxPipelineOps); more
+  // are refused at OpenSession naming --max-pipeline-ops.
+  int max_pipeline_ops = kMaxPipelineOps;
   // Test-only: extra worker time per sample, to make a server slow.
   absl::Duration sample_delay = absl::ZeroDuration();
   // Test-only: reads throttled to this many bytes per second and worker
@@ -136,6 +145,7 @@ class BatchSession final : public StreamSession {
  private:
   struct Job;
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
+  absl::Status BatchFailure(const Job& job, int64_t index, const absl::Status& status) const;
   // Takes a made slot's field values from the budget; when they do not fit,
   // the batch fails with RESOURCE_EXHAUSTED naming --max-inflight-bytes.
   void ChargeFields(Job& job, const std::vector<std::string>& values);
@@ -202,6 +212,7 @@ class BatchSession final : public StreamSession {
   FailureLog* const failure_log_;
   const int64_t max_pixels_;
   const double max_media_seconds_;
+  const absl::Duration max_sample_cpu_;
   const int64_t max_video_frames_;
   const int video_decoder_threads_, workers_;
   const absl::Duration sample_delay_;

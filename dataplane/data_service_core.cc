@@ -198,7 +198,15 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
 
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
   std::optional<StoredFormat> store;
-  absl::StatusOr<Pipeline> pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config, user_);
+  absl::StatusOr<Pipeline> pipeline = absl::InvalidArgumentError("");
+  if (config.pipeline_size() > config_.max_pipeline_ops) {  // before anything is made of them
+    pipeline = absl::InvalidArgumentError(absl::StrCat("the pipeline has ", config.pipeline_size(),
+                                                       " ops; this server "
+                                                       "allows at most ",
+                                                       config_.max_pipeline_ops, " (--max-pipeline-ops)"));
+  } else {
+    pipeline = config.has_store() ? StorePipeline(config, &store.emplace()) : Pipeline::Create(config, user_);
+  }
   if (absl::Status job = CheckJob(config, config_.max_job_weight); pipeline.ok() && !job.ok()) pipeline = job;
   if (absl::Status fields = CheckSessionFields(config, config_.max_field_bytes); pipeline.ok() && !fields.ok()) {
     pipeline = fields;

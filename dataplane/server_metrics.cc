@@ -18,11 +18,14 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
   python_seconds = &sample_stage.Add({{"stage", "python"}}, DurationBuckets());
   auto& replaced = prometheus::BuildCounter()
                        .Name("stoker_server_python_workers_replaced_total")
-                       .Help("Python transform worker processes killed or lost and started anew, by reason: timeout "
-                             "(--python-transform-timeout-ms), crash (the process died), protocol (a reply that "
-                             "could not be read).")
+                       .Help(
+                           "Python transform worker processes killed or lost and started anew, by reason: timeout "
+                           "(--python-transform-timeout-ms), crash (the process died), protocol (a reply that "
+                           "could not be read), stopped (its sample's stream ended while the function ran).")
                        .Register(registry);
-  for (const char* reason : {"timeout", "crash", "protocol"}) python_replaced_[reason] = &replaced.Add({{"reason", reason}});
+  for (const char* reason : {"timeout", "crash", "protocol", "stopped"}) {
+    python_replaced_[reason] = &replaced.Add({{"reason", reason}});
+  }
   python_workers = &prometheus::BuildGauge()
                         .Name("stoker_server_python_workers")
                         .Help("Python transform worker processes running (--python-workers).")

@@ -59,6 +59,14 @@ ABSL_FLAG(int64_t, max_pixels, 100'000'000,
 ABSL_FLAG(double, max_media_seconds, 3600,
           "Longest audio or video stream read, in seconds, as its header announces it or as found; longer ones fail "
           "as too_large");
+ABSL_FLAG(double, max_sample_seconds, 60,
+          "CPU time one sample may take on its worker, in seconds (decoding, ops and fields; a Python transform's "
+          "own time is --python-transform-timeout-ms); past it the sample stops at the next check between ops or "
+          "strips of a kernel, and its batch fails as DEADLINE_EXCEEDED for the client to ask another server "
+          "(never replaced: a timer depends on load); 0: no limit");
+ABSL_FLAG(int, max_pipeline_ops, stoker::kMaxPipelineOps,
+          "Most ops a session's pipeline may have (1..1024); longer pipelines are refused at OpenSession with "
+          "INVALID_ARGUMENT naming this flag");
 ABSL_FLAG(int64_t, max_video_frames, 1'000'000,
           "Most frames a video stream may have (counted when it is indexed); more fail as too_large");
 ABSL_FLAG(int, video_decoder_threads, 0,
@@ -159,6 +167,15 @@ int main(int argc, char** argv) {
   }
   if (config.core.max_video_frames < 1) {
     LOG(ERROR) << "--max-video-frames must be >= 1 (got " << config.core.max_video_frames << ")";
+    return 2;
+  }
+  const double max_sample_seconds = absl::GetFlag(FLAGS_max_sample_seconds);
+  config.core.max_sample_cpu = absl::Seconds(max_sample_seconds);
+  config.core.max_pipeline_ops = absl::GetFlag(FLAGS_max_pipeline_ops);
+  if (!(max_sample_seconds >= 0) || config.core.max_pipeline_ops < 1 ||
+      config.core.max_pipeline_ops > stoker::kMaxPipelineOps) {
+    LOG(ERROR) << "--max-sample-seconds must be >= 0 (got " << max_sample_seconds << ") and --max-pipeline-ops in 1.."
+               << stoker::kMaxPipelineOps << " (got " << config.core.max_pipeline_ops << ")";
     return 2;
   }
   if (config.core.max_media_seconds <= 0) {

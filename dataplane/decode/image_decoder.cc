@@ -20,6 +20,7 @@ namespace stoker {
 namespace {
 
 constexpr char kFailurePayload[] = "stoker.decode_failure";
+constexpr char kTimerPayload[] = "stoker.timer";
 constexpr char kSupportedFormats[] = "not an image in a supported format (JPEG, PNG, WebP, BMP, PNM, TIFF)";
 constexpr int64_t kMaxSide = 1 << 20;  // OpenCV's own limit per side
 // A progressive JPEG with more scans than this is refused: each scan is a
@@ -238,6 +239,16 @@ absl::Status DecodeError(DecodeFailure failure, absl::string_view detail) {
   absl::Status status = absl::InvalidArgumentError(absl::StrCat(DecodeFailureName(failure), ": ", detail));
   status.SetPayload(kFailurePayload, absl::Cord(std::string(1, static_cast<char>(failure))));
   return status;
+}
+
+absl::Status TimerError(absl::string_view detail) {
+  absl::Status s = absl::DeadlineExceededError(detail);
+  s.SetPayload(kTimerPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsTimerError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kDeadlineExceeded && status.GetPayload(kTimerPayload).has_value();
 }
 
 DecodeFailure DecodeFailureOf(const absl::Status& status) {

@@ -39,6 +39,14 @@ const char* DecodeFailureName(DecodeFailure failure);
 absl::Status DecodeError(DecodeFailure failure, absl::string_view detail);
 DecodeFailure DecodeFailureOf(const absl::Status& status);
 
+// A failure caused by a timer (the sample's CPU time, a Python worker's
+// timeout or crash, media decoding past its wall-clock bound), which depends
+// on the server's load, not on the data: DEADLINE_EXCEEDED with a marker
+// that IsTimerError finds. Never a bad sample: the batch fails as
+// retryable (sample_watch.h, batch_session.cc). `detail` names the limit.
+absl::Status TimerError(absl::string_view detail);
+bool IsTimerError(const absl::Status& status);
+
 // Reads the dimensions from the header only. JPEG and PNG headers are parsed
 // without decoding; so are WebP, BMP, PNM and TIFF headers.
 absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes);

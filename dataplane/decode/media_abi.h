@@ -26,6 +26,7 @@ enum StokerMediaResult {
   STOKER_MEDIA_NO_MEMORY = 6,    // an allocation failed
   STOKER_MEDIA_LONGER = 7,       // not a failure: the stream is longer than StokerAudioKeep.whole_up_to
   STOKER_MEDIA_STOPPED = 8,      // a frame sink asked to stop (its own failure is the caller's to report)
+  STOKER_MEDIA_TIMEOUT = 9,      // past the wall-clock bound: depends on the load, not on the file alone
 };
 
 // What an audio decode is asked for.

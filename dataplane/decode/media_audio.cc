@@ -431,7 +431,7 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
   while (true) {
     err = av_read_frame(format, packet.get());
     if (err == AVERROR_EXIT) {
-      return Fail(STOKER_MEDIA_CORRUPT, "decoding took longer than %.0f s", request.max_wall_seconds);
+      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", request.max_wall_seconds);
     }
     if (err < 0) {
       if (held.code != STOKER_MEDIA_OK || (err != AVERROR_EOF && box.input.pos >= box.input.size)) {
@@ -461,7 +461,7 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
       return f;
     }
     if (Interrupted(&box.input)) {
-      return Fail(STOKER_MEDIA_CORRUPT, "decoding took longer than %.0f s", request.max_wall_seconds);
+      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", request.max_wall_seconds);
     }
   }
   avcodec_send_packet(decoder.get(), nullptr);  // the decoder's last frames

@@ -137,6 +137,8 @@ absl::Status MediaStatus(int result, const char* error, const char* what) {
       return DecodeError(DecodeFailure::kUnsupported, error);
     case STOKER_MEDIA_NO_MEMORY:
       return absl::ResourceExhaustedError(absl::StrCat("out of memory while ", what, ": ", error));
+    case STOKER_MEDIA_TIMEOUT:  // a timer: the batch fails as retryable, the sample is not replaced
+      return TimerError(absl::StrCat(what, ": ", error, " (the media wall-clock bound)"));
     default:
       return DecodeError(DecodeFailure::kCorrupt, error);
   }

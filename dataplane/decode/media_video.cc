@@ -96,7 +96,8 @@ Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits,
   while (true) {
     const int err = av_read_frame(v.box.format, packet.get());
     if (err == AVERROR_EOF) break;
-    if (err == AVERROR_EXIT) return Fail(STOKER_MEDIA_CORRUPT, "indexing took longer than %.0f s", limits.max_wall_seconds);
+    if (err == AVERROR_EXIT)
+      return Fail(STOKER_MEDIA_TIMEOUT, "indexing took longer than %.0f s", limits.max_wall_seconds);
     if (err < 0) {
       if (v.box.input.pos >= v.box.input.size && !pts->empty()) break;  // a cut last packet: the frames before it stand
       return Fail(STOKER_MEDIA_CORRUPT, "the container does not demux: %s", AvError(err).c_str());
@@ -117,7 +118,7 @@ Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits,
     }
     av_packet_unref(packet.get());
     if (Interrupted(&v.box.input)) {
-      return Fail(STOKER_MEDIA_CORRUPT, "indexing took longer than %.0f s", limits.max_wall_seconds);
+      return Fail(STOKER_MEDIA_TIMEOUT, "indexing took longer than %.0f s", limits.max_wall_seconds);
     }
   }
   std::sort(pts->begin(), pts->end());
@@ -231,7 +232,8 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
 
   while (next < n) {
     err = av_read_frame(v.box.format, packet.get());
-    if (err == AVERROR_EXIT) return Fail(STOKER_MEDIA_CORRUPT, "decoding took longer than %.0f s", limits.max_wall_seconds);
+    if (err == AVERROR_EXIT)
+      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", limits.max_wall_seconds);
     if (err < 0) break;  // the end (or a cut end): the decoder's last frames below
     if (packet->stream_index != v.index) {
       av_packet_unref(packet.get());
@@ -244,7 +246,7 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
     }
     if (Failure f = drain(); f.code != STOKER_MEDIA_OK) return f;
     if (Interrupted(&v.box.input)) {
-      return Fail(STOKER_MEDIA_CORRUPT, "decoding took longer than %.0f s", limits.max_wall_seconds);
+      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", limits.max_wall_seconds);
     }
   }
   if (next < n) {

@@ -4,12 +4,13 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_format.h"
 #include "dataplane/ops/op_registry.h"
+#include "dataplane/ops/sample_watch.h"
 #include "dataplane/ops/simd.h"
 #include "dataplane/ops/transforms.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 
@@ -137,9 +138,20 @@ void GaussianBlur(cv::Mat& image, int kernel_size, double sigma) {
     total += v;
   }
   kernel /= total;
-  cv::Mat f, blurred;
+  cv::Mat f;
   image.convertTo(f, CV_32FC3);
-  cv::sepFilter2D(f, blurred, CV_32F, kernel, kernel.t(), cv::Point(-1, -1), 0, cv::BORDER_REFLECT_101);
+  // In strips of rows, so that a stopped sample (SampleWatch) stops within
+  // one: a strip is a view of `f`, and OpenCV takes the rows beyond it from
+  // the whole image (its border only at the image's own edges), so the
+  // result equals one call over the image.
+  const int strip = std::max(1, static_cast<int>((int64_t{1} << 21) / std::max(1, image.cols)));
+  cv::Mat blurred(f.size(), CV_32FC3);
+  for (int y0 = 0; y0 < image.rows; y0 += strip) {
+    if (SampleWatch::ShouldStop()) return;  // the pipeline reports why after the op
+    const cv::Rect rows(0, y0, image.cols, std::min(strip, image.rows - y0));
+    cv::Mat out = blurred(rows);
+    cv::sepFilter2D(f(rows), out, CV_32F, kernel, kernel.t(), cv::Point(-1, -1), 0, cv::BORDER_REFLECT_101);
+  }
   for (int y = 0; y < image.rows; ++y) {
     const float* s = blurred.ptr<float>(y);
     uint8_t* d = image.ptr<uint8_t>(y);

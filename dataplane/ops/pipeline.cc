@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,9 +13,9 @@
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/python_stage.h"
 #include "dataplane/ops/resample.h"
+#include "dataplane/ops/sample_watch.h"
 #include "dataplane/ops/transforms.h"
 #include "dataplane/sources/dataset.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 
@@ -368,6 +369,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
     std::copy(std_, std_ + 3, context.std);
   }
   for (size_t i = first_op; i < ops_.size(); ++i) {
+    if (absl::Status s = SampleWatch::Check(); !s.ok()) return s;  // a cancelled stream, a sample past its CPU time
     const v1::Op& op = ops_[i];
     switch (op.op_case()) {
       case v1::Op::kPython:
@@ -386,6 +388,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         break;
     }
   }
+  if (absl::Status s = SampleWatch::Check(); !s.ok()) return s;  // a kernel that stopped early left no result
   return image;
 }
 

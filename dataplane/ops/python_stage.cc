@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/sample_fields.h"
+#include "dataplane/ops/sample_watch.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 
@@ -47,17 +48,22 @@ bool WriteAll(int fd, const std::string& data) {
   return true;
 }
 
-enum class ReadResult { kOk, kTimeout, kClosed };
+enum class ReadResult { kOk, kTimeout, kClosed, kStopped };
 
-// Reads exactly n bytes before `deadline`.
+// Reads exactly n bytes before `deadline`; kStopped as soon as the sample
+// must stop (SampleWatch: its stream ended), looked at every 100 ms.
 ReadResult ReadExact(int fd, char* out, size_t n, absl::Time deadline) {
   size_t done = 0;
   while (done < n) {
     const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (SampleWatch::ShouldStop()) return ReadResult::kStopped;
     pollfd p{fd, POLLIN, 0};
-    const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+    const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 100)));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) return ReadResult::kTimeout;
+    if (ready == 0) {
+      if (ms <= 100) return ReadResult::kTimeout;
+      continue;
+    }
     const ssize_t got = read(fd, out + done, n - done);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return ReadResult::kClosed;
@@ -255,6 +261,10 @@ absl::Status PythonStage::Spawn(Worker& w) {
   nlohmann::json ready;
   std::string problem;
   const ReadResult r = ReadMessage(w.from_child, absl::Now() + config_.start_timeout, &ready, &problem);
+  if (r == ReadResult::kStopped) {  // started for a sample whose stream ended
+    Stop(w);
+    return SampleWatch::Check();
+  }
   if (r != ReadResult::kOk || !BoolField(ready, "ready")) {
     std::string why = r == ReadResult::kTimeout ? absl::StrCat("did not import its modules within ",
                                                                absl::FormatDuration(config_.start_timeout))
@@ -448,13 +458,22 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
     problem = "a reply to another request";
     r = ReadResult::kClosed;
   }
+  if (r == ReadResult::kStopped) {  // the function still runs: its process cannot be asked again
+    Stop(w);
+    if (metrics_) metrics_->PythonReplaced("stopped").Increment();
+    return SampleWatch::Check();
+  }
+  // A timeout or a crash depends on the load of the server (and on memory),
+  // not on the sample alone: TimerError fails the batch as retryable instead
+  // of replacing the sample (issue 49).
   if (r == ReadResult::kTimeout) {
     Stop(w);
     if (metrics_) metrics_->PythonReplaced("timeout").Increment();
     LOG(WARNING) << "python(" << op.function() << ") ran past " << absl::FormatDuration(config_.timeout)
                  << "; its worker process was killed and will be replaced";
-    return Failure(op, absl::StrCat("timed out after ", absl::ToInt64Milliseconds(config_.timeout),
-                                    " ms (--python-transform-timeout-ms); the worker process was replaced"));
+    return TimerError(absl::StrCat("python(", op.function(), ") timed out after ",
+                                   absl::ToInt64Milliseconds(config_.timeout),
+                                   " ms (--python-transform-timeout-ms); the worker process was replaced"));
   }
   if (r == ReadResult::kClosed) {
     const bool protocol = !problem.empty();
@@ -464,8 +483,10 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
     if (metrics_) metrics_->PythonReplaced(protocol ? "protocol" : "crash").Increment();
     LOG(WARNING) << "python(" << op.function() << "): worker process " << (protocol ? problem : how)
                  << "; it will be replaced";
-    return Failure(op, absl::StrCat("crashed its worker process (", protocol ? problem : how,
-                                    "); the process was replaced"));
+    const std::string what =
+        absl::StrCat("crashed its worker process (", protocol ? problem : how, "); the process was replaced");
+    // A protocol breach is the function's doing (it wrote to the socket): the sample's.
+    return protocol ? Failure(op, what) : TimerError(absl::StrCat("python(", op.function(), ") ", what));
   }
   if (!BoolField(reply, "ok")) return Failure(op, StringField(reply, "error", "failed"));
   // The reply is checked as untrusted: the image must lie inside the region.
