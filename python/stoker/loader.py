@@ -292,6 +292,7 @@ class Loader:
         self._last = None
         self._python_seconds = 0.0  # time inside __next__, C++ included
         self._batches = 0
+        self._failed = self._replaced = 0  # samples the servers could not make, and of those replaced
 
     # -- what DataLoader users expect ------------------------------------
     @property
@@ -353,6 +354,9 @@ class Loader:
             values = info.pop("fields", None)
             self._last = (indices, info)
             self._batches += 1
+            failures = info.get("failures", ())
+            self._failed += len(failures)
+            self._replaced += sum(1 for _, _, by in failures if by >= 0)
             out = (images, labels) if not self._fields else self._field_dict(images, values or {})
             self._python_seconds += time.perf_counter() - t0
             yield out
@@ -471,9 +475,19 @@ class Loader:
     # -- what happened -------------------------------------------------------
     @property
     def last_batch(self):
-        """The latest yielded batch's identity: epoch, batch index, sample
-        indices, server, failed samples (and, when there are any, failures:
-        (sample index, reason, replaced by or -1) each), receive time in ms."""
+        """The latest yielded batch's identity, a dict (None before the first):
+
+        - ``epoch``, ``batch``: the batch's epoch and index in it;
+        - ``sample_indices``: the dataset index of each row (a replaced
+          sample's row holds its replacement's index);
+        - ``server``: the address that made it;
+        - ``failed_samples``: how many of its samples failed on the server;
+        - ``failures`` (only when there are any): one ``(sample index,
+          reason, replaced by or -1)`` per failed sample, as the server said
+          (``bad_sample_policy="skip"`` replaces a bad sample by the next
+          one of the epoch's order); ``stats()`` counts them over the run;
+        - ``receive_ms``: how long its bytes took to arrive;
+        - ``fields`` is popped into the batch dict when ``fields`` is set."""
         if self._last is None:
             return None
         indices, info = self._last
@@ -481,8 +495,14 @@ class Loader:
 
     def stats(self):
         """Throughput, starved %, the bottleneck verdict and its figures since
-        the first batch, and this package's own time per batch."""
+        the first batch, and this package's own time per batch;
+        ``failed_samples`` (samples of the yielded batches that failed on a
+        server) and ``replaced_samples`` (of those, replaced by another
+        sample under ``bad_sample_policy="skip"``) over the loader's life:
+        a replaced sample otherwise shows only in ``last_batch``."""
         s = self._client.stats()
+        s["failed_samples"] = self._failed
+        s["replaced_samples"] = self._replaced
         s["python_overhead_us_per_batch"] = (
             1e6 * max(0.0, self._python_seconds - s["next_seconds"]) / self._batches if self._batches else 0.0)
         s["framework"] = self._framework.name

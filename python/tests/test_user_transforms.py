@@ -196,9 +196,13 @@ def test_a_function_that_fails_fails_its_sample_with_a_reason(start_server, func
 
 def test_under_skip_failed_samples_are_replaced_and_listed(start_server):
     server = python_server(start_server, "--workers=2", "--python-workers=2")
-    got, infos = epoch(loader(server.address, f"{PLAIN}, python({MODULE}:raises_sometimes, p=0.2)"))
+    l = loader(server.address, f"{PLAIN}, python({MODULE}:raises_sometimes, p=0.2)")
+    assert l.stats()["failed_samples"] == 0
+    got, infos = epoch(l)
     failures = [f for info in infos for f in info.get("failures", [])]
     assert 3 <= len(failures) <= 30, failures
+    # Issue 49: stats() counts them, not only last_batch (which shows the latest batch's).
+    assert l.stats()["failed_samples"] == len(failures) == l.stats()["replaced_samples"]
     for index, why, replaced_by in failures:
         assert "python(stoker_test_transforms:raises_sometimes) raised RuntimeError: unlucky draw" in why
         assert replaced_by >= 0 and replaced_by != index
