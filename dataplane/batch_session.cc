@@ -473,6 +473,7 @@ absl::Status BatchSession::Guarded(int64_t index, const std::function<absl::Stat
 }
 
 absl::Status BatchSession::Failed(int64_t index, const absl::Status& status, const std::string& reason) {
+  if (cancelled_.load()) return status;  // stopped with its stream (SampleWatch): no verdict on the sample
   metrics_->SamplesFailed(reason).Increment();
   const std::string where = source_->Describe(index);
   if (failure_log_->FirstTime(where)) {

@@ -1,5 +1,6 @@
 #include "dataplane/ops/python_stage.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,8 +13,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/decode/image_decoder.h"
@@ -50,13 +55,19 @@ bool WriteAll(int fd, const std::string& data) {
 
 enum class ReadResult { kOk, kTimeout, kClosed, kStopped };
 
-// Reads exactly n bytes before `deadline`; kStopped as soon as the sample
-// must stop (SampleWatch: its stream ended), looked at every 100 ms.
+// A sample that must stop (its stream ended) still waits this long for its
+// reply: a function that is about to return keeps its process.
+constexpr absl::Duration kStopGrace = absl::Milliseconds(500);
+
+// Reads exactly n bytes before `deadline`; kStopped when the sample must stop
+// (SampleWatch, looked at every 100 ms) and kStopGrace has passed since.
 ReadResult ReadExact(int fd, char* out, size_t n, absl::Time deadline) {
   size_t done = 0;
+  absl::Time stop_at = absl::InfiniteFuture();
   while (done < n) {
     const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
-    if (SampleWatch::ShouldStop()) return ReadResult::kStopped;
+    if (stop_at == absl::InfiniteFuture() && SampleWatch::ShouldStop()) stop_at = absl::Now() + kStopGrace;
+    if (absl::Now() >= stop_at) return ReadResult::kStopped;
     pollfd p{fd, POLLIN, 0};
     const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 100)));
     if (ready < 0 && errno == EINTR) continue;
@@ -139,6 +150,37 @@ const char* FieldDtype(v1::FieldKind kind) {
 
 absl::Status Failure(const v1::PythonTransform& op, const std::string& what) {
   return DecodeError(DecodeFailure::kTransform, absl::StrCat("python(", op.function(), ") ", what));
+}
+
+constexpr char kTokenVariable[] = "STOKER_PYTHON_WORKER";
+
+// Kills every process of this user whose environment holds
+// STOKER_PYTHON_WORKER=token: what a worker started, wherever it was
+// re-parented (a transform's fork, a setsid daemon). A few passes, for
+// processes started while the last one looked.
+void KillTokenHolders(const std::string& token) {
+  const std::string needle = absl::StrCat(kTokenVariable, "=", token, std::string(1, '\0'));
+  const pid_t self = getpid();
+  for (int pass = 0; pass < 4; ++pass) {
+    int killed = 0;
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr) return;
+    while (const dirent* e = readdir(proc)) {
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name, &end, 10);
+      if (pid <= 1 || *end != '\0' || pid == self) continue;
+      std::ifstream in(absl::StrCat("/proc/", e->d_name, "/environ"), std::ios::binary);
+      if (!in) continue;  // gone, or another user's
+      const std::string environment((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (absl::StartsWith(environment, needle) || absl::StrContains(environment, std::string(1, '\0') + needle)) {
+        kill(static_cast<pid_t>(pid), SIGKILL);
+        ++killed;
+      }
+    }
+    closedir(proc);
+    if (killed == 0) return;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 }
 
 }  // namespace
@@ -243,8 +285,18 @@ absl::Status PythonStage::Spawn(Worker& w) {
   // flight; they end when the server closes their socket.
   posix_spawnattr_setpgroup(&attributes, 0);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  // The server's environment and the worker's token, which its children inherit.
+  static std::atomic<uint64_t> spawns{0};
+  w.token = absl::StrCat(getpid(), ".", ++spawns, ".", absl::ToUnixNanos(absl::Now()));
+  const std::string token_entry = absl::StrCat(kTokenVariable, "=", w.token);
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, absl::StrCat(kTokenVariable, "="))) env.push_back(*e);
+  }
+  env.push_back(const_cast<char*>(token_entry.c_str()));
+  env.push_back(nullptr);
   pid_t pid = -1;
-  const int spawned = posix_spawnp(&pid, config_.executable.c_str(), &actions, &attributes, argv.data(), environ);
+  const int spawned = posix_spawnp(&pid, config_.executable.c_str(), &actions, &attributes, argv.data(), env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(shm_high);
@@ -310,9 +362,13 @@ std::string PythonStage::Reap(Worker& w) {
 void PythonStage::Stop(Worker& w) {
   if (w.to_child >= 0) close(w.to_child);
   if (w.pid > 0) {
-    kill(w.pid.load(), SIGKILL);
+    const pid_t pid = w.pid.load();
+    kill(-pid, SIGKILL);  // its process group: the worker and the children that stayed in it
+    kill(pid, SIGKILL);
     Reap(w);
   }
+  if (!w.token.empty()) KillTokenHolders(w.token);  // children that left the group (setsid), orphans
+  w.token.clear();
   if (w.from_child >= 0) close(w.from_child);
   w.to_child = w.from_child = -1;
 }

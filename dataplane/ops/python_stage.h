@@ -83,12 +83,18 @@ class PythonStage {
     std::atomic<pid_t> pid{-1};  // -1: not running (started on its next use); read by Pids()
     int to_child = -1, from_child = -1;
     uint64_t calls = 0;  // requests sent; each reply echoes its request's number
+    // STOKER_PYTHON_WORKER=<token> in the process's environment, inherited
+    // by everything it starts (also through setsid or a double fork): Stop
+    // finds and kills them by it.
+    std::string token;
   };
   PythonStage(PythonStageConfig config, ServerMetrics* metrics);
   // Starts w's process and waits for its ready line; fills functions_ from
   // the first one.
   absl::Status Spawn(Worker& w);
-  // Kills and reaps w's process (if any) and closes its pipes.
+  // Kills and reaps w's process (if any) and everything it started (its
+  // process group, then every process holding its token), and closes its
+  // pipes.
   void Stop(Worker& w);
   // Why w's process ended, once it has ("killed by signal 9").
   std::string Reap(Worker& w);

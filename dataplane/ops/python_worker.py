@@ -162,6 +162,23 @@ def _public(module):
                   if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__)
 
 
+def _reap_children(*_):
+    """Reaps the children a transform started that have ended (a fork that
+    exited), so that none is left <defunct>: once after each call and, while
+    the worker waits for the next request, on SIGCHLD. During a call SIGCHLD
+    has its default action, so a transform's own waits (subprocess.run) see
+    their children's statuses; a transform that wants a child's status waits
+    for it before it returns. The server kills what is still running when
+    this worker stops (its process group and the STOKER_PYTHON_WORKER token)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main():
     # The server (or the training process, in local mode) decides when its
     # workers stop: they stop when it closes their socket, not on a signal
@@ -191,7 +208,10 @@ def main():
         return 1
     _send(replies, {"ready": True, "functions": catalog, "pid": os.getpid()})
     while True:
+        signal.signal(signal.SIGCHLD, _reap_children)
+        _reap_children()
         request = _receive(requests)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if request is None:  # the server closed the pipe: it stopped
             return 0
         try:

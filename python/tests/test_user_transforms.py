@@ -283,3 +283,53 @@ def test_refusals_name_what_is_wrong(start_server, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "cannot import no_such_module_here: ModuleNotFoundError" in r.stderr
+
+
+def _alive(pid):
+    """Running (a zombie re-parented to a PID 1 that does not reap counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _zombie_children(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def test_no_process_a_transform_started_outlives_its_worker_or_the_server(start_server, tmp_path):
+    """Issue 49: a transform's children (in its group, or gone with setsid) once outlived a
+    SIGTERM of the server, holding the shared memory and the worker's socket; children that
+    exited stayed <defunct>. A replaced worker and a stopped server take them all along."""
+    record = tmp_path / "children.txt"
+    server = python_server(start_server, "--workers=2", "--python-workers=2", "--python-transform-timeout-ms=1500")
+    workers = pids_of(server.address)
+    l = loader(server.address, f"{PLAIN}, python({MODULE}:spawns, record='{record}', detach=1)", batch_size=4)
+    epoch(l)  # the loader stays open: its stream's end would replace a worker still in a call
+    children = [int(p) for p in record.read_text().split()]
+    assert len(children) >= 3 * 64 and len(children) % 3 == 0  # sleeper, setsid sleeper, exited: per call
+    time.sleep(0.2)
+    assert not any(_zombie_children(w) for w in workers), "a child that exited is left <defunct>"
+    running = [p for p in children if _alive(p)]
+    assert len(running) >= 2 * 60  # the sleepers are running while their worker lives
+    del l
+    # A worker replaced after a timeout takes its children along.
+    with pytest.raises(stoker.DeadlineExceeded):
+        epoch(loader(server.address, f"{PLAIN}, python({MODULE}:sleeps, seconds=30)", batch_size=2))
+    server.stop()
+    assert server.proc.returncode == 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in children):
+        time.sleep(0.05)
+    assert [p for p in children if _alive(p)] == []

@@ -83,6 +83,31 @@ def pid(sample, rng):
     return sample
 
 
+def spawns(sample, rng, record="", detach=0):
+    """Starts children that outlive the call (issue 49): one that sleeps, one
+    (detach=1) that leaves the process group with setsid and sleeps, and one
+    that exits at once (it must not stay <defunct>); their ids are appended
+    to `record`."""
+    pids = []
+    for kind in ("sleep", "setsid", "exit"):
+        if kind == "setsid" and not detach:
+            continue
+        child = os.fork()
+        if child == 0:
+            try:
+                if kind == "setsid":
+                    os.setsid()
+                if kind != "exit":
+                    time.sleep(600)
+            finally:
+                os._exit(0)
+        pids.append(child)
+    if record:
+        with open(record, "a") as f:
+            f.write(" ".join(str(p) for p in pids) + "\n")
+    return sample
+
+
 def caption_upper(sample, rng):
     """Changes the value fields: the caption (uint8 UTF-8) upper-cased, the class (int32) plus 100."""
     sample["caption"] = bytes(sample["caption"]).decode().upper()
