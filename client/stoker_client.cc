@@ -7,16 +7,19 @@
 #include <cstdlib>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "client/epoch_run.h"
 #include "client/fanout.h"
 #include "common/epoch_plan.h"
-#include "common/job_name.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "dataplane/ops/pipeline_text.h"
+#include "common/job_name.h"
 #include "common/stream_trailers.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "glog/logging.h"
 
 namespace stoker {
@@ -41,6 +44,84 @@ std::string DefaultJobName() {
   }
   return name.substr(0, kMaxJobNameLength);
 }
+
+namespace {
+
+// How long the other servers may still answer once one has (then they join
+// later), and how long Connect asks again when every server refuses.
+constexpr absl::Duration kConnectGrace = absl::Milliseconds(300);
+constexpr absl::Duration kRefusedPatience = absl::Seconds(1);
+
+// One OpenSession call of Connect's rounds.
+struct OpenCall {
+  std::unique_ptr<v1::DataService::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> context;
+  v1::OpenSessionResponse response;
+  grpc::Status status;
+  bool opening = false;    // the server answered that it is still scanning
+  bool copying = false;    // ... still copying the dataset from its remote store
+  bool cut_short = false;  // cancelled here: another server had answered (not an answer)
+  bool refused = false;    // a round found nothing listening (later rounds may say it otherwise)
+};
+
+// The server answered (a session, or a refusal that asking again will not change).
+bool Answered(const OpenCall& call) {
+  const grpc::StatusCode code = call.status.error_code();
+  return !call.cut_short && code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+// Nothing listens at the address: the connection was refused (gRPC says so
+// in its message, at once, when the call does not wait for the channel; a
+// later call on the same channel may name its backoff instead).
+bool Refused(OpenCall& call) {
+  if (call.status.error_code() != grpc::StatusCode::UNAVAILABLE || call.opening) return false;
+  if (absl::StrContains(absl::AsciiStrToLower(call.status.error_message()), "connection refused")) call.refused = true;
+  return call.refused;
+}
+
+// Calls OpenSession on calls[i] for each i in `ask`, one thread each, and
+// returns when all have ended, or `grace` after the first server answered
+// with a session: the calls still waiting (a server that drops packets, one
+// still starting) are then cancelled and marked cut_short, to join later as
+// servers that were not answering (issue 49: a dead address no longer holds
+// up the first batch for rpc_timeout).
+void AskRound(std::vector<OpenCall>& calls, const std::vector<size_t>& ask, const v1::OpenSessionRequest& request,
+              absl::Duration grace) {
+  absl::Mutex mu;
+  size_t ended = 0;
+  absl::Time first_session = absl::InfiniteFuture();
+  std::vector<std::thread> threads;
+  for (size_t i : ask) {
+    OpenCall& call = calls[i];
+    call.cut_short = false;
+    threads.emplace_back([&call, &request, &mu, &ended, &first_session] {
+      call.status = call.stub->OpenSession(call.context.get(), request, &call.response);
+      const auto& trailers = call.context->GetServerTrailingMetadata();
+      const auto opening = trailers.find(kDatasetOpeningTrailer);
+      call.opening = call.status.error_code() == grpc::StatusCode::UNAVAILABLE && opening != trailers.end();
+      call.copying = call.opening && opening->second == kDatasetCopyingFromStore;
+      absl::MutexLock lock(&mu);
+      ++ended;
+      if (call.status.ok()) first_session = std::min(first_session, absl::Now());
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    while (ended < ask.size() && absl::Now() < first_session + grace) {
+      const size_t seen = ended;
+      auto changed = [&ended, seen] { return ended != seen; };
+      mu.AwaitWithTimeout(absl::Condition(&changed), std::min(absl::Milliseconds(50), grace));
+    }
+  }
+  for (size_t i : ask) calls[i].context->TryCancel();  // a call that ended is not affected
+  for (std::thread& t : threads) t.join();
+  for (size_t i : ask) {
+    OpenCall& call = calls[i];
+    if (call.status.error_code() == grpc::StatusCode::CANCELLED) call.cut_short = true;
+  }
+}
+
+}  // namespace
 
 StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics), meter_(std::make_unique<BottleneckMeter>(metrics)) {}
@@ -112,21 +193,14 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
       addresses.resize(ask);
     }
   }
-  struct Call {
-    std::unique_ptr<v1::DataService::Stub> stub;
-    std::unique_ptr<grpc::ClientContext> context;
-    v1::OpenSessionResponse response;
-    grpc::Status status;
-    bool opening = false;  // the server answered that it is still scanning
-    bool copying = false;  // ... still copying the dataset from its remote store
-  };
-  std::vector<Call> calls(addresses.size());
+  std::vector<OpenCall> calls(addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) {
     calls[i].stub = v1::DataService::NewStub(client->servers_->Channel(addresses[i]));
   }
   v1::OpenSessionRequest request;
   *request.mutable_config() = c.session;
-  const absl::Time give_up = absl::Now() + c.open_timeout;
+  const absl::Time started = absl::Now();
+  const absl::Time give_up = started + c.open_timeout;
   absl::Duration backoff = absl::Milliseconds(20);
   absl::Time last_log = absl::InfinitePast();
   std::vector<size_t> ask(addresses.size());
@@ -136,32 +210,32 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     // One plain thread per server, each a blocking OpenSession call. (The batch
     // streams use the callback API; measured against the former sync reader
     // threads it gives 0.93x the goodput over loopback: see the issue-11 note.)
-    std::vector<std::thread> threads;
+    // The calls do not wait for a channel to become ready: a refused
+    // connection is an answer at once; a server that is still starting is
+    // asked again below, and any server not answering joins later.
     for (size_t i : ask) {
-      Call& call = calls[i];
-      call.context = std::make_unique<grpc::ClientContext>();
-      call.context->set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
-      call.context->set_wait_for_ready(true);  // ride out a server that is still starting
-      client->servers_->Authorize(call.context.get());
-      threads.emplace_back([&call, &request] {
-        call.status = call.stub->OpenSession(call.context.get(), request, &call.response);
-        const auto& trailers = call.context->GetServerTrailingMetadata();
-        const auto opening = trailers.find(kDatasetOpeningTrailer);
-        call.opening = call.status.error_code() == grpc::StatusCode::UNAVAILABLE && opening != trailers.end();
-        call.copying = call.opening && opening->second == kDatasetCopyingFromStore;
-      });
+      calls[i].context = std::make_unique<grpc::ClientContext>();
+      calls[i].context->set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
+      client->servers_->Authorize(calls[i].context.get());
     }
-    for (std::thread& t : threads) t.join();
-    std::vector<size_t> opening;
+    AskRound(calls, ask, request, kConnectGrace);
+    std::vector<size_t> opening, refused;
     bool answered = false, copying = false;
     for (size_t i : ask) {
-      const grpc::StatusCode code = calls[i].status.error_code();
       if (calls[i].opening) opening.push_back(i);
+      if (Refused(calls[i])) refused.push_back(i);
       copying = copying || calls[i].copying;
-      // An answer, or a refusal that asking again will not change.
-      if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED) answered = true;
+      answered = answered || Answered(calls[i]);
     }
-    if (answered || opening.empty()) break;
+    if (answered) break;
+    // Every server refused the connection: asked again for a moment (a
+    // server starting in the same second), then named as refused.
+    if (opening.empty() && refused.size() == ask.size() && absl::Now() + backoff < started + kRefusedPatience) {
+      absl::SleepFor(backoff);
+      backoff = std::min(2 * backoff, absl::Milliseconds(200));
+      continue;
+    }
+    if (opening.empty()) break;
     if (absl::Now() + backoff > give_up) {
       return absl::DeadlineExceededError(absl::StrCat(
           "dataset '", c.session.dataset(), "' was still being opened after ", absl::FormatDuration(c.open_timeout),
@@ -180,12 +254,14 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     backoff = std::min(2 * backoff, absl::Seconds(1));
     ask = std::move(opening);  // servers that did not answer at all have had their rpc_timeout
   }
-  std::vector<std::string> unreachable;
+  std::vector<std::string> unreachable, refused;
   for (size_t i = 0; i < calls.size(); ++i) {
-    const Call& call = calls[i];
+    OpenCall& call = calls[i];
     const grpc::StatusCode code = call.status.error_code();
-    if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      unreachable.push_back(absl::StrCat(addresses[i], " (", call.status.error_message(), ")"));
+    if (!Answered(call)) {
+      if (Refused(call)) refused.push_back(addresses[i]);
+      unreachable.push_back(
+          absl::StrCat(addresses[i], " (", call.cut_short ? "not answering yet" : call.status.error_message(), ")"));
       continue;
     }
     if (!call.status.ok()) {
@@ -209,6 +285,11 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
           " bytes (", client->dataset_.dataset_fingerprint(), "), ", addresses[i], " has ", r.num_samples(), " in ",
           r.class_names_size(), " of ", r.sample_bytes(), " (", r.dataset_fingerprint(), ")"));
     }
+  }
+  if (!have_dataset && !refused.empty() && refused.size() == unreachable.size()) {
+    return absl::UnavailableError(absl::StrCat(
+        "connection refused by ", absl::StrJoin(refused, ", "),
+        ": nothing listens there; check that the data servers run and that the addresses and ports are right"));
   }
   if (!have_dataset) {
     return absl::UnavailableError(absl::StrCat(
