@@ -13,6 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rng.h"
+#include "dataplane/decode/image_decoder.h"
+#include "dataplane/decode/media_abi.h"
+#include "dataplane/decode/media_loader.h"
 #include "dataplane/ops/audio_ops.h"
 #include "gtest/gtest.h"
 #include "tests/testdata/ffmpeg_files.h"
@@ -170,6 +173,18 @@ TEST(AudioDecodeCropTest, AnUpsampledLongFileHoldsItsWindowNotItsLength) {
   // The window is 12 MB (held twice while handed over); the 4 MiB whole try
   // and the decoder's frames add a few.
   EXPECT_LT(growth, int64_t{64} << 20) << "peak RSS grew by " << growth;
+}
+
+// Issue 49: media work past its wall-clock bound depends on the load, not on
+// the file: a timer error (the batch fails as retryable), never a bad sample;
+// a corrupt file stays a bad sample.
+TEST(MediaStatusTest, AWallClockTimeoutIsATimerAndCorruptionIsTheSamples) {
+  const absl::Status timeout = MediaStatus(STOKER_MEDIA_TIMEOUT, "decoding took longer than 60 s", "decoding audio");
+  EXPECT_TRUE(IsTimerError(timeout)) << timeout;
+  EXPECT_NE(timeout.message().find("decoding took longer than 60 s"), std::string::npos) << timeout;
+  const absl::Status corrupt = MediaStatus(STOKER_MEDIA_CORRUPT, "bad packet", "decoding audio");
+  EXPECT_FALSE(IsTimerError(corrupt));
+  EXPECT_EQ(DecodeFailureOf(corrupt), DecodeFailure::kCorrupt);
 }
 
 }  // namespace
