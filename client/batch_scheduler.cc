@@ -279,9 +279,11 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
     const bool blamed = failed_seq == -1 || failed_seq == b;
     // A server's timer (DEADLINE_EXCEEDED for the batch it names: a sample
     // past --max-sample-seconds, a Python worker's timeout or crash) depends
-    // on its load: the batch is asked of the others, and fails once every
-    // server (up to poison_servers) gave up on it, naming the sample and limit.
-    const bool timer = from_server && status.code() == absl::StatusCode::kDeadlineExceeded && failed_seq == b;
+    // on its load: the batch is asked again (of the others first), and a
+    // server has given up on it once it timed out twice; the epoch ends once
+    // every server (up to poison_servers) gave up, naming the sample and limit.
+    const bool timer = from_server && status.code() == absl::StatusCode::kDeadlineExceeded && failed_seq == b &&
+                       ++a.timers_by[stream.address] >= 2;
     if ((from_server && IsBatchError(status.code()) && blamed) || timer) {
       a.refused_by[stream.address] = status;
       if (static_cast<int>(a.refused_by.size()) >= needed) {

@@ -258,6 +258,7 @@ class BatchScheduler {
   struct Attempts {
     int count = 0;
     std::map<std::string, absl::Status> refused_by;  // server -> its batch error
+    std::map<std::string, int> timers_by;            // server -> its timer failures of the batch
   };
 
   // Batches are numbered across the run: seq = (epoch - first epoch) x

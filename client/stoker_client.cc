@@ -179,12 +179,11 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   if (!servers.ok()) return servers.status();
   client->servers_ = *std::move(servers);
 
-  // Ask every server at once; those still starting get rpc_timeout. Those
-  // still scanning the dataset are asked again, up to open_timeout. With
-  // bounded fan-out, only the first servers of this rank's order (those it
-  // will stream from, and two more): a job of thousands of ranks does not
-  // open a session and a connection from every rank to every server. The
-  // others are checked when a stream opens (the expected fingerprint).
+  // Ask every server at once (AskRound: a refused connection answers at once;
+  // the others join later once one server answered). Those still scanning
+  // the dataset are asked again, up to open_timeout. With bounded fan-out, only the first servers of this rank's order
+  // (those it will stream from, and two more): a job of thousands of ranks does not open a session and a connection
+  // from every rank to every server. The others are checked when a stream opens (the expected fingerprint).
   std::vector<std::string> addresses = client->servers_->Addresses();
   if (c.bounded_fanout) {
     const size_t ask = static_cast<size_t>(std::max({1, c.initial_servers, c.min_servers}) + 2);

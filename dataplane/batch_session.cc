@@ -294,20 +294,22 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   }
   // The sample stops at the next check when the stream ends or its CPU time
   // is spent (the replacements included: one budget for the slot).
-  const SampleWatch watch(&cancelled_, max_sample_cpu_);
-  if (!cancelled_.load()) {
+  const SampleWatch watch(&cancelled_, max_sample_cpu_, &job->abandoned);
+  if (!cancelled_.load() && !job->abandoned.load()) {
     const int64_t epoch = job->header.epoch(), index = job->header.sample_indices(slot);
     uint8_t* dst = store_ ? nullptr : job->Slot(slot, pipeline_.sample_bytes());
     std::vector<std::string>* fields = value_fields_.empty() ? nullptr : &job->field_values[static_cast<size_t>(slot)];
     absl::Status status = store_ ? ProduceStored(index, &job->stored[static_cast<size_t>(slot)], *job)
                                  : ProduceSample(epoch, index, dst, fields, *job);
-    if (cancelled_.load()) {
-      // The stream is gone: nothing is sent, nothing is blamed.
+    if (cancelled_.load() || (job->abandoned.load() && status.code() == absl::StatusCode::kCancelled)) {
+      // The stream is gone, or the batch failed already: nothing is sent
+      // for this sample, nothing is blamed.
     } else if (IsOutOfMemory(status) || IsTimerError(status)) {
       // Not the sample's fault (memory, or a timer that depends on load):
       // no replacement, the batch fails and another server may make it.
       absl::MutexLock lock(&job->mu);
       if (job->error.ok()) job->error = BatchFailure(*job, index, status);
+      job->abandoned.store(true);
     } else if (!status.ok()) {
       v1::FailedSample failed;
       failed.set_sample_index(index);
@@ -322,6 +324,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
         if (IsTimerError(replaced) || IsOutOfMemory(replaced)) {  // a replacement stopped by a timer: the batch's
           absl::MutexLock lock(&job->mu);
           if (job->error.ok()) job->error = BatchFailure(*job, index, replaced);
+          job->abandoned.store(true);
         }
         if (replaced.ok()) {
           failed.set_replaced_by(replacement);
@@ -337,6 +340,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
         job->error = absl::DataLossError(
             absl::StrCat("sample ", index, " (", source_->Describe(index), "): ", status.message()));
       }
+      if (unrecovered) job->abandoned.store(true);
     }
   }
   if (!cancelled_.load() && !value_fields_.empty()) ChargeFields(*job, job->field_values[static_cast<size_t>(slot)]);
@@ -473,7 +477,12 @@ absl::Status BatchSession::Guarded(int64_t index, const std::function<absl::Stat
 }
 
 absl::Status BatchSession::Failed(int64_t index, const absl::Status& status, const std::string& reason) {
-  if (cancelled_.load()) return status;  // stopped with its stream (SampleWatch): no verdict on the sample
+  // Stopped (its stream ended, its batch failed), a timer or memory: no
+  // verdict on the sample; RunSample fails the batch where that is due.
+  if (cancelled_.load() || status.code() == absl::StatusCode::kCancelled || IsTimerError(status) ||
+      IsOutOfMemory(status)) {
+    return status;
+  }
   metrics_->SamplesFailed(reason).Increment();
   const std::string where = source_->Describe(index);
   if (failure_log_->FirstTime(where)) {
@@ -576,7 +585,7 @@ absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, s
       return absl::OkStatus();
     }
     // A timer or a stop is no verdict on the candidate: the batch fails instead.
-    if (IsTimerError(s) || IsOutOfMemory(s) || cancelled_.load()) return s;
+    if (IsTimerError(s) || IsOutOfMemory(s) || cancelled_.load() || job.abandoned.load()) return s;
   }
   return absl::DataLossError(absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1),
                                           " after it in the epoch's order"));

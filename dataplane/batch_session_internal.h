@@ -52,6 +52,9 @@ struct BatchSession::Job {
   absl::Time arrived;
   std::atomic<int64_t> remaining{0};
   std::atomic<bool> started{false};
+  // Set with `error`: the batch has failed, so its other samples stop at
+  // their next check (SampleWatch) and the ones not started are skipped.
+  std::atomic<bool> abandoned{false};
   std::once_flag allocated;  // the buffer is made when the first sample starts
   std::string cache_key;     // set: this session makes the batch for the shared cache
   int64_t bytes = 0;         // its size

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/decode/image_decoder.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 namespace {
@@ -31,6 +32,13 @@ cv::Mat CropWithPadding(const cv::Mat& m, const CropBox& box, int padding_mode) 
     m(inside).copyTo(out(cv::Rect(inside.x - box.left, inside.y - box.top, inside.width, inside.height)));
   }
   return out;
+}
+
+// A double as float without the undefined cast of a finite value past
+// float's range: such values saturate (infinities and NaN stay as they are).
+float ToFloat(double v) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  return static_cast<float>(std::isfinite(v) ? std::clamp(v, -kMax, kMax) : v);
 }
 
 double Area(const float* b) { return std::max(0.0f, b[2] - b[0]) * static_cast<double>(std::max(0.0f, b[3] - b[1])); }
@@ -109,14 +117,14 @@ void Crop(const CropBox& box, bool drop_outside_centers, int padding_mode, const
 void Resize(int in_w, int in_h, int out_w, int out_h, SampleTargets* t) {
   const double sx = static_cast<double>(out_w) / in_w, sy = static_cast<double>(out_h) / in_h;
   for (size_t k = 0; k + 4 <= t->boxes.size(); k += 4) {
-    t->boxes[k] = static_cast<float>(t->boxes[k] * sx);
-    t->boxes[k + 1] = static_cast<float>(t->boxes[k + 1] * sy);
-    t->boxes[k + 2] = static_cast<float>(t->boxes[k + 2] * sx);
-    t->boxes[k + 3] = static_cast<float>(t->boxes[k + 3] * sy);
+    t->boxes[k] = ToFloat(t->boxes[k] * sx);
+    t->boxes[k + 1] = ToFloat(t->boxes[k + 1] * sy);
+    t->boxes[k + 2] = ToFloat(t->boxes[k + 2] * sx);
+    t->boxes[k + 3] = ToFloat(t->boxes[k + 3] * sy);
   }
   for (size_t k = 0; k + 2 < t->keypoints.size(); k += 3) {
-    t->keypoints[k] = static_cast<float>(t->keypoints[k] * sx);
-    t->keypoints[k + 1] = static_cast<float>(t->keypoints[k + 1] * sy);
+    t->keypoints[k] = ToFloat(t->keypoints[k] * sx);
+    t->keypoints[k + 1] = ToFloat(t->keypoints[k + 1] * sy);
   }
   auto resize = [&](cv::Mat& m) {
     if (m.cols == out_w && m.rows == out_h) return;
@@ -215,8 +223,8 @@ void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets*
       dropped = true;
       continue;
     }
-    b[0] = static_cast<float>(lo_x), b[1] = static_cast<float>(lo_y);
-    b[2] = static_cast<float>(hi_x), b[3] = static_cast<float>(hi_y);
+    b[0] = ToFloat(lo_x), b[1] = ToFloat(lo_y);
+    b[2] = ToFloat(hi_x), b[3] = ToFloat(hi_y);
     if (!ClipAndKeep(b, width, height, options)) {
       keep[static_cast<size_t>(i)] = false;
       dropped = true;
@@ -229,8 +237,8 @@ void Warp(const GeometryStep& step, const TargetOptions& options, SampleTargets*
       kp[2] = 0;
       continue;
     }
-    kp[0] = static_cast<float>(u);
-    kp[1] = static_cast<float>(v);
+    kp[0] = ToFloat(u);
+    kp[1] = ToFloat(v);
     if (kp[0] < 0 || kp[1] < 0 || kp[0] > width || kp[1] > height) kp[2] = 0;
   }
   if (dropped) KeepBoxes(keep, t);  // the dropped boxes' masks are not warped

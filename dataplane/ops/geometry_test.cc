@@ -1,6 +1,8 @@
 // Targets follow the geometric steps exactly as the pixels do.
 #include "dataplane/ops/geometry.h"
 
+#include <limits>
+
 #include "dataplane/decode/image_decoder.h"
 #include "gtest/gtest.h"
 
@@ -98,6 +100,19 @@ TEST(GeometryTest, PaddedMasksFollowTheImagesPaddingMode) {
     // Only the constant mode writes class 0 into the border.
     EXPECT_EQ(static_cast<size_t>(cv::countNonZero(t.mask)) == t.mask.total(), mode != 0) << mode;
   }
+}
+
+// Issue 49: a point near float's limit scaled past it saturates (a cast of
+// the double would be undefined behaviour).
+TEST(GeometryTest, ScaledPointsPastFloatsRangeSaturate) {
+  SampleTargets t;
+  t.points_per_box = 1;
+  t.boxes = {0, 0, 1, 1};
+  t.keypoints = {3e38f, -3e38f, 2};
+  GeometryLog log{10, 10, {GeometryStep::Resize(100, 100)}};
+  ASSERT_TRUE(ApplyGeometry(log, {}, &t).ok());
+  EXPECT_EQ(t.keypoints[0], std::numeric_limits<float>::max());
+  EXPECT_EQ(t.keypoints[1], -std::numeric_limits<float>::max());
 }
 
 TEST(GeometryTest, AMaskOfAnotherSizeThanItsImageIsABadField) {

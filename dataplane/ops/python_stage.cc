@@ -308,6 +308,7 @@ absl::Status PythonStage::Spawn(Worker& w) {
                                                    " does not start: ", std::strerror(spawned)));
   }
   w.pid = pid;
+  w.spawner = getpid();
   w.to_child = ends[0];
   w.from_child = reader;
   nlohmann::json ready;
@@ -323,8 +324,9 @@ absl::Status PythonStage::Spawn(Worker& w) {
                       : r == ReadResult::kOk   ? StringField(ready, "error", "said it is not ready")
                                                : (problem.empty() ? "ended before it was ready" : problem);
     Stop(w);
-    return absl::InvalidArgumentError(
-        absl::StrCat("python transforms (", config_.executable, " with ", modules, "): ", why));
+    const std::string what = absl::StrCat("python transforms (", config_.executable, " with ", modules, "): ", why);
+    // A start past its timeout depends on the load (a first start's failure stops the server anyway).
+    return r == ReadResult::kTimeout ? TimerError(what) : absl::InvalidArgumentError(what);
   }
   if (functions_.empty() && ready.contains("functions") && ready["functions"].is_object()) {
     for (const auto& [module, names] : ready["functions"].items()) {
@@ -361,13 +363,16 @@ std::string PythonStage::Reap(Worker& w) {
 
 void PythonStage::Stop(Worker& w) {
   if (w.to_child >= 0) close(w.to_child);
-  if (w.pid > 0) {
+  // A forked copy of this process (a training process's DataLoader worker)
+  // does not own the workers: it only closes its copies of their sockets.
+  const bool owner = w.spawner == getpid();
+  if (w.pid > 0 && owner) {
     const pid_t pid = w.pid.load();
-    kill(-pid, SIGKILL);  // its process group: the worker and the children that stayed in it
+    kill(-pid, SIGKILL);  // its process group (not reaped yet, so not reused): the worker and its children
     kill(pid, SIGKILL);
     Reap(w);
   }
-  if (!w.token.empty()) KillTokenHolders(w.token);  // children that left the group (setsid), orphans
+  if (!w.token.empty() && owner) KillTokenHolders(w.token);  // children that left the group (setsid), orphans
   w.token.clear();
   if (w.from_child >= 0) close(w.from_child);
   w.to_child = w.from_child = -1;
@@ -461,7 +466,10 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
     }
   }
   if (w.pid <= 0) {  // replaced after a timeout or a crash: started on its next use
-    if (absl::Status s = Spawn(w); !s.ok()) return Failure(op, absl::StrCat("has no worker process: ", s.message()));
+    if (absl::Status s = Spawn(w); !s.ok()) {
+      if (s.code() == absl::StatusCode::kCancelled || IsTimerError(s)) return s;  // stopped; a slow start
+      return Failure(op, absl::StrCat("has no worker process: ", s.message()));
+    }
   }
   if (image.type() != CV_8UC3) return Failure(op, "was given an image that is not 8-bit RGB");
   const int64_t in_bytes = int64_t{image.rows} * image.cols * 3;

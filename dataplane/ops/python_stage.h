@@ -87,6 +87,7 @@ class PythonStage {
     // by everything it starts (also through setsid or a double fork): Stop
     // finds and kills them by it.
     std::string token;
+    pid_t spawner = -1;  // the process that started it (the only one that may kill it)
   };
   PythonStage(PythonStageConfig config, ServerMetrics* metrics);
   // Starts w's process and waits for its ready line; fills functions_ from

@@ -19,13 +19,15 @@ int64_t ThreadCpuNanos() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-SampleWatch::SampleWatch(const std::atomic<bool>* cancelled, absl::Duration cpu_limit)
-    : cancelled_(cancelled),
-      cpu_deadline_ns_(cpu_limit <= absl::ZeroDuration() || cpu_limit == absl::InfiniteDuration()
-                           ? std::numeric_limits<int64_t>::max()
-                           : ThreadCpuNanos() + absl::ToInt64Nanoseconds(cpu_limit)),
-      cpu_limit_(cpu_limit),
-      outer_(current) {
+SampleWatch::SampleWatch(const std::atomic<bool>* cancelled, absl::Duration cpu_limit,
+                         const std::atomic<bool>* abandoned)
+    : cancelled_(cancelled), abandoned_(abandoned), cpu_limit_(cpu_limit), outer_(current) {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  cpu_deadline_ns_ = kNone;
+  if (cpu_limit > absl::ZeroDuration() && cpu_limit != absl::InfiniteDuration()) {
+    const int64_t now = ThreadCpuNanos(), limit = absl::ToInt64Nanoseconds(cpu_limit);  // saturates
+    cpu_deadline_ns_ = limit >= kNone - now ? kNone : now + limit;
+  }
   current = this;
 }
 
@@ -36,6 +38,9 @@ absl::Status SampleWatch::Check() {
   if (w == nullptr) return absl::OkStatus();
   if (w->cancelled_ != nullptr && w->cancelled_->load(std::memory_order_relaxed)) {
     return absl::CancelledError("the session's stream ended; the sample was stopped");
+  }
+  if (w->abandoned_ != nullptr && w->abandoned_->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("another sample failed the batch; the sample was stopped");
   }
   if (w->cpu_deadline_ns_ != std::numeric_limits<int64_t>::max() && ThreadCpuNanos() > w->cpu_deadline_ns_) {
     return TimerError(absl::StrCat("took more than ", absl::FormatDuration(w->cpu_limit_),

@@ -27,14 +27,18 @@ namespace stoker {
 class SampleWatch {
  public:
   // Watches this thread's sample until destroyed: `cancelled` (may be null)
-  // is the session's flag; `cpu_limit` (zero or infinite: none) bounds the
-  // thread's CPU time from now. Watches nest (the innermost is seen).
-  SampleWatch(const std::atomic<bool>* cancelled, absl::Duration cpu_limit);
+  // is the session's flag, `abandoned` (may be null) the batch's (it failed
+  // already: the sample's work is wasted); `cpu_limit` (zero or infinite:
+  // none) bounds the thread's CPU time from now, in this thread (work that
+  // OpenCV hands to its own threads is not counted). Watches nest (the
+  // innermost is seen).
+  SampleWatch(const std::atomic<bool>* cancelled, absl::Duration cpu_limit,
+              const std::atomic<bool>* abandoned = nullptr);
   ~SampleWatch();
   SampleWatch(const SampleWatch&) = delete;
   SampleWatch& operator=(const SampleWatch&) = delete;
 
-  // OK; CANCELLED when the session was cancelled; a TimerError naming
+  // OK; CANCELLED when the session was cancelled or the batch abandoned; a TimerError naming
   // --max-sample-seconds when the CPU time is spent. OK without a watch.
   static absl::Status Check();
   // Check() is not OK (cheap enough for every strip of rows of a kernel).
@@ -42,6 +46,7 @@ class SampleWatch {
 
  private:
   const std::atomic<bool>* cancelled_;
+  const std::atomic<bool>* abandoned_;
   int64_t cpu_deadline_ns_;  // thread CPU clock; INT64_MAX: none
   absl::Duration cpu_limit_;
   SampleWatch* outer_;

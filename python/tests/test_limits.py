@@ -21,7 +21,9 @@ import pytest
 
 import stoker
 
-HEAVY = "resize(8192), center_crop(8192), gaussian_blur(101, sigma=50:50)"
+# Each blur of 4096 x 4096 takes seconds here; ten of them hold a worker for
+# tens of seconds without the fix, in about 0.6 GB per worker.
+HEAVY = "resize(4096), center_crop(4096), " + ", ".join(["gaussian_blur(101, sigma=50:50)"] * 10)
 
 
 def batches(address, pipeline, dataset="synthetic:64x48:32:4", batch_size=4, **kwargs):
@@ -81,7 +83,7 @@ def test_a_killed_clients_heavy_work_stops_and_the_next_client_is_served_at_once
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         assert heavy.stdout.readline().strip() == b"started"
-        time.sleep(3)  # both workers are inside the first blurs of 8192 x 8192
+        time.sleep(3)  # both workers are inside the blurs of 4096 x 4096
         assert heavy.poll() is None
     finally:
         heavy.send_signal(signal.SIGKILL)
@@ -94,3 +96,15 @@ def test_a_killed_clients_heavy_work_stops_and_the_next_client_is_served_at_once
     assert first[0].shape[0] == 4
     assert took < 3, f"the next client's first batch took {took:.1f} s after the kill"
     assert server.proc.poll() is None
+
+
+def test_a_batch_that_failed_stops_its_other_samples(start_server):
+    """Once one sample of a batch is past its CPU time, the batch has failed: its other
+    samples stop at their next check (or never start) instead of each using its own
+    limit. One worker, eight samples of about 0.5 s each: 4 s per attempt without."""
+    server = start_server("--workers=1", "--max-sample-seconds=0.5")
+    started = time.monotonic()
+    with pytest.raises(stoker.DeadlineExceeded, match=r"--max-sample-seconds"):
+        batches(server.address, HEAVY, batch_size=8)
+    took = time.monotonic() - started
+    assert took < 5, f"the batch took {took:.1f} s to fail"
