@@ -218,29 +218,34 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
       client->servers_->Authorize(calls[i].context.get());
     }
     AskRound(calls, ask, request, kConnectGrace);
-    std::vector<size_t> opening, refused;
+    std::vector<size_t> opening, unreached;  // still scanning; not reached (refused, a handshake that failed)
+    size_t refused = 0;
     bool answered = false, copying = false;
     for (size_t i : ask) {
-      if (calls[i].opening) opening.push_back(i);
-      if (Refused(calls[i])) refused.push_back(i);
-      copying = copying || calls[i].copying;
-      answered = answered || Answered(calls[i]);
+      OpenCall& call = calls[i];
+      copying = copying || call.copying;
+      answered = answered || Answered(call);
+      if (call.opening) {
+        opening.push_back(i);
+      } else if (!Answered(call) && !call.cut_short) {
+        refused += Refused(call) ? 1 : 0;
+        unreached.push_back(i);
+      }
     }
-    if (answered) break;
-    // Every server refused the connection: asked again for a moment (a
-    // server starting in the same second), then named as refused.
-    if (opening.empty() && refused.size() == ask.size() && absl::Now() + backoff < started + kRefusedPatience) {
-      absl::SleepFor(backoff);
-      backoff = std::min(2 * backoff, absl::Milliseconds(200));
-      continue;
-    }
-    if (opening.empty()) break;
-    if (absl::Now() + backoff > give_up) {
+    if (answered) break;  // the others join later
+    // Servers not reached (one still starting, one that many ranks connect
+    // to at once) are asked again until rpc_timeout; when every one refused
+    // the connection, only for a moment, and then named as refused.
+    const bool all_refused = opening.empty() && refused == unreached.size();
+    const absl::Time reach_until = started + (all_refused ? std::min(kRefusedPatience, c.rpc_timeout) : c.rpc_timeout);
+    const bool reach_again = !unreached.empty() && absl::Now() + backoff < reach_until;
+    if (opening.empty() && !reach_again) break;
+    if (!opening.empty() && absl::Now() + backoff > give_up) {
       return absl::DeadlineExceededError(absl::StrCat(
           "dataset '", c.session.dataset(), "' was still being opened after ", absl::FormatDuration(c.open_timeout),
           " (open_timeout): ", calls[opening.front()].status.error_message()));
     }
-    if (absl::Now() - last_log > absl::Seconds(10)) {
+    if (!opening.empty() && absl::Now() - last_log > absl::Seconds(10)) {
       std::vector<std::string> what;
       for (size_t i : opening) what.push_back(absl::StrCat(addresses[i], ": ", calls[i].status.error_message()));
       LOG(INFO) << "waiting for servers that are still opening the dataset: " << absl::StrJoin(what, "; ");
@@ -250,8 +255,9 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     // The verdict's storage wait: a round in which a server was still copying
     // the dataset from its store.
     if (copying) client->meter_->OnStorageWait(absl::Now() - round);
-    backoff = std::min(2 * backoff, absl::Seconds(1));
-    ask = std::move(opening);  // servers that did not answer at all have had their rpc_timeout
+    backoff = std::min(2 * backoff, opening.empty() ? absl::Milliseconds(200) : absl::Seconds(1));
+    ask = std::move(opening);
+    if (reach_again) ask.insert(ask.end(), unreached.begin(), unreached.end());
   }
   std::vector<std::string> unreachable, refused;
   for (size_t i = 0; i < calls.size(); ++i) {
