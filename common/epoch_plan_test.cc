@@ -1,6 +1,7 @@
 #include "common/epoch_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -89,6 +90,91 @@ TEST(EpochPlanTest, PinnedOrderAndRankSplit) {
   ASSERT_EQ(q.num_batches(), 2);
   EXPECT_EQ(q.BatchIndices(0), (std::vector<int64_t>{5, 4, 0}));
   EXPECT_EQ(q.BatchIndices(1), (std::vector<int64_t>{6, 7}));
+}
+
+}  // namespace
+}  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// Issue 50: the shard-aware order reads one window of shards at a time.
+ShardLayout Shards(int count, int64_t size, int window) {
+  ShardLayout l;
+  l.sizes.assign(static_cast<size_t>(count), size);
+  l.sizes.back() = size / 2 + 1;  // a short last shard, as tar shards have
+  l.window = window;
+  return l;
+}
+
+int64_t ShardOf(const ShardLayout& l, int64_t index) {
+  for (size_t s = 0; s < l.sizes.size(); ++s) {
+    if (index < l.sizes[s]) return static_cast<int64_t>(s);
+    index -= l.sizes[s];
+  }
+  return -1;
+}
+
+TEST(ShardAwareOrderTest, APermutationDeterministicPerSeedAndEpochWhoseBatchesEachComeFromOneWindow) {
+  ShardLayout layout = Shards(40, 100, 4);  // 10 windows of 4 shards
+  layout.lanes = 3;
+  int64_t n = 0;
+  for (int64_t s : layout.sizes) n += s;
+  EpochPlan plan(7, 3, n, 64, false, 0, 1, true, &layout);
+  ASSERT_TRUE(plan.shard_aware());
+  std::vector<int64_t> sorted = plan.order();
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[static_cast<size_t>(i)], i);
+  EXPECT_EQ(EpochPlan(7, 3, n, 64, false, 0, 1, true, &layout).order(), plan.order());
+  EXPECT_NE(EpochPlan(7, 4, n, 64, false, 0, 1, true, &layout).order(), plan.order());
+  EXPECT_NE(EpochPlan(8, 3, n, 64, false, 0, 1, true, &layout).order(), plan.order());
+  // Each window's samples come from its 4 shards (the window of a sample is
+  // fixed), a batch from one window but where a lane's window ends, and
+  // consecutive batches from different lanes.
+  std::map<int64_t, std::set<int64_t>> shards_of_window;
+  int straddling = 0, same_as_previous = 0;
+  int64_t previous = -1;
+  for (int64_t b = 0; b < plan.num_batches(); ++b) {
+    std::set<int64_t> windows_of_batch;
+    const std::vector<int64_t> indices = plan.BatchIndices(b);
+    const int64_t w = plan.BatchWindow(b);
+    for (int64_t i : indices) shards_of_window[w].insert(ShardOf(layout, i));
+    std::set<int64_t> shards;
+    for (int64_t i : indices) shards.insert(ShardOf(layout, i));
+    if (shards.size() > 4) ++straddling;
+    same_as_previous += w == previous;
+    previous = w;
+  }
+  EXPECT_LE(straddling, 10);       // at most one per window's end
+  EXPECT_LE(same_as_previous, 3);  // only where fewer lanes are left at the end
+  int windows = 0;
+  for (const auto& [w, shards] : shards_of_window) windows += !shards.empty();
+  EXPECT_EQ(windows, 10);
+  // Shuffled within a window: not the shards' own order.
+  EXPECT_FALSE(std::is_sorted(plan.order().begin(), plan.order().begin() + 64));
+}
+
+TEST(ShardAwareOrderTest, RanksShareItAsTheyShareTheGlobalOrderAndABadLayoutFallsBack) {
+  const ShardLayout layout = Shards(9, 50, 2);
+  int64_t n = 0;
+  for (int64_t s : layout.sizes) n += s;
+  std::vector<int64_t> all;
+  for (int r = 0; r < 3; ++r) {
+    EpochPlan plan(1, 0, n, 8, /*drop_last=*/true, r, 3, true, &layout);
+    EXPECT_EQ(plan.order().size(), static_cast<size_t>(n / 3));
+    all.insert(all.end(), plan.order().begin(), plan.order().end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());  // no sample twice over the ranks
+  EXPECT_EQ(all.size(), static_cast<size_t>(n / 3 * 3));
+  // Sizes that do not add up, or no shuffle: the global order, unchanged.
+  ShardLayout wrong = layout;
+  wrong.sizes.push_back(1);
+  EXPECT_EQ(EpochPlan(1, 0, n, 8, false, 0, 1, true, &wrong).order(), EpochPlan(1, 0, n, 8, false).order());
+  EXPECT_FALSE(EpochPlan(1, 0, n, 8, false, 0, 1, true, &wrong).shard_aware());
+  EXPECT_EQ(EpochPlan(1, 0, n, 8, false, 0, 1, false, &layout).order(),
+            EpochPlan(1, 0, n, 8, false, 0, 1, false).order());
+  EXPECT_EQ(EpochPlan(1, 0, n, 8, false).BatchWindow(0), -1);
 }
 
 }  // namespace
