@@ -215,6 +215,10 @@ class BatchScheduler {
   // The rank's demand, in batches per second (<= 0: not known); with a
   // meter, Tick reads it from the meter's demand instead.
   void SetDemand(double batches_per_second);
+  // Batches of the shard-aware order given to their window's preferred
+  // server, and to another one (busy, gone, or refused it).
+  int64_t affinity_hits() const { return affinity_hits_; }
+  int64_t affinity_misses() const { return affinity_misses_; }
   // The servers' capacities as they reported them (Fanout::SetCapacities).
   void SetCapacities(std::map<std::string, double> capacities) {
     if (fanout_) fanout_->SetCapacities(std::move(capacities));
@@ -292,6 +296,33 @@ class BatchScheduler {
   void Rechoose(absl::Time now);
 
   std::deque<EpochPlan> plans_;  // armed epochs, the current one first
+  // The server that should make batch `seq` in the shard-aware order: its
+  // window's owner while that one is up, else its lane's (`lanes` caching
+  // each epoch's dealing); "" in the global order or with no server chosen.
+  std::string PreferredServer(int64_t seq, std::map<int64_t, std::vector<std::string>>* lanes) const;
+  struct Choice {
+    Stream* stream = nullptr;  // null: no server with room takes it
+    StreamId id = -1;
+    bool room = false;                     // some server has room (maybe one that refused it)
+    bool preferred = false;                // the stream is the preferred server's
+    bool no_new_reads = false;             // ... or one that reads the batch's window, or nobody does yet
+    const std::string* address = nullptr;  // the stream's server
+  };
+  Choice Choose(int64_t seq, const std::string& preferred, absl::Time now);
+  // The preferred server is up and this rank's: a batch may be held for it.
+  bool CanWaitFor(const std::string& preferred, absl::Time now) const;
+  // `address` was sent batches of batch `seq`'s shard window.
+  bool IsReader(int64_t seq, const std::string& address) const;
+  void Assign(int64_t seq, const Choice& c, bool shard_aware, absl::Time now, std::vector<Assignment>* out);
+  int64_t affinity_hits_ = 0, affinity_misses_ = 0;
+  // The shard-aware order: (epoch, window) -> the servers that were sent
+  // batches of that window (and so read its shards), the first of them its
+  // owner (preferred for the window's other batches); armed epochs only.
+  struct WindowReaders {
+    std::string owner;
+    std::set<std::string> servers;
+  };
+  std::map<std::pair<int64_t, int64_t>, WindowReaders> windows_;
   const int64_t first_epoch_;
   const int64_t per_epoch_;
   const SchedulerOptions options_;

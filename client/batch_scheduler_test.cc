@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <random>
+#include <set>
 
 #include "gtest/gtest.h"
 
@@ -588,6 +590,87 @@ TEST(BatchSchedulerTest, ABatchThisProcessCannotAllocateEndsTheEpochWithoutAskin
   bool end = false;
   EXPECT_TRUE(s.CanTake());
   EXPECT_EQ(s.Take(&batch, &end).code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// Issue 50: in the shard-aware order a batch goes to its lane's server when
+// that one has room; a busy or gone server's batches go to the others.
+TEST(BatchSchedulerTest, ShardAwareBatchesGoToTheirLanesServerAndNeverWaitForAGoneOne) {
+  ShardLayout layout;
+  layout.sizes.assign(32, 10);  // 320 samples in 32 shards
+  layout.window = 1;
+  layout.lanes = 8;
+  SchedulerOptions o = Options();
+  o.window = 2;
+  o.prefetch = 12;
+  const EpochPlan plan(3, 0, 320, 5, false, 0, 1, true, &layout);  // 64 batches
+  BatchScheduler s(plan, o, nullptr);
+  const std::vector<std::string> servers{"a:1", "b:1", "c:1", "d:1"};
+  std::map<StreamId, std::string> address_of;
+  absl::Time now = kT0;
+  std::mt19937_64 rng(11);
+  std::vector<Assignment> outstanding;
+  std::map<int64_t, std::map<std::string, int>> servers_of_lane;  // before the kill
+  std::set<int64_t> taken;
+  bool killed = false;
+  for (int round = 0; round < 2000 && taken.size() < 64; ++round) {
+    std::vector<std::string> members = servers;
+    if (killed) members.pop_back();
+    for (const std::string& a : s.OnMembership(members, now)) address_of[s.OnStreamOpened(a, now)] = a;
+    for (const Assignment& a : s.Dispatch(now)) outstanding.push_back(a);
+    ASSERT_FALSE(outstanding.empty()) << "round " << round << ": nothing requested, " << taken.size() << " taken";
+    // Servers of equal speed finish in any order.
+    const size_t i = static_cast<size_t>(rng() % outstanding.size());
+    const Assignment a = outstanding[i];
+    outstanding.erase(outstanding.begin() + static_cast<std::ptrdiff_t>(i));
+    if (!killed && taken.size() >= 32 && address_of[a.stream] == "d:1") {
+      // d dies with its batches; they and its lanes' later ones go elsewhere.
+      killed = true;
+      s.OnStreamEnded(a.stream, absl::UnavailableError("killed"), false, now);
+      outstanding.erase(std::remove_if(outstanding.begin(), outstanding.end(),
+                                       [&](const Assignment& x) { return address_of[x.stream] == "d:1"; }),
+                        outstanding.end());
+      continue;
+    }
+    if (!killed) ++servers_of_lane[plan.BatchLane(a.batch)][address_of[a.stream]];
+    ASSERT_TRUE(s.CheckHeader(a.stream, Header(s, a.batch)).ok());
+    ASSERT_TRUE(s.OnBatchReceived(a.stream, BatchFor(s, a.batch), now).ok());
+    while (s.CanTake()) {
+      Batch batch;
+      bool end = false;
+      ASSERT_TRUE(s.Take(&batch, &end).ok());
+      if (end) break;
+      ASSERT_TRUE(taken.insert(batch.batch_index).second) << "batch " << batch.batch_index << " twice";
+    }
+    now += absl::Milliseconds(5);
+  }
+  EXPECT_EQ(taken.size(), 64u);
+  EXPECT_TRUE(killed);
+  // Before the kill nearly every batch went to its lane's server; after it,
+  // d's two lanes went to the others.
+  EXPECT_GT(s.affinity_hits(), 4 * s.affinity_misses()) << s.affinity_hits() << " hits";
+  EXPECT_GT(s.affinity_misses(), 0) << "d's batches after it died";
+  // Each of the 8 lanes had one server making most of its batches (servers
+  // finishing in random order sometimes leave the head batch's server busy),
+  // and the 4 servers two lanes each.
+  ASSERT_EQ(servers_of_lane.size(), 8u);
+  std::map<std::string, int> lanes_of_server;
+  for (const auto& [lane, made] : servers_of_lane) {
+    int total = 0, most = 0;
+    std::string top;
+    for (const auto& [server, n] : made) {
+      total += n;
+      if (n > most) most = n, top = server;
+    }
+    EXPECT_GE(most * 2, total + 1) << "lane " << lane;
+    ++lanes_of_server[top];
+  }
+  for (const auto& [server, n] : lanes_of_server) EXPECT_EQ(n, 2) << server;
 }
 
 }  // namespace

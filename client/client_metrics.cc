@@ -66,6 +66,15 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                             .Help("Batches requested again from another server after theirs failed.")
                             .Register(registry)
                             .Add({});
+  auto& affinity = prometheus::BuildCounter()
+                       .Name("stoker_client_shard_affinity_batches_total")
+                       .Help(
+                           "Batches of the shard-aware order (shuffle=shards) requested from the server that "
+                           "reads their shards (result=hit) or, that one being busy or gone, from another "
+                           "(result=miss: that server reads those shards too).")
+                       .Register(registry);
+  affinity_hits = &affinity.Add({{"result", "hit"}});
+  affinity_misses = &affinity.Add({{"result", "miss"}});
   h2d_seconds = &prometheus::BuildHistogram()
                      .Name("stoker_client_h2d_seconds")
                      .Help("Host-to-device copy and conversion time per batch (CPU fallback: the conversion).")

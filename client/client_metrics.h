@@ -29,6 +29,10 @@ struct ClientMetrics {
   prometheus::Gauge* prefetch_batches;             // stoker_client_prefetch_batches
   prometheus::Gauge* prefetch_bytes;               // stoker_client_prefetch_bytes
   prometheus::Counter* reassigned_batches;         // stoker_client_reassigned_batches_total
+  // stoker_client_shard_affinity_batches_total{result="hit"|"miss"}: batches
+  // of the shard-aware order made by their lane's server, or by another.
+  prometheus::Counter* affinity_hits;
+  prometheus::Counter* affinity_misses;
   prometheus::Counter* streams_opened;             // stoker_client_streams_opened_total
   prometheus::Histogram* h2d_seconds;              // stoker_client_h2d_seconds
   // Sums over received batches of their header's times (see bottleneck.h):

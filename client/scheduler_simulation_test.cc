@@ -4,6 +4,7 @@
 // BatchScheduler with simulated time, half of them with bounded fan-out. Each run must deliver every batch
 // exactly once (in order when ordered) or end with a clear error: a batch that
 // fails on every server ends the epoch with that batch's error.
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <random>
@@ -43,6 +44,7 @@ struct Outcome {
   std::vector<std::vector<int64_t>> delivered;  // per epoch, in hand-over order
   int64_t num_batches = 0;                      // per epoch
   int64_t reassigned = 0;
+  int64_t affinity_hits = 0, affinity_misses = 0;
   int steps = 0;
 };
 
@@ -57,7 +59,24 @@ class Simulation {
     const int64_t samples = 5 + Uniform(120), batch = 1 + Uniform(8);
     const bool drop_last = Uniform(2) == 0;
     epochs_ = 1 + Uniform(3);
-    for (int e = 0; e < epochs_; ++e) plans_.emplace_back(seed, e, samples, batch, drop_last, 0, 1);
+    // A third of the schedules use the shard-aware order (issue 50), whose
+    // layout comes from a stream of its own so that the other schedules
+    // stay as they were.
+    shard_aware_ = seed % 3 == 1;
+    ShardLayout layout;
+    if (shard_aware_) {
+      std::mt19937_64 shard_rng(seed ^ 0x5A4D5348ull);
+      for (int64_t left = samples; left > 0;) {
+        const int64_t n = std::min<int64_t>(left, 1 + static_cast<int64_t>(shard_rng() % 20));
+        layout.sizes.push_back(n);
+        left -= n;
+      }
+      layout.window = 1 + static_cast<int>(shard_rng() % 3);
+      layout.lanes = 1 + static_cast<int>(shard_rng() % 4);
+    }
+    for (int e = 0; e < epochs_; ++e) {
+      plans_.emplace_back(seed, e, samples, batch, drop_last, 0, 1, true, shard_aware_ ? &layout : nullptr);
+    }
     // As the client does: the next epoch armed when one starts, so that its
     // batches are requested while the current one drains; or (the other
     // half) only at the boundary.
@@ -98,6 +117,7 @@ class Simulation {
 
   int64_t poison() const { return poison_; }
   bool fanout() const { return fanout_; }
+  bool shard_aware() const { return shard_aware_; }
   int poison_epoch() const { return poison_epoch_; }
   int epochs() const { return epochs_; }
   bool ordered() const { return ordered_; }
@@ -157,6 +177,8 @@ class Simulation {
       }
     }
     out.reassigned = scheduler_->reassigned();
+    out.affinity_hits = scheduler_->affinity_hits();
+    out.affinity_misses = scheduler_->affinity_misses();
     return out;
   }
 
@@ -356,12 +378,14 @@ class Simulation {
   bool arm_early_ = true;
   bool ordered_ = true;
   bool fanout_ = false;
+  bool shard_aware_ = false;
 };
 
 TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
   FLAGS_minloglevel = 3;  // tens of thousands of expected failover warnings
   constexpr int kSeeds = 10000;
-  int finished = 0, poisoned = 0, reassigned_runs = 0, multi_epoch_runs = 0, fanout_runs = 0;
+  int finished = 0, poisoned = 0, reassigned_runs = 0, multi_epoch_runs = 0, fanout_runs = 0, shard_runs = 0;
+  int64_t hits = 0, misses = 0, global_affinity = 0;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     Simulation sim(seed);
     const Outcome out = sim.Run(/*max_steps=*/200000);
@@ -398,12 +422,24 @@ TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
     }
     multi_epoch_runs += sim.epochs() > 1;
     fanout_runs += sim.fanout();
+    shard_runs += sim.shard_aware();
+    if (sim.shard_aware()) {
+      hits += out.affinity_hits;
+      misses += out.affinity_misses;
+    } else {
+      global_affinity += out.affinity_hits + out.affinity_misses;
+    }
     reassigned_runs += out.reassigned > 0;
   }
   // The schedules really exercised failover.
   EXPECT_GT(reassigned_runs, kSeeds / 4);
   EXPECT_GT(multi_epoch_runs, kSeeds / 2);
   EXPECT_GT(fanout_runs, kSeeds / 3);
+  // The shard-aware order's batches mostly went to their lane's server,
+  // through kills, stalls and re-choices; the global order has no lanes.
+  EXPECT_GT(shard_runs, kSeeds / 4);
+  EXPECT_GT(hits, 2 * misses) << hits << " hits, " << misses << " misses";
+  EXPECT_EQ(global_affinity, 0);
   RecordProperty("finished", finished);
   RecordProperty("poisoned", poisoned);
   RecordProperty("with_reassignment", reassigned_runs);

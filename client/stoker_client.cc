@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -333,9 +334,24 @@ int64_t StokerClient::BatchesPerEpoch() const { return PlanFor(0).num_batches();
 
 absl::Status StokerClient::StartEpoch(int64_t epoch) { return StartEpochSkipping(epoch, {}); }
 
+absl::StatusOr<v1::ShuffleOrder> ParseShuffleOrder(const std::string& name) {
+  if (name == "global") return v1::SHUFFLE_GLOBAL;
+  if (name == "shards") return v1::SHUFFLE_SHARDS;
+  return absl::InvalidArgumentError(absl::StrCat("shuffle '", name,
+                                                 "'; expected global (one shuffle of every sample) "
+                                                 "or shards (shards shuffled, then samples within a window of them)"));
+}
+
 EpochPlan StokerClient::PlanFor(int64_t epoch) const {
+  std::optional<ShardLayout> shards;  // the shard-aware order, with the first server's layout
+  if (config_.session.shuffle() == v1::SHUFFLE_SHARDS && dataset_.shard_sizes_size() > 0) {
+    shards.emplace();
+    shards->sizes.assign(dataset_.shard_sizes().begin(), dataset_.shard_sizes().end());
+    if (config_.session.shard_window() > 0) shards->window = config_.session.shard_window();
+  }
   return EpochPlan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
-                   config_.drop_last, config_.rank, config_.world_size, !config_.session.sequential());
+                   config_.drop_last, config_.rank, config_.world_size, !config_.session.sequential(),
+                   shards ? &*shards : nullptr);
 }
 
 absl::Status StokerClient::ArmFollowing(int64_t epoch) {
@@ -426,13 +442,17 @@ absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
   const auto& s = config_.session;
   if (p.dataset() != s.dataset() || p.seed() != s.seed() || p.batch_size() != s.batch_size() ||
       p.rank() != config_.rank || p.world_size() != config_.world_size || p.drop_last() != config_.drop_last ||
-      p.sequential() != s.sequential()) {
-    auto order = [](bool sequential) { return sequential ? "index order" : "shuffled"; };
+      p.sequential() != s.sequential() || p.shuffle() != s.shuffle() || p.shard_window() != s.shard_window()) {
+    auto order = [](bool sequential, v1::ShuffleOrder shuffle, int window) {
+      if (sequential) return std::string("index order");
+      if (shuffle != v1::SHUFFLE_SHARDS) return std::string("shuffled");
+      return absl::StrCat("shuffled by shards (window ", window > 0 ? window : kDefaultShardWindow, ")");
+    };
     return absl::FailedPreconditionError(absl::StrCat(
         "saved position is for dataset '", p.dataset(), "', seed ", p.seed(), ", batch size ", p.batch_size(),
-        ", rank ", p.rank(), "/", p.world_size(), ", ", order(p.sequential()), "; this client has '", s.dataset(),
-        "', seed ", s.seed(), ", batch size ", s.batch_size(), ", rank ", config_.rank, "/", config_.world_size, ", ",
-        order(s.sequential())));
+        ", rank ", p.rank(), "/", p.world_size(), ", ", order(p.sequential(), p.shuffle(), p.shard_window()),
+        "; this client has '", s.dataset(), "', seed ", s.seed(), ", batch size ", s.batch_size(), ", rank ",
+        config_.rank, "/", config_.world_size, ", ", order(s.sequential(), s.shuffle(), s.shard_window())));
   }
   if (!p.dataset_fingerprint().empty() && p.dataset_fingerprint() != dataset_.dataset_fingerprint()) {
     return absl::FailedPreconditionError(absl::StrCat("saved position is for dataset fingerprint ",
@@ -459,6 +479,8 @@ v1::ClientPosition StokerClient::Position() const {
   p.set_world_size(config_.world_size);
   p.set_drop_last(config_.drop_last);
   p.set_sequential(config_.session.sequential());
+  p.set_shuffle(config_.session.shuffle());
+  p.set_shard_window(config_.session.shard_window());
   p.set_epoch(epoch_number_);
   p.set_dataset_fingerprint(dataset_.dataset_fingerprint());
   p.set_pipeline(PipelineDescription());

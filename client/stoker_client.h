@@ -126,6 +126,10 @@ int LocalWindow(int local_workers);
 // their own fair share).
 std::string DefaultJobName();
 
+// "global" or "shards" (SessionConfig.shuffle, as the programs' --shuffle and
+// the Python loader's shuffle= name it); INVALID_ARGUMENT naming the choices.
+absl::StatusOr<v1::ShuffleOrder> ParseShuffleOrder(const std::string& name);
+
 class StokerClient {
  public:
   // Opens the session on the local producer (local_workers), if any, and on

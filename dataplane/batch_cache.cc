@@ -21,6 +21,8 @@ std::string BatchCache::SessionKey(const v1::SessionConfig& config, const std::s
   k.set_cache_mode(config.cache_mode());
   k.set_bad_sample_policy(config.bad_sample_policy());
   k.set_sequential(config.sequential());
+  k.set_shuffle(config.shuffle());  // SKIP replacements follow the order too
+  k.set_shard_window(config.shard_window());
   *k.mutable_store() = config.store();
   *k.mutable_fields() = config.fields();
   k.set_max_field_bytes(config.max_field_bytes());

@@ -557,8 +557,15 @@ std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t
       return positions_;
     }
   }
+  // The session's order, as its client computes it (SKIP replacements follow it).
+  std::optional<ShardLayout> shards;
+  if (config_.shuffle() == v1::SHUFFLE_SHARDS) {
+    shards.emplace();
+    shards->sizes = source_->ShardSizes();
+    shards->window = config_.shard_window() > 0 ? config_.shard_window() : kDefaultShardWindow;
+  }
   EpochPlan plan(config_.seed(), epoch, source_->size(), config_.batch_size(), /*drop_last=*/false, 0, 1,
-                 /*shuffle=*/!config_.sequential());
+                 /*shuffle=*/!config_.sequential(), shards ? &*shards : nullptr);
   auto positions = std::make_shared<std::vector<int64_t>>(plan.order().size());
   for (size_t p = 0; p < plan.order().size(); ++p) (*positions)[plan.order()[p]] = static_cast<int64_t>(p);
   *order = plan.order();

@@ -196,6 +196,10 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
   return Prepared{std::move(pipeline), *std::move(source), std::move(store), std::move(tokenizer)};
 }
 
+namespace {
+constexpr int kMaxShardWindow = 65536;
+}  // namespace
+
 void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Duration patience, PreparedDone done) {
   std::optional<StoredFormat> store;
   absl::StatusOr<Pipeline> pipeline = absl::InvalidArgumentError("");
@@ -210,6 +214,14 @@ void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Durati
   if (absl::Status job = CheckJob(config, config_.max_job_weight); pipeline.ok() && !job.ok()) pipeline = job;
   if (absl::Status fields = CheckSessionFields(config, config_.max_field_bytes); pipeline.ok() && !fields.ok()) {
     pipeline = fields;
+  }
+  if (pipeline.ok() && (!v1::ShuffleOrder_IsValid(config.shuffle()) || config.shard_window() < 0 ||
+                        config.shard_window() > kMaxShardWindow)) {
+    pipeline = absl::InvalidArgumentError(absl::StrCat("shuffle = ", config.shuffle(),
+                                                       ", shard_window = ", config.shard_window(),
+                                                       "; shuffle is SHUFFLE_GLOBAL or "
+                                                       "SHUFFLE_SHARDS and shard_window 0..",
+                                                       kMaxShardWindow));
   }
   if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
     pipeline = absl::FailedPreconditionError(absl::StrCat(
@@ -243,6 +255,9 @@ void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Du
     }
     response.set_dataset_fingerprint(prepared->source->fingerprint());
     response.set_unlabeled_samples(prepared->source->unlabeled_samples());
+    if (config.shuffle() == v1::SHUFFLE_SHARDS) {
+      for (int64_t n : prepared->source->ShardSizes()) response.add_shard_sizes(n);
+    }
     done(std::move(response));
   });
 }

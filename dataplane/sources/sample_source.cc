@@ -2,12 +2,20 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/decode/image_decoder.h"
 
 namespace stoker {
+
+std::vector<int64_t> SampleSource::ShardSizes() const {
+  std::vector<int64_t> sizes;
+  for (int64_t left = size(); left > 0; left -= kShardBlockSamples) sizes.push_back(std::min(left, kShardBlockSamples));
+  return sizes;
+}
 
 absl::Status SampleSource::ReadTargets(int64_t index, const TargetNeeds&, SampleTargets*) const {
   return DecodeError(DecodeFailure::kMissingField,

@@ -37,11 +37,18 @@ struct StoredForm {
   StoredFormat format;
 };
 
+inline constexpr int64_t kShardBlockSamples = 256;
+
 class SampleSource {
  public:
   virtual ~SampleSource() = default;
 
   virtual int64_t size() const = 0;
+  // How the samples lie in the files a store serves whole, for the
+  // shard-aware order: samples per shard in index order. Default: blocks of
+  // kShardBlockSamples consecutive indices (a folder's files are read one by
+  // one; a block keeps one server's reads of them together).
+  virtual std::vector<int64_t> ShardSizes() const;
   // Label i is class_names()[i].
   virtual const std::vector<std::string>& class_names() const = 0;
   virtual int32_t label(int64_t index) const = 0;

@@ -591,4 +591,15 @@ std::optional<SampleSource::MediaIndexHome> TarShardSource::MediaIndexHomeOf(int
                         shard_stamps_[s.shard], s.size};
 }
 
+std::vector<int64_t> TarShardSource::ShardSizes() const {
+  std::vector<int64_t> sizes;  // samples are numbered shard by shard
+  int32_t shard = -1;
+  for (const Sample& sample : samples_) {
+    if (sizes.empty() || sample.shard != shard) sizes.push_back(0);
+    shard = sample.shard;
+    ++sizes.back();
+  }
+  return sizes;
+}
+
 }  // namespace stoker

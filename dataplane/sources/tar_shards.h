@@ -88,6 +88,8 @@ class TarShardSource final : public SampleSource {
   ~TarShardSource() override;
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  // Samples per tar shard (shards without samples left out).
+  std::vector<int64_t> ShardSizes() const override;
   const std::vector<std::string>& class_names() const override { return class_names_; }
   int32_t label(int64_t index) const override { return samples_[index].label; }
   std::string Describe(int64_t index) const override;
