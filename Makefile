@@ -24,8 +24,9 @@ PYVALIDATORS := kubernetes-validate==1.37.0 jsonpatch==1.33
 # from pycocotools, boxes and masks through Albumentations. NumPy stays 1.x
 # so that Debian's torch (built against it) keeps working in the venv.
 # timm: only its mixup module is loaded (python/tests/test_mixup.py); without
-# its dependencies, which would replace Debian's torch.
-PYNODEPS := timm==0.9.16
+# its dependencies, which would replace Debian's torch. mosaicml-streaming:
+# only its shuffle module (py1e) is loaded (tests/bench/shard_order_bench.py).
+PYNODEPS := timm==0.9.16 mosaicml-streaming==0.13.0
 # PyPI's grpcio and CPU jax: the wheel shares a process with grpcio, and
 # framework="jax" is tested with jax (python/tests/test_jax.py, wheel_test.sh).
 # moto's S3 server (with IAM and STS) is the object store of the storage

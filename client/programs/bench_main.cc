@@ -86,6 +86,11 @@ ABSL_FLAG(std::string, bad_sample_policy, "skip",
 ABSL_FLAG(std::string, cache_mode, "none",
           "none, or batch: servers re-send their first batch (measures the transport alone)");
 ABSL_FLAG(uint64_t, seed, 0, "Session seed: fixes sample order and augmentation");
+ABSL_FLAG(std::string, shuffle, "global",
+          "Epoch order: global (one shuffle of every sample) or shards (shards shuffled, samples shuffled within a "
+          "window of --shard-window shards, each window's batches sent to one server: fewer store reads, less "
+          "mixing; see docs/how-to/object-storage.md)");
+ABSL_FLAG(int, shard_window, 0, "Shards shuffled together with --shuffle=shards (0: 4)");
 ABSL_FLAG(int, window, 2, "Batches requested from one server at a time");
 ABSL_FLAG(int, streams_per_server, 2,
           "Streams to each server, each on its own TCP connection, sharing its --window (see docs/transport.md)");
@@ -178,6 +183,10 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   const std::string cache = absl::GetFlag(FLAGS_cache_mode);
   if (cache != "none" && cache != "batch") return absl::InvalidArgumentError("--cache-mode must be none or batch");
   c.session.set_cache_mode(cache == "batch" ? v1::CACHE_BATCH : v1::CACHE_NONE);
+  absl::StatusOr<v1::ShuffleOrder> shuffle = ParseShuffleOrder(absl::GetFlag(FLAGS_shuffle));
+  if (!shuffle.ok()) return absl::InvalidArgumentError(absl::StrCat("--", shuffle.status().message()));
+  c.session.set_shuffle(*shuffle);
+  c.session.set_shard_window(absl::GetFlag(FLAGS_shard_window));
   c.window_per_server = absl::GetFlag(FLAGS_window);
   c.streams_per_server = absl::GetFlag(FLAGS_streams_per_server);
   if (c.streams_per_server < 1) return absl::InvalidArgumentError("--streams-per-server must be at least 1");
@@ -463,6 +472,8 @@ int Run() {
   if (!absl::GetFlag(FLAGS_json).empty()) {
     nlohmann::json j = SummaryJson(summary);
     j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
+    j["affinity_hits"] = metrics.affinity_hits->Value();  // shuffle=shards: batches made by their lane's server
+    j["affinity_misses"] = metrics.affinity_misses->Value();
     // Fan-out and memory: streams opened over the run, the servers and
     // prefetch depth at its end, and the process's peak resident memory.
     j["streams_opened"] = metrics.streams_opened->Value();

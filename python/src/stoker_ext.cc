@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/programs/ladder.h"
+#include "client/stoker_client.h"
 #include "client/training_loader.h"
 #include "common/field_spec.h"
 #include "common/log_level.h"
@@ -113,6 +114,8 @@ struct Options {
   double resolve_interval_s = 5;
   std::string bad_sample_policy = "skip";
   std::string cache_mode = "none";
+  std::string shuffle = "global";
+  int shard_window = 0;
   std::string device = "auto";
   int gpu = 0;
   std::string dtype = "float32";
@@ -185,6 +188,13 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
     }
   }
   if (!known) return absl::InvalidArgumentError(absl::StrCat("cache_mode '", o.cache_mode, "'; expected none, batch, decoded or raw"));
+  absl::StatusOr<v1::ShuffleOrder> shuffle = ParseShuffleOrder(o.shuffle);
+  if (!shuffle.ok()) return shuffle.status();
+  cc.session.set_shuffle(*shuffle);
+  if (o.shard_window < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shard_window ", o.shard_window, "; expected 0 (4) or more"));
+  }
+  cc.session.set_shard_window(o.shard_window);
   cc.drop_last = o.drop_last;
   cc.rank = o.rank;
   cc.world_size = o.world_size;
@@ -427,6 +437,8 @@ NB_MODULE(_stoker_ext, m) {
       .def_rw("resolve_interval_s", &Options::resolve_interval_s)
       .def_rw("bad_sample_policy", &Options::bad_sample_policy)
       .def_rw("cache_mode", &Options::cache_mode)
+      .def_rw("shuffle", &Options::shuffle)
+      .def_rw("shard_window", &Options::shard_window)
       .def_rw("device", &Options::device)
       .def_rw("gpu", &Options::gpu)
       .def_rw("dtype", &Options::dtype)
@@ -530,6 +542,35 @@ NB_MODULE(_stoker_ext, m) {
       nb::arg("text"), nb::arg("pipeline") = "",
       "(name, kind) of each field in a fields text (README 'Fields') for a pipeline text, in order; raises "
       "InvalidArgument");
+  m.def(
+      "epoch_order",
+      [](uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size, const std::string& shuffle,
+         const std::vector<int64_t>& shard_sizes, int shard_window, int rank, int world_size) {
+        absl::StatusOr<v1::ShuffleOrder> order = ParseShuffleOrder(shuffle);
+        if (!order.ok()) Raise(order.status());
+        if (num_samples < 0 || batch_size < 1 || world_size < 1 || rank < 0 || rank >= world_size) {
+          Raise(absl::InvalidArgumentError("epoch_order: num_samples >= 0, batch_size >= 1, 0 <= rank < world_size"));
+        }
+        ShardLayout layout;
+        layout.sizes = shard_sizes;
+        if (shard_window > 0) layout.window = shard_window;
+        const EpochPlan plan(seed, epoch, num_samples, batch_size, /*drop_last=*/false, rank, world_size, true,
+                             *order == v1::SHUFFLE_SHARDS ? &layout : nullptr);
+        if (*order == v1::SHUFFLE_SHARDS && !plan.shard_aware()) {
+          Raise(absl::InvalidArgumentError("epoch_order: shard_sizes must be positive and add up to num_samples"));
+        }
+        const std::vector<int64_t>& o = plan.order();
+        std::vector<int64_t> lanes(static_cast<size_t>(plan.num_batches()));
+        for (size_t b = 0; b < lanes.size(); ++b) lanes[b] = plan.BatchLane(static_cast<int64_t>(b));
+        return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(o.data()), o.size() * sizeof(int64_t)),
+                              nb::bytes(reinterpret_cast<const char*>(lanes.data()), lanes.size() * sizeof(int64_t)));
+      },
+      nb::arg("seed"), nb::arg("epoch"), nb::arg("num_samples"), nb::arg("batch_size"), nb::arg("shuffle"),
+      nb::arg("shard_sizes") = std::vector<int64_t>{}, nb::arg("shard_window") = 0, nb::arg("rank") = 0,
+      nb::arg("world_size") = 1,
+      "A rank's sample order of an epoch as the client computes it (common/epoch_plan.h) and each batch's lane "
+      "(-1 in the global order), both as int64 bytes (numpy.frombuffer(..., dtype=numpy.int64)); for benchmarks "
+      "and tests");
   m.def(
       "mix_draw",
       [](double mixup_alpha, double cutmix_alpha, double mix_prob, double switch_prob, uint64_t seed, int64_t epoch,

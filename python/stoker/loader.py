@@ -137,6 +137,13 @@ class Loader:
         draws, 16-bit ones are mixed in float32 and rounded once.
       batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
         order and every random choice come from (seed, epoch, sample).
+      shuffle: the epoch's order. "global" (or True; the default): one
+        shuffle of every sample. "shards": the dataset's shards (its tar
+        shards; blocks of 256 samples otherwise) shuffled, their samples
+        shuffled within a window of `shard_window` shards (4), and each
+        window's batches made by one server, which then reads each shard
+        once per epoch: far fewer store reads for datasets in object
+        storage, at the price of less mixing (docs/how-to/object-storage.md).
       device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
         "cpu"; "cuda" without a usable GPU raises stoker.FailedPrecondition.
       dtype: float32, float16, bfloat16 or uint8 (a string or torch dtype).
@@ -177,6 +184,7 @@ class Loader:
     """
 
     def __init__(self, servers=None, dataset=None, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
+                 shuffle="global", shard_window=0,
                  device="auto", dtype="float32", layout="nchw", normalize="imagenet", framework="torch",
                  rank=None, world_size=None, ordered=True, window=2, streams_per_server=2, prefetch=0,
                  prefetch_bytes=2 << 30, max_servers=32, epochs=None, connect_timeout=10.0,
@@ -248,6 +256,12 @@ class Loader:
         o.batch_size = int(batch_size)
         o.seed = int(seed)
         o.drop_last = bool(drop_last)
+        if shuffle is True:
+            shuffle = "global"
+        if shuffle not in ("global", "shards"):
+            raise ValueError(f"shuffle={shuffle!r}; expected \"global\" (one shuffle of every sample) or \"shards\" "
+                             "(shards shuffled, then samples within a window of them)")
+        o.shuffle, o.shard_window = shuffle, int(shard_window)
         o.rank, o.world_size = int(rank), int(world_size)
         o.ordered = bool(ordered)
         o.window, o.prefetch = int(window), int(prefetch)
@@ -440,7 +454,8 @@ class Loader:
         return {"version": STATE_VERSION, "epoch": self._epoch,
                 "position": self._client.position() if self._started else None,
                 "dataset": o.dataset, "seed": o.seed, "batch_size": o.batch_size, "pipeline": o.pipeline,
-                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size, "fields": self._fields_state()}
+                "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size, "fields": self._fields_state(),
+                "shuffle": self._shuffle_state()}
 
     def load_state_dict(self, state):
         """Continues from a saved state: the next iteration yields exactly the
@@ -454,11 +469,18 @@ class Loader:
                 "drop_last": o.drop_last, "rank": o.rank, "world_size": o.world_size}
         if state.get("fields", "") != self._fields_state():  # states from before fields have none
             mine["fields"] = self._fields_state()
+        if state.get("shuffle", "global") != self._shuffle_state():  # nor from before the shard-aware order
+            mine["shuffle"] = self._shuffle_state()
         differ = [f"{k}: saved {state.get(k)!r}, loader has {v!r}" for k, v in mine.items() if state.get(k) != v]
         if differ:
             raise _ext.FailedPrecondition("the saved loader state is for another run; " + "; ".join(differ))
         self._pending_resume = dict(state)
         self._epoch = state["epoch"]
+
+    def _shuffle_state(self):
+        """The epoch order a saved state must have: "global", or "shards:WINDOW"."""
+        o = self._options
+        return "global" if o.shuffle == "global" else f"shards:{o.shard_window or 4}"
 
     def _fields_state(self):
         """What the fields of a saved state must equal: the fields and what changes their values."""
