@@ -48,6 +48,8 @@ absl::Status ProcessingError(const std::exception& e, absl::string_view what) {
 
 bool IsOutOfMemory(const absl::Status& status) { return status.GetPayload(kOutOfMemoryPayload).has_value(); }
 
+bool FailsTheBatch(const absl::Status& status) { return IsOutOfMemory(status) || IsTimerError(status); }
+
 // A batch whose memory could not be allocated: the batch's failure, with
 // what the operator can change.
 absl::Status OutOfMemory(int64_t batch_index, int64_t bytes, int64_t budget) {
@@ -77,6 +79,7 @@ double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
 
 }  // namespace batch_session_internal
 
+using batch_session_internal::FailsTheBatch;
 using batch_session_internal::ImageExtensions;
 using batch_session_internal::IsOutOfMemory;
 using batch_session_internal::Nanos;
@@ -267,6 +270,12 @@ absl::Status BatchSession::BatchFailure(const Job& job, int64_t index, const abs
                                                   source_->Describe(index), "): ", status.message()));
 }
 
+void BatchSession::Abandon(Job& job, absl::Status error) {
+  absl::MutexLock lock(&job.mu);
+  if (job.error.ok()) job.error = std::move(error);
+  job.abandoned.store(true);
+}
+
 void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
   const absl::Time task_start = absl::Now();
   metrics_->queued_samples->Decrement();
@@ -304,12 +313,10 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
     if (cancelled_.load() || (job->abandoned.load() && status.code() == absl::StatusCode::kCancelled)) {
       // The stream is gone, or the batch failed already: nothing is sent
       // for this sample, nothing is blamed.
-    } else if (IsOutOfMemory(status) || IsTimerError(status)) {
+    } else if (FailsTheBatch(status)) {
       // Not the sample's fault (memory, or a timer that depends on load):
       // no replacement, the batch fails and another server may make it.
-      absl::MutexLock lock(&job->mu);
-      if (job->error.ok()) job->error = BatchFailure(*job, index, status);
-      job->abandoned.store(true);
+      Abandon(*job, BatchFailure(*job, index, status));
     } else if (!status.ok()) {
       v1::FailedSample failed;
       failed.set_sample_index(index);
@@ -321,11 +328,7 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
       if (config_.bad_sample_policy() == v1::SKIP && !store_) {
         int64_t replacement = -1;
         absl::Status replaced = Replace(epoch, index, dst, fields, *job, &replacement);
-        if (IsTimerError(replaced) || IsOutOfMemory(replaced)) {  // a replacement stopped by a timer: the batch's
-          absl::MutexLock lock(&job->mu);
-          if (job->error.ok()) job->error = BatchFailure(*job, index, replaced);
-          job->abandoned.store(true);
-        }
+        if (FailsTheBatch(replaced)) Abandon(*job, BatchFailure(*job, index, replaced));  // a timer: the batch's
         if (replaced.ok()) {
           failed.set_replaced_by(replacement);
           job->header.set_labels(static_cast<int>(slot), source_->label(replacement));
@@ -334,13 +337,14 @@ void BatchSession::RunSample(const std::shared_ptr<Job>& job, int64_t slot) {
         }
       }
       const bool unrecovered = failed.replaced_by() < 0 && !left_out;
-      absl::MutexLock lock(&job->mu);
-      job->failed.push_back(std::move(failed));
-      if (unrecovered && job->error.ok()) {
-        job->error = absl::DataLossError(
-            absl::StrCat("sample ", index, " (", source_->Describe(index), "): ", status.message()));
+      {
+        absl::MutexLock lock(&job->mu);
+        job->failed.push_back(std::move(failed));
       }
-      if (unrecovered) job->abandoned.store(true);
+      if (unrecovered) {
+        Abandon(*job, absl::DataLossError(
+                          absl::StrCat("sample ", index, " (", source_->Describe(index), "): ", status.message())));
+      }
     }
   }
   if (!cancelled_.load() && !value_fields_.empty()) ChargeFields(*job, job->field_values[static_cast<size_t>(slot)]);
@@ -557,13 +561,13 @@ std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t
       return positions_;
     }
   }
-  // The session's order, as its client computes it (SKIP replacements follow it).
+  // The session's order for one rank (SKIP replacements follow it). The same
+  // on every server; a client of several ranks interleaves the lanes in
+  // blocks of batch x world size instead, so a replacement may come from
+  // another window than its batch's (an extra shard read, never a
+  // difference between servers).
   std::optional<ShardLayout> shards;
-  if (config_.shuffle() == v1::SHUFFLE_SHARDS) {
-    shards.emplace();
-    shards->sizes = source_->ShardSizes();
-    shards->window = config_.shard_window() > 0 ? config_.shard_window() : kDefaultShardWindow;
-  }
+  if (config_.shuffle() == v1::SHUFFLE_SHARDS) shards = MakeShardLayout(source_->ShardSizes(), config_.shard_window());
   EpochPlan plan(config_.seed(), epoch, source_->size(), config_.batch_size(), /*drop_last=*/false, 0, 1,
                  /*shuffle=*/!config_.sequential(), shards ? &*shards : nullptr);
   auto positions = std::make_shared<std::vector<int64_t>>(plan.order().size());
@@ -592,7 +596,7 @@ absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, s
       return absl::OkStatus();
     }
     // A timer or a stop is no verdict on the candidate: the batch fails instead.
-    if (IsTimerError(s) || IsOutOfMemory(s) || cancelled_.load() || job.abandoned.load()) return s;
+    if (FailsTheBatch(s) || cancelled_.load() || job.abandoned.load()) return s;
   }
   return absl::DataLossError(absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1),
                                           " after it in the epoch's order"));

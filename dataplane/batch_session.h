@@ -146,6 +146,9 @@ class BatchSession final : public StreamSession {
   struct Job;
   void RunSample(const std::shared_ptr<Job>& job, int64_t slot);
   absl::Status BatchFailure(const Job& job, int64_t index, const absl::Status& status) const;
+  // The batch fails with `error` (unless it failed already), and its other
+  // samples stop at their next check.
+  static void Abandon(Job& job, absl::Status error);
   // Takes a made slot's field values from the budget; when they do not fit,
   // the batch fails with RESOURCE_EXHAUSTED naming --max-inflight-bytes.
   void ChargeFields(Job& job, const std::vector<std::string>& values);

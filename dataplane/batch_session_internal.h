@@ -25,6 +25,10 @@ namespace stoker::batch_session_internal {
 // OpenCV's out-of-memory error): the process is at a memory limit.
 bool IsOutOfMemory(const std::exception& e);
 bool IsOutOfMemory(const absl::Status& status);
+// A sample's error that is no verdict on the sample (memory, or a timer that
+// depends on load): its batch fails (another server may make it) and no
+// replacement is tried.
+bool FailsTheBatch(const absl::Status& status);
 // What a sample's processing threw, as its status.
 absl::Status ProcessingError(const std::exception& e, absl::string_view what);
 // A batch whose memory could not be allocated: the batch's failure.

@@ -160,6 +160,7 @@ constexpr char kTokenVariable[] = "STOKER_PYTHON_WORKER";
 // processes started while the last one looked.
 void KillTokenHolders(const std::string& token) {
   const std::string needle = absl::StrCat(kTokenVariable, "=", token, std::string(1, '\0'));
+  const std::string inner = std::string(1, '\0') + needle;  // an entry after the first
   const pid_t self = getpid();
   for (int pass = 0; pass < 4; ++pass) {
     int killed = 0;
@@ -172,7 +173,7 @@ void KillTokenHolders(const std::string& token) {
       std::ifstream in(absl::StrCat("/proc/", e->d_name, "/environ"), std::ios::binary);
       if (!in) continue;  // gone, or another user's
       const std::string environment((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (absl::StartsWith(environment, needle) || absl::StrContains(environment, std::string(1, '\0') + needle)) {
+      if (absl::StartsWith(environment, needle) || absl::StrContains(environment, inner)) {
         kill(static_cast<pid_t>(pid), SIGKILL);
         ++killed;
       }
