@@ -69,9 +69,10 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
   auto& affinity = prometheus::BuildCounter()
                        .Name("stoker_client_shard_affinity_batches_total")
                        .Help(
-                           "Batches of the shard-aware order (shuffle=shards) requested from the server that "
-                           "reads their shards (result=hit) or, that one being busy or gone, from another "
-                           "(result=miss: that server reads those shards too).")
+                           "Batch requests of the shard-aware order (shuffle=shards) sent to the server that "
+                           "reads their shards (result=hit) or, that one being busy or gone, to another "
+                           "(result=miss: that server reads those shards too); a batch asked again after a "
+                           "failure counts again.")
                        .Register(registry);
   affinity_hits = &affinity.Add({{"result", "hit"}});
   affinity_misses = &affinity.Add({{"result", "miss"}});

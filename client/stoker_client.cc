@@ -171,6 +171,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     first_producer = "the local producer";
   }
   if (c.servers.empty()) {
+    if (absl::Status shards = client->CheckShardSizes(first_producer); !shards.ok()) return shards;
     client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
     return client;
   }
@@ -283,13 +284,16 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     } else if (r.num_samples() != client->dataset_.num_samples() ||
                r.sample_bytes() != client->dataset_.sample_bytes() ||
                r.class_names_size() != client->dataset_.class_names_size() ||
-               r.dataset_fingerprint() != client->dataset_.dataset_fingerprint()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "producers disagree on dataset '", c.session.dataset(), "': ", first_producer, " has ",
-          client->dataset_.num_samples(),
-          " samples in ", client->dataset_.class_names_size(), " classes of ", client->dataset_.sample_bytes(),
-          " bytes (", client->dataset_.dataset_fingerprint(), "), ", addresses[i], " has ", r.num_samples(), " in ",
-          r.class_names_size(), " of ", r.sample_bytes(), " (", r.dataset_fingerprint(), ")"));
+               r.dataset_fingerprint() != client->dataset_.dataset_fingerprint() ||
+               !std::equal(r.shard_sizes().begin(), r.shard_sizes().end(), client->dataset_.shard_sizes().begin(),
+                           client->dataset_.shard_sizes().end())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("producers disagree on dataset '", c.session.dataset(), "': ", first_producer, " has ",
+                       client->dataset_.num_samples(), " samples in ", client->dataset_.class_names_size(),
+                       " classes of ", client->dataset_.sample_bytes(), " bytes (",
+                       client->dataset_.dataset_fingerprint(), "), ", addresses[i], " has ", r.num_samples(), " in ",
+                       r.class_names_size(), " of ", r.sample_bytes(), " (", r.dataset_fingerprint(), ")",
+                       r.shard_sizes_size() != client->dataset_.shard_sizes_size() ? ", and on its shards" : ""));
     }
   }
   if (!have_dataset && !refused.empty() && refused.size() == unreachable.size()) {
@@ -310,10 +314,29 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   if (!unreachable.empty()) {
     LOG(WARNING) << "not answering yet (will be retried): " << absl::StrJoin(unreachable, ", ");
   }
+  if (absl::Status shards = client->CheckShardSizes(first_producer); !shards.ok()) return shards;
   // Every stream, also to servers that join later, opens its session with the
   // fingerprint seen here: a server with another copy of the dataset refuses.
   client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
   return client;
+}
+
+absl::Status StokerClient::CheckShardSizes(const std::string& producer) const {
+  if (config_.session.shuffle() != v1::SHUFFLE_SHARDS || config_.session.sequential() || dataset_.num_samples() == 0) {
+    return absl::OkStatus();
+  }
+  const ShardLayout layout =
+      MakeShardLayout({dataset_.shard_sizes().begin(), dataset_.shard_sizes().end()}, config_.session.shard_window());
+  // Falling back to the global order here would give ranks whose first
+  // server differs different orders.
+  if (!LayoutCovers(layout, dataset_.num_samples())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shuffle=shards: ", producer, " sent ", dataset_.shard_sizes_size(), " shard sizes for dataset '",
+                     config_.session.dataset(), "' of ", dataset_.num_samples(),
+                     " samples, which do not add up to it (a server from before the shard-aware order sends none); "
+                     "upgrade the servers or use the global order"));
+  }
+  return absl::OkStatus();
 }
 
 std::string FanoutKey(const ClientConfig& config) {
@@ -343,11 +366,10 @@ absl::StatusOr<v1::ShuffleOrder> ParseShuffleOrder(const std::string& name) {
 }
 
 EpochPlan StokerClient::PlanFor(int64_t epoch) const {
-  std::optional<ShardLayout> shards;  // the shard-aware order, with the first server's layout
-  if (config_.session.shuffle() == v1::SHUFFLE_SHARDS && dataset_.shard_sizes_size() > 0) {
-    shards.emplace();
-    shards->sizes.assign(dataset_.shard_sizes().begin(), dataset_.shard_sizes().end());
-    if (config_.session.shard_window() > 0) shards->window = config_.session.shard_window();
+  std::optional<ShardLayout> shards;  // the shard-aware order, with the servers' layout (checked at Connect)
+  if (config_.session.shuffle() == v1::SHUFFLE_SHARDS) {
+    shards =
+        MakeShardLayout({dataset_.shard_sizes().begin(), dataset_.shard_sizes().end()}, config_.session.shard_window());
   }
   return EpochPlan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
                    config_.drop_last, config_.rank, config_.world_size, !config_.session.sequential(),
@@ -442,7 +464,9 @@ absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
   const auto& s = config_.session;
   if (p.dataset() != s.dataset() || p.seed() != s.seed() || p.batch_size() != s.batch_size() ||
       p.rank() != config_.rank || p.world_size() != config_.world_size || p.drop_last() != config_.drop_last ||
-      p.sequential() != s.sequential() || p.shuffle() != s.shuffle() || p.shard_window() != s.shard_window()) {
+      p.sequential() != s.sequential() || (!s.sequential() && p.shuffle() != s.shuffle()) ||
+      EffectiveShardWindow(p.sequential(), p.shuffle() == v1::SHUFFLE_SHARDS, p.shard_window()) !=
+          EffectiveShardWindow(s.sequential(), s.shuffle() == v1::SHUFFLE_SHARDS, s.shard_window())) {
     auto order = [](bool sequential, v1::ShuffleOrder shuffle, int window) {
       if (sequential) return std::string("index order");
       if (shuffle != v1::SHUFFLE_SHARDS) return std::string("shuffled");

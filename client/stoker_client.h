@@ -171,6 +171,9 @@ class StokerClient {
   StokerClient(ClientConfig config, ClientMetrics* metrics);
   absl::Status StartEpochSkipping(int64_t epoch, std::set<int64_t> delivered);
   EpochPlan PlanFor(int64_t epoch) const;
+  // With shuffle=shards: FAILED_PRECONDITION unless the producers' shard
+  // sizes describe the dataset (naming `producer`, the first that answered).
+  absl::Status CheckShardSizes(const std::string& producer) const;
   // Arms the epoch after `epoch` in the running EpochRun, unless it is past
   // config_.epochs or armed already.
   absl::Status ArmFollowing(int64_t epoch);

@@ -12,22 +12,17 @@ namespace stoker {
 
 namespace {
 
-// True when `shards` describes num_samples samples in shards of at least one.
-bool UsableLayout(const ShardLayout* shards, int64_t num_samples) {
-  if (shards == nullptr || shards->sizes.empty() || shards->window < 1) return false;
-  int64_t total = 0;
-  for (int64_t n : shards->sizes) {
-    if (n < 1) return false;
-    total += n;
-  }
-  return total == num_samples;
-}
-
 template <typename T>
 void Shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates with our own platform-independent generator
   for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i) {
     std::swap(v[static_cast<size_t>(i)], v[static_cast<size_t>(rng.UniformInt(0, i))]);
   }
+}
+
+// The shard of sample i, `start[s]` being shard s's first sample index (any
+// value that orders samples by shard: the shard's index plus one).
+int64_t ShardOf(const std::vector<int64_t>& start, int64_t i) {
+  return std::upper_bound(start.begin(), start.end(), i) - start.begin();
 }
 
 // The shards of members[from..] that hold the most of them, in that order,
@@ -36,7 +31,7 @@ std::set<int64_t> FullestShards(const std::vector<int64_t>& members, size_t from
                                 const std::vector<int64_t>& start) {
   std::map<int64_t, int64_t> left_of;
   for (size_t k = from; k < members.size(); ++k) {
-    ++left_of[std::upper_bound(start.begin(), start.end(), members[k]) - start.begin()];
+    ++left_of[ShardOf(start, members[k])];
   }
   std::vector<std::pair<int64_t, int64_t>> by_count;  // (-members, shard): fullest first, ties by shard
   for (const auto& [shard, n] : left_of) by_count.emplace_back(-n, shard);
@@ -59,17 +54,16 @@ std::set<int64_t> FullestShards(const std::vector<int64_t>& members, size_t from
 // of all of its window's.
 void Borrow(std::vector<int64_t>& current, size_t at, std::vector<int64_t>* last, int64_t count,
             const std::vector<int64_t>& start) {
-  auto shard_of = [&](int64_t i) { return std::upper_bound(start.begin(), start.end(), i) - start.begin(); };
   if (last == nullptr) {
     const std::set<int64_t> chosen = FullestShards(current, at, count, start);
     std::stable_partition(current.begin() + static_cast<std::ptrdiff_t>(at), current.end(),
-                          [&](int64_t i) { return chosen.count(shard_of(i)) > 0; });
+                          [&](int64_t i) { return chosen.count(ShardOf(start, i)) > 0; });
     return;
   }
   const std::set<int64_t> chosen = FullestShards(*last, 0, count, start);
   std::vector<int64_t> moved, kept;
   for (int64_t i : *last) {
-    (static_cast<int64_t>(moved.size()) < count && chosen.count(shard_of(i)) ? moved : kept).push_back(i);
+    (static_cast<int64_t>(moved.size()) < count && chosen.count(ShardOf(start, i)) ? moved : kept).push_back(i);
   }
   *last = std::move(kept);
   current.insert(current.begin() + static_cast<std::ptrdiff_t>(at), moved.begin(), moved.end());
@@ -77,11 +71,33 @@ void Borrow(std::vector<int64_t>& current, size_t at, std::vector<int64_t>* last
 
 }  // namespace
 
+bool LayoutCovers(const ShardLayout& shards, int64_t num_samples) {
+  if (shards.sizes.empty() || shards.window < 1) return false;
+  int64_t total = 0;
+  for (int64_t n : shards.sizes) {
+    if (n < 1 || n > num_samples - total) return false;  // no overflow: total stays <= num_samples
+    total += n;
+  }
+  return total == num_samples;
+}
+
+ShardLayout MakeShardLayout(std::vector<int64_t> sizes, int window) {
+  ShardLayout layout;
+  layout.sizes = std::move(sizes);
+  if (window > 0) layout.window = window;
+  return layout;
+}
+
+int EffectiveShardWindow(bool sequential, bool shard_aware, int shard_window) {
+  if (sequential || !shard_aware) return 0;
+  return shard_window > 0 ? shard_window : kDefaultShardWindow;
+}
+
 EpochPlan::EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size, bool drop_last, int rank,
                      int world_size, bool shuffle, const ShardLayout* shards)
     : epoch_(epoch), batch_size_(std::max<int64_t>(1, batch_size)), drop_last_(drop_last) {
   num_samples = std::max<int64_t>(0, num_samples);
-  if (shuffle && UsableLayout(shards, num_samples)) {
+  if (shuffle && shards != nullptr && LayoutCovers(*shards, num_samples)) {
     const size_t count = shards->sizes.size();
     std::vector<int64_t> start(count, 0);
     for (size_t i = 1; i < count; ++i) start[i] = start[i - 1] + shards->sizes[i - 1];
@@ -124,9 +140,8 @@ EpochPlan::EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t 
     for (const std::vector<size_t>& its : lane_windows) {
       std::vector<int64_t>& last = windows[its.back()];
       const size_t tail = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(last.size()), 2 * block));
-      std::stable_sort(last.end() - static_cast<std::ptrdiff_t>(tail), last.end(), [&](int64_t a, int64_t b) {
-        return std::upper_bound(start.begin(), start.end(), a) < std::upper_bound(start.begin(), start.end(), b);
-      });
+      std::stable_sort(last.end() - static_cast<std::ptrdiff_t>(tail), last.end(),
+                       [&](int64_t a, int64_t b) { return ShardOf(start, a) < ShardOf(start, b); });
     }
     // Blocks of one batch per rank, from the lanes in turn; a lane that runs
     // out hands the rest of its block to the next, so that every block but

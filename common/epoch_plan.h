@@ -23,6 +23,15 @@ struct ShardLayout {
   int lanes = kDefaultShardLanes;
 };
 
+// True when the layout's shards (each of at least one sample) add up to
+// num_samples and its window is at least 1.
+bool LayoutCovers(const ShardLayout& layout, int64_t num_samples);
+// The layout of `sizes` with `window` shards per window (<= 0: the default).
+ShardLayout MakeShardLayout(std::vector<int64_t> sizes, int window);
+// The window a session's order uses: 0 in index order or the global order,
+// else shard_window or its default (for comparing saved positions).
+int EffectiveShardWindow(bool sequential, bool shard_aware, int shard_window);
+
 class EpochPlan {
  public:
   // A shuffled order of [0, num_samples) for (seed, epoch). With drop_last the
@@ -44,10 +53,11 @@ class EpochPlan {
   // in turn (each lane has its windows, dealt to the lane with the fewest
   // samples; a block may straddle two windows of a lane). A lane that runs
   // out mid-block hands the rest of the block to the next lane, which fills
-  // it from as few of its shards as it can (the shards met first in its
-  // window's order, whole). A server that makes a lane's batches reads each
-  // of its shards once. The rest (ranks, batches) as above. Otherwise the
-  // global order.
+  // it from the fullest shards of its last window (moved ahead; such a
+  // shard is then read by both lanes' servers), and each lane's last two
+  // blocks are grouped by shard. A server that makes a lane's batches reads
+  // each of its shards about once. The rest (ranks, batches) as above.
+  // Otherwise the global order.
   EpochPlan(uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size, bool drop_last, int rank = 0,
             int world_size = 1, bool shuffle = true, const ShardLayout* shards = nullptr);
 

@@ -175,6 +175,14 @@ TEST(ShardAwareOrderTest, RanksShareItAsTheyShareTheGlobalOrderAndABadLayoutFall
   EXPECT_EQ(EpochPlan(1, 0, n, 8, false, 0, 1, false, &layout).order(),
             EpochPlan(1, 0, n, 8, false, 0, 1, false).order());
   EXPECT_EQ(EpochPlan(1, 0, n, 8, false).BatchWindow(0), -1);
+  // Sizes from the network that would overflow a sum are refused, not wrapped.
+  ShardLayout huge = MakeShardLayout({INT64_MAX, INT64_MAX, 2}, 0);
+  EXPECT_FALSE(LayoutCovers(huge, 1));
+  EXPECT_TRUE(LayoutCovers(MakeShardLayout({2, 3}, 0), 5));
+  EXPECT_EQ(MakeShardLayout({5}, 0).window, kDefaultShardWindow);
+  EXPECT_EQ(EffectiveShardWindow(false, true, 0), EffectiveShardWindow(false, true, kDefaultShardWindow));
+  EXPECT_EQ(EffectiveShardWindow(false, false, 8), 0);
+  EXPECT_EQ(EffectiveShardWindow(true, true, 8), 0);
 }
 
 }  // namespace

@@ -551,9 +551,7 @@ NB_MODULE(_stoker_ext, m) {
         if (num_samples < 0 || batch_size < 1 || world_size < 1 || rank < 0 || rank >= world_size) {
           Raise(absl::InvalidArgumentError("epoch_order: num_samples >= 0, batch_size >= 1, 0 <= rank < world_size"));
         }
-        ShardLayout layout;
-        layout.sizes = shard_sizes;
-        if (shard_window > 0) layout.window = shard_window;
+        const ShardLayout layout = MakeShardLayout(shard_sizes, shard_window);
         const EpochPlan plan(seed, epoch, num_samples, batch_size, /*drop_last=*/false, rank, world_size, true,
                              *order == v1::SHUFFLE_SHARDS ? &layout : nullptr);
         if (*order == v1::SHUFFLE_SHARDS && !plan.shard_aware()) {

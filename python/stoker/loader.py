@@ -471,7 +471,9 @@ class Loader:
             mine["fields"] = self._fields_state()
         if state.get("shuffle", "global") != self._shuffle_state():  # nor from before the shard-aware order
             mine["shuffle"] = self._shuffle_state()
-        differ = [f"{k}: saved {state.get(k)!r}, loader has {v!r}" for k, v in mine.items() if state.get(k) != v]
+        saved = {"shuffle": "global"}  # what a state from before the key means
+        saved.update(state)
+        differ = [f"{k}: saved {saved.get(k)!r}, loader has {v!r}" for k, v in mine.items() if saved.get(k) != v]
         if differ:
             raise _ext.FailedPrecondition("the saved loader state is for another run; " + "; ".join(differ))
         self._pending_resume = dict(state)

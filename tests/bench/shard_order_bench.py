@@ -32,6 +32,7 @@ Usage: shard_order_bench.py BUILD [--json FILE]
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import sys
