@@ -48,7 +48,7 @@ namespace stoker {
 struct FanoutOptions {
   std::string key;          // this rank's identity (job and rank): its servers' order
   int min_servers = 2;      // failover: at least this many where the pool has them
-  int initial_servers = 4;  // before a demand is measured
+  int initial_servers = 2;  // before a demand is measured
   int max_servers = 32;     // 0: the whole pool
   double headroom = 1.25;
   absl::Duration interval = absl::Seconds(2);  // between changes of the target

@@ -90,7 +90,7 @@ struct ClientConfig {
   // false: every server in the set (the behaviour before).
   bool bounded_fanout = true;
   int min_servers = 2;
-  int initial_servers = 4;
+  int initial_servers = 2;  // what a failover needs; more as demand and supply ask (issue 50: 4 made short jobs keep 4)
   int max_servers = 32;
   absl::Duration rpc_timeout = absl::Seconds(10);     // OpenSession and connecting
   // How long Connect waits for servers that are up but still scanning the

@@ -102,7 +102,8 @@ ABSL_FLAG(bool, bounded_fanout, true,
           "Stream from a subset of the servers sized from demand (--min-servers..--max-servers); false: from every "
           "server");
 ABSL_FLAG(int, min_servers, 2, "Bounded fan-out: fewest servers streamed from (failover), where the pool has them");
-ABSL_FLAG(int, initial_servers, 4, "Bounded fan-out: servers streamed from before a demand is measured");
+ABSL_FLAG(int, initial_servers, 2,
+          "Bounded fan-out: servers streamed from before a demand is measured (more follow as demand and supply ask)");
 ABSL_FLAG(int, max_servers, 32, "Bounded fan-out: most servers streamed from; 0: the whole pool");
 ABSL_FLAG(int, warmup_batches, 0, "Leave the first N delivered batches out of the summary (start-up, caches)");
 ABSL_FLAG(bool, drop_last, false, "Leave out each epoch's last partial batch");
