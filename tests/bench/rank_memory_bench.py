@@ -19,14 +19,12 @@ Usage: tests/bench/rank_memory_bench.py [BUILD_DIR] [OUT_JSON]
 """
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from procs import stop_all  # noqa: E402
+from procs import Procs  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 OUT = sys.argv[2] if len(sys.argv) > 2 else f"{BUILD}/rank_memory.json"
@@ -36,26 +34,6 @@ STEP_MS = float(os.environ.get("RANK_MEMORY_STEP_MS", 60))
 BATCH = 64
 SIZES = {"9.6MB": "random_resized_crop(224)", "600KB": "random_resized_crop(56)"}
 COUNTS = [n for n in (2, 8, 32) if n <= SERVERS]
-
-
-def start_servers(work, procs):
-    addresses = []
-    for i in range(SERVERS):
-        log = open(f"{work}/server{i}.log", "w+")
-        procs.append(subprocess.Popen(
-            [f"{BUILD}/server/stoker-server", "--host=127.0.0.1", "--port=0", "--metrics-port=-1", f"--data-root={work}",
-             "--workers=1"], stdout=log, stderr=subprocess.STDOUT))
-    for i in range(SERVERS):
-        deadline = time.time() + 30
-        while True:
-            m = re.search(r"listening on (\S+)", open(f"{work}/server{i}.log").read())
-            if m:
-                addresses.append(m.group(1))
-                break
-            if time.time() > deadline or procs[i].poll() is not None:
-                raise SystemExit(f"server {i} did not start: " + open(f"{work}/server{i}.log").read()[-1000:])
-            time.sleep(0.05)
-    return addresses
 
 
 def run(work, addresses, pipeline, seconds):
@@ -84,11 +62,11 @@ def run(work, addresses, pipeline, seconds):
 
 
 def main():
-    procs = []
     results = {}
     with tempfile.TemporaryDirectory() as work:
+        procs = Procs(work, BUILD)
         try:
-            addresses = start_servers(work, procs)
+            addresses = [procs.server(work)[0] for _ in range(SERVERS)]  # one worker each
             lengths = {"short": 3.0}
             if LONG_S > 0:
                 lengths["long"] = LONG_S
@@ -99,7 +77,7 @@ def main():
                         results[key] = run(work, addresses[:n], pipeline, seconds)
                         print(f"{key}: {json.dumps(results[key])}", flush=True)
         finally:
-            stop_all(procs)
+            procs.stop()
     print(f"\none rank, batches of {BATCH}, a step of {STEP_MS:g} ms, one-worker servers")
     print(f"  {'batch':<6} {'job':<6} {'pool':>4} {'RSS MiB':>8} {'vs 2':>6} {'servers':>7} {'last 3s':>7} "
           f"{'img/s':>7} once")
