@@ -424,13 +424,9 @@ BatchScheduler::Choice BatchScheduler::Choose(int64_t b, const std::string& pref
     }
   }
   c.preferred = best_tier == 3;
+  c.reader = best_tier == 2;
   c.no_new_reads = best_tier >= 1;
   return c;
-}
-
-bool BatchScheduler::IsReader(int64_t b, const std::string& address) const {
-  const auto it = windows_.find({EpochOf(b), PlanOf(EpochOf(b)).BatchWindow(BatchOf(b))});
-  return it != windows_.end() && it->second.servers.count(address) > 0;
 }
 
 bool BatchScheduler::CanWaitFor(const std::string& preferred, absl::Time now) const {
@@ -482,8 +478,7 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
     if (!c.stream) continue;  // only servers that refused it have room: it waits for another
     // Held unless its preferred server takes it, or one that already reads
     // its window.
-    if (!head && !preferred.empty() && !c.preferred && !(c.no_new_reads && IsReader(b, *c.address)) &&
-        CanWaitFor(preferred, now)) {
+    if (!head && !preferred.empty() && !c.preferred && !c.reader && CanWaitFor(preferred, now)) {
       held.push_back(b);
       continue;
     }

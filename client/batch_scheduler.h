@@ -305,14 +305,13 @@ class BatchScheduler {
     StreamId id = -1;
     bool room = false;                     // some server has room (maybe one that refused it)
     bool preferred = false;                // the stream is the preferred server's
-    bool no_new_reads = false;             // ... or one that reads the batch's window, or nobody does yet
+    bool reader = false;                   // ... or one that already reads the batch's window
+    bool no_new_reads = false;             // ... or either, or nobody reads the window yet
     const std::string* address = nullptr;  // the stream's server
   };
   Choice Choose(int64_t seq, const std::string& preferred, absl::Time now);
   // The preferred server is up and this rank's: a batch may be held for it.
   bool CanWaitFor(const std::string& preferred, absl::Time now) const;
-  // `address` was sent batches of batch `seq`'s shard window.
-  bool IsReader(int64_t seq, const std::string& address) const;
   void Assign(int64_t seq, const Choice& c, bool shard_aware, absl::Time now, std::vector<Assignment>* out);
   int64_t affinity_hits_ = 0, affinity_misses_ = 0;
   // The shard-aware order: (epoch, window) -> the servers that were sent

@@ -325,11 +325,9 @@ absl::Status StokerClient::CheckShardSizes(const std::string& producer) const {
   if (config_.session.shuffle() != v1::SHUFFLE_SHARDS || config_.session.sequential() || dataset_.num_samples() == 0) {
     return absl::OkStatus();
   }
-  const ShardLayout layout =
-      MakeShardLayout({dataset_.shard_sizes().begin(), dataset_.shard_sizes().end()}, config_.session.shard_window());
   // Falling back to the global order here would give ranks whose first
   // server differs different orders.
-  if (!LayoutCovers(layout, dataset_.num_samples())) {
+  if (!LayoutCovers(*Shards(), dataset_.num_samples())) {
     return absl::FailedPreconditionError(
         absl::StrCat("shuffle=shards: ", producer, " sent ", dataset_.shard_sizes_size(), " shard sizes for dataset '",
                      config_.session.dataset(), "' of ", dataset_.num_samples(),
@@ -365,12 +363,14 @@ absl::StatusOr<v1::ShuffleOrder> ParseShuffleOrder(const std::string& name) {
                                                  "or shards (shards shuffled, then samples within a window of them)"));
 }
 
+std::optional<ShardLayout> StokerClient::Shards() const {
+  if (config_.session.shuffle() != v1::SHUFFLE_SHARDS) return std::nullopt;
+  return MakeShardLayout({dataset_.shard_sizes().begin(), dataset_.shard_sizes().end()},
+                         config_.session.shard_window());
+}
+
 EpochPlan StokerClient::PlanFor(int64_t epoch) const {
-  std::optional<ShardLayout> shards;  // the shard-aware order, with the servers' layout (checked at Connect)
-  if (config_.session.shuffle() == v1::SHUFFLE_SHARDS) {
-    shards =
-        MakeShardLayout({dataset_.shard_sizes().begin(), dataset_.shard_sizes().end()}, config_.session.shard_window());
-  }
+  const std::optional<ShardLayout> shards = Shards();  // checked at Connect
   return EpochPlan(config_.session.seed(), epoch, dataset_.num_samples(), config_.session.batch_size(),
                    config_.drop_last, config_.rank, config_.world_size, !config_.session.sequential(),
                    shards ? &*shards : nullptr);
@@ -470,7 +470,7 @@ absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
     auto order = [](bool sequential, v1::ShuffleOrder shuffle, int window) {
       if (sequential) return std::string("index order");
       if (shuffle != v1::SHUFFLE_SHARDS) return std::string("shuffled");
-      return absl::StrCat("shuffled by shards (window ", window > 0 ? window : kDefaultShardWindow, ")");
+      return absl::StrCat("shuffled by shards (window ", EffectiveShardWindow(false, true, window), ")");
     };
     return absl::FailedPreconditionError(absl::StrCat(
         "saved position is for dataset '", p.dataset(), "', seed ", p.seed(), ", batch size ", p.batch_size(),

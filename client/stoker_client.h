@@ -6,23 +6,24 @@
 #ifndef STOKER_CLIENT_STOKER_CLIENT_H_
 #define STOKER_CLIENT_STOKER_CLIENT_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/channel_security.h"
 #include "client/batch.h"
 #include "client/bottleneck.h"
+#include "client/channel_security.h"
 #include "client/client_metrics.h"
 #include "client/local_producer.h"
-#include "common/epoch_plan.h"
 #include "client/server_set.h"
+#include "common/epoch_plan.h"
 #include "proto/stoker/v1/stoker.grpc.pb.h"
 
 namespace stoker {
@@ -171,6 +172,9 @@ class StokerClient {
   StokerClient(ClientConfig config, ClientMetrics* metrics);
   absl::Status StartEpochSkipping(int64_t epoch, std::set<int64_t> delivered);
   EpochPlan PlanFor(int64_t epoch) const;
+  // The servers' shard layout with this session's window when it asks for
+  // the shard-aware order; nullopt for the global order.
+  std::optional<ShardLayout> Shards() const;
   // With shuffle=shards: FAILED_PRECONDITION unless the producers' shard
   // sizes describe the dataset (naming `producer`, the first that answered).
   absl::Status CheckShardSizes(const std::string& producer) const;
