@@ -55,7 +55,8 @@ struct Manifest {
     std::string etag;
     int64_t mtime_ns = 0;
   };
-  std::map<std::string, Object> objects;  // by key
+  std::map<std::string, Object> objects;   // by key: copied whole
+  std::map<std::string, Object> streamed;  // by key: shards kept in the store (StoreMirror::Hold)
   int64_t bytes() const {
     int64_t b = 0;
     for (const auto& [k, v] : objects) b += v.size;
@@ -74,12 +75,17 @@ std::optional<Manifest> LoadManifest(const fs::path& path) {
   m.name = j["name"].get<std::string>();
   m.used_unix = j.value("used_unix", int64_t{0});
   m.listing_version = j.value("listing_version", std::string());
-  for (const auto& [key, v] : j["objects"].items()) {  // [size, ETag] or [size, ETag, mtime_ns]
-    if (!v.is_array() || v.size() < 2 || v.size() > 3 || !v[0].is_number_integer() || !v[1].is_string() ||
-        (v.size() == 3 && !v[2].is_number_integer())) {
-      return std::nullopt;
+  for (const char* field : {"objects", "streamed"}) {
+    if (!j.contains(field)) continue;
+    if (!j[field].is_object()) return std::nullopt;
+    for (const auto& [key, v] : j[field].items()) {  // [size, ETag] or [size, ETag, mtime_ns]
+      if (!v.is_array() || v.size() < 2 || v.size() > 3 || !v[0].is_number_integer() || !v[1].is_string() ||
+          (v.size() == 3 && !v[2].is_number_integer())) {
+        return std::nullopt;
+      }
+      (field == std::string("objects") ? m.objects : m.streamed)[key] = {v[0].get<int64_t>(), v[1].get<std::string>(),
+                                                                         v.size() == 3 ? v[2].get<int64_t>() : 0};
     }
-    m.objects[key] = {v[0].get<int64_t>(), v[1].get<std::string>(), v.size() == 3 ? v[2].get<int64_t>() : 0};
   }
   return m;
 }
@@ -91,6 +97,10 @@ absl::Status WriteManifest(const fs::path& path, const Manifest& m) {
   j["listing_version"] = m.listing_version;
   j["objects"] = nlohmann::json::object();
   for (const auto& [key, v] : m.objects) j["objects"][key] = {v.size, v.etag, v.mtime_ns};
+  if (!m.streamed.empty()) {
+    j["streamed"] = nlohmann::json::object();
+    for (const auto& [key, v] : m.streamed) j["streamed"][key] = {v.size, v.etag, v.mtime_ns};
+  }
   return WriteFileAtomically(path, j.dump(), Durability::kDurable);
 }
 
@@ -106,6 +116,13 @@ absl::Status RemoveDurably(const fs::path& path) {
   return absl::OkStatus();
 }
 
+// A tar shard directly below the directory `name` (what a streamed directory
+// leaves in the store).
+bool IsShardOf(const std::string& name, const std::string& key) {
+  if (!absl::StartsWith(key, name + "/") || !absl::EndsWith(key, ".tar")) return false;
+  return key.find('/', name.size() + 1) == std::string::npos;
+}
+
 bool LocalMatches(const fs::path& path, int64_t size) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == size;
@@ -116,7 +133,16 @@ bool LocalMatches(const fs::path& path, int64_t size) {
 StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, fs::path local_root)
     : store_(std::move(store)), options_(std::move(options)), local_root_(std::move(local_root)) {}
 
-StoreMirror::~StoreMirror() { JoinPersisted(); }
+StoreMirror::~StoreMirror() {
+  JoinPersisted();
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, s] : streamed_) {  // streamed copies live as long as the process
+    if (s.fd < 0) continue;
+    ::close(s.fd);
+    std::error_code ec;
+    fs::remove(local_root_ / key, ec);
+  }
+}
 
 void StoreMirror::JoinPersisted() {
   std::vector<std::thread> persisting;
@@ -144,6 +170,9 @@ absl::StatusOr<std::unique_ptr<StoreMirror>> StoreMirror::Create(std::unique_ptr
     if (std::optional<Manifest> manifest = LoadManifest(entry.path())) {
       m->held_[manifest->name] = {manifest->bytes(), manifest->used_unix};
       m->stats_.bytes_cached += manifest->bytes();
+      for (const auto& [key, v] : manifest->streamed) {  // an earlier run's streamed copies: not counted, not kept
+        if (CheckKey(key).ok()) fs::remove(local / key, ec);
+      }
     }
   }
   LOG(INFO) << "store " << m->store_->root() << ": cached in " << local.string() << " ("
@@ -243,6 +272,8 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   if (cached_listing) {
     // The listing this cache made stands (one request): its objects, as listed then.
     for (const auto& [key, v] : previous.objects) objects.push_back({key, v.size, v.etag, v.mtime_ns});
+    for (const auto& [key, v] : previous.streamed) objects.push_back({key, v.size, v.etag, v.mtime_ns});
+    std::sort(objects.begin(), objects.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
   } else if (directory) {
     // Listed by the bare name, then kept below "name/": no '/' in the query
     // (moto, an S3 emulator, mis-signs an encoded one) at the cost of the
@@ -267,14 +298,35 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   next.name = name;
   next.listing_version = version;
   next.used_unix = absl::ToUnixSeconds(absl::Now());
+  int64_t total_bytes = 0, shard_bytes = 0;
   for (const ObjectInfo& o : objects) {
     if (absl::Status s = CheckKey(o.key); !s.ok())
       return absl::Status(s.code(), absl::StrCat(store_->root(), ": ", s.message()));
-    next.objects[o.key] = {o.size, o.etag, o.mtime_ns};
+    total_bytes += o.size;
+    if (directory && IsShardOf(name, o.key)) shard_bytes += o.size;
   }
+  std::vector<ObjectInfo> stream;  // the directory's shards, left in the store (Hold)
   {
     absl::MutexLock lock(&mu_);
+    if (shard_bytes > 0 && (options_.stream_shards || !FitsLocked(name, total_bytes))) {
+      for (auto it = objects.begin(); it != objects.end();) {
+        if (!IsShardOf(name, it->key)) {
+          ++it;
+          continue;
+        }
+        stream.push_back(std::move(*it));
+        it = objects.erase(it);
+      }
+    }
+    for (const ObjectInfo& o : objects) next.objects[o.key] = {o.size, o.etag, o.mtime_ns};
+    for (const ObjectInfo& o : stream) next.streamed[o.key] = {o.size, o.etag, o.mtime_ns};
     if (absl::Status s = MakeRoom(name, next.bytes()); !s.ok()) return s;
+  }
+  if (!stream.empty()) {  // the shards' directory, though none of them is here yet
+    std::error_code ec;
+    fs::create_directories(local_root_ / name, ec);
+    if (ec)
+      return absl::UnavailableError(absl::StrCat("cache: making ", (local_root_ / name).string(), ": ", ec.message()));
   }
   std::vector<const ObjectInfo*> wanted;
   int64_t wanted_bytes = 0, reused = 0, reused_bytes = 0;
@@ -335,10 +387,130 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   stats_.bytes_fetched += wanted_bytes;
   stats_.objects_reused += reused;
   stats_.bytes_reused += reused_bytes;
+  std::vector<std::string>& keys = streamed_names_[name];
+  for (ObjectInfo& o : stream) {
+    keys.push_back(o.key);
+    streamed_[o.key].info = std::move(o);
+  }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!stream.empty()) {
+    LOG(INFO) << store_->Describe(name) << ": " << stream.size() << " shards (" << shard_bytes / 1000000
+              << " MB) stay in the store and are fetched when read"
+              << (options_.stream_shards
+                      ? " (streamed shards asked for)"
+                      : absl::StrCat(" (the dataset's ", total_bytes / 1000000, " MB do not fit in the cache's ",
+                                     options_.cache_bytes / 1000000, " MB)"))
+              << "; with the global epoch order every server reads every shard: choose shuffle=shards";
+  }
   LOG(INFO) << store_->Describe(name) << ": " << objects.size() << " objects, " << wanted.size() << " fetched ("
             << wanted_bytes / 1000000 << " MB in " << seconds << " s), " << reused << " already cached";
   return absl::OkStatus();
+}
+
+bool StoreMirror::FitsLocked(const std::string& name, int64_t bytes) const {
+  int64_t reclaimable = 0;  // earlier runs' names, and streamed copies nobody holds
+  for (const auto& [n, h] : held_) reclaimable += n == name || used_.count(n) ? 0 : h.bytes;
+  for (const auto& [key, s] : streamed_) reclaimable += s.fd >= 0 && s.pins == 0 ? s.info.size : 0;
+  return HeldExcept(name) + streamed_bytes_ - reclaimable + bytes <= options_.cache_bytes;
+}
+
+std::vector<ObjectInfo> StoreMirror::Streamed(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ObjectInfo> out;
+  auto it = streamed_names_.find(name);
+  if (it == streamed_names_.end()) return out;
+  for (const std::string& key : it->second) out.push_back(streamed_.at(key).info);
+  return out;
+}
+
+bool StoreMirror::EvictStreamed() {
+  auto victim = streamed_.end();
+  for (auto it = streamed_.begin(); it != streamed_.end(); ++it) {
+    if (it->second.fd < 0 || it->second.pins > 0) continue;
+    if (victim == streamed_.end() || it->second.used < victim->second.used) victim = it;
+  }
+  if (victim == streamed_.end()) return false;
+  ::close(victim->second.fd);
+  victim->second.fd = -1;
+  std::error_code ec;
+  fs::remove(local_root_ / victim->first, ec);
+  streamed_bytes_ -= victim->second.info.size;
+  stats_.evicted_bytes += victim->second.info.size;
+  return true;
+}
+
+void StoreMirror::Release(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  --streamed_[key].pins;
+  released_ = true;
+}
+
+absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::string& key,
+                                                                    const std::atomic<bool>* cancelled) {
+  auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
+  absl::MutexLock lock(&mu_);
+  auto it = streamed_.find(key);
+  if (it == streamed_.end()) {
+    return absl::NotFoundError(absl::StrCat(store_->Describe(key), " is not a streamed object of this cache"));
+  }
+  Stream& s = it->second;
+  bool fetched_here = false;
+  for (;;) {
+    while (s.fetching && !stop()) {  // another caller fetches it: wait for that copy
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](Stream* x) { return !x->fetching; }, &s),
+                           absl::Milliseconds(100));
+    }
+    if (stop()) return absl::CancelledError(absl::StrCat("fetching ", store_->Describe(key), " cancelled"));
+    if (s.fd >= 0) {
+      ++s.pins;
+      s.used = ++streamed_clock_;
+      if (!fetched_here) ++stats_.streamed_hits;
+      return std::make_shared<const HeldObject>(s.fd, local_root_ / key, s.info, [this, key] { Release(key); });
+    }
+    const int64_t room = options_.cache_bytes - HeldExcept("");
+    if (s.info.size > room) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          store_->Describe(key), " holds ", s.info.size, " bytes; the cache (--cache-bytes=", options_.cache_bytes,
+          ") has ", room, " bytes for streamed shards beside the datasets it keeps whole: raise --cache-bytes"));
+    }
+    // Room: earlier runs' names, then streamed copies nobody holds; else
+    // wait for a held one's release (a read holds a shard only while it reads).
+    while (HeldExcept("") + streamed_bytes_ + s.info.size > options_.cache_bytes) {
+      if (EvictOldestName("") || EvictStreamed()) continue;
+      if (stop()) return absl::CancelledError(absl::StrCat("fetching ", store_->Describe(key), " cancelled"));
+      released_ = false;
+      mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(100));
+    }
+    if (s.fd >= 0 || s.fetching) continue;  // fetched by another caller meanwhile
+    s.fetching = true;
+    streamed_bytes_ += s.info.size;
+    const ObjectInfo info = s.info;
+    mu_.Unlock();
+    BlockFetchOptions fetch;
+    fetch.block_bytes = options_.block_bytes;
+    fetch.parallel = options_.parallel;
+    absl::Status fetched = FetchObjects(*store_, {&info}, local_root_, fetch, cancelled);
+    int fd = -1;
+    if (fetched.ok()) {
+      fd = ::open((local_root_ / key).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        fetched = absl::UnavailableError(
+            absl::StrCat("cache: opening ", (local_root_ / key).string(), ": ", std::strerror(errno)));
+      }
+    }
+    mu_.Lock();
+    s.fetching = false;
+    if (!fetched.ok()) {
+      streamed_bytes_ -= info.size;
+      return fetched;
+    }
+    s.fd = fd;
+    ++stats_.objects_fetched;
+    ++stats_.streamed_fetches;
+    stats_.bytes_fetched += info.size;
+    fetched_here = true;  // the loop's next round takes the pin
+  }
 }
 
 int64_t StoreMirror::HeldExcept(const std::string& name) const {
@@ -357,23 +529,29 @@ bool StoreMirror::InUse(const std::string& key) const {
 }
 
 absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
-  while (HeldExcept(name) + bytes > options_.cache_bytes) {
-    // The least recently used name that this process has not opened.
-    std::string victim;
-    int64_t oldest = INT64_MAX;
-    for (const auto& [n, h] : held_) {
-      if (n == name || used_.count(n)) continue;
-      if (h.used_unix < oldest) {
-        oldest = h.used_unix;
-        victim = n;
-      }
+  while (HeldExcept(name) + streamed_bytes_ + bytes > options_.cache_bytes) {
+    if (EvictOldestName(name) || EvictStreamed()) continue;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        store_->Describe(name), " needs ", bytes, " bytes in the cache, which holds ",
+        HeldExcept(name) + streamed_bytes_, " bytes of datasets and shards this server has open, of --cache-bytes=",
+        options_.cache_bytes, ": raise --cache-bytes or give the cache more room"));
+  }
+  return absl::OkStatus();
+}
+
+bool StoreMirror::EvictOldestName(const std::string& name) {
+  // The least recently used name that this process has not opened.
+  std::string victim;
+  int64_t oldest = INT64_MAX;
+  for (const auto& [n, h] : held_) {
+    if (n == name || used_.count(n)) continue;
+    if (h.used_unix < oldest) {
+      oldest = h.used_unix;
+      victim = n;
     }
-    if (victim.empty()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(store_->Describe(name), " needs ", bytes, " bytes in the cache, which holds ", HeldExcept(name),
-                       " bytes of datasets this server has open, of --cache-bytes=", options_.cache_bytes,
-                       ": raise --cache-bytes or give the cache more room"));
-    }
+  }
+  if (victim.empty()) return false;
+  {
     const std::optional<Manifest> m = LoadManifest(ManifestPath(victim));
     std::error_code ec;
     if (m) {
@@ -388,7 +566,7 @@ absl::Status StoreMirror::MakeRoom(const std::string& name, int64_t bytes) {
     stats_.bytes_cached -= bytes_out;
     held_.erase(victim);
   }
-  return absl::OkStatus();
+  return true;
 }
 
 }  // namespace stoker

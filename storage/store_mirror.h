@@ -16,9 +16,18 @@
 // Bounded: names fetched by earlier runs are evicted, least recently used
 // first, to make room; names fetched by this process are never evicted (open
 // datasets read them); past the bound Ensure fails with RESOURCE_EXHAUSTED
-// naming the sizes. Thread-safe: concurrent Ensure calls of one name fetch
-// it once; processes sharing a cache directory take turns (an advisory lock
-// on it, held until a copy's manifest is written).
+// naming the sizes.
+//
+// Streamed shards: a directory whose tar shards (*.tar directly below it) do
+// not fit in the room left, or every one with `stream_shards`, is kept with
+// its other objects (manifests, sidecar indexes, annotations) whole and its
+// shards in the store: Hold(key) fetches a shard when a read needs it (many
+// ranged reads in flight, pinned to the version listed) and keeps it while
+// held; shards nobody holds are evicted least recently used first when
+// another needs the room. Streamed shards live only as long as the process
+// (a restart fetches them again; files of an earlier run are removed). Thread-safe: concurrent Ensure calls of one name
+// fetch it once; processes sharing a cache directory take turns (an advisory lock on it, held until a copy's manifest
+// is written).
 #ifndef STOKER_STORAGE_STORE_MIRROR_H_
 #define STOKER_STORAGE_STORE_MIRROR_H_
 
@@ -46,6 +55,28 @@ struct MirrorOptions {
   int64_t cache_bytes = int64_t{256} << 30;  // most bytes of objects kept
   int parallel = 16;                         // ranged reads in flight (over all objects)
   int64_t block_bytes = int64_t{8} << 20;    // bytes per ranged read
+  // Stream every directory's tar shards (fetched when read, as HeldObject),
+  // not only those of a directory that does not fit.
+  bool stream_shards = false;
+};
+
+// A streamed object's local copy, kept in the cache while this is alive.
+class HeldObject {
+ public:
+  HeldObject(int fd, std::filesystem::path path, ObjectInfo info, std::function<void()> release)
+      : fd_(fd), path_(std::move(path)), info_(std::move(info)), release_(std::move(release)) {}
+  ~HeldObject() { release_(); }
+  HeldObject(const HeldObject&) = delete;
+  HeldObject& operator=(const HeldObject&) = delete;
+  int fd() const { return fd_; }  // open for reading (pread); owned by the mirror
+  const std::filesystem::path& path() const { return path_; }
+  const ObjectInfo& info() const { return info_; }  // the version read
+
+ private:
+  const int fd_;
+  const std::filesystem::path path_;
+  const ObjectInfo info_;
+  const std::function<void()> release_;
 };
 
 struct MirrorStats {
@@ -55,6 +86,8 @@ struct MirrorStats {
   int64_t bytes_reused = 0;
   int64_t bytes_cached = 0;    // held now, over every name
   int64_t evicted_bytes = 0;
+  int64_t streamed_fetches = 0;  // streamed objects fetched by Hold (a shard fetched again after eviction counts again)
+  int64_t streamed_hits = 0;     // Hold calls that found the object local
   double ensure_seconds = 0;  // time Ensure calls spent waiting for the cache's lock, listing and fetching
 };
 
@@ -73,6 +106,17 @@ class StoreMirror {
   // `directory`, else one object) up to date under local_root(). NOT_FOUND
   // when the store has nothing there; CANCELLED once *cancelled turns true.
   absl::Status Ensure(const std::string& name, bool directory, const std::atomic<bool>* cancelled = nullptr);
+
+  // The objects of `name` (a directory Ensure has brought up to date) kept in
+  // the store and fetched by Hold, sorted by key; empty when it was copied whole.
+  std::vector<ObjectInfo> Streamed(const std::string& name) const;
+  // A streamed object's local copy, fetched first when it is not local (one
+  // fetch however many ask at once). Waits while held objects leave no room;
+  // RESOURCE_EXHAUSTED when the object is larger than the room the cache has
+  // for streamed objects, NOT_FOUND when `key` is not streamed,
+  // FAILED_PRECONDITION when the store's object changed since it was listed.
+  absl::StatusOr<std::shared_ptr<const HeldObject>> Hold(const std::string& key,
+                                                         const std::atomic<bool>* cancelled = nullptr);
 
   MirrorStats stats() const;
   int64_t capacity_bytes() const { return options_.cache_bytes; }
@@ -104,7 +148,14 @@ class StoreMirror {
   // the phase "copying" counts fetched_now_ against `bytes`.
   void SetPhase(const std::string& name, const std::string& phase, int64_t bytes = 0);
   void JoinPersisted();
+  // Evicts (earlier runs' names, then streamed copies nobody holds) until
+  // `bytes` more fit beside what is held except `name`.
   absl::Status MakeRoom(const std::string& name, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the least recently used name (other than `name`) that this
+  // process has not ensured; false when there is none.
+  bool EvictOldestName(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `bytes` of `name` fit once everything evictable is evicted.
+  bool FitsLocked(const std::string& name, int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t HeldExcept(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `key` is, or is below, a name this process has ensured.
   bool InUse(const std::string& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -131,6 +182,24 @@ class StoreMirror {
   };
   Phase phase_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> fetched_now_{0};  // bytes of the copy under way
+
+  // Streamed objects (Hold), by key.
+  struct Stream {
+    ObjectInfo info;
+    int fd = -1;   // open while local
+    int pins = 0;  // HeldObjects alive
+    bool fetching = false;
+    int64_t used = 0;  // streamed_clock_ at the last Hold (the eviction order)
+  };
+  // Evicts the least recently used local streamed copy nobody holds; false
+  // when there is none.
+  bool EvictStreamed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(const std::string& key);
+  std::map<std::string, Stream> streamed_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<std::string>> streamed_names_ ABSL_GUARDED_BY(mu_);  // name -> its streamed keys
+  int64_t streamed_bytes_ ABSL_GUARDED_BY(mu_) = 0;                                      // local and being fetched
+  int64_t streamed_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;  // a HeldObject went since the waiter looked
 };
 
 }  // namespace stoker

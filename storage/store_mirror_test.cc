@@ -6,10 +6,12 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "storage/local_storage.h"
 #include "tests/testdata/temp_dir.h"
@@ -237,15 +239,123 @@ TEST_F(StoreMirrorTest, TheBoundEvictsEarlierRunsNamesButNeverOpenOnes) {
   CountingStore* store;
   auto mirror = Mirror(60000, &store);
   ASSERT_TRUE(mirror->Ensure("other", true).ok());
-  absl::Status full = mirror->Ensure("ds", true);  // 23,100 + 50,000 > 60,000 and "other" is open
-  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
-  EXPECT_TRUE(absl::StrContains(full.message(), "--cache-bytes=60000")) << full;
+  // 23,100 + 50,000 > 60,000 and "other" is open: the shard stays in the
+  // store, and at 20,000 bytes it cannot be held beside "other" either.
+  ASSERT_TRUE(mirror->Ensure("ds", true).ok());
+  ASSERT_EQ(mirror->Streamed("ds").size(), 1u);
+  absl::StatusOr<std::shared_ptr<const HeldObject>> full = mirror->Hold("ds/shard-000000.tar");
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "--cache-bytes=60000")) << full.status();
   mirror.reset();
   auto next_run = Mirror(60000, &store);  // "other" is from an earlier run now
   ASSERT_TRUE(next_run->Ensure("ds", true).ok());
   EXPECT_FALSE(fs::exists(next_run->local_root() / "other/x.bin"));
   EXPECT_EQ(next_run->stats().evicted_bytes, 50000);
   EXPECT_EQ(next_run->stats().bytes_cached, 23100);
+}
+
+std::string HeldBytes(const HeldObject& held) {
+  std::string bytes(static_cast<size_t>(held.info().size), '\0');
+  EXPECT_EQ(pread(held.fd(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  return bytes;
+}
+
+TEST_F(StoreMirrorTest, ShardsThatDoNotFitStayInTheStoreAndAreFetchedWhenHeldLeastRecentlyUsedOut) {
+  for (int i = 0; i < 3; ++i) dir_.Write("store/big/s-" + std::to_string(i) + ".tar", std::string(20000, 'A' + i));
+  dir_.Write("store/big/manifest.json", "{}");
+  dir_.Write("store/big/sub/deep.tar", std::string(100, 'd'));  // not a shard of "big": copied whole
+  CountingStore* store;
+  auto mirror = Mirror(45000, &store);  // 2 of the 3 shards fit
+  ASSERT_TRUE(mirror->Ensure("big", true).ok());
+  const std::vector<ObjectInfo> streamed = mirror->Streamed("big");
+  ASSERT_EQ(streamed.size(), 3u);
+  EXPECT_EQ(streamed[0].key, "big/s-0.tar");
+  EXPECT_TRUE(mirror->Streamed("ds").empty());
+  EXPECT_EQ(Read(mirror->local_root() / "big/manifest.json"), "{}");
+  EXPECT_TRUE(fs::exists(mirror->local_root() / "big/sub/deep.tar"));
+  EXPECT_FALSE(fs::exists(mirror->local_root() / "big/s-0.tar"));
+  const int reads_before = store->reads.load();
+  {
+    auto a = mirror->Hold("big/s-0.tar");
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(HeldBytes(**a), std::string(20000, 'A'));
+    EXPECT_EQ(store->reads.load() - reads_before, 5) << "one ranged read per 4 KiB block";
+    auto again = mirror->Hold("big/s-0.tar");  // held twice: one copy
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(store->reads.load() - reads_before, 5);
+    auto b = mirror->Hold("big/s-1.tar");
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(HeldBytes(**b), std::string(20000, 'B'));
+  }
+  ASSERT_TRUE(mirror->Hold("big/s-1.tar").ok());  // s-0 is now the least recently used
+  ASSERT_TRUE(mirror->Hold("big/s-2.tar").ok());
+  EXPECT_FALSE(fs::exists(mirror->local_root() / "big/s-0.tar")) << "evicted for s-2";
+  EXPECT_TRUE(fs::exists(mirror->local_root() / "big/s-1.tar"));
+  auto c = mirror->Hold("big/s-2.tar");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(HeldBytes(**c), std::string(20000, 'C'));
+  const MirrorStats stats = mirror->stats();
+  EXPECT_EQ(stats.streamed_fetches, 3);
+  EXPECT_EQ(stats.streamed_hits, 3);
+  EXPECT_EQ(stats.evicted_bytes, 20000);
+  EXPECT_EQ(mirror->Hold("big/manifest.json").status().code(), absl::StatusCode::kNotFound);
+
+  // A restart after a crash: the streamed copies of the earlier run are removed, not trusted.
+  const fs::path leftover = mirror->local_root() / "big/s-1.tar";
+  mirror.reset();
+  EXPECT_FALSE(fs::exists(leftover)) << "a mirror removes its streamed copies when it goes";
+  {
+    std::ofstream torn(leftover);
+    torn << "torn";
+  }
+  auto next = Mirror(45000, &store);
+  EXPECT_FALSE(fs::exists(leftover));
+}
+
+TEST_F(StoreMirrorTest, AHeldShardIsNeverEvictedAndAWaiterGetsItsRoomOnRelease) {
+  for (int i = 0; i < 2; ++i) dir_.Write("store/big/s-" + std::to_string(i) + ".tar", std::string(20000, 'A' + i));
+  CountingStore* store;
+  auto mirror = Mirror(30000, &store);
+  ASSERT_TRUE(mirror->Ensure("big", true).ok());
+  auto a = mirror->Hold("big/s-0.tar");
+  ASSERT_TRUE(a.ok());
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto b = mirror->Hold("big/s-1.tar");
+    EXPECT_TRUE(b.ok()) << b.status();
+    if (b.ok()) EXPECT_EQ(HeldBytes(**b), std::string(20000, 'B'));
+    got = true;
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(got.load()) << "s-0 is held: there is no room for s-1 yet";
+  EXPECT_EQ(HeldBytes(**a), std::string(20000, 'A'));
+  a->reset();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  std::atomic<bool> cancelled{true};
+  EXPECT_EQ(mirror->Hold("big/s-0.tar", &cancelled).status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(StoreMirrorTest, StreamShardsLeavesShardsInTheStoreThatWouldFitAndPinsTheirVersion) {
+  CountingStore* store;
+  auto inner = OpenLocalStorage((dir_.path() / "store").string());
+  ASSERT_TRUE(inner.ok());
+  auto counting = std::make_unique<CountingStore>(*std::move(inner));
+  store = counting.get();
+  MirrorOptions o;
+  o.cache_dir = dir_.path() / "cache";
+  o.stream_shards = true;
+  auto mirror = StoreMirror::Create(std::move(counting), o);
+  ASSERT_TRUE(mirror.ok());
+  ASSERT_TRUE((*mirror)->Ensure("ds", true).ok());
+  ASSERT_EQ((*mirror)->Streamed("ds").size(), 1u);
+  EXPECT_TRUE(fs::exists((*mirror)->local_root() / "ds/b/2.jpg"));
+  EXPECT_EQ((*mirror)->stats().bytes_cached, 3100) << "the shard is not counted as cached";
+  absl::SleepFor(absl::Milliseconds(20));
+  dir_.Write("store/ds/shard-000000.tar", std::string(20001, 'n'));  // rewritten after the listing
+  auto held = (*mirror)->Hold("ds/shard-000000.tar");
+  EXPECT_EQ(held.status().code(), absl::StatusCode::kFailedPrecondition) << held.status();
+  EXPECT_FALSE(fs::exists((*mirror)->local_root() / "ds/shard-000000.tar"));
 }
 
 TEST_F(StoreMirrorTest, NamesAndKeysThatLeaveTheCacheAreRefused) {
