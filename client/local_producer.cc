@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<LocalProducer>> LocalProducer::Create(const Local
     producer->mirror_ = *std::move(opened);
     core.data_root = producer->mirror_->local_root();
     core.catalog.fetch = producer->mirror_->Fetcher();
+    core.catalog.streamed = producer->mirror_->Streamer();
     core.catalog.fetch_progress = [m = producer->mirror_.get()](const std::string& name) { return m->Progress(name); };
   } else if (std::error_code ec; !std::filesystem::is_directory(options.data_root, ec)) {
     return absl::InvalidArgumentError(

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
     mirror = *std::move(m);
     config.data_root = mirror->local_root();
     config.fetch = mirror->Fetcher();
+    config.streamed = mirror->Streamer();
   }
   config.dataset = absl::GetFlag(FLAGS_dataset);
   config.out = absl::GetFlag(FLAGS_out);

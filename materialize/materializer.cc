@@ -513,6 +513,7 @@ absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, c
   options.max_file_bytes = config.max_file_bytes;
   options.scan_threads = 1;
   options.fetch = config.fetch;
+  options.streamed = config.streamed;
   DatasetCatalog catalog(config.data_root, options);
   SourceOrError source = catalog.Open(config.dataset);
   if (!source.ok()) return source.status();

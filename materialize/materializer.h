@@ -27,6 +27,7 @@
 #include "dataplane/sources/manifest.h"
 #include "dataplane/stored_sample.h"
 #include "proto/stoker/v1/stoker.pb.h"
+#include "storage/held_object.h"
 
 namespace stoker {
 
@@ -74,6 +75,8 @@ struct MaterializeConfig {
   // Set for a remote source (storage/store_mirror.h): brings the dataset's
   // local copy under data_root up to date before it is opened.
   std::function<absl::Status(const std::string& name, bool directory, const std::atomic<bool>* cancelled)> fetch;
+  // The shards of a fetched name that stay in the store (StoreMirror::Streamer).
+  std::function<StreamedShards(const std::string& name)> streamed;
   std::vector<v1::Op> prefix;  // deterministic ops only; empty: decoded pixels
   StoredFormat format;
   std::filesystem::path out;

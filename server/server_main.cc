@@ -248,6 +248,7 @@ int main(int argc, char** argv) {
     mirror = *std::move(m);
     config.core.data_root = mirror->local_root();
     config.core.catalog.fetch = mirror->Fetcher();
+    config.core.catalog.streamed = mirror->Streamer();
     config.core.catalog.fetch_progress = [m = mirror.get()](const std::string& name) { return m->Progress(name); };
     LOG(INFO) << "datasets from " << mirror->store().root() << " are copied to " << mirror->local_root().string()
               << " as sessions open them (whole objects; tar shards are the fast path: a tree of one object per "

@@ -40,6 +40,11 @@ absl::StatusOr<MirrorOptions> MirrorOptionsFromEnv() {
           absl::StrCat("STOKER_CACHE_BYTES='", bytes, "'; expected a positive number of bytes"));
     }
   }
+  const std::string stream = Env("STOKER_STREAM_SHARDS");
+  if (!stream.empty() && stream != "0" && stream != "1") {
+    return absl::InvalidArgumentError(absl::StrCat("STOKER_STREAM_SHARDS='", stream, "'; expected 0 or 1"));
+  }
+  m.stream_shards = stream == "1";
   return m;
 }
 

@@ -6,6 +6,8 @@
 //
 //   STOKER_CACHE_DIR           where copies go (else $TMPDIR/stoker-cache-<uid>)
 //   STOKER_CACHE_BYTES         most bytes kept there (else 256 GiB)
+//   STOKER_STREAM_SHARDS       1: leave tar shards in the store, fetched when read
+//                              (store_mirror.h; a dataset larger than the cache is anyway)
 //   STOKER_STORAGE_CA_FILE     PEM CAs for https:// (else the system's)
 //   STOKER_STORAGE_TOKEN_FILE  a bearer token for http(s):// (first line)
 //

@@ -26,6 +26,11 @@ ABSL_FLAG(std::string, cache_dir, "",
 ABSL_FLAG(int64_t, cache_bytes, 0,
           "Most bytes of a remote --data-root kept in --cache-dir (earlier runs' datasets are evicted first); 0: "
           "STOKER_CACHE_BYTES, else 256 GiB");
+ABSL_FLAG(bool, stream_shards, false,
+          "Leave a remote dataset's tar shards in the store and fetch each when a read needs it (kept in --cache-dir "
+          "while read, least recently used out), instead of copying the dataset whole first; a dataset larger than "
+          "--cache-bytes is streamed anyway. Pair it with the shard-aware epoch order (shuffle=shards); else: "
+          "STOKER_STREAM_SHARDS=1");
 ABSL_FLAG(int, fetch_parallel, 16,
           "Ranged reads in flight when copying a remote --data-root's dataset (over all its objects: a large one is "
           "read by several at once)");
@@ -72,6 +77,7 @@ absl::StatusOr<std::unique_ptr<StoreMirror>> MirrorFromFlags(const std::string& 
   if (!absl::GetFlag(FLAGS_cache_dir).empty()) m->cache_dir = absl::GetFlag(FLAGS_cache_dir);
   if (absl::GetFlag(FLAGS_cache_bytes) != 0) m->cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
   m->parallel = absl::GetFlag(FLAGS_fetch_parallel);
+  if (absl::GetFlag(FLAGS_stream_shards)) m->stream_shards = true;
   if (m->cache_bytes <= 0 || m->parallel < 1) {
     return absl::InvalidArgumentError("--cache-bytes must be > 0 and --fetch-parallel >= 1");
   }

@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "storage/held_object.h"
 #include "storage/storage.h"
 
 namespace stoker {
@@ -58,25 +59,6 @@ struct MirrorOptions {
   // Stream every directory's tar shards (fetched when read, as HeldObject),
   // not only those of a directory that does not fit.
   bool stream_shards = false;
-};
-
-// A streamed object's local copy, kept in the cache while this is alive.
-class HeldObject {
- public:
-  HeldObject(int fd, std::filesystem::path path, ObjectInfo info, std::function<void()> release)
-      : fd_(fd), path_(std::move(path)), info_(std::move(info)), release_(std::move(release)) {}
-  ~HeldObject() { release_(); }
-  HeldObject(const HeldObject&) = delete;
-  HeldObject& operator=(const HeldObject&) = delete;
-  int fd() const { return fd_; }  // open for reading (pread); owned by the mirror
-  const std::filesystem::path& path() const { return path_; }
-  const ObjectInfo& info() const { return info_; }  // the version read
-
- private:
-  const int fd_;
-  const std::filesystem::path path_;
-  const ObjectInfo info_;
-  const std::function<void()> release_;
 };
 
 struct MirrorStats {
@@ -132,6 +114,17 @@ class StoreMirror {
   Fetch Fetcher() {
     return [this](const std::string& name, bool directory, const std::atomic<bool>* cancelled) {
       return Ensure(name, directory, cancelled);
+    };
+  }
+
+  // Streamed(name) with Hold, as a function (CatalogOptions::streamed); the
+  // mirror must outlive it and every HeldObject.
+  std::function<StreamedShards(const std::string& name)> Streamer() {
+    return [this](const std::string& name) {
+      StreamedShards s;
+      s.shards = Streamed(name);
+      s.hold = [this](const std::string& key, const std::atomic<bool>* cancelled) { return Hold(key, cancelled); };
+      return s;
     };
   }
 

@@ -417,8 +417,12 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
   const fs::path dir(key);
+  // A remote dataset's shards that stay in the store (fetched when read).
+  StreamedShards streamed;
+  if (options_.streamed && !absl::StartsWith(name, kSyntheticPrefix)) streamed = options_.streamed(name);
+  const StreamedShards* remote = streamed.shards.empty() ? nullptr : &streamed;
   if (HasManifest(dir)) {  // a materialised dataset: its manifest says which shards
-    auto s = MaterializedSource::Open(dir, options_.max_file_bytes, &stopped_);
+    auto s = MaterializedSource::Open(dir, options_.max_file_bytes, &stopped_, remote);
     if (!s.ok()) return s.status();
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
@@ -427,11 +431,11 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     if (!s.ok()) return s.status();
     return std::shared_ptr<const SampleSource>(*std::move(s));
   }
-  if (HasTarShards(dir)) {
-    auto s = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_);
+  if (HasTarShards(dir) || remote != nullptr) {
+    auto s = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_, nullptr, MediaKind::kImage, remote);
     if (absl::IsNotFound(s.status())) {  // no images: shards of audio or video samples?
       for (const MediaKind kind : {MediaKind::kAudio, MediaKind::kVideo}) {
-        auto a = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_, nullptr, kind);
+        auto a = TarShardSource::Open(dir, options_.max_file_bytes, &stopped_, nullptr, kind, remote);
         if (a.ok()) {
           LOG(INFO) << "dataset '" << name << "': " << (*a)->size() << " samples with "
                     << (kind == MediaKind::kAudio ? "an audio" : "a video") << " member in tar shards";

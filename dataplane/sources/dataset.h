@@ -12,8 +12,8 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dataplane/sources/sample_source.h"
+#include "dataplane/sources/tar_shards.h"
 #include "dataplane/worker_pool.h"
 
 namespace stoker {
@@ -115,6 +116,9 @@ struct CatalogOptions {
   // What that fetch is doing for a name now (StoreMirror::Progress), told to those
   // waiting for the dataset. Empty: they hear only that it is being copied.
   std::function<std::string(const std::string& name)> fetch_progress;
+  // The shards of a fetched name that stay in the store, read through held
+  // copies (StoreMirror::Streamed and Hold). Empty, or none: all are local.
+  std::function<StreamedShards(const std::string& name)> streamed;
 };
 
 // Opens each dataset once, on the catalog's own scan threads, and hands the

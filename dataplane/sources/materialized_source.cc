@@ -30,16 +30,24 @@ bool HasManifest(const fs::path& dir) {
   return j.is_object() && j.value("kind", "") == kManifestKind;
 }
 
-absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Open(
-    const fs::path& dir, int64_t max_file_bytes, const std::atomic<bool>* cancelled) {
+absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Open(const fs::path& dir,
+                                                                                   int64_t max_file_bytes,
+                                                                                   const std::atomic<bool>* cancelled,
+                                                                                   const StreamedShards* streamed) {
   absl::StatusOr<Manifest> manifest = ReadManifest(dir);
   if (!manifest.ok()) return manifest.status();
   const std::string where = (dir / kManifestFileName).string();
   ShardSelection selection;
   selection.image_field = manifest->format.Field();
+  std::map<std::string, int64_t> in_store;  // streamed shards' sizes by file name
+  if (streamed != nullptr) {
+    for (const ObjectInfo& o : streamed->shards) in_store[fs::path(o.key).filename().string()] = o.size;
+  }
   for (const Manifest::Shard& shard : manifest->shards) {
     std::error_code ec;
-    const std::uintmax_t bytes = fs::file_size(dir / shard.name, ec);
+    auto remote = in_store.find(shard.name);
+    const std::uintmax_t bytes =
+        remote != in_store.end() ? static_cast<std::uintmax_t>(remote->second) : fs::file_size(dir / shard.name, ec);
     if (ec) {
       return absl::DataLossError(absl::StrCat(where, " lists shard ", shard.name, ", which is missing (",
                                               ec.message(), "): the manifest does not match its shards"));
@@ -52,7 +60,7 @@ absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Op
   }
   if (manifest->shards.empty()) return absl::DataLossError(absl::StrCat(where, " lists no shards"));
   absl::StatusOr<std::shared_ptr<const TarShardSource>> shards =
-      TarShardSource::Open(dir, max_file_bytes, cancelled, &selection);
+      TarShardSource::Open(dir, max_file_bytes, cancelled, &selection, MediaKind::kImage, streamed);
   if (absl::IsNotFound(shards.status())) {  // the shards hold no member of the manifest's format
     return absl::DataLossError(absl::StrCat(where, " says samples are stored as .", selection.image_field, " (format ",
                                             manifest->format.Name(), "), but its shards hold no such member: the "

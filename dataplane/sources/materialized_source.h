@@ -26,9 +26,11 @@ class MaterializedSource final : public SampleSource {
   // what does not match: a missing shard, a shard whose size or sample count
   // differs from the manifest's, a damaged shard, a label past the class
   // names. Member reads larger than `max_file_bytes` (0: none) are too_large.
+  // `streamed` (when given): shards that stay in a remote store.
   static absl::StatusOr<std::shared_ptr<const MaterializedSource>> Open(const std::filesystem::path& dir,
                                                                         int64_t max_file_bytes = 0,
-                                                                        const std::atomic<bool>* cancelled = nullptr);
+                                                                        const std::atomic<bool>* cancelled = nullptr,
+                                                                        const StreamedShards* streamed = nullptr);
 
   int64_t size() const override { return shards_->size(); }
   const std::vector<std::string>& class_names() const override { return manifest_.class_names; }

@@ -264,10 +264,27 @@ bool ParseSidecarLine(const std::string& line, const struct stat& st, ExtensionT
   return true;
 }
 
-bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field, ShardIndex* index) {
-  std::ifstream in(SidecarPath(shard, image_field));
+// Whether a sidecar's first line is the one IndexHeader makes for `st`; with
+// `any_mtime`, whatever modification time it names (a streamed shard's
+// sidecar was made where the shard was written; its first read checks it).
+bool HeaderMatches(const std::string& line, const struct stat& st, const std::string& image_field, bool any_mtime) {
+  const std::string want = IndexHeader(st, image_field);
+  if (!any_mtime) return line == want;
+  std::vector<absl::string_view> a = absl::StrSplit(line, ' '), b = absl::StrSplit(want, ' ');
+  if (a.size() != b.size() || a.size() < 4) return false;
+  a[3] = b[3] = "";  // magic, version, size, mtime[, field]
+  return a == b;
+}
+
+// Where an index built here from a streamed shard's bytes is kept (beside
+// the sidecar the store may hold, which it never replaces).
+constexpr char kBuiltHereSuffix[] = ".here";
+
+bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field, ShardIndex* index,
+                 bool any_mtime = false, const char* suffix = "") {
+  std::ifstream in(SidecarPath(shard, image_field) + suffix);
   std::string line;
-  if (!in || !std::getline(in, line) || line != IndexHeader(st, image_field)) return false;
+  if (!in || !std::getline(in, line) || !HeaderMatches(line, st, image_field, any_mtime)) return false;
   if (!std::getline(in, line) || line.rfind("damage\t", 0) != 0) return false;
   index->damage = line.substr(7);
   ExtensionTable table(&index->extensions);
@@ -285,8 +302,8 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string
   return true;
 }
 
-void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field,
-                 const ShardIndex& index) {
+void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field, const ShardIndex& index,
+                 const char* suffix = "") {
   std::ostringstream out;
   out << IndexHeader(st, image_field) << "\ndamage\t" << index.damage << "\n";
   for (const auto& s : index.samples) {
@@ -305,7 +322,7 @@ void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string
   // Servers sharing the directory (NFS) may write the same sidecar at once:
   // each write is whole and the contents agree. A read-only directory keeps
   // the index in memory only.
-  (void)WriteFileAtomically(SidecarPath(shard, image_field), out.str());
+  (void)WriteFileAtomically(SidecarPath(shard, image_field) + suffix, out.str());
 }
 
 }  // namespace
@@ -432,11 +449,11 @@ std::vector<fs::path> ListShards(const fs::path& dir) {
 
 bool HasTarShards(const fs::path& dir) { return !ListShards(dir).empty(); }
 
-absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const fs::path& dir,
-                                                                          int64_t max_file_bytes,
-                                                                          const std::atomic<bool>* cancelled,
-                                                                          const ShardSelection* selection,
-                                                                          MediaKind media) {
+absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const fs::path& dir, int64_t max_file_bytes,
+                                                                           const std::atomic<bool>* cancelled,
+                                                                           const ShardSelection* selection,
+                                                                           MediaKind media,
+                                                                           const StreamedShards* streamed) {
   std::shared_ptr<TarShardSource> source(new TarShardSource());
   source->max_file_bytes_ = max_file_bytes;
   source->media_ = media;
@@ -444,10 +461,18 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
                                   : media == MediaKind::kAudio ? kAudioMembers
                                   : media == MediaKind::kVideo ? kVideoMembers
                                                                : "";
+  source->image_field_ = image_field;
+  std::map<std::string, ObjectInfo> remote;  // streamed shards by file name
+  if (streamed != nullptr) {
+    source->hold_ = streamed->hold;
+    for (const ObjectInfo& o : streamed->shards) remote[fs::path(o.key).filename().string()] = o;
+  }
   if (selection != nullptr) {
     for (const std::string& name : selection->shards) source->shard_paths_.push_back(dir / name);
   } else {
     source->shard_paths_ = ListShards(dir);
+    for (const auto& [name, o] : remote) source->shard_paths_.push_back(dir / name);
+    std::sort(source->shard_paths_.begin(), source->shard_paths_.end());
   }
   int32_t max_label = -1;
   int64_t bad_labels = 0;
@@ -457,20 +482,52 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       return absl::CancelledError(absl::StrCat("opening ", dir.string(), " cancelled"));
     }
-    const int fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open shard ", shard.string()));
-    source->fds_.push_back(fd);
-    struct stat st;
-    fstat(fd, &st);
+    auto in_store = remote.find(shard.filename().string());
+    const bool is_streamed = in_store != remote.end();
+    struct stat st {};
+    if (is_streamed) {  // its stamp is the store's object's
+      source->fds_.push_back(-1);
+      source->objects_.push_back(in_store->second);
+      st.st_size = in_store->second.size;
+      st.st_mtim.tv_sec = in_store->second.mtime_ns / 1'000'000'000;
+      st.st_mtim.tv_nsec = in_store->second.mtime_ns % 1'000'000'000;
+    } else {
+      const int fd = open(shard.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open shard ", shard.string()));
+      source->fds_.push_back(fd);
+      source->objects_.emplace_back();
+      fstat(fd, &st);
+    }
     source->shard_stamps_.push_back(StampOf(st));
     ShardIndex index;
-    if (!LoadSidecar(shard, st, image_field, &index)) {
+    std::optional<absl::Status> checked;  // a streamed shard indexed from its own bytes needs no check
+    // A streamed shard's index: one built here for this version (size and
+    // time), else the store's sidecar (checked at the first read), else built.
+    const bool loaded = is_streamed ? LoadSidecar(shard, st, image_field, &index, false, kBuiltHereSuffix) ||
+                                          (index = ShardIndex(), LoadSidecar(shard, st, image_field, &index, true))
+                                    : LoadSidecar(shard, st, image_field, &index);
+    if (!loaded) {
       index = ShardIndex();
-      absl::StatusOr<ShardIndex> built = BuildIndex(shard, fd, image_field);
+      std::shared_ptr<const HeldObject> held;
+      absl::StatusOr<int> fd = source->fds_.back();
+      if (is_streamed) {  // no sidecar in the store: the shard is fetched once to index it
+        absl::StatusOr<std::shared_ptr<const HeldObject>> h = source->hold_(in_store->second.key, cancelled);
+        if (!h.ok()) return h.status();
+        held = *std::move(h);
+        fd = held->fd();
+        checked = absl::OkStatus();
+      }
+      absl::StatusOr<ShardIndex> built = BuildIndex(is_streamed ? held->path() : shard, *fd, image_field);
       if (!built.ok()) return built.status();
       index = *std::move(built);
-      SaveSidecar(shard, st, image_field, index);
+      SaveSidecar(shard, st, image_field, index, is_streamed ? kBuiltHereSuffix : "");
     }
+    {
+      absl::MutexLock lock(&source->checked_mu_);  // not shared yet; the lock keeps the analysis whole
+      source->checked_.push_back(checked);
+    }
+    source->shard_damage_.push_back(index.damage);
+    source->first_sample_.push_back(static_cast<int64_t>(source->samples_.size()));
     LogIndexProblems(shard.filename().string(), index);
     bad_labels += index.bad_labels;
     std::vector<int32_t> ids;  // the shard's extension ids in the source's table
@@ -506,6 +563,7 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
                     "a .cls are served with label 0 in (images, labels) batches and a class field fails them as "
                     "missing_field; those whose .cls is not an integer fail as bad_field";
   }
+  source->first_sample_.push_back(static_cast<int64_t>(source->samples_.size()));
   for (int32_t l = 0; l <= max_label; ++l) source->class_names_.push_back(std::to_string(l));
   FingerprintBuilder fingerprint;
   for (const fs::path& p : source->shard_paths_) fingerprint.Add(p.filename().string());
@@ -553,15 +611,55 @@ absl::StatusOr<std::string> TarShardSource::ReadRange(int64_t index, const std::
     return DecodeError(DecodeFailure::kTooLarge,
                        absl::StrCat(where, " holds ", size, " bytes; --max-file-bytes is ", max_file_bytes_));
   }
+  std::shared_ptr<const HeldObject> held;
+  absl::StatusOr<int> fd = ShardFd(samples_[index].shard, &held);
+  if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat(where, ": ", fd.status().message()));
   std::string bytes(static_cast<size_t>(size), '\0');
-  if (!ReadAt(fds_[samples_[index].shard], bytes.data(), size, offset)) {
+  if (!ReadAt(*fd, bytes.data(), size, offset)) {
     return absl::DataLossError(absl::StrCat("short read of ", where, " at offset ", offset));
   }
   return bytes;
 }
 
+absl::StatusOr<int> TarShardSource::ShardFd(int32_t shard, std::shared_ptr<const HeldObject>* held) const {
+  if (fds_[shard] >= 0) return fds_[shard];
+  const ObjectInfo& object = objects_[shard];
+  absl::StatusOr<std::shared_ptr<const HeldObject>> h = hold_(object.key, nullptr);
+  if (!h.ok()) return h.status();
+  *held = *std::move(h);
+  absl::MutexLock lock(&checked_mu_);
+  std::optional<absl::Status>& checked = checked_[shard];
+  if (!checked) {  // the first read in this process: does the index describe these bytes?
+    absl::StatusOr<ShardIndex> built = BuildIndex((*held)->path(), (*held)->fd(), image_field_);
+    bool same = built.ok() && built->damage == shard_damage_[shard] &&
+                static_cast<int64_t>(built->samples.size()) == first_sample_[shard + 1] - first_sample_[shard];
+    for (size_t i = 0; same && i < built->samples.size(); ++i) {
+      const Sample& a = built->samples[i];
+      const Sample& b = samples_[first_sample_[shard] + static_cast<int64_t>(i)];
+      same = a.key == b.key && a.offset == b.offset && a.size == b.size && a.label == b.label &&
+             a.labeled == b.labeled && a.label_unreadable == b.label_unreadable && a.members.size() == b.members.size();
+      for (size_t m = 0; same && m < a.members.size(); ++m) {
+        same = a.members[m].offset == b.members[m].offset && a.members[m].size == b.members[m].size &&
+               built->extensions[static_cast<size_t>(a.members[m].extension)] ==
+                   extension_names_[static_cast<size_t>(b.members[m].extension)];
+      }
+    }
+    checked = same ? absl::OkStatus()
+                   : absl::DataLossError(absl::StrCat(
+                         "shard ", shard_paths_[shard].filename().string(), " (", object.key,
+                         ") does not match its index (the sidecar beside it in the store was made for other bytes, or "
+                         "the shard changed): its samples fail until the dataset is indexed again (remove the stale ",
+                         shard_paths_[shard].filename().string(), kIndexSuffix, " from the store)"));
+    if (!same) LOG(ERROR) << checked->message();
+  }
+  if (!checked->ok()) return *checked;
+  return (*held)->fd();
+}
+
 TarShardSource::~TarShardSource() {
-  for (int fd : fds_) close(fd);
+  for (int fd : fds_) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 std::string TarShardSource::Describe(int64_t index) const {
@@ -584,7 +682,8 @@ absl::StatusOr<std::string> TarShardSource::Read(int64_t index) const {
 }
 
 std::optional<SampleSource::MediaIndexHome> TarShardSource::MediaIndexHomeOf(int64_t index) const {
-  if (media_ != MediaKind::kVideo) return std::nullopt;
+  // A streamed shard's frame index is not kept: the shard is not here.
+  if (media_ != MediaKind::kVideo || fds_[samples_[index].shard] < 0) return std::nullopt;
   const Sample& s = samples_[index];
   const fs::path& shard = shard_paths_[s.shard];
   return MediaIndexHome{fs::path(shard.string() + kVideoIndexFolderSuffix) / std::to_string(s.offset), shard,

@@ -12,18 +12,32 @@
 // or modification time changes. A malformed or truncated shard is reported
 // with its name and the byte offset of the damage; the samples before the
 // damage stay usable. Thread-safe after Open (reads use pread).
+//
+// Streamed shards (a remote store's shards that stay there: StoreMirror's
+// Hold) are read through a held local copy, fetched when a read needs it.
+// Their index comes from the sidecar beside them in the store (the one a
+// local open wrote, uploaded with the shards; its modification time is not
+// compared) or, without one, from the shard itself, fetched once at open;
+// the first read of a shard in a process checks its index against the bytes
+// fetched, and a shard that no longer matches fails its samples (DATA_LOSS
+// naming it) instead of serving other bytes.
 #ifndef STOKER_DATAPLANE_SOURCES_TAR_SHARDS_H_
 #define STOKER_DATAPLANE_SOURCES_TAR_SHARDS_H_
 
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "dataplane/sources/sample_source.h"
+#include "storage/held_object.h"
 
 namespace stoker {
 
@@ -80,11 +94,13 @@ class TarShardSource final : public SampleSource {
   // video extension (AudioExtensions(), VideoExtensions() in dataset.h, the
   // first in tar order), read by audio(...) or video_clip(...) pipelines;
   // the other members are its fields, as an image sample's are.
+  // `streamed` (when given): the shards are these, read through held copies.
   static absl::StatusOr<std::shared_ptr<const TarShardSource>> Open(const std::filesystem::path& dir,
                                                                     int64_t max_file_bytes = 0,
                                                                     const std::atomic<bool>* cancelled = nullptr,
                                                                     const ShardSelection* selection = nullptr,
-                                                                    MediaKind media = MediaKind::kImage);
+                                                                    MediaKind media = MediaKind::kImage,
+                                                                    const StreamedShards* streamed = nullptr);
   ~TarShardSource() override;
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
@@ -134,11 +150,25 @@ class TarShardSource final : public SampleSource {
   // member in errors ("": the image).
   absl::StatusOr<std::string> ReadRange(int64_t index, const std::string& ext, int64_t offset, int64_t size) const;
 
+  // The fd to read shard `shard` from: its own, or a held copy's (*held
+  // keeps it) whose index has been checked against its bytes.
+  absl::StatusOr<int> ShardFd(int32_t shard, std::shared_ptr<const HeldObject>* held) const;
+
   int64_t max_file_bytes_ = 0;
   MediaKind media_ = MediaKind::kImage;
+  std::string image_field_;
   std::string fingerprint_;
   std::vector<std::filesystem::path> shard_paths_;
-  std::vector<int> fds_;  // open shard files, closed on destruction
+  std::vector<int> fds_;  // open shard files, closed on destruction; -1: streamed
+  // Streamed shards: each one's object (key empty for a local shard), where
+  // its samples start, and the hold function.
+  std::vector<ObjectInfo> objects_;
+  std::vector<int64_t> first_sample_;      // per shard, and one past the last
+  std::vector<std::string> shard_damage_;  // per shard: its index's damage
+  StreamedShards::Hold hold_;
+  mutable absl::Mutex checked_mu_;
+  // Per streamed shard: not yet checked (nullopt), or what the check found.
+  mutable std::vector<std::optional<absl::Status>> checked_ ABSL_GUARDED_BY(checked_mu_);
   std::vector<FileStamp> shard_stamps_;  // each shard as opened (its samples' offsets)
   std::vector<Sample> samples_;
   std::vector<std::string> class_names_;

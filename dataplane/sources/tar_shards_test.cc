@@ -1,12 +1,16 @@
 #include "dataplane/sources/tar_shards.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "dataplane/decode/image_decoder.h"
-#include "gtest/gtest.h"
 #include "dataplane/sources/dataset.h"
 #include "dataplane/sources/synthetic_source.h"
+#include "gtest/gtest.h"
 #include "tests/testdata/tar_writer.h"
 #include "tests/testdata/temp_dir.h"
 
@@ -357,6 +361,110 @@ TEST(TarShardsTest, ConcurrentFirstOpensShareOneSource) {
   }
   for (auto& t : threads) t.join();
   for (const SampleSource* s : got) EXPECT_EQ(s, got[0]);
+}
+
+// Streamed shards without a store: "store" is a directory whose shards the
+// source reads through HeldObjects the test hands out (and counts).
+class StreamedShardsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_.Write("store/ds/train-000000.tar", TarArchive({{"a.jpg", "AAA"}, {"a.cls", "1"}, {"b.jpg", "BB"}}));
+    dir_.Write("store/ds/train-000001.tar", TarArchive({{"c.jpg", "C"}, {"c.cls", "2"}, {"c.txt", "hi"}}));
+    std::filesystem::create_directories(dir_.path() / "cache/ds");
+    for (const char* name : {"train-000000.tar", "train-000001.tar"}) {
+      ObjectInfo o;
+      o.key = std::string("ds/") + name;
+      o.size = static_cast<int64_t>(std::filesystem::file_size(dir_.path() / "store" / o.key));
+      o.mtime_ns = 1'700'000'000'000'000'000;
+      streamed_.shards.push_back(o);
+    }
+    streamed_.hold = [this](const std::string& key, const std::atomic<bool>*) {
+      ++holds_;
+      const std::filesystem::path path = dir_.path() / "store" / key;
+      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      EXPECT_GE(fd, 0) << path;
+      ObjectInfo info;
+      info.key = key;
+      return absl::StatusOr<std::shared_ptr<const HeldObject>>(
+          std::make_shared<const HeldObject>(fd, path, info, [fd] { close(fd); }));
+    };
+  }
+  absl::StatusOr<std::shared_ptr<const TarShardSource>> OpenStreamed() {
+    return TarShardSource::Open(dir_.path() / "cache/ds", 0, nullptr, nullptr, MediaKind::kImage, &streamed_);
+  }
+
+  TempDir dir_;
+  StreamedShards streamed_;
+  std::atomic<int> holds_{0};
+};
+
+TEST_F(StreamedShardsTest, WithoutASidecarEachShardIsHeldOnceToIndexItAndReadsMatchALocalOpen) {
+  auto local = TarShardSource::Open(dir_.path() / "store/ds");
+  ASSERT_TRUE(local.ok()) << local.status();
+  std::filesystem::remove(dir_.path() / "store/ds/train-000000.tar.stoker-index");
+  std::filesystem::remove(dir_.path() / "store/ds/train-000001.tar.stoker-index");
+  auto streamed = OpenStreamed();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(holds_.load(), 2) << "each shard fetched once to index it";
+  ASSERT_EQ((*streamed)->size(), (*local)->size());
+  EXPECT_EQ((*streamed)->fingerprint(), (*local)->fingerprint());
+  EXPECT_EQ((*streamed)->ShardSizes(), (*local)->ShardSizes());
+  for (int64_t i = 0; i < (*local)->size(); ++i) {
+    EXPECT_EQ((*streamed)->Describe(i), (*local)->Describe(i));
+    EXPECT_EQ(*(*streamed)->Read(i), *(*local)->Read(i));
+    EXPECT_EQ((*streamed)->label(i), (*local)->label(i));
+  }
+  std::string which;
+  EXPECT_EQ(*(*streamed)->ReadField(2, {"txt"}, &which), "hi");
+  EXPECT_EQ(holds_.load(), 2 + 4) << "one hold per read";
+  EXPECT_FALSE((*streamed)->MediaIndexHomeOf(0).has_value());
+  // The index built here is kept beside the (absent) store's sidecar: the
+  // next open holds nothing.
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() / "cache/ds/train-000000.tar.stoker-index.here"));
+  holds_ = 0;
+  auto again = OpenStreamed();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(holds_.load(), 0);
+  EXPECT_EQ(*(*again)->Read(0), "AAA");
+}
+
+TEST_F(StreamedShardsTest, TheStoresSidecarIsUsedWhateverItsTimeAndCheckedAtTheFirstRead) {
+  ASSERT_TRUE(TarShardSource::Open(dir_.path() / "store/ds").ok());  // writes the sidecars, as before an upload
+  for (const char* name : {"train-000000.tar", "train-000001.tar"}) {
+    std::filesystem::copy_file(dir_.path() / "store/ds" / (std::string(name) + ".stoker-index"),
+                               dir_.path() / "cache/ds" / (std::string(name) + ".stoker-index"));
+  }
+  auto streamed = OpenStreamed();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(holds_.load(), 0) << "the store's sidecars index the shards: none fetched at open";
+  EXPECT_EQ((*streamed)->size(), 3);
+  EXPECT_EQ(*(*streamed)->Read(1), "BB");
+  EXPECT_EQ((*streamed)->label(2), 2);
+
+  // A shard rewritten after its sidecar was made (same size, other keys):
+  // its samples fail naming it, the other shard's still serve.
+  dir_.Write("store/ds/train-000001.tar", TarArchive({{"d.jpg", "D"}, {"d.cls", "2"}, {"d.txt", "hi"}}));
+  ASSERT_EQ(std::filesystem::file_size(dir_.path() / "store/ds/train-000001.tar"), streamed_.shards[1].size);
+  auto stale = OpenStreamed();
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  absl::StatusOr<std::string> bad = (*stale)->Read(2);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "train-000001.tar")) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "does not match its index")) << bad.status();
+  EXPECT_EQ((*stale)->Read(2).status().code(), absl::StatusCode::kDataLoss) << "checked once, failed every time";
+  EXPECT_EQ(*(*stale)->Read(0), "AAA");
+}
+
+TEST_F(StreamedShardsTest, AFailedHoldFailsTheReadNamingTheSample) {
+  ASSERT_TRUE(OpenStreamed().ok());
+  streamed_.hold = [](const std::string& key, const std::atomic<bool>*) {
+    return absl::StatusOr<std::shared_ptr<const HeldObject>>(absl::UnavailableError("store down for " + key));
+  };
+  auto streamed = OpenStreamed();  // indexed by the sidecars built here
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  absl::StatusOr<std::string> read = (*streamed)->Read(0);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(read.status().message(), "train-000000.tar:a")) << read.status();
 }
 
 }  // namespace
