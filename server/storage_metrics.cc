@@ -95,8 +95,17 @@ std::vector<MetricFamily> StorageMetrics::Collect() const {
                        "Bytes of the objects a dataset open needed: hit or fetched", MetricType::Counter));
   out.back().metric.push_back(Value(MetricType::Counter, r.cache.bytes_reused, {{"result", "hit"}, store}));
   out.back().metric.push_back(Value(MetricType::Counter, r.cache.bytes_fetched, {{"result", "fetched"}, store}));
-  one("stoker_server_storage_cache_evicted_bytes_total", "Bytes of earlier runs' datasets evicted from --cache-dir",
-      MetricType::Counter, r.cache.evicted_bytes, {store});
+  out.push_back(Family("stoker_server_storage_streamed_shards_total",
+                       "Reads of shards left in the store (streamed: a dataset larger than --cache-bytes, or "
+                       "--stream-shards): hit (held in --cache-dir) or fetched (copied from the store first)",
+                       MetricType::Counter));
+  out.back().metric.push_back(Value(MetricType::Counter, r.cache.streamed_hits, {{"result", "hit"}, store}));
+  out.back().metric.push_back(Value(MetricType::Counter, r.cache.streamed_fetches, {{"result", "fetched"}, store}));
+  one("stoker_server_storage_streamed_bytes", "Bytes of streamed shards held in --cache-dir now", MetricType::Gauge,
+      r.cache.streamed_bytes, {store});
+  one("stoker_server_storage_cache_evicted_bytes_total",
+      "Bytes evicted from --cache-dir: earlier runs' datasets, and streamed shards for others", MetricType::Counter,
+      r.cache.evicted_bytes, {store});
   one("stoker_server_storage_cache_bytes", "Bytes of datasets held in --cache-dir", MetricType::Gauge,
       r.cache.bytes_cached, {store});
   one("stoker_server_storage_cache_capacity_bytes", "Most bytes --cache-dir may hold (--cache-bytes)",

@@ -186,7 +186,9 @@ fs::path StoreMirror::ManifestPath(const std::string& name) const {
 
 MirrorStats StoreMirror::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  MirrorStats s = stats_;
+  s.streamed_bytes = streamed_bytes_;
+  return s;
 }
 
 bool StoreMirror::Used(const std::string& name) const {

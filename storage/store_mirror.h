@@ -70,6 +70,7 @@ struct MirrorStats {
   int64_t evicted_bytes = 0;
   int64_t streamed_fetches = 0;  // streamed objects fetched by Hold (a shard fetched again after eviction counts again)
   int64_t streamed_hits = 0;     // Hold calls that found the object local
+  int64_t streamed_bytes = 0;    // of streamed objects local (or being fetched) now
   double ensure_seconds = 0;  // time Ensure calls spent waiting for the cache's lock, listing and fetching
 };
 

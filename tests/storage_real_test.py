@@ -396,7 +396,82 @@ def make_datasets(root):
         f.write("".join(os.path.relpath(p, f"{root}/imgs") + "\n" for p in images))
 
 
-def epoch_hashes(work, server, dataset, tag, local_root=None, env=None, epochs=2):
+def make_many(root):
+    """many: the 48 images in 12 shards of 4 samples, each padded with an
+    8 KB member, so that a cache of a few shards is smaller than the dataset."""
+    import io
+    import tarfile
+
+    images = sorted(os.path.join(d, f) for d, _, fs in os.walk(f"{root}/imgs") for f in fs if f.endswith(".jpg")
+                    or f.endswith(".png") or f.endswith(".jpeg"))
+    os.makedirs(f"{root}/many")
+    rng = random.Random(11)
+    for start in range(0, len(images), 4):
+        with tarfile.open(f"{root}/many/part-{start // 4:06d}.tar", "w") as tar:
+            for i in range(start, start + 4):
+                for ext, data in (("jpg", open(images[i], "rb").read()), ("cls", str(i % 3).encode()),
+                                  ("bin", rng.randbytes(8000))):
+                    info = tarfile.TarInfo(f"m{i:04d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+
+
+def streamed_checks(moto, work, root):
+    """A dataset larger than the cache: its shards stay in the store and are
+    fetched when read. The same epochs as from local disk; with the
+    shard-aware order (one shard a window) an epoch reads each shard about
+    once, with the global order many times."""
+    make_many(root)
+    shards = sorted(f for f in os.listdir(f"{root}/many") if f.endswith(".tar"))
+    data_bytes = sum(os.path.getsize(f"{root}/many/{f}") for f in shards)
+    order = ["--shuffle=shards", "--shard-window=1"]
+    local = Server(BUILD, work, "local-many", f"--data-root={root}")
+    try:
+        want = epoch_hashes(work, local, "many", "local-many", epochs=1, extra=order)
+        want_global = epoch_hashes(work, local, "many", "local-many-global", epochs=1)
+    finally:
+        local.stop()
+    # The local open wrote each shard's sidecar index: uploaded with the
+    # shards, servers index the dataset without fetching it.
+    moto.s3.create_bucket(Bucket="streamed")
+    for n in os.listdir(f"{root}/many"):
+        moto.s3.put_object(Bucket="streamed", Key=f"many/{n}", Body=open(f"{root}/many/{n}", "rb").read())
+    check(len([n for n in os.listdir(f"{root}/many") if n.endswith(".stoker-index")]) == len(shards),
+          "a local open wrote a sidecar index per shard (uploaded with them)")
+    env = env_without_aws(AWS_ACCESS_KEY_ID=moto.key_id, AWS_SECRET_ACCESS_KEY=moto.secret, AWS_REGION="us-east-1")
+    server = Server(BUILD, work, "streamed", "--data-root=s3://streamed", f"--s3-endpoint={moto.endpoint}",
+                    f"--cache-dir={os.path.join(work, 'cache-streamed')}", f"--cache-bytes={int(data_bytes * 0.6)}",
+                    "--metrics-port=0", env=env)
+    try:
+        def received():
+            return server.scrape()[("stoker_server_storage_received_bytes_total", '{store="s3"}')]
+
+        got = epoch_hashes(work, server, "many", "streamed-many", epochs=1, extra=order)
+        shard_order_bytes = received()
+        log = open(server.log).read()
+        check(got == want and f"{len(shards)} shards" in log and "stay in the store" in log,
+              f"a dataset of {data_bytes} bytes in a cache of 60 % of it streams its shards and gives the local "
+              f"server's epoch with --shuffle=shards ({len(got)} batches)")
+        check(shard_order_bytes <= 1.1 * data_bytes + 64_000,
+              f"with the shard-aware order the epoch read {shard_order_bytes / data_bytes:.2f}x the dataset from "
+              "the store (sidecars included; at most 1.1x)")
+        got = epoch_hashes(work, server, "many", "streamed-many-global", epochs=1)
+        global_bytes = received() - shard_order_bytes
+        m = server.scrape()
+        fetched = m[("stoker_server_storage_streamed_shards_total", '{result="fetched",store="s3"}')]
+        check(got == want_global and global_bytes > 1.5 * data_bytes,
+              f"the global order gives the local epoch too, reading {global_bytes / data_bytes:.2f}x the dataset "
+              f"(every batch draws from every shard; {fetched:.0f} shard fetches in both epochs)")
+        check(m[("stoker_server_storage_streamed_bytes", '{store="s3"}')] <= data_bytes * 0.6
+              and m[("stoker_server_storage_streamed_shards_total", '{result="hit",store="s3"}')] > 0,
+              "the streamed shards held stay within --cache-bytes, and reads hit held shards")
+        print(f"streamed: dataset {data_bytes} B in {len(shards)} shards, cache 0.6x: store bytes per epoch "
+              f"shards order {shard_order_bytes / data_bytes:.2f}x, global order {global_bytes / data_bytes:.2f}x")
+    finally:
+        server.stop()
+
+
+def epoch_hashes(work, server, dataset, tag, local_root=None, env=None, epochs=2, extra=()):
     """(epoch, batch, sample indices, hash) of two epochs from `server`, or
     from two local workers over `local_root` (local mode) when it is given."""
     import json
@@ -407,7 +482,7 @@ def epoch_hashes(work, server, dataset, tag, local_root=None, env=None, epochs=2
     r = subprocess.run([os.path.join(BUILD, "client", "stoker-bench"), *producer,
                     f"--dataset={dataset}", "--batch-size=8", f"--epochs={epochs}", "--seed=7", "--device=cpu",
                     "--metrics-port=-1", "--pipeline=random_resized_crop(32), random_horizontal_flip(0.5)",
-                    f"--log-batches={log}"], capture_output=True, timeout=120, env=env)
+                    f"--log-batches={log}", *extra], capture_output=True, timeout=120, env=env)
     if r.returncode != 0:
         where = f"local mode on {local_root}" if server is None else f"server: {open(server.log).read()[-2500:]}"
         raise AssertionError(f"stoker-bench on '{dataset}' failed: {r.stderr.decode()[-1500:]}\n{where}")
@@ -852,6 +927,7 @@ def main():
         datasets = os.path.join(work, "datasets")
         make_datasets(datasets)
         server_checks(moto, work, datasets)
+        streamed_checks(moto, work, datasets)
         local_mode_checks(moto, work, datasets)
         server_fault_checks(work, datasets)
         s3_fault_checks(moto, work, datasets)
