@@ -487,10 +487,17 @@ std::vector<Assignment> BatchScheduler::Dispatch(absl::Time now) {
   // What is held goes first where it costs no new store reads (a server
   // that already reads its window, or any when nobody reads it yet: that
   // server becomes its reader, and its later batches prefer it), then to any
-  // server with room.
+  // server with room, but only the batches due soonest (within as many as
+  // there are chosen servers of the earliest not yet requested): the rest
+  // wait for their own server, which frees up before the consumer reaches
+  // them, instead of a second server reading their shards again.
+  int64_t chosen = 0;
+  for (const auto& [address, server] : servers_) chosen += server.chosen && server.member ? 1 : 0;
+  const int64_t soon = pending_.empty() ? 0 : *pending_.begin() + std::max<int64_t>(1, chosen);
   for (bool free_only : {true, false}) {
     for (int64_t b : held) {
       if (!pending_.count(b)) continue;
+      if (!free_only && b >= soon) break;
       const Choice c = Choose(b, "", now);
       if (!c.room) break;
       if (c.stream && (!free_only || c.no_new_reads)) Assign(b, c, true, now, &out);

@@ -25,7 +25,7 @@ SOURCE, BUILD = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SOURCE, "tests"))
 from testpki import Pki  # noqa: E402
 from procs import stop_all  # noqa: E402
-from storage_fixtures import FaultProxy, Nginx, Server, free_port, wait_port  # noqa: E402
+from storage_fixtures import FaultProxy, Moto, Nginx, Server, free_port, wait_port  # noqa: E402
 
 TOOL = os.path.join(BUILD, "storage", "stoker-storage")
 SECRET = "sEcReT-d0-not-leak-0123456789abcdefXYZ"
@@ -61,44 +61,6 @@ def make_data(root):
         with open(path, "wb") as f:
             f.write(data)
     return files
-
-
-class Moto:
-    """moto's S3 server (with IAM and STS) on 127.0.0.1; with `auth`,
-    authentication is enforced after the set-up's first three calls (an IAM
-    user, its policy and its access key)."""
-
-    def __init__(self, work, auth=True):
-        self.port = free_port()
-        env = dict(os.environ, MOTO_ALLOW_NONEXISTENT_REGION="1")
-        if auth:
-            env["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
-        self.log = os.path.join(work, f"moto-{self.port}.log")
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env)
-        wait_port(self.port, 60)
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        import boto3
-        from botocore.config import Config
-
-        self.key_id, self.secret = "unused-key", "unused-secret"
-        if auth:
-            anon = dict(endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="x",
-                        aws_secret_access_key="x")
-            iam = boto3.client("iam", **anon)
-            iam.create_user(UserName="loader")
-            iam.put_user_policy(UserName="loader", PolicyName="all",
-                                PolicyDocument='{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
-                                               '"Action": "*", "Resource": "*"}]}')
-            key = iam.create_access_key(UserName="loader")["AccessKey"]
-            self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
-        self.s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                               aws_access_key_id=self.key_id, aws_secret_access_key=self.secret,
-                               config=Config(request_checksum_calculation="when_required",
-                                             response_checksum_validation="when_required"))
-
-    def stop(self):
-        stop_all([self.proc])
 
 
 def env_without_aws(**extra):
