@@ -29,7 +29,7 @@ ABSL_FLAG(int64_t, cache_bytes, 0,
 ABSL_FLAG(bool, stream_shards, false,
           "Leave a remote dataset's tar shards in the store and fetch each when a read needs it (kept in --cache-dir "
           "while read, least recently used out), instead of copying the dataset whole first; a dataset larger than "
-          "--cache-bytes is streamed anyway. Pair it with the shard-aware epoch order (shuffle=shards); else: "
+          "--cache-bytes is streamed anyway. Pair it with the shard-aware epoch order (shuffle=shards). Also "
           "STOKER_STREAM_SHARDS=1");
 ABSL_FLAG(int, fetch_parallel, 16,
           "Ranged reads in flight when copying a remote --data-root's dataset (over all its objects: a large one is "
