@@ -1,6 +1,7 @@
 #include "storage/store_mirror.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -31,6 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kManifestDir = ".stoker-mirror";
+constexpr const char* kStreamPrefix = "stream-";  // + pid: a process's streamed copies
 
 // A key the store listed, checked before it names a local file: no empty,
 // "." or ".." segment, no leading '/', nothing of the mirror's own.
@@ -136,12 +139,11 @@ StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, 
 StoreMirror::~StoreMirror() {
   JoinPersisted();
   absl::MutexLock lock(&mu_);
-  for (auto& [key, s] : streamed_) {  // streamed copies live as long as the process
-    if (s.fd < 0) continue;
-    ::close(s.fd);
-    std::error_code ec;
-    fs::remove(local_root_ / key, ec);
+  for (auto& [key, s] : streamed_) {  // streamed copies live as long as the mirror
+    if (s.fd >= 0) ::close(s.fd);
   }
+  std::error_code ec;
+  if (!stream_root_.empty()) fs::remove_all(stream_root_, ec);
 }
 
 void StoreMirror::JoinPersisted() {
@@ -170,11 +172,18 @@ absl::StatusOr<std::unique_ptr<StoreMirror>> StoreMirror::Create(std::unique_ptr
     if (std::optional<Manifest> manifest = LoadManifest(entry.path())) {
       m->held_[manifest->name] = {manifest->bytes(), manifest->used_unix};
       m->stats_.bytes_cached += manifest->bytes();
-      for (const auto& [key, v] : manifest->streamed) {  // an earlier run's streamed copies: not counted, not kept
-        if (CheckKey(key).ok()) fs::remove(local / key, ec);
-      }
     }
   }
+  // Streamed copies live in a folder of their process's: those of processes
+  // gone are removed (a restart fetches its shards again).
+  for (const auto& entry : fs::directory_iterator(local / kManifestDir, ec)) {
+    const std::string dir = entry.path().filename().string();
+    int pid = 0;
+    if (!absl::StartsWith(dir, kStreamPrefix) || !absl::SimpleAtoi(dir.substr(strlen(kStreamPrefix)), &pid)) continue;
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
+  m->stream_root_ = local / kManifestDir / absl::StrCat(kStreamPrefix, ::getpid());
+  fs::remove_all(m->stream_root_, ec);
   LOG(INFO) << "store " << m->store_->root() << ": cached in " << local.string() << " ("
             << m->stats_.bytes_cached / 1000000 << " MB held of " << m->options_.cache_bytes / 1000000 << " MB)";
   return m;
@@ -296,6 +305,8 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     if (!one.ok()) return one.status();
     objects.push_back(*std::move(one));
   }
+  std::optional<Held> before;  // what held_ said of `name` before the copy's reservation
+  bool committed = false;
   Manifest next;
   next.name = name;
   next.listing_version = version;
@@ -323,7 +334,23 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     for (const ObjectInfo& o : objects) next.objects[o.key] = {o.size, o.etag, o.mtime_ns};
     for (const ObjectInfo& o : stream) next.streamed[o.key] = {o.size, o.etag, o.mtime_ns};
     if (absl::Status s = MakeRoom(name, next.bytes()); !s.ok()) return s;
+    // Reserved while it is copied: streamed shards do not take its room,
+    // and nothing evicts the files it reuses.
+    auto it = held_.find(name);
+    if (it != held_.end()) before = it->second;
+    held_[name] = {std::max(next.bytes(), before ? before->bytes : 0), next.used_unix};
+    ensuring_ = name;
   }
+  absl::Cleanup unreserve = [this, &name, &before, &committed] {
+    absl::MutexLock lock(&mu_);
+    ensuring_.clear();
+    if (committed) return;
+    if (before) {
+      held_[name] = *before;
+    } else {
+      held_.erase(name);
+    }
+  };
   if (!stream.empty()) {  // the shards' directory, though none of them is here yet
     std::error_code ec;
     fs::create_directories(local_root_ / name, ec);
@@ -382,8 +409,9 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     ::close(fd);  // other processes may use the cache now
   });
   *lock_fd = -1;
-  stats_.bytes_cached += next.bytes() - held_[name].bytes;
+  stats_.bytes_cached += next.bytes() - (before ? before->bytes : 0);
   held_[name] = {next.bytes(), next.used_unix};
+  committed = true;
   used_.insert(name);
   stats_.objects_fetched += static_cast<int64_t>(wanted.size());
   stats_.bytes_fetched += wanted_bytes;
@@ -411,7 +439,7 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
 
 bool StoreMirror::FitsLocked(const std::string& name, int64_t bytes) const {
   int64_t reclaimable = 0;  // earlier runs' names, and streamed copies nobody holds
-  for (const auto& [n, h] : held_) reclaimable += n == name || used_.count(n) ? 0 : h.bytes;
+  for (const auto& [n, h] : held_) reclaimable += n == name || n == ensuring_ || used_.count(n) ? 0 : h.bytes;
   for (const auto& [key, s] : streamed_) reclaimable += s.fd >= 0 && s.pins == 0 ? s.info.size : 0;
   return HeldExcept(name) + streamed_bytes_ - reclaimable + bytes <= options_.cache_bytes;
 }
@@ -435,7 +463,7 @@ bool StoreMirror::EvictStreamed() {
   ::close(victim->second.fd);
   victim->second.fd = -1;
   std::error_code ec;
-  fs::remove(local_root_ / victim->first, ec);
+  fs::remove(stream_root_ / victim->first, ec);
   streamed_bytes_ -= victim->second.info.size;
   stats_.evicted_bytes += victim->second.info.size;
   return true;
@@ -468,18 +496,20 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
       ++s.pins;
       s.used = ++streamed_clock_;
       if (!fetched_here) ++stats_.streamed_hits;
-      return std::make_shared<const HeldObject>(s.fd, local_root_ / key, s.info, [this, key] { Release(key); });
+      return std::make_shared<const HeldObject>(s.fd, stream_root_ / key, s.info, [this, key] { Release(key); });
     }
-    const int64_t room = options_.cache_bytes - HeldExcept("");
-    if (s.info.size > room) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          store_->Describe(key), " holds ", s.info.size, " bytes; the cache (--cache-bytes=", options_.cache_bytes,
-          ") has ", room, " bytes for streamed shards beside the datasets it keeps whole: raise --cache-bytes"));
-    }
+    if (!s.failed.ok()) return s.failed;  // the store's object changed or went: it stays unreadable
     // Room: earlier runs' names, then streamed copies nobody holds; else
     // wait for a held one's release (a read holds a shard only while it reads).
     while (HeldExcept("") + streamed_bytes_ + s.info.size > options_.cache_bytes) {
       if (EvictOldestName("") || EvictStreamed()) continue;
+      // Never room, however many are released: the names this process keeps whole leave too little.
+      const int64_t room = options_.cache_bytes - KeptWhole();
+      if (s.info.size > room) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            store_->Describe(key), " holds ", s.info.size, " bytes; the cache (--cache-bytes=", options_.cache_bytes,
+            ") has ", room, " bytes for streamed shards beside the datasets it keeps whole: raise --cache-bytes"));
+      }
       if (stop()) return absl::CancelledError(absl::StrCat("fetching ", store_->Describe(key), " cancelled"));
       released_ = false;
       mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(100));
@@ -492,19 +522,24 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
     BlockFetchOptions fetch;
     fetch.block_bytes = options_.block_bytes;
     fetch.parallel = options_.parallel;
-    absl::Status fetched = FetchObjects(*store_, {&info}, local_root_, fetch, cancelled);
+    absl::Status fetched = FetchObjects(*store_, {&info}, stream_root_, fetch, cancelled);
     int fd = -1;
     if (fetched.ok()) {
-      fd = ::open((local_root_ / key).c_str(), O_RDONLY | O_CLOEXEC);
+      fd = ::open((stream_root_ / key).c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) {
         fetched = absl::UnavailableError(
-            absl::StrCat("cache: opening ", (local_root_ / key).string(), ": ", std::strerror(errno)));
+            absl::StrCat("cache: opening ", (stream_root_ / key).string(), ": ", std::strerror(errno)));
+        std::error_code ec;
+        fs::remove(stream_root_ / key, ec);
       }
     }
     mu_.Lock();
     s.fetching = false;
     if (!fetched.ok()) {
       streamed_bytes_ -= info.size;
+      // A version the store no longer has (or no object): every later read
+      // fails at once, without asking the store again.
+      if (absl::IsFailedPrecondition(fetched) || absl::IsNotFound(fetched)) s.failed = fetched;
       return fetched;
     }
     s.fd = fd;
@@ -513,6 +548,12 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
     stats_.bytes_fetched += info.size;
     fetched_here = true;  // the loop's next round takes the pin
   }
+}
+
+int64_t StoreMirror::KeptWhole() const {
+  int64_t total = 0;
+  for (const auto& [n, h] : held_) total += n == ensuring_ || used_.count(n) ? h.bytes : 0;
+  return total;
 }
 
 int64_t StoreMirror::HeldExcept(const std::string& name) const {
@@ -546,7 +587,7 @@ bool StoreMirror::EvictOldestName(const std::string& name) {
   std::string victim;
   int64_t oldest = INT64_MAX;
   for (const auto& [n, h] : held_) {
-    if (n == name || used_.count(n)) continue;
+    if (n == name || n == ensuring_ || used_.count(n)) continue;
     if (h.used_unix < oldest) {
       oldest = h.used_unix;
       victim = n;

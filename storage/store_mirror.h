@@ -184,7 +184,10 @@ class StoreMirror {
     int pins = 0;  // HeldObjects alive
     bool fetching = false;
     int64_t used = 0;  // streamed_clock_ at the last Hold (the eviction order)
+    absl::Status failed;  // the store's answer when its object changed or went
   };
+  // Bytes of the names this process keeps whole (ensured, or being ensured).
+  int64_t KeptWhole() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the least recently used local streamed copy nobody holds; false
   // when there is none.
   bool EvictStreamed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -194,6 +197,10 @@ class StoreMirror {
   int64_t streamed_bytes_ ABSL_GUARDED_BY(mu_) = 0;                                      // local and being fetched
   int64_t streamed_clock_ ABSL_GUARDED_BY(mu_) = 0;
   bool released_ ABSL_GUARDED_BY(mu_) = false;  // a HeldObject went since the waiter looked
+  std::string ensuring_ ABSL_GUARDED_BY(mu_);   // the name Ensure copies now (reserved in held_; never evicted)
+  // Streamed copies: local_root_/.stoker-mirror/stream-<pid>/<key>, this
+  // process's alone (others sharing the cache keep their own).
+  std::filesystem::path stream_root_;
 };
 
 }  // namespace stoker

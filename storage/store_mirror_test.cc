@@ -275,10 +275,14 @@ TEST_F(StoreMirrorTest, ShardsThatDoNotFitStayInTheStoreAndAreFetchedWhenHeldLea
   EXPECT_TRUE(fs::exists(mirror->local_root() / "big/sub/deep.tar"));
   EXPECT_FALSE(fs::exists(mirror->local_root() / "big/s-0.tar"));
   const int reads_before = store->reads.load();
+  fs::path s0, s1;
   {
     auto a = mirror->Hold("big/s-0.tar");
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(HeldBytes(**a), std::string(20000, 'A'));
+    s0 = (*a)->path();
+    EXPECT_TRUE(fs::exists(s0));
+    EXPECT_FALSE(fs::exists(mirror->local_root() / "big/s-0.tar")) << "not where the dataset's files are";
     EXPECT_EQ(store->reads.load() - reads_before, 5) << "one ranged read per 4 KiB block";
     auto again = mirror->Hold("big/s-0.tar");  // held twice: one copy
     ASSERT_TRUE(again.ok());
@@ -286,11 +290,12 @@ TEST_F(StoreMirrorTest, ShardsThatDoNotFitStayInTheStoreAndAreFetchedWhenHeldLea
     auto b = mirror->Hold("big/s-1.tar");
     ASSERT_TRUE(b.ok());
     EXPECT_EQ(HeldBytes(**b), std::string(20000, 'B'));
+    s1 = (*b)->path();
   }
   ASSERT_TRUE(mirror->Hold("big/s-1.tar").ok());  // s-0 is now the least recently used
   ASSERT_TRUE(mirror->Hold("big/s-2.tar").ok());
-  EXPECT_FALSE(fs::exists(mirror->local_root() / "big/s-0.tar")) << "evicted for s-2";
-  EXPECT_TRUE(fs::exists(mirror->local_root() / "big/s-1.tar"));
+  EXPECT_FALSE(fs::exists(s0)) << "evicted for s-2";
+  EXPECT_TRUE(fs::exists(s1));
   auto c = mirror->Hold("big/s-2.tar");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(HeldBytes(**c), std::string(20000, 'C'));
@@ -300,16 +305,15 @@ TEST_F(StoreMirrorTest, ShardsThatDoNotFitStayInTheStoreAndAreFetchedWhenHeldLea
   EXPECT_EQ(stats.evicted_bytes, 20000);
   EXPECT_EQ(mirror->Hold("big/manifest.json").status().code(), absl::StatusCode::kNotFound);
 
-  // A restart after a crash: the streamed copies of the earlier run are removed, not trusted.
-  const fs::path leftover = mirror->local_root() / "big/s-1.tar";
+  // The mirror's streamed copies go with it; a crashed process's (its
+  // folder named for a pid no longer running) with the next mirror.
   mirror.reset();
-  EXPECT_FALSE(fs::exists(leftover)) << "a mirror removes its streamed copies when it goes";
-  {
-    std::ofstream torn(leftover);
-    torn << "torn";
-  }
+  EXPECT_FALSE(fs::exists(s1)) << "a mirror removes its streamed copies when it goes";
+  const fs::path crashed = s1.parent_path().parent_path().parent_path() / "stream-2147483000" / "big/s-1.tar";
+  dir_.Write(fs::relative(crashed, dir_.path()).string(), "torn");
+  ASSERT_TRUE(fs::exists(crashed));
   auto next = Mirror(45000, &store);
-  EXPECT_FALSE(fs::exists(leftover));
+  EXPECT_FALSE(fs::exists(crashed));
 }
 
 TEST_F(StoreMirrorTest, AHeldShardIsNeverEvictedAndAWaiterGetsItsRoomOnRelease) {
@@ -356,6 +360,23 @@ TEST_F(StoreMirrorTest, StreamShardsLeavesShardsInTheStoreThatWouldFitAndPinsThe
   auto held = (*mirror)->Hold("ds/shard-000000.tar");
   EXPECT_EQ(held.status().code(), absl::StatusCode::kFailedPrecondition) << held.status();
   EXPECT_FALSE(fs::exists((*mirror)->local_root() / "ds/shard-000000.tar"));
+  const int reads = store->reads.load();
+  EXPECT_EQ((*mirror)->Hold("ds/shard-000000.tar").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->reads.load(), reads) << "a changed object is not asked for again";
+}
+
+TEST_F(StoreMirrorTest, AShardIsFetchedIntoRoomThatEarlierRunsDatasetsHeld) {
+  for (int i = 0; i < 3; ++i) dir_.Write("store/big/s-" + std::to_string(i) + ".tar", std::string(20000, 'A' + i));
+  CountingStore* store;
+  ASSERT_TRUE(Mirror(55000, &store)->Ensure("other", true).ok());  // 50,000 bytes, kept by this run
+  auto mirror = Mirror(55000, &store);  // "other" is an earlier run's now, and fills most of the cache
+  ASSERT_TRUE(mirror->Ensure("big", true).ok());
+  ASSERT_EQ(mirror->Streamed("big").size(), 3u);
+  auto held = mirror->Hold("big/s-1.tar");
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(HeldBytes(**held), std::string(20000, 'B'));
+  EXPECT_FALSE(fs::exists(mirror->local_root() / "other/x.bin")) << "evicted to make room";
+  EXPECT_EQ(mirror->stats().evicted_bytes, 50000);
 }
 
 TEST_F(StoreMirrorTest, NamesAndKeysThatLeaveTheCacheAreRefused) {

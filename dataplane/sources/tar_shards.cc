@@ -176,7 +176,7 @@ void ReadLabel(int fd, const TarMember& m, TarShardSource::Sample* s, ShardIndex
 }
 
 absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::string& image_field) {
-  absl::StatusOr<TarScan> scan = ScanTar(shard);
+  absl::StatusOr<TarScan> scan = ScanTar(shard, fd);
   if (!scan.ok()) return scan.status();
   ShardIndex index;
   index.damage = scan->damage;
@@ -327,8 +327,8 @@ void SaveSidecar(const fs::path& shard, const struct stat& st, const std::string
 
 }  // namespace
 
-absl::StatusOr<TarScan> ScanTar(const fs::path& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+absl::StatusOr<TarScan> ScanTar(const fs::path& path, int open_fd) {
+  const int fd = open_fd >= 0 ? fcntl(open_fd, F_DUPFD_CLOEXEC, 0) : open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open shard ", path.string()));
   struct stat st;
   fstat(fd, &st);
@@ -471,6 +471,9 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
     for (const std::string& name : selection->shards) source->shard_paths_.push_back(dir / name);
   } else {
     source->shard_paths_ = ListShards(dir);
+    source->shard_paths_.erase(std::remove_if(source->shard_paths_.begin(), source->shard_paths_.end(),
+                                              [&](const fs::path& p) { return remote.count(p.filename().string()); }),
+                               source->shard_paths_.end());
     for (const auto& [name, o] : remote) source->shard_paths_.push_back(dir / name);
     std::sort(source->shard_paths_.begin(), source->shard_paths_.end());
   }
@@ -517,7 +520,7 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
         fd = held->fd();
         checked = absl::OkStatus();
       }
-      absl::StatusOr<ShardIndex> built = BuildIndex(is_streamed ? held->path() : shard, *fd, image_field);
+      absl::StatusOr<ShardIndex> built = BuildIndex(shard, *fd, image_field);
       if (!built.ok()) return built.status();
       index = *std::move(built);
       SaveSidecar(shard, st, image_field, index, is_streamed ? kBuiltHereSuffix : "");
@@ -630,7 +633,7 @@ absl::StatusOr<int> TarShardSource::ShardFd(int32_t shard, std::shared_ptr<const
   absl::MutexLock lock(&checked_mu_);
   std::optional<absl::Status>& checked = checked_[shard];
   if (!checked) {  // the first read in this process: does the index describe these bytes?
-    absl::StatusOr<ShardIndex> built = BuildIndex((*held)->path(), (*held)->fd(), image_field_);
+    absl::StatusOr<ShardIndex> built = BuildIndex(shard_paths_[shard], (*held)->fd(), image_field_);
     bool same = built.ok() && built->damage == shard_damage_[shard] &&
                 static_cast<int64_t>(built->samples.size()) == first_sample_[shard + 1] - first_sample_[shard];
     for (size_t i = 0; same && i < built->samples.size(); ++i) {
@@ -650,7 +653,13 @@ absl::StatusOr<int> TarShardSource::ShardFd(int32_t shard, std::shared_ptr<const
                          ") does not match its index (the sidecar beside it in the store was made for other bytes, or "
                          "the shard changed): its samples fail until the dataset is indexed again (remove the stale ",
                          shard_paths_[shard].filename().string(), kIndexSuffix, " from the store)"));
-    if (!same) LOG(ERROR) << checked->message();
+    if (!same) {
+      LOG(ERROR) << checked->message();
+      // An index built here for other bytes (a store without modification
+      // times) is not loaded again: the next open builds it afresh.
+      std::error_code ec;
+      fs::remove(SidecarPath(shard_paths_[shard], image_field_) + kBuiltHereSuffix, ec);
+    }
   }
   if (!checked->ok()) return *checked;
   return (*held)->fd();

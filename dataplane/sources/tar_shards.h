@@ -68,7 +68,8 @@ struct TarScan {
 
 // Reads a tar file's headers (ustar, GNU long names, pax path/size records).
 // NOT_FOUND if the file cannot be opened; damage is reported in the result.
-absl::StatusOr<TarScan> ScanTar(const std::filesystem::path& path);
+// `fd` (when >= 0): read that open file (`path` names it in messages).
+absl::StatusOr<TarScan> ScanTar(const std::filesystem::path& path, int fd = -1);
 
 // True when `dir` holds at least one regular file named *.tar.
 bool HasTarShards(const std::filesystem::path& dir);

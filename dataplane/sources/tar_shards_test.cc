@@ -422,9 +422,13 @@ TEST_F(StreamedShardsTest, WithoutASidecarEachShardIsHeldOnceToIndexItAndReadsMa
   // next open holds nothing.
   EXPECT_TRUE(std::filesystem::exists(dir_.path() / "cache/ds/train-000000.tar.stoker-index.here"));
   holds_ = 0;
+  // A copy of a shard where the dataset's files are is the streamed shard,
+  // not one more.
+  std::filesystem::copy_file(dir_.path() / "store/ds/train-000000.tar", dir_.path() / "cache/ds/train-000000.tar");
   auto again = OpenStreamed();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(holds_.load(), 0);
+  EXPECT_EQ((*again)->size(), (*local)->size());
   EXPECT_EQ(*(*again)->Read(0), "AAA");
 }
 
