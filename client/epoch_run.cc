@@ -22,6 +22,10 @@ namespace {
 // BatchStream's full method name. Load-bearing: must match stoker.proto.
 constexpr char kBatchStreamMethod[] = "/stoker.v1.DataService/BatchStream";
 constexpr absl::Duration kSupervisorTick = absl::Milliseconds(100);
+// A channel to a server out of the rank's subset that no stream has used for
+// this long is closed (ServerSet::CloseIdle), checked every few seconds.
+constexpr absl::Duration kIdleChannel = absl::Seconds(10);
+constexpr absl::Duration kIdleCheck = absl::Seconds(2);
 constexpr absl::Duration kVerdictInterval = absl::Seconds(2);
 
 grpc::ByteBuffer Serialize(const v1::StreamRequest& request) {
@@ -288,7 +292,17 @@ void EpochRun::OpenStreams() {
 
 void EpochRun::Supervise() {
   absl::Time next_verdict = clock_->Now() + kVerdictInterval;
+  absl::Time next_idle_check = absl::Now() + kIdleCheck;
   while (!stop_.WaitForNotificationWithTimeout(kSupervisorTick)) {
+    if (servers_ && absl::Now() >= next_idle_check) {
+      std::set<std::string> in_use;
+      {
+        absl::MutexLock lock(&mu_);
+        for (std::string& a : scheduler_.ServersInUse()) in_use.insert(std::move(a));
+      }
+      servers_->CloseIdle(in_use, kIdleChannel);
+      next_idle_check = absl::Now() + kIdleCheck;
+    }
     if (options_.meter && clock_->Now() >= next_verdict) {
       options_.meter->Evaluate();  // updates stoker_client_bottleneck
       next_verdict = clock_->Now() + kVerdictInterval;

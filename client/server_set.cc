@@ -116,7 +116,10 @@ std::vector<std::string> ServerSet::Addresses() const {
 std::shared_ptr<grpc::Channel> ServerSet::Channel(const std::string& address, int lane) {
   absl::MutexLock lock(&mu_);
   auto it = channels_.find({address, lane});
-  if (it != channels_.end()) return it->second;
+  if (it != channels_.end()) {
+    it->second.used = absl::Now();
+    return it->second.channel;
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxChunkMessageBytes);
   // Notice a dead peer within seconds: ping every 3 s, give up after 3 more.
@@ -138,8 +141,36 @@ std::shared_ptr<grpc::Channel> ServerSet::Channel(const std::string& address, in
   if (lane > 0) args.SetInt(kLaneArg, lane);
   security_.Apply(&args);
   auto channel = grpc::CreateCustomChannel(address, security_.credentials, args);
-  channels_.emplace(std::make_pair(address, lane), channel);
+  channels_.emplace(std::make_pair(address, lane), Held{channel, absl::Now()});
   return channel;
+}
+
+int ServerSet::CloseIdle(const std::set<std::string>& in_use, absl::Duration idle) {
+  std::vector<std::shared_ptr<grpc::Channel>> closing;  // destroyed outside the lock
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (auto it = channels_.begin(); it != channels_.end();) {
+      Held& h = it->second;
+      if (in_use.count(it->first.first) || h.channel.use_count() > 1) {  // in the subset, or a stream holds it
+        h.used = now;
+        ++it;
+      } else if (now - h.used >= idle) {
+        LOG(INFO) << "closing the channel to " << it->first.first << " (lane " << it->first.second << "): not in "
+                  << "this rank's subset for " << absl::FormatDuration(now - h.used);
+        closing.push_back(std::move(h.channel));
+        it = channels_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return static_cast<int>(closing.size());
+}
+
+int ServerSet::channels() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(channels_.size());
 }
 
 }  // namespace stoker

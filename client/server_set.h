@@ -6,13 +6,14 @@
 #ifndef STOKER_CLIENT_SERVER_SET_H_
 #define STOKER_CLIENT_SERVER_SET_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -42,6 +43,13 @@ class ServerSet {
   // connection's data on one thread at a time, so a client that opens
   // several streams to one server opens them on different lanes.
   std::shared_ptr<grpc::Channel> Channel(const std::string& address, int lane = 0);
+  // Closes the channels of servers not in `in_use` that nothing has used for
+  // `idle` (no stream holds them, Channel has not handed them out): a
+  // server that left the rank's subset costs no connection, pings or
+  // buffers; Channel opens it again on need. Returns how many it closed.
+  int CloseIdle(const std::set<std::string>& in_use, absl::Duration idle);
+  // Channels open now (for metrics and tests).
+  int channels() const;
   // Adds the token (if any) to a call.
   void Authorize(grpc::ClientContext* context) const { security_.Authorize(context); }
   // What the set was made from, for messages.
@@ -60,7 +68,11 @@ class ServerSet {
 
   mutable absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<std::string, int>, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  struct Held {
+    std::shared_ptr<grpc::Channel> channel;
+    absl::Time used;  // last handed out, or seen held or in use by CloseIdle
+  };
+  std::map<std::pair<std::string, int>, Held> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 // Resolves host to "ip:port" entries ([ip]:port for IPv6) with getaddrinfo.
