@@ -207,6 +207,8 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
 
 void BatchSession::Make(const std::shared_ptr<Job>& job) {
   const int64_t n = job->header.sample_indices_size();
+  // Shards left in a store start coming now, before a worker needs them.
+  source_->WillRead(job->header.sample_indices().data(), n);
   job->remaining.store(n);
   metrics_->queued_samples->Increment(static_cast<double>(n));
   for (int64_t slot = 0; slot < n; ++slot) {

@@ -44,6 +44,9 @@ struct StreamedShards {
   using Hold = std::function<absl::StatusOr<std::shared_ptr<const HeldObject>>(const std::string& key,
                                                                                const std::atomic<bool>* cancelled)>;
   Hold hold;
+  // Starts fetching a shard reads will need soon (StoreMirror::Prefetch);
+  // may be empty.
+  std::function<void(const std::string& key)> prefetch;
 };
 
 }  // namespace stoker

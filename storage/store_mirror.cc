@@ -138,6 +138,14 @@ StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, 
 
 StoreMirror::~StoreMirror() {
   JoinPersisted();
+  std::vector<std::thread> read_ahead;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    stop_read_ahead_.store(true);
+    read_ahead.swap(read_ahead_threads_);
+  }
+  for (std::thread& t : read_ahead) t.join();
   absl::MutexLock lock(&mu_);
   for (auto& [key, s] : streamed_) {  // streamed copies live as long as the mirror
     if (s.fd >= 0) ::close(s.fd);
@@ -475,6 +483,62 @@ void StoreMirror::Release(const std::string& key) {
   released_ = true;
 }
 
+absl::Status StoreMirror::FetchStreamedLocked(const std::string& key, Stream& s, const std::atomic<bool>* cancelled,
+                                              bool wait, bool* fetched) {
+  auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
+  // Room: earlier runs' names, then streamed copies nobody holds; else
+  // wait for a held one's release (a read holds a shard only while it reads).
+  while (HeldExcept("") + streamed_bytes_ + s.info.size > options_.cache_bytes) {
+    if (EvictOldestName("") || (wait && EvictStreamed())) continue;
+    // Never room, however many are released: the names this process keeps whole leave too little.
+    const int64_t room = options_.cache_bytes - KeptWhole();
+    if (s.info.size > room) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          store_->Describe(key), " holds ", s.info.size, " bytes; the cache (--cache-bytes=", options_.cache_bytes,
+          ") has ", room, " bytes for streamed shards beside the datasets it keeps whole: raise --cache-bytes"));
+    }
+    if (!wait) return absl::OkStatus();
+    if (stop()) return absl::CancelledError(absl::StrCat("fetching ", store_->Describe(key), " cancelled"));
+    released_ = false;
+    mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(100));
+  }
+  if (s.fd >= 0 || s.fetching) return absl::OkStatus();  // fetched (or being fetched) by another caller meanwhile
+  s.fetching = true;
+  streamed_bytes_ += s.info.size;
+  const ObjectInfo info = s.info;
+  mu_.Unlock();
+  BlockFetchOptions fetch;
+  fetch.block_bytes = options_.block_bytes;
+  fetch.parallel = options_.parallel;
+  absl::Status status = FetchObjects(*store_, {&info}, stream_root_, fetch, cancelled);
+  int fd = -1;
+  if (status.ok()) {
+    fd = ::open((stream_root_ / key).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      status = absl::UnavailableError(
+          absl::StrCat("cache: opening ", (stream_root_ / key).string(), ": ", std::strerror(errno)));
+      std::error_code ec;
+      fs::remove(stream_root_ / key, ec);
+    }
+  }
+  mu_.Lock();
+  s.fetching = false;
+  if (!status.ok()) {
+    streamed_bytes_ -= info.size;
+    // A version the store no longer has (or no object): every later read
+    // fails at once, without asking the store again.
+    if (absl::IsFailedPrecondition(status) || absl::IsNotFound(status)) s.failed = status;
+    return status;
+  }
+  s.fd = fd;
+  s.used = ++streamed_clock_;
+  ++stats_.objects_fetched;
+  ++stats_.streamed_fetches;
+  stats_.bytes_fetched += info.size;
+  *fetched = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::string& key,
                                                                     const std::atomic<bool>* cancelled) {
   auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
@@ -486,7 +550,7 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
   Stream& s = it->second;
   bool fetched_here = false;
   for (;;) {
-    while (s.fetching && !stop()) {  // another caller fetches it: wait for that copy
+    while (s.fetching && !stop()) {  // another caller (or the read-ahead) fetches it: wait for that copy
       mu_.AwaitWithTimeout(absl::Condition(
                                +[](Stream* x) { return !x->fetching; }, &s),
                            absl::Milliseconds(100));
@@ -499,54 +563,38 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
       return std::make_shared<const HeldObject>(s.fd, stream_root_ / key, s.info, [this, key] { Release(key); });
     }
     if (!s.failed.ok()) return s.failed;  // the store's object changed or went: it stays unreadable
-    // Room: earlier runs' names, then streamed copies nobody holds; else
-    // wait for a held one's release (a read holds a shard only while it reads).
-    while (HeldExcept("") + streamed_bytes_ + s.info.size > options_.cache_bytes) {
-      if (EvictOldestName("") || EvictStreamed()) continue;
-      // Never room, however many are released: the names this process keeps whole leave too little.
-      const int64_t room = options_.cache_bytes - KeptWhole();
-      if (s.info.size > room) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            store_->Describe(key), " holds ", s.info.size, " bytes; the cache (--cache-bytes=", options_.cache_bytes,
-            ") has ", room, " bytes for streamed shards beside the datasets it keeps whole: raise --cache-bytes"));
-      }
-      if (stop()) return absl::CancelledError(absl::StrCat("fetching ", store_->Describe(key), " cancelled"));
-      released_ = false;
-      mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(100));
-    }
-    if (s.fd >= 0 || s.fetching) continue;  // fetched by another caller meanwhile
-    s.fetching = true;
-    streamed_bytes_ += s.info.size;
-    const ObjectInfo info = s.info;
-    mu_.Unlock();
-    BlockFetchOptions fetch;
-    fetch.block_bytes = options_.block_bytes;
-    fetch.parallel = options_.parallel;
-    absl::Status fetched = FetchObjects(*store_, {&info}, stream_root_, fetch, cancelled);
-    int fd = -1;
-    if (fetched.ok()) {
-      fd = ::open((stream_root_ / key).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        fetched = absl::UnavailableError(
-            absl::StrCat("cache: opening ", (stream_root_ / key).string(), ": ", std::strerror(errno)));
-        std::error_code ec;
-        fs::remove(stream_root_ / key, ec);
-      }
-    }
-    mu_.Lock();
-    s.fetching = false;
-    if (!fetched.ok()) {
-      streamed_bytes_ -= info.size;
-      // A version the store no longer has (or no object): every later read
-      // fails at once, without asking the store again.
-      if (absl::IsFailedPrecondition(fetched) || absl::IsNotFound(fetched)) s.failed = fetched;
-      return fetched;
-    }
-    s.fd = fd;
-    ++stats_.objects_fetched;
-    ++stats_.streamed_fetches;
-    stats_.bytes_fetched += info.size;
-    fetched_here = true;  // the loop's next round takes the pin
+    if (absl::Status f = FetchStreamedLocked(key, s, cancelled, /*wait=*/true, &fetched_here); !f.ok()) return f;
+  }
+}
+
+void StoreMirror::Prefetch(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = streamed_.find(key);
+  if (it == streamed_.end() || it->second.fd >= 0 || it->second.fetching || !it->second.failed.ok() ||
+      std::find(read_ahead_.begin(), read_ahead_.end(), key) != read_ahead_.end()) {
+    return;
+  }
+  if (static_cast<int>(read_ahead_.size()) >= kMaxReadAheadQueue) return;  // reads ask for more than it can fetch
+  read_ahead_.push_back(key);
+  if (read_ahead_threads_.empty()) {
+    for (int i = 0; i < kReadAheadThreads; ++i) read_ahead_threads_.emplace_back([this] { ReadAhead(); });
+  }
+}
+
+void StoreMirror::ReadAhead() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    mu_.Await(absl::Condition(
+        +[](StoreMirror* m) ABSL_NO_THREAD_SAFETY_ANALYSIS { return m->stopping_ || !m->read_ahead_.empty(); }, this));
+    if (stopping_) return;
+    const std::string key = std::move(read_ahead_.front());
+    read_ahead_.pop_front();
+    Stream& s = streamed_.at(key);
+    if (s.fd >= 0 || s.fetching || !s.failed.ok()) continue;
+    bool fetched = false;
+    // Only into room there is now: the read-ahead never waits for held shards.
+    const absl::Status f = FetchStreamedLocked(key, s, &stop_read_ahead_, /*wait=*/false, &fetched);
+    if (!f.ok() && !absl::IsCancelled(f)) LOG(WARNING) << "read-ahead of " << store_->Describe(key) << ": " << f;
   }
 }
 

@@ -32,6 +32,7 @@
 #define STOKER_STORAGE_STORE_MIRROR_H_
 
 #include <atomic>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -100,6 +101,11 @@ class StoreMirror {
   // FAILED_PRECONDITION when the store's object changed since it was listed.
   absl::StatusOr<std::shared_ptr<const HeldObject>> Hold(const std::string& key,
                                                          const std::atomic<bool>* cancelled = nullptr);
+  // Starts fetching a streamed object that reads will soon need (read-ahead,
+  // on the mirror's own threads, into room there is now: it never waits and
+  // never evicts a shard). Returns at once; a later Hold finds the copy, or
+  // waits for the fetch under way.
+  void Prefetch(const std::string& key);
 
   MirrorStats stats() const;
   int64_t capacity_bytes() const { return options_.cache_bytes; }
@@ -125,6 +131,7 @@ class StoreMirror {
       StreamedShards s;
       s.shards = Streamed(name);
       s.hold = [this](const std::string& key, const std::atomic<bool>* cancelled) { return Hold(key, cancelled); };
+      s.prefetch = [this](const std::string& key) { Prefetch(key); };
       return s;
     };
   }
@@ -188,6 +195,14 @@ class StoreMirror {
   };
   // Bytes of the names this process keeps whole (ensured, or being ensured).
   int64_t KeptWhole() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With mu_ held (released while the bytes come): fetches `s` when it is
+  // neither local nor being fetched. With `wait`, into room made by evicting
+  // earlier runs' names and unheld shards, waiting for held ones' release;
+  // without (the read-ahead), into room there is beside every shard held or
+  // kept, else not at all (OK without a copy). *fetched: this call made it.
+  absl::Status FetchStreamedLocked(const std::string& key, Stream& s, const std::atomic<bool>* cancelled, bool wait,
+                                   bool* fetched) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadAhead();  // a read-ahead thread: fetches what Prefetch queued
   // Evicts the least recently used local streamed copy nobody holds; false
   // when there is none.
   bool EvictStreamed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -201,6 +216,12 @@ class StoreMirror {
   // Streamed copies: local_root_/.stoker-mirror/stream-<pid>/<key>, this
   // process's alone (others sharing the cache keep their own).
   std::filesystem::path stream_root_;
+  static constexpr int kReadAheadThreads = 4;     // shards fetched ahead at once
+  static constexpr int kMaxReadAheadQueue = 256;  // keys queued at most (more are dropped: reads fetch them)
+  std::deque<std::string> read_ahead_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> read_ahead_threads_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stop_read_ahead_{false};
 };
 
 }  // namespace stoker

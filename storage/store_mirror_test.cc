@@ -365,6 +365,34 @@ TEST_F(StoreMirrorTest, StreamShardsLeavesShardsInTheStoreThatWouldFitAndPinsThe
   EXPECT_EQ(store->reads.load(), reads) << "a changed object is not asked for again";
 }
 
+TEST_F(StoreMirrorTest, PrefetchFetchesAheadIntoFreeRoomOnlyAndAHoldFindsTheCopy) {
+  for (int i = 0; i < 3; ++i) dir_.Write("store/big/s-" + std::to_string(i) + ".tar", std::string(20000, 'A' + i));
+  CountingStore* store;
+  auto mirror = Mirror(45000, &store);  // 2 of the 3 shards fit
+  ASSERT_TRUE(mirror->Ensure("big", true).ok());
+  auto fetches = [&] { return mirror->stats().streamed_fetches; };
+  auto wait_for = [&](int64_t n) {
+    for (int i = 0; i < 500 && fetches() < n; ++i) absl::SleepFor(absl::Milliseconds(10));
+    return fetches();
+  };
+  mirror->Prefetch("big/s-0.tar");
+  mirror->Prefetch("big/s-0.tar");  // queued or fetched once
+  ASSERT_EQ(wait_for(1), 1);
+  const int reads = store->reads.load();
+  auto a = mirror->Hold("big/s-0.tar");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(HeldBytes(**a), std::string(20000, 'A'));
+  EXPECT_EQ(store->reads.load(), reads) << "the read-ahead's copy is read";
+  EXPECT_EQ(mirror->stats().streamed_hits, 1);
+  auto b = mirror->Hold("big/s-1.tar");
+  ASSERT_TRUE(b.ok());
+  // Both held and the cache full: the read-ahead neither waits nor evicts.
+  mirror->Prefetch("big/s-2.tar");
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(fetches(), 2);
+  EXPECT_EQ(mirror->stats().evicted_bytes, 0);
+}
+
 TEST_F(StoreMirrorTest, AShardIsFetchedIntoRoomThatEarlierRunsDatasetsHeld) {
   for (int i = 0; i < 3; ++i) dir_.Write("store/big/s-" + std::to_string(i) + ".tar", std::string(20000, 'A' + i));
   CountingStore* store;

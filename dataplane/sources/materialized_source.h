@@ -36,6 +36,8 @@ class MaterializedSource final : public SampleSource {
   const std::vector<std::string>& class_names() const override { return manifest_.class_names; }
   int32_t label(int64_t index) const override { return shards_->label(index); }
   std::string Describe(int64_t index) const override { return shards_->Describe(index); }
+  void WillRead(const int64_t* indices, int64_t n) const override { shards_->WillRead(indices, n); }
+  std::vector<int64_t> ShardSizes() const override { return shards_->ShardSizes(); }
   // The stored bytes; when the dataset has per-sample checksums (KEY.xxh3,
   // stored_sample.h), checked against them: a mismatch or a missing checksum
   // is a corrupt sample naming the member.

@@ -79,6 +79,10 @@ class SampleSource {
     int64_t bytes = -1;
   };
   virtual std::optional<MediaIndexHome> MediaIndexHomeOf(int64_t index) const { return std::nullopt; }
+  // A hint that these samples are read soon (a batch was asked for): a
+  // source whose bytes are fetched on demand starts fetching them. Never
+  // blocks; the default does nothing.
+  virtual void WillRead(const int64_t* indices, int64_t n) const {}
 
   // Whether samples have named members besides the image (WebDataset
   // shards), which ReadField finds.

@@ -465,6 +465,7 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
   std::map<std::string, ObjectInfo> remote;  // streamed shards by file name
   if (streamed != nullptr) {
     source->hold_ = streamed->hold;
+    source->prefetch_ = streamed->prefetch;
     for (const ObjectInfo& o : streamed->shards) remote[fs::path(o.key).filename().string()] = o;
   }
   if (selection != nullptr) {
@@ -476,6 +477,19 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
                                source->shard_paths_.end());
     for (const auto& [name, o] : remote) source->shard_paths_.push_back(dir / name);
     std::sort(source->shard_paths_.begin(), source->shard_paths_.end());
+  }
+  // Streamed shards that no sidecar indexes are fetched to be indexed: all
+  // of them start coming now (the read-ahead), not one after another.
+  if (source->prefetch_) {
+    for (const fs::path& shard : source->shard_paths_) {
+      auto in_store = remote.find(shard.filename().string());
+      if (in_store == remote.end()) continue;
+      std::error_code ec;
+      if (!fs::exists(SidecarPath(shard, image_field) + kBuiltHereSuffix, ec) &&
+          !fs::exists(SidecarPath(shard, image_field), ec)) {
+        source->prefetch_(in_store->second.key);
+      }
+    }
   }
   int32_t max_label = -1;
   int64_t bad_labels = 0;
@@ -663,6 +677,17 @@ absl::StatusOr<int> TarShardSource::ShardFd(int32_t shard, std::shared_ptr<const
   }
   if (!checked->ok()) return *checked;
   return (*held)->fd();
+}
+
+void TarShardSource::WillRead(const int64_t* indices, int64_t n) const {
+  if (!prefetch_) return;
+  int32_t last = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t shard = samples_[indices[i]].shard;
+    if (shard == last || fds_[shard] >= 0) continue;  // a batch's samples often share a shard
+    last = shard;
+    prefetch_(objects_[shard].key);
+  }
 }
 
 TarShardSource::~TarShardSource() {

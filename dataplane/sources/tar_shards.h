@@ -119,6 +119,8 @@ class TarShardSource final : public SampleSource {
   std::vector<std::string> FieldMembers(int64_t index) const override;
   // Videos: <shard>.stoker-index-frames/<offset of the member's data>.
   std::optional<MediaIndexHome> MediaIndexHomeOf(int64_t index) const override;
+  // Streamed shards: starts fetching those of these samples (read-ahead).
+  void WillRead(const int64_t* indices, int64_t n) const override;
   int64_t unlabeled_samples() const override { return unlabeled_; }
   absl::Status LabelStatus(int64_t index) const override;
   // The member extensions present in the dataset, sorted (for messages).
@@ -167,6 +169,7 @@ class TarShardSource final : public SampleSource {
   std::vector<int64_t> first_sample_;      // per shard, and one past the last
   std::vector<std::string> shard_damage_;  // per shard: its index's damage
   StreamedShards::Hold hold_;
+  std::function<void(const std::string& key)> prefetch_;
   mutable absl::Mutex checked_mu_;
   // Per streamed shard: not yet checked (nullopt), or what the check found.
   mutable std::vector<std::optional<absl::Status>> checked_ ABSL_GUARDED_BY(checked_mu_);
