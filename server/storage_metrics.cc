@@ -103,6 +103,21 @@ std::vector<MetricFamily> StorageMetrics::Collect() const {
   out.back().metric.push_back(Value(MetricType::Counter, r.cache.streamed_fetches, {{"result", "fetched"}, store}));
   one("stoker_server_storage_streamed_bytes", "Bytes of streamed shards held in --cache-dir now", MetricType::Gauge,
       r.cache.streamed_bytes, {store});
+  out.push_back(Family("stoker_server_storage_dataset_bytes",
+                       "A dataset's bytes in the store (those copied whole and those streamed), per dataset this "
+                       "server has opened",
+                       MetricType::Gauge));
+  for (const auto& [name, n] : r.cache.names) {
+    out.back().metric.push_back(Value(MetricType::Gauge, n.bytes, {{"dataset", name}, store}));
+  }
+  out.push_back(Family("stoker_server_storage_dataset_fetched_bytes_total",
+                       "Bytes fetched from the store for a dataset (its copy, and streamed shards each time one is "
+                       "fetched): over an epoch, divided by stoker_server_storage_dataset_bytes and summed over the "
+                       "pool, the times the epoch read the dataset",
+                       MetricType::Counter));
+  for (const auto& [name, n] : r.cache.names) {
+    out.back().metric.push_back(Value(MetricType::Counter, n.fetched_bytes, {{"dataset", name}, store}));
+  }
   one("stoker_server_storage_cache_evicted_bytes_total",
       "Bytes evicted from --cache-dir: earlier runs' datasets, and streamed shards for others", MetricType::Counter,
       r.cache.evicted_bytes, {store});

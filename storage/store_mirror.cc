@@ -426,9 +426,15 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   stats_.objects_reused += reused;
   stats_.bytes_reused += reused_bytes;
   std::vector<std::string>& keys = streamed_names_[name];
+  MirrorStats::Name& counted = stats_.names[name];
+  counted.bytes = next.bytes();
+  counted.fetched_bytes += wanted_bytes;
   for (ObjectInfo& o : stream) {
     keys.push_back(o.key);
-    streamed_[o.key].info = std::move(o);
+    counted.bytes += o.size;
+    Stream& s = streamed_[o.key];
+    s.name = name;
+    s.info = std::move(o);
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!stream.empty()) {
@@ -535,6 +541,7 @@ absl::Status StoreMirror::FetchStreamedLocked(const std::string& key, Stream& s,
   ++stats_.objects_fetched;
   ++stats_.streamed_fetches;
   stats_.bytes_fetched += info.size;
+  stats_.names[s.name].fetched_bytes += info.size;
   *fetched = true;
   return absl::OkStatus();
 }

@@ -72,6 +72,15 @@ struct MirrorStats {
   int64_t streamed_fetches = 0;  // streamed objects fetched by Hold (a shard fetched again after eviction counts again)
   int64_t streamed_hits = 0;     // Hold calls that found the object local
   int64_t streamed_bytes = 0;    // of streamed objects local (or being fetched) now
+  // Per name this process ensured: its bytes in the store (copied whole and
+  // streamed), and the bytes fetched for it since (copies and streamed
+  // shards, fetched again after eviction included): their ratio over an
+  // epoch is how many times the epoch read the dataset from the store.
+  struct Name {
+    int64_t bytes = 0;
+    int64_t fetched_bytes = 0;
+  };
+  std::map<std::string, Name> names;
   double ensure_seconds = 0;  // time Ensure calls spent waiting for the cache's lock, listing and fetching
 };
 
@@ -192,6 +201,7 @@ class StoreMirror {
     bool fetching = false;
     int64_t used = 0;  // streamed_clock_ at the last Hold (the eviction order)
     absl::Status failed;  // the store's answer when its object changed or went
+    std::string name;     // the directory it belongs to
   };
   // Bytes of the names this process keeps whole (ensured, or being ensured).
   int64_t KeptWhole() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -72,12 +72,16 @@ def make_shards(work):
     return os.path.join(work, "data"), root
 
 
-def received(metrics_port):
+def scrape(metrics_port, name, labels='{store="s3"}'):
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     for line in text.splitlines():
-        if line.startswith('stoker_server_storage_received_bytes_total{store="s3"}'):
+        if line.startswith(name + labels):
             return float(line.split()[-1])
     return 0.0
+
+
+def received(metrics_port):
+    return scrape(metrics_port, "stoker_server_storage_received_bytes_total")
 
 
 def epoch(procs, work, servers, order, tag, batch, step_ms=0):
@@ -157,6 +161,13 @@ def main():
                 raise SystemExit(f"the {tag} epoch failed: {open(out).read()[-3000:]}")
             seconds = time.monotonic() - t0
             per_server = [killed_bytes if kill and i == 0 else received(port) for i, port in enumerate(ports)]
+            if not kill:  # the servers' own count of the dataset's reads, beside the store's bytes
+                labels = '{dataset="pool",store="s3"}'
+                fetched = sum(scrape(p, "stoker_server_storage_dataset_fetched_bytes_total", labels) for p in ports)
+                size = scrape(ports[0], "stoker_server_storage_dataset_bytes", labels)
+                check(size >= dataset_bytes and 0.98 * fetched <= sum(per_server) <= 1.02 * fetched + 64_000,
+                      f"{tag}: stoker_server_storage_dataset_fetched_bytes_total over the pool / "
+                      f"stoker_server_storage_dataset_bytes = {fetched / max(size, 1):.2f} dataset reads")
             got = batches(log)
             if kill:
                 killed_made = sum(1 for l in map(json.loads, open(log)) if l["server"] == addresses[0])
