@@ -285,8 +285,11 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
                r.sample_bytes() != client->dataset_.sample_bytes() ||
                r.class_names_size() != client->dataset_.class_names_size() ||
                r.dataset_fingerprint() != client->dataset_.dataset_fingerprint() ||
-               !std::equal(r.shard_sizes().begin(), r.shard_sizes().end(), client->dataset_.shard_sizes().begin(),
-                           client->dataset_.shard_sizes().end())) {
+               // Shard sizes make only the shard-aware order: in the global
+               // one, servers from before them (none sent) mix with later ones.
+               (c.session.shuffle() == v1::SHUFFLE_SHARDS &&
+                !std::equal(r.shard_sizes().begin(), r.shard_sizes().end(), client->dataset_.shard_sizes().begin(),
+                            client->dataset_.shard_sizes().end()))) {
       return absl::FailedPreconditionError(
           absl::StrCat("producers disagree on dataset '", c.session.dataset(), "': ", first_producer, " has ",
                        client->dataset_.num_samples(), " samples in ", client->dataset_.class_names_size(),

@@ -97,10 +97,13 @@ std::vector<MetricFamily> StorageMetrics::Collect() const {
   out.back().metric.push_back(Value(MetricType::Counter, r.cache.bytes_fetched, {{"result", "fetched"}, store}));
   out.push_back(Family("stoker_server_storage_streamed_shards_total",
                        "Reads of shards left in the store (streamed: a dataset larger than --cache-bytes, or "
-                       "--stream-shards): hit (held in --cache-dir) or fetched (copied from the store first)",
+                       "--stream-shards): hit (held in --cache-dir, fetched ahead included) or fetched (copied from "
+                       "the store first); read_ahead counts the shards fetched ahead of their reads (not reads)",
                        MetricType::Counter));
   out.back().metric.push_back(Value(MetricType::Counter, r.cache.streamed_hits, {{"result", "hit"}, store}));
   out.back().metric.push_back(Value(MetricType::Counter, r.cache.streamed_fetches, {{"result", "fetched"}, store}));
+  out.back().metric.push_back(
+      Value(MetricType::Counter, r.cache.streamed_read_ahead, {{"result", "read_ahead"}, store}));
   one("stoker_server_storage_streamed_bytes", "Bytes of streamed shards held in --cache-dir now", MetricType::Gauge,
       r.cache.streamed_bytes, {store});
   out.push_back(Family("stoker_server_storage_dataset_bytes",

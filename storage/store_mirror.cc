@@ -467,13 +467,21 @@ std::vector<ObjectInfo> StoreMirror::Streamed(const std::string& name) const {
   return out;
 }
 
-bool StoreMirror::EvictStreamed() {
+bool StoreMirror::EvictStreamed(bool keep_ahead) {
   auto victim = streamed_.end();
   for (auto it = streamed_.begin(); it != streamed_.end(); ++it) {
-    if (it->second.fd < 0 || it->second.pins > 0) continue;
-    if (victim == streamed_.end() || it->second.used < victim->second.used) victim = it;
+    const Stream& s = it->second;
+    if (s.fd < 0 || s.pins > 0 || (keep_ahead && s.ahead)) continue;
+    if (victim == streamed_.end() ||
+        std::make_pair(s.ahead, s.used) < std::make_pair(victim->second.ahead, victim->second.used)) {
+      victim = it;
+    }
   }
   if (victim == streamed_.end()) return false;
+  if (victim->second.ahead) {
+    victim->second.ahead = false;
+    ahead_bytes_ -= victim->second.info.size;
+  }
   ::close(victim->second.fd);
   victim->second.fd = -1;
   std::error_code ec;
@@ -495,7 +503,7 @@ absl::Status StoreMirror::FetchStreamedLocked(const std::string& key, Stream& s,
   // Room: earlier runs' names, then streamed copies nobody holds; else
   // wait for a held one's release (a read holds a shard only while it reads).
   while (HeldExcept("") + streamed_bytes_ + s.info.size > options_.cache_bytes) {
-    if (EvictOldestName("") || (wait && EvictStreamed())) continue;
+    if (EvictOldestName("") || EvictStreamed(/*keep_ahead=*/!wait)) continue;
     // Never room, however many are released: the names this process keeps whole leave too little.
     const int64_t room = options_.cache_bytes - KeptWhole();
     if (s.info.size > room) {
@@ -509,13 +517,15 @@ absl::Status StoreMirror::FetchStreamedLocked(const std::string& key, Stream& s,
     mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(100));
   }
   if (s.fd >= 0 || s.fetching) return absl::OkStatus();  // fetched (or being fetched) by another caller meanwhile
+  if (!wait && ahead_bytes_ + s.info.size > options_.cache_bytes / 2) return absl::OkStatus();  // ahead enough
   s.fetching = true;
   streamed_bytes_ += s.info.size;
   const ObjectInfo info = s.info;
   mu_.Unlock();
   BlockFetchOptions fetch;
   fetch.block_bytes = options_.block_bytes;
-  fetch.parallel = options_.parallel;
+  // The read-ahead's threads share --fetch-parallel's reads in flight.
+  fetch.parallel = wait ? options_.parallel : std::max(1, options_.parallel / kReadAheadThreads);
   absl::Status status = FetchObjects(*store_, {&info}, stream_root_, fetch, cancelled);
   int fd = -1;
   if (status.ok()) {
@@ -539,7 +549,13 @@ absl::Status StoreMirror::FetchStreamedLocked(const std::string& key, Stream& s,
   s.fd = fd;
   s.used = ++streamed_clock_;
   ++stats_.objects_fetched;
-  ++stats_.streamed_fetches;
+  if (wait) {
+    ++stats_.streamed_fetches;
+  } else {
+    s.ahead = true;
+    ahead_bytes_ += info.size;
+    ++stats_.streamed_read_ahead;
+  }
   stats_.bytes_fetched += info.size;
   stats_.names[s.name].fetched_bytes += info.size;
   *fetched = true;
@@ -566,6 +582,10 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
     if (s.fd >= 0) {
       ++s.pins;
       s.used = ++streamed_clock_;
+      if (s.ahead) {  // read now: evicted in its turn
+        s.ahead = false;
+        ahead_bytes_ -= s.info.size;
+      }
       if (!fetched_here) ++stats_.streamed_hits;
       return std::make_shared<const HeldObject>(s.fd, stream_root_ / key, s.info, [this, key] { Release(key); });
     }
@@ -575,14 +595,20 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
 }
 
 void StoreMirror::Prefetch(const std::string& key) {
-  absl::MutexLock lock(&mu_);
+  // A hint on a request's path: dropped when the mirror is busy (evicting,
+  // or another caller's bookkeeping); a read fetches the shard then.
+  if (!mu_.TryLock()) return;
+  PrefetchLocked(key);
+  mu_.Unlock();
+}
+
+void StoreMirror::PrefetchLocked(const std::string& key) {
+  // Queue full: reads ask for more than the read-ahead fetches.
+  if (stopping_ || static_cast<int>(read_ahead_.size()) >= kMaxReadAheadQueue || queued_.count(key)) return;
   auto it = streamed_.find(key);
-  if (it == streamed_.end() || it->second.fd >= 0 || it->second.fetching || !it->second.failed.ok() ||
-      std::find(read_ahead_.begin(), read_ahead_.end(), key) != read_ahead_.end()) {
-    return;
-  }
-  if (static_cast<int>(read_ahead_.size()) >= kMaxReadAheadQueue) return;  // reads ask for more than it can fetch
+  if (it == streamed_.end() || it->second.fd >= 0 || it->second.fetching || !it->second.failed.ok()) return;
   read_ahead_.push_back(key);
+  queued_.insert(key);
   if (read_ahead_threads_.empty()) {
     for (int i = 0; i < kReadAheadThreads; ++i) read_ahead_threads_.emplace_back([this] { ReadAhead(); });
   }
@@ -596,6 +622,7 @@ void StoreMirror::ReadAhead() {
     if (stopping_) return;
     const std::string key = std::move(read_ahead_.front());
     read_ahead_.pop_front();
+    queued_.erase(key);
     Stream& s = streamed_.at(key);
     if (s.fd >= 0 || s.fetching || !s.failed.ok()) continue;
     bool fetched = false;

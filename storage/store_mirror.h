@@ -70,7 +70,8 @@ struct MirrorStats {
   int64_t bytes_cached = 0;    // held now, over every name
   int64_t evicted_bytes = 0;
   int64_t streamed_fetches = 0;  // streamed objects fetched by Hold (a shard fetched again after eviction counts again)
-  int64_t streamed_hits = 0;     // Hold calls that found the object local
+  int64_t streamed_hits = 0;     // Hold calls that found the object local (fetched ahead included)
+  int64_t streamed_read_ahead = 0;  // streamed objects fetched ahead of their reads (Prefetch)
   int64_t streamed_bytes = 0;    // of streamed objects local (or being fetched) now
   // Per name this process ensured: its bytes in the store (copied whole and
   // streamed), and the bytes fetched for it since (copies and streamed
@@ -111,9 +112,10 @@ class StoreMirror {
   absl::StatusOr<std::shared_ptr<const HeldObject>> Hold(const std::string& key,
                                                          const std::atomic<bool>* cancelled = nullptr);
   // Starts fetching a streamed object that reads will soon need (read-ahead,
-  // on the mirror's own threads, into room there is now: it never waits and
-  // never evicts a shard). Returns at once; a later Hold finds the copy, or
-  // waits for the fetch under way.
+  // on the mirror's own threads; it never waits, evicts only shards read
+  // already, and holds at most half the cache in shards not read yet).
+  // Returns at once, dropping the hint when the mirror is busy; a later Hold
+  // finds the copy, or waits for the fetch under way.
   void Prefetch(const std::string& key);
 
   MirrorStats stats() const;
@@ -202,6 +204,7 @@ class StoreMirror {
     int64_t used = 0;  // streamed_clock_ at the last Hold (the eviction order)
     absl::Status failed;  // the store's answer when its object changed or went
     std::string name;     // the directory it belongs to
+    bool ahead = false;   // fetched by the read-ahead and not read since (evicted last)
   };
   // Bytes of the names this process keeps whole (ensured, or being ensured).
   int64_t KeptWhole() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -213,9 +216,11 @@ class StoreMirror {
   absl::Status FetchStreamedLocked(const std::string& key, Stream& s, const std::atomic<bool>* cancelled, bool wait,
                                    bool* fetched) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadAhead();  // a read-ahead thread: fetches what Prefetch queued
-  // Evicts the least recently used local streamed copy nobody holds; false
+  // Evicts the least recently used local streamed copy nobody holds, those
+  // fetched ahead and not read yet last (never with `keep_ahead`); false
   // when there is none.
-  bool EvictStreamed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool EvictStreamed(bool keep_ahead = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PrefetchLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const std::string& key);
   std::map<std::string, Stream> streamed_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<std::string>> streamed_names_ ABSL_GUARDED_BY(mu_);  // name -> its streamed keys
@@ -229,6 +234,8 @@ class StoreMirror {
   static constexpr int kReadAheadThreads = 4;     // shards fetched ahead at once
   static constexpr int kMaxReadAheadQueue = 256;  // keys queued at most (more are dropped: reads fetch them)
   std::deque<std::string> read_ahead_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> queued_ ABSL_GUARDED_BY(mu_);  // the keys in read_ahead_
+  int64_t ahead_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of copies fetched ahead and not read yet (at most half the cache)
   std::vector<std::thread> read_ahead_threads_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> stop_read_ahead_{false};

@@ -681,13 +681,12 @@ absl::StatusOr<int> TarShardSource::ShardFd(int32_t shard, std::shared_ptr<const
 
 void TarShardSource::WillRead(const int64_t* indices, int64_t n) const {
   if (!prefetch_) return;
-  int32_t last = -1;
+  std::set<int32_t> shards;  // each once (a batch in the global order spans many)
   for (int64_t i = 0; i < n; ++i) {
     const int32_t shard = samples_[indices[i]].shard;
-    if (shard == last || fds_[shard] >= 0) continue;  // a batch's samples often share a shard
-    last = shard;
-    prefetch_(objects_[shard].key);
+    if (fds_[shard] < 0) shards.insert(shard);
   }
+  for (int32_t shard : shards) prefetch_(objects_[shard].key);
 }
 
 TarShardSource::~TarShardSource() {
