@@ -137,6 +137,7 @@ StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, 
     : store_(std::move(store)), options_(std::move(options)), local_root_(std::move(local_root)) {}
 
 StoreMirror::~StoreMirror() {
+  alive_.reset();
   JoinPersisted();
   std::vector<std::thread> read_ahead;
   {
@@ -587,7 +588,12 @@ absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::s
         ahead_bytes_ -= s.info.size;
       }
       if (!fetched_here) ++stats_.streamed_hits;
-      return std::make_shared<const HeldObject>(s.fd, stream_root_ / key, s.info, [this, key] { Release(key); });
+      // A handle released after the mirror went (which its users must not
+      // let happen) touches nothing.
+      return std::make_shared<const HeldObject>(s.fd, stream_root_ / key, s.info,
+                                                [this, key, alive = std::weak_ptr<char>(alive_)] {
+                                                  if (alive.lock()) Release(key);
+                                                });
     }
     if (!s.failed.ok()) return s.failed;  // the store's object changed or went: it stays unreadable
     if (absl::Status f = FetchStreamedLocked(key, s, cancelled, /*wait=*/true, &fetched_here); !f.ok()) return f;

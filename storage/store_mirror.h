@@ -231,6 +231,7 @@ class StoreMirror {
   // Streamed copies: local_root_/.stoker-mirror/stream-<pid>/<key>, this
   // process's alone (others sharing the cache keep their own).
   std::filesystem::path stream_root_;
+  std::shared_ptr<char> alive_ = std::make_shared<char>();  // reset first by the destructor (HeldObject's release)
   static constexpr int kReadAheadThreads = 4;     // shards fetched ahead at once
   static constexpr int kMaxReadAheadQueue = 256;  // keys queued at most (more are dropped: reads fetch them)
   std::deque<std::string> read_ahead_ ABSL_GUARDED_BY(mu_);

@@ -304,6 +304,7 @@ TEST_F(StoreMirrorTest, ShardsThatDoNotFitStayInTheStoreAndAreFetchedWhenHeldLea
   EXPECT_EQ(stats.streamed_hits, 3);
   EXPECT_EQ(stats.evicted_bytes, 20000);
   EXPECT_EQ(mirror->Hold("big/manifest.json").status().code(), absl::StatusCode::kNotFound);
+  c->reset();  // a HeldObject never outlives its mirror
 
   // The mirror's streamed copies go with it; a crashed process's (its
   // folder named for a pid no longer running) with the next mirror.
