@@ -5,10 +5,13 @@ on 127.0.0.1, 4 one-worker stoker-servers with empty caches and
 streaming from all 4. One epoch in the shard-aware order and one in the
 global order, each from fresh servers: the bytes the servers read from the
 store (their stoker_server_storage_received_bytes_total, summed) over the
-dataset's size, printed side by side. Then the shard-aware epoch again with
-one server SIGKILLed mid-epoch. Every epoch must give the local server's
-batches byte for byte, every sample once; the shard-aware epoch must read at
-most 1.1x the dataset.
+dataset's size, printed side by side, with the servers' own count
+(stoker_server_storage_dataset_fetched_bytes_total over
+stoker_server_storage_dataset_bytes). Then the shard-aware epoch again with
+one server SIGKILLed after the first batch, and an input-bound rank (no
+step, small batches), whose figure is printed only. Every epoch must give
+the local server's batches byte for byte, every sample once; the
+shard-aware epoch must read at most 1.1x the dataset.
 
 The shards' sidecar indexes are uploaded with them (a local open writes
 them), so that servers index the dataset without reading it.
