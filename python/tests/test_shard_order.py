@@ -85,11 +85,12 @@ def test_every_sample_once_a_window_at_a_time_and_each_shard_from_one_server(sha
     mean_global = sum(len({i // PER_SHARD for i in b[0]}) for b in glob) / len(glob)
     assert mean_shards < mean_global
     # Affinity: a shard's batches are made by its lane's server (a busy one's
-    # go to another: on this machine's two cores the three servers' speeds
-    # vary, and 1.1 to 1.7 servers per shard were seen); the global order
-    # sends every shard to about every server (2.8 of 3).
+    # go to another: on this machine's two cores the servers' speeds vary,
+    # and 1.1 to 1.7 servers per shard were seen). The rank streams from 2 of
+    # the 3 servers (initial_servers), so the global order sends every shard
+    # to both (2.0; CI saw 1.375 against it): fewer is affinity.
     per_shard, per_shard_global = servers_per_shard(shards), servers_per_shard(glob)
-    assert per_shard <= 2.0 and per_shard < per_shard_global - 0.7, (per_shard, per_shard_global)
+    assert per_shard <= 1.75 and per_shard < per_shard_global, (per_shard, per_shard_global)
 
 
 def test_a_server_sigkilled_mid_epoch_changes_only_who_made_the_batches(shard_root, start_server):
