@@ -6,7 +6,7 @@ the pool supplies, so each fills its prefetch.
 
 Checks, for 16 servers against 4: the streams a rank opens and its peak
 resident memory do not grow with the pool (within 10 %), streams per server
-stay within 2x their mean, and each epoch delivers every sample exactly once
+stay within 2.5x their mean, and each epoch delivers every sample exactly once
 over the 64 ranks. Without bounded fan-out a rank would stream from all 16
 servers (32 streams) and prefetch 2 x window x 16 batches.
 
@@ -49,7 +49,10 @@ def run(procs, servers, tmp, label):
         p, out = procs.bench(f"--servers={','.join(servers)}", f"--dataset={DATASET}", f"--batch-size={BATCH}",
                              "--pipeline=center_crop(224)", f"--rank={r}", f"--world-size={RANKS}", "--epochs=1",
                              "--step-ms=200", "--device=none", f"--log-batches={log}", f"--json={summary}",
-                             "--job=fanout-scale", *EXTRA, name=f"{label}-rank{r}")
+                             "--job=fanout-scale",
+                             # 64 ranks connecting at once on a small machine
+                             # (CI's has 2 cores) can take longer than 10 s.
+                             "--connect-timeout-seconds=60", *EXTRA, name=f"{label}-rank{r}")
         ranks.append((p, out, log, summary))
     deadline = time.time() + 240
     for p, out, _, _ in ranks:
@@ -88,10 +91,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="stoker-fanout-scale-")
     procs = Procs(tmp, BUILD)
     try:
-        servers = [procs.server(tmp, "--test-sample-delay-ms=1")[0]
-                   for _ in range(16)]
+        # Each pool is fresh: a server reports the capacity it measured under
+        # the load it has had, and the 4 that served the first run would
+        # report theirs, not the 16-server run's (the ranks weigh servers by
+        # it, so those 4 would draw about twice their share).
+        servers = [procs.server(tmp, "--test-sample-delay-ms=1")[0] for _ in range(20)]
         results = {}
-        for label, pool in (("4 servers", servers[:4]), ("16 servers", servers)):
+        for label, pool in (("4 servers", servers[:4]), ("16 servers", servers[4:])):
             summaries, per_server = run(procs, pool, tmp, label.replace(" ", "-"))
             streams = mean([s["streams_opened"] for s in summaries])
             rss = mean([s["max_rss_bytes"] for s in summaries])
@@ -101,6 +107,7 @@ def main():
                   f"{mean([s['servers_in_use'] for s in summaries]):.1f}, peak RSS per rank {rss / 2**20:.1f} MiB, "
                   f"prefetch depth at most {depth}, ranks per server max/mean {spread:.2f} "
                   f"({len(per_server)} servers used)", flush=True)
+            print(f"{label}: ranks per server {sorted(per_server.values(), reverse=True)}", flush=True)
             results[label] = (mean([2 * s["servers_in_use"] for s in summaries]), rss, spread)
         s4, r4, _ = results["4 servers"]
         s16, r16, spread16 = results["16 servers"]
@@ -108,7 +115,9 @@ def main():
               s16 <= 1.1 * s4, f"({s16:.1f} against {s4:.1f})")
         check("peak RSS per rank does not grow with the pool (within 10 %)", r16 <= 1.1 * r4,
               f"({r16 / 2**20:.1f} MiB against {r4 / 2**20:.1f} MiB)")
-        check("ranks per server within 2x of their mean (16 servers)", spread16 <= 2.0, f"({spread16:.2f})")
+        # 64 ranks choosing 2 of 16 equal servers at random: the busiest gets
+        # more than 2x the mean in about 3 % of runs, more than 2.5x in 0.1 %.
+        check("ranks per server within 2.5x of their mean (16 servers)", spread16 <= 2.5, f"({spread16:.2f})")
     finally:
         procs.stop()
     if failures:
