@@ -89,7 +89,9 @@ TEST(SampleWatchTest, ACancelledSessionStopsARunningSample) {
   worker.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
   EXPECT_FALSE(IsTimerError(status));
-  EXPECT_LT(stopped - cancel, absl::Seconds(2)) << "stopped " << (stopped - cancel) << " after the cancel";
+  // Within a strip or two of the blur: 2.26 s once under AddressSanitizer on
+  // a busy 2-core machine. Without the watch the sample never ends.
+  EXPECT_LT(stopped - cancel, absl::Seconds(4)) << "stopped " << (stopped - cancel) << " after the cancel";
 }
 
 TEST(SampleWatchTest, NoWatchAndNestedWatches) {
