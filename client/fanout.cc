@@ -182,7 +182,7 @@ void Fanout::Evaluate(absl::Time now) {
     if (starved && (gone || saturated(probe_) || !answered)) {
       // No room there either: a grown target shrinks back, and the next
       // probe waits longer.
-      if (probing_ == Probe::kGrow) target_ = std::max(Floor(), target_ - 1);
+      if (probing_ == Probe::kGrow) target_ = std::max(Floor(), target_ - grown_by_);
       if (probing_ == Probe::kMove) avoid_.erase(moved_off_);  // nothing gained: back to the server it left
       ++probes_dropped_;
       next_probe_ = now + probe_backoff_;
@@ -214,7 +214,14 @@ void Fanout::Evaluate(absl::Time now) {
       moved_off_ = worst;
       pending_ = Probe::kMove;
     } else if (target_ < Cap() && target_ < eligible_) {
-      ++target_;
+      // None saturated: the servers are too few, not too busy. As many more
+      // as the measured supply per chosen server says the demand needs, at
+      // once (at least one: a rank starved with supply enough on paper).
+      const double per_server = supply_ / static_cast<double>(std::max<size_t>(1, chosen_.size()));
+      const double need = per_server > 0 ? std::ceil(want / per_server) : 0;
+      const int room = std::min(Cap(), eligible_) - target_;
+      grown_by_ = std::clamp(static_cast<int>(std::min<double>(need, INT_MAX / 2)) - target_, 1, room);
+      target_ += grown_by_;
       pending_ = Probe::kGrow;
     } else {
       return;

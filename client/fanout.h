@@ -15,10 +15,12 @@
 // - short (supply < headroom x D): a probe. If a chosen server is saturated
 //   (its batches wait in its queue longer than kSaturatedQueue times their
 //   making), the rank moves off it (it is avoided for 30 intervals, and the
-//   next server in order takes its place); otherwise it takes one more
-//   server. If the new server turns out saturated too while the rank is
-//   still short, the pool has no room there either: a grown target shrinks
-//   back (a move goes back to the server it left) and the next probe waits
+//   next server in order takes its place); otherwise it takes, at once, as
+//   many more servers as its demand needs at the supply its chosen servers
+//   measured (ceil(headroom x D / supply per server); at least one). If the
+//   first new server turns out saturated too while the rank is still short,
+//   the pool has no room there either: a grown target shrinks back by what
+//   it grew (a move goes back to the server it left) and the next probe waits
 //   twice as long (up to 64 intervals). So
 //   ranks leave overloaded servers for idle ones while the pool has room,
 //   and a pool short of capacity keeps each rank near its size instead of
@@ -148,6 +150,7 @@ class Fanout {
   enum class Probe { kNone, kGrow, kMove };
   Probe pending_ = Probe::kNone;  // a probe made since the last Choose: its new server is the probe
   Probe probing_ = Probe::kNone;  // what probe_ is
+  int grown_by_ = 0;              // servers the last kGrow added (a dropped probe takes them all back)
   std::map<std::string, absl::Time> avoid_;  // servers moved off, until when
   std::string moved_off_;                    // the server the last move left
   int probes_dropped_ = 0;

@@ -84,15 +84,38 @@ TEST(FanoutTest, StartsAtTheInitialSizeAndGrowsWhileShortOfUnsaturatedServers) {
   // wants 40: short, and the servers are not saturated (no queue).
   f.SetDemand(40);
   double t = 0;
+  double reached = -1;
   for (int step = 0; step < 20; ++step) {
     Feed(f, 0.5, 0.0, 0.4);
     f.Evaluate(At(t));
     f.Choose(pool, 1, At(t));
+    if (reached < 0 && f.target() > 4) reached = t;
     t += 1.1;
   }
-  EXPECT_GT(f.target(), 4);
-  EXPECT_LE(f.target(), 16);  // max_servers
+  // 1.25 x 40 / 4 = 12.5: 13 servers, taken in one step (not one a probe),
+  // right after the first interval (the start) is past.
+  EXPECT_EQ(f.target(), 13);
+  EXPECT_EQ(f.chosen().size(), 13u);
+  EXPECT_GE(reached, 0);
+  EXPECT_LE(reached, 3.5);
   EXPECT_EQ(f.probes_dropped(), 0);
+}
+
+TEST(FanoutTest, GrowsAtMostToTheCapAndTheEligibleServers) {
+  for (const int eligible : {32, 7}) {
+    Fanout f(Options());
+    const std::vector<std::string> pool = Pool(eligible);
+    f.Choose(pool, 1, At(0));
+    f.SetDemand(400);  // 125 servers at 4 batches/s each
+    double t = 0;
+    for (int step = 0; step < 10; ++step) {
+      Feed(f, 0.5, 0.0, 0.4);
+      f.Evaluate(At(t));
+      f.Choose(pool, 1, At(t));
+      t += 1.1;
+    }
+    EXPECT_EQ(f.target(), std::min(eligible, 16)) << eligible << " eligible";  // max_servers 16
+  }
 }
 
 TEST(FanoutTest, ASaturatedPoolKeepsTheRankAtItsSize) {
