@@ -447,6 +447,11 @@ int64_t EpochRun::epoch() const {
   return scheduler_.epoch();
 }
 
+int EpochRun::prefetch() const {
+  absl::MutexLock lock(&mu_);
+  return scheduler_.prefetch();
+}
+
 int64_t EpochRun::last_armed_epoch() const {
   absl::MutexLock lock(&mu_);
   return scheduler_.last_armed_epoch();

@@ -66,6 +66,8 @@ class EpochRun {
   absl::Status Advance();
   int64_t epoch() const;
   int64_t last_armed_epoch() const;
+  // Batches requested or buffered at most now (the fan-out's depth by time).
+  int prefetch() const;
 
  private:
   class Stream;

@@ -449,18 +449,29 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   // Enough free buffers for everything the epoch may hold at once, plus the
   // batch the caller is using.
   if (!buffers_) buffers_ = config_.buffers ? config_.buffers : HostBufferPool::Create(s.prefetch + 2);
-  // Pinned buffers are allocated here, on the caller's thread, rather than on
-  // the stream reader threads as the first batches arrive (review 1.10: they
-  // are slow to allocate and, on a reader thread, used to land on the wrong
-  // GPU). Plain memory is left to grow with what the epoch really holds.
-  if (buffers_->scarce() && !s.variable_samples) buffers_->Reserve(s.prefetch + 2,
-                    static_cast<size_t>(config_.session.batch_size()) * static_cast<size_t>(dataset_.sample_bytes()));
   options.buffers = buffers_;
   options.meter = meter_.get();
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), local_.get(),
                                       std::move(options), metrics_);
   epoch_number_ = epoch;
+  SizeBuffers();
   return ArmFollowing(epoch);
+}
+
+void StokerClient::SizeBuffers() {
+  if (!epoch_ || !buffers_) return;
+  const int depth = epoch_->prefetch();
+  if (depth == buffers_sized_for_) return;
+  buffers_sized_for_ = depth;
+  if (!config_.buffers_fixed) buffers_->SetMaxFree(depth + 2);
+  // Pinned buffers are allocated here, on the caller's thread, rather than on
+  // the stream reader threads as the batches arrive (review 1.10: they are
+  // slow to allocate and, on a reader thread, used to land on the wrong GPU).
+  // Plain memory is left to grow with what the epoch really holds.
+  if (buffers_->scarce() && !config_.session.has_store()) {  // else batches differ in size
+    buffers_->Reserve(buffers_->max_free(),
+                      static_cast<size_t>(config_.session.batch_size()) * static_cast<size_t>(dataset_.sample_bytes()));
+  }
 }
 
 absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
@@ -537,6 +548,7 @@ std::string StokerClient::PipelineDescription() const {
 
 absl::Status StokerClient::Next(Batch* batch, bool* end_of_epoch) {
   if (!epoch_) return absl::FailedPreconditionError("Next() before StartEpoch()");
+  SizeBuffers();
   return epoch_->Next(batch, end_of_epoch);
 }
 

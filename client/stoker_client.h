@@ -102,8 +102,13 @@ struct ClientConfig {
   // With no server answering for this long, Next fails naming the servers.
   absl::Duration unavailable_timeout = absl::Seconds(30);
   // Where received batch bytes go; a DeviceStager's host_buffers() (pinned
-  // with CUDA). Null: a pool of ordinary memory.
+  // with CUDA). Null: a pool of ordinary memory. Unless buffers_fixed, the
+  // client keeps the pool at the prefetch depth + 2 blocks as the depth
+  // changes (scarce blocks reserved on the caller's thread, in StartEpoch and
+  // Next), so that the received batches live in one pool sized by the same
+  // bytes as the prefetch.
   std::shared_ptr<HostBufferPool> buffers;
+  bool buffers_fixed = false;  // the pool's size was chosen by the user (DeviceOptions::host_slots)
 };
 
 class EpochRun;
@@ -112,8 +117,8 @@ class EpochRun;
 // or 2 x window_per_server x the servers used (`servers`, or with bounded
 // fan-out at most initial_servers of them), plus 2 x the local producer's
 // window (its workers), when that is 0. Host buffers (and the pinned pool,
-// DeviceOptions::host_slots) are sized from it, plus 2; a deeper prefetch by
-// time later takes plain memory past them.
+// DeviceOptions::host_slots) are sized from it, plus 2, and then follow the
+// depth by time (ClientConfig::buffers_fixed).
 int PrefetchDepth(const ClientConfig& config, int servers);
 // This rank's key in the servers' rendezvous order (client/fanout.h): its
 // job, rank and world size.
@@ -191,6 +196,10 @@ class StokerClient {
   v1::OpenSessionResponse dataset_;
   // Recycles batch buffers across batches and epochs (see host_buffer.h).
   std::shared_ptr<HostBufferPool> buffers_;
+  // Keeps buffers_ at the current epoch's prefetch depth + 2 (see
+  // ClientConfig::buffers); on the caller's thread.
+  void SizeBuffers();
+  int buffers_sized_for_ = -1;  // the depth SizeBuffers last set
   std::unique_ptr<EpochRun> epoch_;
 };
 

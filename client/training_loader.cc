@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderCon
     if (!endpoint.ok()) return endpoint.status();
     loader->endpoint_ = *std::move(endpoint);
   }
+  config.client.buffers_fixed = config.device.host_slots > 0;  // else the pool follows the prefetch depth
   if (config.device.host_slots <= 0) {
     // As many received batches as the client may hold, plus the one being
     // staged and the one being assembled.

@@ -173,6 +173,46 @@ TEST_F(TwoServersTest, PinnedHostBuffersAreAllocatedOnTheCallersThreadBeforeTheF
   for (const std::thread::id& t : threads) EXPECT_EQ(t, std::this_thread::get_id()) << "allocated on another thread";
 }
 
+// Issue 50: the host buffers are one pool sized by the prefetch. A pool made
+// for fewer slots than the depth is raised to depth + 2 blocks, reserved on
+// the caller's thread (host_buffer_test: lowering releases blocks);
+// buffers_fixed keeps a size the user chose.
+TEST_F(TwoServersTest, TheHostBufferPoolFollowsThePrefetchDepth) {
+  std::vector<std::thread::id> threads;
+  {
+    absl::MutexLock lock(&alloc_mu);
+    alloc_threads = &threads;
+  }
+  ClientConfig config = SmallConfig();
+  config.prefetch_batches = 6;
+  auto pool = HostBufferPool::Create(3, RecordingScarceAllocator());
+  config.buffers = pool;
+  auto client = StokerClient::Connect(config, nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->StartEpoch(0).ok());
+  EXPECT_EQ(pool->max_free(), 8);
+  EXPECT_EQ(pool->AllocatorBlocks(), 8);
+  const absl::StatusOr<int64_t> batches = testing::DrainEpoch(**client);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  EXPECT_EQ(pool->AllocatorBlocks(), 8) << "no block past the depth";
+  {
+    absl::MutexLock lock(&alloc_mu);
+    alloc_threads = nullptr;
+    EXPECT_EQ(threads.size(), 8u);
+    for (const std::thread::id& t : threads) EXPECT_EQ(t, std::this_thread::get_id()) << "allocated on another thread";
+  }
+  client->reset();
+
+  config.buffers_fixed = true;  // e.g. DeviceOptions::host_slots given
+  auto fixed = StokerClient::Connect(config, nullptr);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  pool->SetMaxFree(3);
+  ASSERT_TRUE((*fixed)->StartEpoch(0).ok());
+  EXPECT_EQ(pool->max_free(), 3);
+  ASSERT_TRUE(testing::DrainEpoch(**fixed).ok());
+  EXPECT_EQ(pool->AllocatorBlocks(), 3);
+}
+
 // Issue 12: epochs flow into each other on the same streams; the next
 // epoch's first batches arrive while the current one is still handed over.
 TEST_F(TwoServersTest, EpochsContinueOnTheSameStreamsAndTheNextEpochArrivesEarly) {

@@ -1,5 +1,7 @@
 #include "client/device/host_buffer.h"
 
+#include <algorithm>
+
 #include "glog/logging.h"
 
 namespace stoker {
@@ -106,10 +108,30 @@ int HostBufferPool::AllocatorBlocks() const {
   return blocks_;
 }
 
+void HostBufferPool::SetMaxFree(int max_free) {
+  std::vector<Block> release;
+  {
+    absl::MutexLock lock(&mu_);
+    max_free_ = std::max(1, max_free);
+    while (static_cast<int>(free_.size()) > max_free_ || (!free_.empty() && blocks_ > max_free_)) {
+      release.push_back(free_.back());
+      free_.pop_back();
+      --blocks_;
+    }
+    if (!release.empty() || blocks_ < max_free_) warned_ = false;  // room again: say so if it runs out again
+  }
+  for (const Block& b : release) allocator_.release(b.data, allocator_.device);
+}
+
+int HostBufferPool::max_free() const {
+  absl::MutexLock lock(&mu_);
+  return max_free_;
+}
+
 void HostBufferPool::Put(uint8_t* data, size_t capacity) {
   {
     absl::MutexLock lock(&mu_);
-    if (static_cast<int>(free_.size()) < max_free_) {
+    if (static_cast<int>(free_.size()) < max_free_ && blocks_ <= max_free_) {
       free_.push_back({data, capacity});
       return;
     }

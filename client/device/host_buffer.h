@@ -78,6 +78,12 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
   // and the prefetch depth. A no-op once the pool has them.
   void Reserve(int count, size_t size);
   int FreeCount() const;
+  // Changes max_free (at least 1), e.g. as a client's prefetch depth changes
+  // (the pool then holds what the prefetch holds, no more). Lowering it
+  // releases free blocks past the new count now, and lent ones as they come
+  // back; raising it lets Get and Reserve make more blocks.
+  void SetMaxFree(int max_free);
+  int max_free() const;
   // Whether the allocator's memory is scarce (pinned).
   bool scarce() const { return allocator_.scarce; }
   // Blocks of the pool's allocator that exist now (free or lent out).
@@ -85,7 +91,7 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
 
  private:
   friend class HostBuffer;
-  HostBufferPool(int max_free, HostAllocator allocator) : max_free_(max_free), allocator_(allocator) {}
+  HostBufferPool(int max_free, HostAllocator allocator) : allocator_(allocator), max_free_(max_free) {}
   void Put(uint8_t* data, size_t capacity);
   // Counts one more block of allocator_, unless it is scarce and max_free
   // blocks exist already (then false: the caller uses plain memory).
@@ -95,9 +101,9 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
     uint8_t* data;
     size_t capacity;
   };
-  const int max_free_;
   const HostAllocator allocator_;
   mutable absl::Mutex mu_;
+  int max_free_ ABSL_GUARDED_BY(mu_);
   std::vector<Block> free_ ABSL_GUARDED_BY(mu_);
   int blocks_ ABSL_GUARDED_BY(mu_) = 0;  // of allocator_, free or lent
   bool warned_ ABSL_GUARDED_BY(mu_) = false;

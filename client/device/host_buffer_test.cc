@@ -84,6 +84,36 @@ TEST(HostBufferTest, ReserveFillsThePoolUpToACountAndIsANoOpOnceItHasThem) {
   EXPECT_EQ(scarce_releases.load(), 0);
 }
 
+// Issue 50: the pool follows the prefetch depth. Raised, it makes (and
+// reserves) more scarce blocks; lowered, it releases free blocks now and lent
+// ones as they come back, until it holds no more than the new count.
+TEST(HostBufferTest, MaxFreeFollowsTheDepthBothWays) {
+  scarce_allocs = scarce_releases = wrong_device = 0;
+  auto pool = HostBufferPool::Create(2, ScarceAllocator(3));
+  pool->Reserve(6, 1000);
+  EXPECT_EQ(pool->AllocatorBlocks(), 2);
+  pool->SetMaxFree(6);
+  EXPECT_EQ(pool->max_free(), 6);
+  pool->Reserve(6, 1000);
+  EXPECT_EQ(pool->AllocatorBlocks(), 6);
+  EXPECT_EQ(scarce_allocs.load(), 6);
+  {
+    std::vector<HostBuffer> lent;
+    for (int i = 0; i < 4; ++i) lent.push_back(pool->Get(1000));
+    pool->SetMaxFree(3);  // 2 free blocks and 4 lent: the 2 free go now
+    EXPECT_EQ(scarce_releases.load(), 2);
+    EXPECT_EQ(pool->FreeCount(), 0);
+    EXPECT_EQ(pool->AllocatorBlocks(), 4);
+  }  // the 4 come back: one is released, 3 kept
+  EXPECT_EQ(scarce_releases.load(), 3);
+  EXPECT_EQ(pool->FreeCount(), 3);
+  EXPECT_EQ(pool->AllocatorBlocks(), 3);
+  pool->SetMaxFree(0);  // at least one
+  EXPECT_EQ(pool->max_free(), 1);
+  EXPECT_EQ(pool->AllocatorBlocks(), 1);
+  EXPECT_EQ(wrong_device.load(), 0);
+}
+
 TEST(HostBufferTest, PoolKeepsAtMostMaxFree) {
   auto pool = HostBufferPool::Create(1);
   { HostBuffer a = pool->Get(10), b = pool->Get(10); }
