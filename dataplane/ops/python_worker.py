@@ -162,10 +162,13 @@ def _public(module):
                   if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__)
 
 
-def _reap_children(*_):
+def _reap_children():
     """Reaps the children a transform started that have ended (a fork that
-    exited), so that none is left <defunct>: once after each call and, while
-    the worker waits for the next request, on SIGCHLD. During a call SIGCHLD
+    exited), so that none is left <defunct>: once after each call. While the
+    worker waits for the next request SIGCHLD is ignored, so the kernel reaps
+    children that end then (a handler is not enough: with NumPy's threads
+    the signal may go to a thread other than the one blocked reading, and
+    the handler would run only at the next request). During a call SIGCHLD
     has its default action, so a transform's own waits (subprocess.run) see
     their children's statuses; a transform that wants a child's status waits
     for it before it returns. The server kills what is still running when
@@ -208,8 +211,8 @@ def main():
         return 1
     _send(replies, {"ready": True, "functions": catalog, "pid": os.getpid()})
     while True:
-        signal.signal(signal.SIGCHLD, _reap_children)
-        _reap_children()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        _reap_children()  # those that ended before SIG_IGN (it does not reap them)
         request = _receive(requests)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if request is None:  # the server closed the pipe: it stopped
