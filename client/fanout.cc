@@ -214,11 +214,11 @@ void Fanout::Evaluate(absl::Time now) {
       moved_off_ = worst;
       pending_ = Probe::kMove;
     } else if (target_ < Cap() && target_ < eligible_) {
-      // None saturated: the servers are too few, not too busy. As many more
-      // as the measured supply per chosen server says the demand needs, at
-      // once (at least one: a rank starved with supply enough on paper).
+      // None saturated: the servers are too few, not too busy. At once, as
+      // many in all as the measured supply per chosen server says the demand
+      // needs (at least one more: a rank starved with supply enough on paper).
       const double per_server = supply_ / static_cast<double>(std::max<size_t>(1, chosen_.size()));
-      const double need = per_server > 0 ? std::ceil(want / per_server) : 0;
+      const double need = per_server > 0 && std::isfinite(want / per_server) ? std::ceil(want / per_server) : 0;
       const int room = std::min(Cap(), eligible_) - target_;
       grown_by_ = std::clamp(static_cast<int>(std::min<double>(need, INT_MAX / 2)) - target_, 1, room);
       target_ += grown_by_;

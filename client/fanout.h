@@ -15,9 +15,10 @@
 // - short (supply < headroom x D): a probe. If a chosen server is saturated
 //   (its batches wait in its queue longer than kSaturatedQueue times their
 //   making), the rank moves off it (it is avoided for 30 intervals, and the
-//   next server in order takes its place); otherwise it takes, at once, as
-//   many more servers as its demand needs at the supply its chosen servers
-//   measured (ceil(headroom x D / supply per server); at least one). If the
+//   next server in order takes its place); otherwise it grows at once to as
+//   many servers as its demand needs at the supply its chosen servers
+//   measured (ceil(headroom x D / supply per server) in all; at least one
+//   more). If the
 //   first new server turns out saturated too while the rank is still short,
 //   the pool has no room there either: a grown target shrinks back by what
 //   it grew (a move goes back to the server it left) and the next probe waits

@@ -397,6 +397,8 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
     epoch_number_ = epoch;
     return ArmFollowing(epoch);
   }
+  // The depth the last run ended at: the pool may shrink to it (below).
+  const int last_depth = epoch_ ? epoch_->prefetch() : -1;
   epoch_.reset();  // anything else (a resume, a jump, an epoch left half-read) starts afresh
   EpochPlan plan = PlanFor(epoch);
   EpochRunOptions options;
@@ -449,29 +451,40 @@ absl::Status StokerClient::StartEpochSkipping(int64_t epoch, std::set<int64_t> d
   // Enough free buffers for everything the epoch may hold at once, plus the
   // batch the caller is using.
   if (!buffers_) buffers_ = config_.buffers ? config_.buffers : HostBufferPool::Create(s.prefetch + 2);
+  // A pool that follows the depth shrinks only here, between runs, to what
+  // the last one ended at (freeing pinned memory synchronises the device:
+  // not on the hot path), and grows in Next.
+  if (!config_.buffers_fixed && last_depth > 0 && std::max(last_depth, s.prefetch) + 2 < buffers_->max_free()) {
+    buffers_->SetMaxFree(std::max(last_depth, s.prefetch) + 2);
+  }
+  // Before the run starts its streams: their readers find the blocks made.
+  SizeBuffers(s.prefetch);
   options.buffers = buffers_;
   options.meter = meter_.get();
   epoch_ = std::make_unique<EpochRun>(config_.session, std::move(plan), servers_.get(), local_.get(),
                                       std::move(options), metrics_);
   epoch_number_ = epoch;
-  SizeBuffers();
   return ArmFollowing(epoch);
 }
 
-void StokerClient::SizeBuffers() {
-  if (!epoch_ || !buffers_) return;
-  const int depth = epoch_->prefetch();
-  if (depth == buffers_sized_for_) return;
+void StokerClient::SizeBuffers(int depth) {
+  if (!buffers_ || depth == buffers_sized_for_) return;
   buffers_sized_for_ = depth;
-  if (!config_.buffers_fixed) buffers_->SetMaxFree(depth + 2);
   // Pinned buffers are allocated here, on the caller's thread, rather than on
   // the stream reader threads as the batches arrive (review 1.10: they are
   // slow to allocate and, on a reader thread, used to land on the wrong GPU).
   // Plain memory is left to grow with what the epoch really holds.
-  if (buffers_->scarce() && !config_.session.has_store()) {  // else batches differ in size
-    buffers_->Reserve(buffers_->max_free(),
-                      static_cast<size_t>(config_.session.batch_size()) * static_cast<size_t>(dataset_.sample_bytes()));
+  const bool fixed_size = !config_.session.has_store();  // else batches differ in size
+  const size_t batch_bytes =
+      static_cast<size_t>(config_.session.batch_size()) * static_cast<size_t>(dataset_.sample_bytes());
+  if (!config_.buffers_fixed) {
+    if (buffers_->scarce() && !fixed_size) {
+      if (depth + 2 > buffers_->max_free()) buffers_->SetMaxFree(depth + 2);
+    } else {
+      buffers_->Grow(depth + 2, batch_bytes);  // raises only; plain pools just their count
+    }
   }
+  if (buffers_->scarce() && fixed_size) buffers_->Reserve(buffers_->max_free(), batch_bytes);
 }
 
 absl::Status StokerClient::Resume(const v1::ClientPosition& p) {
@@ -548,7 +561,7 @@ std::string StokerClient::PipelineDescription() const {
 
 absl::Status StokerClient::Next(Batch* batch, bool* end_of_epoch) {
   if (!epoch_) return absl::FailedPreconditionError("Next() before StartEpoch()");
-  SizeBuffers();
+  SizeBuffers(epoch_->prefetch());
   return epoch_->Next(batch, end_of_epoch);
 }
 

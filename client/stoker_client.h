@@ -103,10 +103,12 @@ struct ClientConfig {
   absl::Duration unavailable_timeout = absl::Seconds(30);
   // Where received batch bytes go; a DeviceStager's host_buffers() (pinned
   // with CUDA). Null: a pool of ordinary memory. Unless buffers_fixed, the
-  // client keeps the pool at the prefetch depth + 2 blocks as the depth
-  // changes (scarce blocks reserved on the caller's thread, in StartEpoch and
-  // Next), so that the received batches live in one pool sized by the same
-  // bytes as the prefetch.
+  // client raises the pool to the prefetch depth + 2 blocks as the depth
+  // grows (scarce blocks made on the caller's thread, in StartEpoch and
+  // Next) and lowers it at StartEpoch to the depth the last run ended at, so
+  // that the received batches live in one pool sized by the same bytes as
+  // the prefetch (at most prefetch_bytes + 2 batches). A pool given here is
+  // resized so too.
   std::shared_ptr<HostBufferPool> buffers;
   bool buffers_fixed = false;  // the pool's size was chosen by the user (DeviceOptions::host_slots)
 };
@@ -196,10 +198,10 @@ class StokerClient {
   v1::OpenSessionResponse dataset_;
   // Recycles batch buffers across batches and epochs (see host_buffer.h).
   std::shared_ptr<HostBufferPool> buffers_;
-  // Keeps buffers_ at the current epoch's prefetch depth + 2 (see
-  // ClientConfig::buffers); on the caller's thread.
-  void SizeBuffers();
-  int buffers_sized_for_ = -1;  // the depth SizeBuffers last set
+  // Raises buffers_ to `depth` + 2 blocks (see ClientConfig::buffers), the
+  // scarce ones made here, on the caller's thread; StartEpoch lowers it.
+  void SizeBuffers(int depth);
+  int buffers_sized_for_ = -1;  // the depth SizeBuffers last saw
   std::unique_ptr<EpochRun> epoch_;
 };
 

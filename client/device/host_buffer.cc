@@ -113,7 +113,7 @@ void HostBufferPool::SetMaxFree(int max_free) {
   {
     absl::MutexLock lock(&mu_);
     max_free_ = std::max(1, max_free);
-    while (static_cast<int>(free_.size()) > max_free_ || (!free_.empty() && blocks_ > max_free_)) {
+    while (static_cast<int>(free_.size()) > max_free_ || (allocator_.scarce && !free_.empty() && blocks_ > max_free_)) {
       release.push_back(free_.back());
       free_.pop_back();
       --blocks_;
@@ -121,6 +121,25 @@ void HostBufferPool::SetMaxFree(int max_free) {
     if (!release.empty() || blocks_ < max_free_) warned_ = false;  // room again: say so if it runs out again
   }
   for (const Block& b : release) allocator_.release(b.data, allocator_.device);
+}
+
+void HostBufferPool::Grow(int count, size_t size) {
+  int missing = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (count <= max_free_) return;
+    if (!allocator_.scarce) {
+      max_free_ = count;
+      return;
+    }
+    missing = count - blocks_;
+  }
+  std::vector<Block> made;
+  for (int i = 0; i < missing; ++i) made.push_back({allocator_.allocate(size, allocator_.device), size});
+  absl::MutexLock lock(&mu_);
+  for (const Block& b : made) free_.push_back(b);
+  blocks_ += static_cast<int>(made.size());
+  max_free_ = std::max(max_free_, count);
 }
 
 int HostBufferPool::max_free() const {
@@ -131,7 +150,8 @@ int HostBufferPool::max_free() const {
 void HostBufferPool::Put(uint8_t* data, size_t capacity) {
   {
     absl::MutexLock lock(&mu_);
-    if (static_cast<int>(free_.size()) < max_free_ && blocks_ <= max_free_) {
+    // A scarce pool over its count (lowered) gives the surplus back.
+    if (static_cast<int>(free_.size()) < max_free_ && (!allocator_.scarce || blocks_ <= max_free_)) {
       free_.push_back({data, capacity});
       return;
     }

@@ -80,9 +80,15 @@ class HostBufferPool : public std::enable_shared_from_this<HostBufferPool> {
   int FreeCount() const;
   // Changes max_free (at least 1), e.g. as a client's prefetch depth changes
   // (the pool then holds what the prefetch holds, no more). Lowering it
-  // releases free blocks past the new count now, and lent ones as they come
-  // back; raising it lets Get and Reserve make more blocks.
+  // releases free blocks past the new count now, and (scarce pools) lent ones
+  // as they come back. Raising it lets Get and Reserve make more blocks; to
+  // raise a scarce pool without leaving blocks to Get (a reader thread), use
+  // Grow.
   void SetMaxFree(int max_free);
+  // Raises max_free to `count` (never lowers it), first allocating on the
+  // calling thread the `size`-byte blocks a scarce pool needs to hold
+  // `count`, so that no Get ever makes one.
+  void Grow(int count, size_t size);
   int max_free() const;
   // Whether the allocator's memory is scarce (pinned).
   bool scarce() const { return allocator_.scarce; }

@@ -114,6 +114,31 @@ TEST(HostBufferTest, MaxFreeFollowsTheDepthBothWays) {
   EXPECT_EQ(wrong_device.load(), 0);
 }
 
+// Grow makes a scarce pool's new blocks on the calling thread before it
+// lets them be lent, so that Get (a reader thread) never allocates one; it
+// never lowers the count, and a plain pool only raises its count.
+TEST(HostBufferTest, GrowMakesTheBlocksBeforeRaisingTheCount) {
+  scarce_allocs = scarce_releases = wrong_device = 0;
+  auto pool = HostBufferPool::Create(2, ScarceAllocator(3));
+  pool->Reserve(2, 1000);
+  pool->Grow(5, 1000);
+  EXPECT_EQ(scarce_allocs.load(), 5);
+  EXPECT_EQ(pool->max_free(), 5);
+  EXPECT_EQ(pool->FreeCount(), 5);
+  {
+    std::vector<HostBuffer> lent;
+    for (int i = 0; i < 5; ++i) lent.push_back(pool->Get(1000));
+    EXPECT_EQ(scarce_allocs.load(), 5) << "Get made a block";
+  }
+  pool->Grow(3, 1000);  // never lowers
+  EXPECT_EQ(pool->max_free(), 5);
+  EXPECT_EQ(scarce_releases.load(), 0);
+  auto plain = HostBufferPool::Create(1);
+  plain->Grow(4, 1000);
+  EXPECT_EQ(plain->max_free(), 4);
+  EXPECT_EQ(plain->AllocatorBlocks(), 0);
+}
+
 TEST(HostBufferTest, PoolKeepsAtMostMaxFree) {
   auto pool = HostBufferPool::Create(1);
   { HostBuffer a = pool->Get(10), b = pool->Get(10); }

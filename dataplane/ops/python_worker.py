@@ -18,6 +18,7 @@ import inspect
 import json
 import mmap
 import os
+import select
 import signal
 import socket
 import struct
@@ -164,21 +165,32 @@ def _public(module):
 
 def _reap_children():
     """Reaps the children a transform started that have ended (a fork that
-    exited), so that none is left <defunct>: once after each call. While the
-    worker waits for the next request SIGCHLD is ignored, so the kernel reaps
-    children that end then (a handler is not enough: with NumPy's threads
-    the signal may go to a thread other than the one blocked reading, and
-    the handler would run only at the next request). During a call SIGCHLD
-    has its default action, so a transform's own waits (subprocess.run) see
-    their children's statuses; a transform that wants a child's status waits
-    for it before it returns. The server kills what is still running when
-    this worker stops (its process group and the STOKER_PYTHON_WORKER token)."""
+    exited), so that none is left <defunct>: after each call and, while the
+    worker waits for the next request, once a second (_wait_for_request). A
+    SIGCHLD handler is not enough: with NumPy's threads the signal may go to
+    a thread other than the one blocked reading, and the handler would run
+    only at the next request; ignoring SIGCHLD would be inherited by what a
+    transform's threads start. SIGCHLD keeps its default action, so a
+    transform's own waits (subprocess.run) see their children's statuses; a
+    transform that wants a child's status waits for it before it returns.
+    The server kills what is still running when this worker stops (its
+    process group and the STOKER_PYTHON_WORKER token)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
+            return
+
+
+def _wait_for_request(sock):
+    """Returns once `sock` has a request (or was closed), reaping ended
+    children meanwhile."""
+    while True:
+        _reap_children()
+        readable, _, _ = select.select([sock], [], [], 1.0)
+        if readable:
             return
 
 
@@ -211,10 +223,8 @@ def main():
         return 1
     _send(replies, {"ready": True, "functions": catalog, "pid": os.getpid()})
     while True:
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-        _reap_children()  # those that ended before SIG_IGN (it does not reap them)
+        _wait_for_request(replies)
         request = _receive(requests)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if request is None:  # the server closed the pipe: it stopped
             return 0
         try:
