@@ -6,7 +6,7 @@
 // checkpoints) is not a step, nor is a gap more than ten times the recent
 // step and over a second (a pause mid-epoch). Each server's capacity comes
 // with its batches (StageTimes.capacity_images_per_second, see
-// dataplane/capacity_meter.h). servers needed = ceil(headroom x demand / mean
+// dataplane/base/capacity_meter.h). servers needed = ceil(headroom x demand / mean
 // server capacity), the same rule as the recording rule
 // stoker:servers_needed (deploy/prometheus/recording_rules.yml).
 // Thread-safe.

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "materialize/materializer.h"
 #include "prometheus/registry.h"
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "dataplane/sources/materialized_source.h"
 #include "dataplane/sources/tar_shards.h"
 #include "tests/testdata/image_set.h"

@@ -13,7 +13,7 @@
 #include "dataplane/sources/dataset.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/store_output.h"
+#include "dataplane/sessions/store_output.h"
 #include "glog/logging.h"
 #include "materialize/sample_subset.h"
 #include "materialize/shard_writer.h"

@@ -16,7 +16,7 @@
 #include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "dataplane/sources/tar_shards.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"

@@ -15,7 +15,7 @@
 #include "prometheus/registry.h"
 #include "dataplane/sources/dataset.h"
 #include "dataplane/ops/pipeline.h"
-#include "dataplane/server_metrics.h"
+#include "dataplane/base/server_metrics.h"
 #include "server/stoker_server.h"
 
 namespace stoker {

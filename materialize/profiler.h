@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "materialize/strategy.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sample/stored_sample.h"
 
 namespace stoker {
 

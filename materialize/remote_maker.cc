@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/stoker_client.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sample/stored_sample.h"
 #include "dataplane/sources/tar_shards.h"
 
 namespace stoker {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/sample_source.h"
 
 namespace stoker {
 

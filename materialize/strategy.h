@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sample/stored_sample.h"
 
 namespace stoker {
 

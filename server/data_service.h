@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "proto/stoker/v1/stoker.grpc.pb.h"
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "server/server_security.h"
 
 namespace stoker {

@@ -18,7 +18,7 @@
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
 #include "dataplane/decode/decoder_threads.h"
-#include "dataplane/server_metrics.h"
+#include "dataplane/base/server_metrics.h"
 #include "glog/logging.h"
 #include "server/stoker_server.h"
 #include "server/storage_metrics.h"

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "server/data_service.h"
 #include "server/server_security.h"
 

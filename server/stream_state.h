@@ -31,9 +31,9 @@
 #include "absl/time/time.h"
 #include "common/stream_trailers.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/stream_session.h"
-#include "dataplane/memory_budget.h"
-#include "dataplane/server_metrics.h"
+#include "dataplane/sessions/stream_session.h"
+#include "dataplane/sessions/memory_budget.h"
+#include "dataplane/base/server_metrics.h"
 
 namespace stoker {
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The folders' promise, checked on the built artefacts:
-# - libstoker_dataplane.a (dataplane/) refers to no gRPC symbol at all;
+# - the data plane's archives (dataplane/, one per part) refer to no gRPC
+#   symbol at all;
 # - stoker-bench (the client) carries the data-plane core (local mode) but
 #   none of the server's gRPC service (server/: DataServiceImpl, the stream
 #   reactor, the stream state);
@@ -10,8 +11,13 @@ dataplane=$1 client=$2 server=$3
 fail=0
 check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 
-grpc_refs=$(nm -C "$dataplane" | grep -c -E ' U .*(grpc::|grpc_)' || true)
-check "dataplane library refers to no gRPC symbol ($grpc_refs found)" '[ "$grpc_refs" -eq 0 ]'
+# $1: the data-plane parts' archives, separated by colons (dataplane/CMakeLists.txt).
+IFS=: read -r -a archives <<< "$dataplane"
+[ "${#archives[@]}" -ge 1 ] || { echo "FAIL: no data-plane archive given"; exit 1; }
+for archive in "${archives[@]}"; do
+  grpc_refs=$(nm -C "$archive" | grep -c -E ' U .*(grpc::|grpc_)' || true)
+  check "$(basename "$archive") refers to no gRPC symbol ($grpc_refs found)" '[ "$grpc_refs" -eq 0 ]'
+done
 
 service='stoker::DataServiceImpl::|stoker::StreamState::'
 core='stoker::DataServiceCore::StartSession'

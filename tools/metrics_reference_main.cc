@@ -8,7 +8,7 @@
 #include <string>
 
 #include "client/client_metrics.h"
-#include "dataplane/server_metrics.h"
+#include "dataplane/base/server_metrics.h"
 #include "prometheus/registry.h"
 #include "server/storage_metrics.h"
 

@@ -1,4 +1,4 @@
-#include "dataplane/capacity_meter.h"
+#include "dataplane/base/capacity_meter.h"
 
 namespace stoker {
 

@@ -12,8 +12,8 @@
 // as a whole core, which overstates a server whose --workers exceed its
 // physical cores (SMT siblings, a CPU quota); it is right once the workers
 // are busy. Thread-safe.
-#ifndef STOKER_DATAPLANE_CAPACITY_METER_H_
-#define STOKER_DATAPLANE_CAPACITY_METER_H_
+#ifndef STOKER_DATAPLANE_BASE_CAPACITY_METER_H_
+#define STOKER_DATAPLANE_BASE_CAPACITY_METER_H_
 
 #include <cstdint>
 
@@ -45,4 +45,4 @@ class CapacityMeter {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_CAPACITY_METER_H_
+#endif  // STOKER_DATAPLANE_BASE_CAPACITY_METER_H_

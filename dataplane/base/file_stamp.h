@@ -1,7 +1,7 @@
 // What identifies a file's content for caches kept beside it (video indexes):
 // its size and modification time.
-#ifndef STOKER_DATAPLANE_SOURCES_FILE_STAMP_H_
-#define STOKER_DATAPLANE_SOURCES_FILE_STAMP_H_
+#ifndef STOKER_DATAPLANE_BASE_FILE_STAMP_H_
+#define STOKER_DATAPLANE_BASE_FILE_STAMP_H_
 
 #include <sys/stat.h>
 
@@ -31,4 +31,4 @@ inline std::optional<FileStamp> StampOf(const std::filesystem::path& path) {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_SOURCES_FILE_STAMP_H_
+#endif  // STOKER_DATAPLANE_BASE_FILE_STAMP_H_

@@ -1,4 +1,4 @@
-#include "dataplane/server_metrics.h"
+#include "dataplane/base/server_metrics.h"
 
 #include <algorithm>
 

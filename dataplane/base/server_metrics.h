@@ -1,7 +1,7 @@
 // The data server's Prometheus metrics. Handles are created once at start-up
 // and are safe to update from any thread; the registry owns them.
-#ifndef STOKER_DATAPLANE_SERVER_METRICS_H_
-#define STOKER_DATAPLANE_SERVER_METRICS_H_
+#ifndef STOKER_DATAPLANE_BASE_SERVER_METRICS_H_
+#define STOKER_DATAPLANE_BASE_SERVER_METRICS_H_
 
 #include <map>
 #include <memory>
@@ -13,7 +13,7 @@
 #include "prometheus/registry.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "dataplane/capacity_meter.h"
+#include "dataplane/base/capacity_meter.h"
 
 namespace stoker {
 
@@ -80,4 +80,4 @@ struct ServerMetrics {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_SERVER_METRICS_H_
+#endif  // STOKER_DATAPLANE_BASE_SERVER_METRICS_H_

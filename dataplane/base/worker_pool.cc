@@ -1,4 +1,4 @@
-#include "dataplane/worker_pool.h"
+#include "dataplane/base/worker_pool.h"
 
 #include <algorithm>
 #include <cmath>

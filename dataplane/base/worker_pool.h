@@ -13,8 +13,8 @@
 // that several workers do not all pick the same share before its first
 // charge lands. A share that was idle re-enters at the lowest virtual time of
 // the busy ones: idling earns no credit.
-#ifndef STOKER_DATAPLANE_WORKER_POOL_H_
-#define STOKER_DATAPLANE_WORKER_POOL_H_
+#ifndef STOKER_DATAPLANE_BASE_WORKER_POOL_H_
+#define STOKER_DATAPLANE_BASE_WORKER_POOL_H_
 
 #include <deque>
 #include <functional>
@@ -102,4 +102,4 @@ class WorkerPool {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_WORKER_POOL_H_
+#endif  // STOKER_DATAPLANE_BASE_WORKER_POOL_H_

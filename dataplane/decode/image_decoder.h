@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dataplane/ops/transforms.h"
+#include "dataplane/base/crop_box.h"
 #include <opencv2/core.hpp>
 
 namespace stoker {

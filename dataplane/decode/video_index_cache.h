@@ -21,7 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "dataplane/sources/file_stamp.h"
+#include "dataplane/base/file_stamp.h"
 #include "dataplane/decode/video_decoder.h"
 
 namespace stoker {

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/sample_source.h"
 #include "dataplane/fields/target_fields.h"
 #include "dataplane/fields/tokenizer.h"
 

@@ -9,7 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/sources/tar_shards.h"
 #include "gtest/gtest.h"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dataplane/ops/geometry.h"
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/geometry.h"
+#include "dataplane/sample/sample_source.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {

@@ -9,7 +9,7 @@
 #include "common/field_layout.h"
 #include "common/field_spec.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "dataplane/decode/image_decoder.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"

@@ -7,8 +7,8 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "dataplane/sources/dataset.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/base/data_root.h"
 #include "dataplane/fields/spm_model.h"
 
 namespace stoker {

@@ -5,7 +5,9 @@
 #include <cstdint>
 
 #include "absl/strings/str_format.h"
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/op_registry.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/simd.h"
 #include "dataplane/ops/transforms.h"
 #include <opencv2/imgproc.hpp>
@@ -240,6 +242,17 @@ cv::Size PaddedSize(const v1::Op& op, cv::Size size) {
     return {std::max(size.width + p[0] + p[2], o.size()), std::max(size.height + p[1] + p[3], o.size())};
   }
   return size;
+}
+
+absl::Status LimitPaddedPixels(const v1::Op& op, cv::Size input, int64_t max_pixels) {
+  const cv::Size padded = PaddedSize(op, input);
+  const int64_t pixels = int64_t{padded.width} * padded.height;
+  if (pixels > (max_pixels > 0 ? max_pixels : int64_t{1} << 28)) {
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat(PipelineToText({op}), " of ", input.width, "x", input.height, " would make ",
+                                    padded.width, "x", padded.height, " pixels; --max-pixels is ", max_pixels));
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -12,7 +12,7 @@
 
 #include <opencv2/core.hpp>
 
-#include "dataplane/ops/geometry.h"
+#include "dataplane/sample/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {

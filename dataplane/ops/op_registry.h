@@ -8,91 +8,18 @@
 // core_ops.cc (crops, resizes, flips, color_jitter, normalize, the detection
 // crop), photometric_ops.h, erasing_ops.h, geometric_ops.h, policy_ops.h and
 // media_ops.cc (video_clip, audio, mel_spectrogram). The table is immutable;
-// thread-safe.
+// thread-safe. What an entry holds is op_entry.h; the registry only gathers
+// the families' tables (it includes none of them, and nothing of the text
+// form).
 #ifndef STOKER_DATAPLANE_OPS_OP_REGISTRY_H_
 #define STOKER_DATAPLANE_OPS_OP_REGISTRY_H_
 
-#include <optional>
-#include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "common/rng.h"
-#include "dataplane/ops/geometry.h"
+#include "dataplane/ops/op_entry.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
-
-// What an op may need to know about the pipeline it runs in.
-struct OpContext {
-  // The pipeline's normalize op (mean, std per channel, 0..1 units), or
-  // ImageNet's when it has none.
-  float mean[3] = {0.485f, 0.456f, 0.406f};
-  float std[3] = {0.229f, 0.224f, 0.225f};
-};
-
-// The pipeline's output size as its ops are checked: `fixed` once an op
-// makes a known size (height x width), unset by one that makes a size that
-// depends on the input.
-struct OpShape {
-  bool fixed = false;
-  int height = 0, width = 0;
-};
-
-// What an op does to a sample's targets (boxes, masks, keypoints).
-enum class OpTargets {
-  kUntouched,  // photometric: the pixels stay where they are
-  kMoved,      // crops, pads, flips, warps and the policies: moved with the pixels (geometry.h)
-  kRefused,    // augmix (a blend of differently warped copies has no one place for a box): refused with targets
-  kNone,       // audio and video ops: their samples carry no targets
-};
-
-// The pixels a registered op would make of an input of `input` size, against
-// --max-pixels (0: 2^28): a DecodeError(kTooLarge) naming the op and sizes.
-// The default reads PaddedSize (geometric_ops.h): the pads grow the image.
-absl::Status LimitPaddedPixels(const v1::Op& op, cv::Size input, int64_t max_pixels);
-
-// An op's arguments in the text form, "name(positional, ..., name=value)".
-// By default (no `arguments`) they are its message's fields in declaration
-// order, a pair NAME_min, NAME_max being one argument NAME=lo:hi, printed by
-// name when set, floats in the shortest form that reads back.
-struct OpText {
-  struct Argument {
-    const char* name;
-    const char* field;           // the message's field it sets
-    const char* max = nullptr;   // with `field`: a range name=lo:hi of two fields
-  };
-  std::vector<Argument> arguments;  // in positional order
-  // The first ops keep the text they had before the text form was read from
-  // stoker.proto (materialised datasets' manifests and the raw cache's
-  // fingerprints hold it): their first `bare` arguments print always and
-  // without their names, floats print as %g (6 digits), and an optional bool
-  // (antialias, on by default) prints only when false.
-  int bare = 0;
-  bool first_ops_style = false;
-};
-
-struct OpEntry {
-  v1::Op::OpCase op;
-  const char* torchvision;  // the counterpart, for documentation
-  // Fills in defaults and validates; INVALID_ARGUMENT names `where` (e.g.
-  // "pipeline[2].solarize.threshold") and the allowed range. Updates
-  // `shape` when the op changes the image's size.
-  absl::Status (*check)(const std::string& where, v1::Op& op, OpShape* shape);
-  // Whether the (checked) op draws random numbers.
-  bool (*random)(const v1::Op& op);
-  // Runs the (checked) op on an 8-bit RGB image, in place or by replacing
-  // it; a kMoved op reports its steps to `geometry` (may be null).
-  // Null for the media ops, which make their samples themselves
-  // (pipeline_media.cc, audio_ops.h).
-  void (*apply)(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context, GeometrySink* geometry);
-  OpTargets targets = OpTargets::kUntouched;
-  // Run before `apply` on the image it gets (null: none); resize's also runs
-  // on the decoded size when Pipeline::DecodeAndApply fuses it with decoding.
-  absl::Status (*limit)(const v1::Op& op, cv::Size input, int64_t max_pixels) = LimitPaddedPixels;
-  OpText text = {};
-};
 
 // The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET.
 const OpEntry* FindOp(v1::Op::OpCase op);
@@ -104,26 +31,6 @@ const std::vector<OpEntry>& PhotometricOps();
 const std::vector<OpEntry>& ErasingOps();
 const std::vector<OpEntry>& GeometricOps();
 const std::vector<OpEntry>& PolicyOps();
-
-// The probability gate every registered op has ("p", unset: `otherwise`):
-// INVALID_ARGUMENT unless 0..1; ApplyGate draws only when p < 1, so that a
-// deterministic op never moves the random stream of the ops after it.
-absl::Status CheckProbability(const std::string& where, bool has_p, float p);
-bool PassesGate(bool has_p, float p, float otherwise, Rng& rng);
-// Whether an op message's own gate (an optional p, unset: 1) makes it random.
-template <typename Message>
-bool IsGated(const Message& m) {
-  return m.has_p() && m.p() < 1;
-}
-
-// A warp's or pad's `fill` (repeated float: empty, one level, or R:G:B):
-// INVALID_ARGUMENT naming `where` unless 0, 1 or 3 values in 0..255.
-absl::Status CheckFill(const std::string& where, const google::protobuf::RepeatedField<float>& fill);
-// The fill as a colour (empty: none, which callers read as 0 or as
-// torchvision's fill=None).
-std::optional<cv::Scalar> FillColour(const google::protobuf::RepeatedField<float>& fill);
-// The warps take nearest or bilinear: INVALID_ARGUMENT for bicubic.
-absl::Status CheckWarpInterpolation(const std::string& where, bool has, v1::Interpolation interpolation);
 
 }  // namespace stoker
 

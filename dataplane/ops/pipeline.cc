@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dataplane/decode/file_kinds.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/decode/media_loader.h"
 #include "dataplane/ops/op_registry.h"
@@ -15,7 +16,6 @@
 #include "dataplane/ops/resample.h"
 #include "dataplane/ops/sample_watch.h"
 #include "dataplane/ops/transforms.h"
-#include "dataplane/sources/dataset.h"
 
 namespace stoker {
 
@@ -35,9 +35,13 @@ absl::Status CheckMediaMembers(const v1::FieldSpec& f, const std::set<std::strin
   return absl::OkStatus();
 }
 
-}  // namespace
+bool IsTargetKind(v1::FieldKind kind) {
+  return kind == v1::BOXES || kind == v1::MASK || kind == v1::MASKS || kind == v1::KEYPOINTS;
+}
 
-absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserOps user) {
+// What every session's config must hold, whatever its ops: a pipeline of at
+// most kMaxPipelineOps ops, a batch size in range, a known dtype and layout.
+absl::Status CheckSessionBasics(const v1::SessionConfig& config) {
   if (config.pipeline_size() > kMaxPipelineOps) {
     return absl::InvalidArgumentError(absl::StrCat("the pipeline has ", config.pipeline_size(), " ops; at most ",
                                                    kMaxPipelineOps, " are allowed"));
@@ -55,114 +59,33 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   if (config.pipeline().empty()) {
     return absl::InvalidArgumentError("pipeline is empty; it must end in a fixed size (add center_crop or random_resized_crop)");
   }
-  Pipeline p;
-  p.user_ = std::move(user);
-  if (IsAudioPipeline(config.pipeline())) {  // audio_ops.h: the session's dtype and layout describe images
-    for (const v1::FieldSpec& f : config.fields()) {
-      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS) {
-        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
-                                                       " is an image's: an audio pipeline's sample is its audio"));
-      }
-      if (absl::Status s = CheckMediaMembers(f, AudioExtensions(), "audio(...)"); !s.ok()) return s;
-      if (f.kind() == v1::AUDIO_TRACK) {
-        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio track; "
-                                                       "an audio(...) pipeline's sample is the field of kind image"));
-      }
+  return absl::OkStatus();
+}
+
+// An audio(...) pipeline's fields: its sample is its audio, so no image
+// targets and no video's audio track.
+absl::Status CheckAudioFields(const v1::SessionConfig& config) {
+  for (const v1::FieldSpec& f : config.fields()) {
+    if (IsTargetKind(f.kind())) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
+                                                     " is an image's: an audio pipeline's sample is its audio"));
     }
-    p.ops_.assign(config.pipeline().begin(), config.pipeline().end());
-    absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&p.ops_, config.batch_size());
-    if (!audio.ok()) return audio.status();
-    if (config.cache_mode() == v1::CACHE_DECODED) {
-      return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
-                                        "CACHE_RAW or CACHE_BATCH");
-    }
-    p.audio_ = std::make_shared<const AudioPipeline>(*std::move(audio));
-    p.layout_ = v1::AUDIO;
-    p.dtype_ = p.audio_->int16() ? v1::INT16 : v1::FLOAT32;
-    return p;
-  }
-  if (config.layout() == v1::AUDIO) {
-    return absl::InvalidArgumentError("layout = AUDIO is an audio pipeline's; images are NHWC or NCHW");
-  }
-  p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
-  if (config.dtype() == v1::INT16) {
-    return absl::InvalidArgumentError("dtype = INT16 is audio(format=int16)'s; images are UINT8, FLOAT16 or FLOAT32");
-  }
-  p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
-  bool fixed = false;
-  for (int i = 0; i < config.pipeline_size(); ++i) {
-    v1::Op op = config.pipeline(i);
-    if (op.has_video_clip() && i > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
-    }
-    if (auto s = p.CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed); !s.ok()) {
-      return s;
-    }
-    if (op.has_normalize()) {
-      if (i + 1 != config.pipeline_size()) {
-        return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
-      }
-      if (p.dtype_ == v1::UINT8) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pipeline[", i, "].normalize needs dtype FLOAT16 or FLOAT32 (or send uint8 and normalize on the GPU)"));
-      }
-      p.normalize_ = true;
-      for (int c = 0; c < 3; ++c) {
-        p.mean_[c] = op.normalize().mean(c);
-        p.std_[c] = op.normalize().std(c);
-      }
-    }
-    p.ops_.push_back(std::move(op));
-  }
-  if (fixed && config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
-                                                   p.sample_bytes(), " bytes; a batch may hold at most ",
-                                                   kMaxBatchBytes, " bytes"));
-  }
-  if (!fixed) {
-    return absl::InvalidArgumentError(
-        "pipeline output size is not fixed, so samples cannot be batched: add center_crop(size), "
-        "random_resized_crop(size) or resize_pad(size) after the last resize or random_iou_crop");
-  }
-  if (!p.ops_.empty() && p.ops_[0].has_video_clip()) {
-    p.video_ = true;
-    std::string why;
-    if (LoadMediaModule(&why) == nullptr) return absl::FailedPreconditionError(why);
-    if (config.cache_mode() == v1::CACHE_DECODED) {
-      return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; a video_clip session can "
-                                        "use CACHE_RAW or CACHE_BATCH");
-    }
-    for (const v1::FieldSpec& f : config.fields()) {
-      if (f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS) {
-        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
-                                                       ": a video_clip pipeline's sample is its clips"));
-      }
-      if (absl::Status s = CheckMediaMembers(f, VideoExtensions(), "video_clip(...)"); !s.ok()) return s;
-    }
-    if (p.has_user_ops()) {
-      return absl::InvalidArgumentError("python(...) and plugin ops do not run on video clips yet");
-    }
-    if (absl::Status s = p.CheckAudioTrack(config); !s.ok()) return s;
-    if (config.batch_size() * p.sample_bytes() > kMaxBatchBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
-                                                     p.sample_bytes(), " bytes; a batch may hold at most ",
-                                                     kMaxBatchBytes, " bytes"));
+    if (absl::Status s = CheckMediaMembers(f, AudioExtensions(), "audio(...)"); !s.ok()) return s;
+    if (f.kind() == v1::AUDIO_TRACK) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio track; "
+                                                     "an audio(...) pipeline's sample is the field of kind image"));
     }
   }
-  if (!p.video_) {
-    for (const v1::FieldSpec& f : config.fields()) {
-      if (f.kind() == v1::AUDIO_TRACK) {
-        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio "
-                                                       "track: the pipeline must start with video_clip(...)"));
-      }
-    }
-  }
+  return absl::OkStatus();
+}
+
+// The ops against the session's target fields: random_iou_crop needs boxes;
+// user ops and the ops that refuse targets (augmix) cannot move them.
+absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config) {
   const bool has_boxes = std::any_of(config.fields().begin(), config.fields().end(),
                                      [](const v1::FieldSpec& f) { return f.kind() == v1::BOXES; });
-  const bool has_targets = std::any_of(config.fields().begin(), config.fields().end(), [](const v1::FieldSpec& f) {
-    return f.kind() == v1::BOXES || f.kind() == v1::MASK || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS;
-  });
+  const bool has_targets = std::any_of(config.fields().begin(), config.fields().end(),
+                                       [](const v1::FieldSpec& f) { return IsTargetKind(f.kind()); });
   for (int i = 0; i < config.pipeline_size(); ++i) {
     if (config.pipeline(i).has_random_iou_crop() && !has_boxes) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -181,7 +104,121 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
           " cannot use it"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status BatchTooLarge(const v1::SessionConfig& config, int64_t sample_bytes) {
+  return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
+                                                 sample_bytes, " bytes; a batch may hold at most ",
+                                                 kMaxBatchBytes, " bytes"));
+}
+
+}  // namespace
+
+absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserOps user) {
+  if (absl::Status s = CheckSessionBasics(config); !s.ok()) return s;
+  Pipeline p;
+  p.user_ = std::move(user);
+  if (IsAudioPipeline(config.pipeline())) {  // audio_ops.h: the session's dtype and layout describe images
+    if (absl::Status s = p.CreateAudio(config); !s.ok()) return s;
+    return p;
+  }
+  if (config.layout() == v1::AUDIO) {
+    return absl::InvalidArgumentError("layout = AUDIO is an audio pipeline's; images are NHWC or NCHW");
+  }
+  p.layout_ = config.layout() == v1::NCHW ? v1::NCHW : v1::NHWC;
+  if (config.dtype() == v1::INT16) {
+    return absl::InvalidArgumentError("dtype = INT16 is audio(format=int16)'s; images are UINT8, FLOAT16 or FLOAT32");
+  }
+  p.dtype_ = config.dtype() == v1::DTYPE_UNSPECIFIED ? v1::UINT8 : config.dtype();
+  bool fixed = false;
+  if (absl::Status s = p.CheckImageOps(config, fixed); !s.ok()) return s;
+  if (fixed && config.batch_size() * p.sample_bytes() > kMaxBatchBytes) return BatchTooLarge(config, p.sample_bytes());
+  if (!fixed) {
+    return absl::InvalidArgumentError(
+        "pipeline output size is not fixed, so samples cannot be batched: add center_crop(size), "
+        "random_resized_crop(size) or resize_pad(size) after the last resize or random_iou_crop");
+  }
+  if (!p.ops_.empty() && p.ops_[0].has_video_clip()) {
+    if (absl::Status s = p.CheckVideoSession(config); !s.ok()) return s;
+  }
+  if (!p.video_) {
+    for (const v1::FieldSpec& f : config.fields()) {
+      if (f.kind() == v1::AUDIO_TRACK) {
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio "
+                                                       "track: the pipeline must start with video_clip(...)"));
+      }
+    }
+  }
+  if (absl::Status s = CheckOpsMoveTargets(config); !s.ok()) return s;
   return p;
+}
+
+absl::Status Pipeline::CreateAudio(const v1::SessionConfig& config) {
+  if (absl::Status s = CheckAudioFields(config); !s.ok()) return s;
+  ops_.assign(config.pipeline().begin(), config.pipeline().end());
+  absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&ops_, config.batch_size());
+  if (!audio.ok()) return audio.status();
+  if (config.cache_mode() == v1::CACHE_DECODED) {
+    return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
+                                      "CACHE_RAW or CACHE_BATCH");
+  }
+  audio_ = std::make_shared<const AudioPipeline>(*std::move(audio));
+  layout_ = v1::AUDIO;
+  dtype_ = audio_->int16() ? v1::INT16 : v1::FLOAT32;
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::CheckImageOps(const v1::SessionConfig& config, bool& fixed) {
+  for (int i = 0; i < config.pipeline_size(); ++i) {
+    v1::Op op = config.pipeline(i);
+    if (op.has_video_clip() && i > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
+    }
+    if (auto s = CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed); !s.ok()) {
+      return s;
+    }
+    if (op.has_normalize()) {
+      if (i + 1 != config.pipeline_size()) {
+        return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
+      }
+      if (dtype_ == v1::UINT8) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pipeline[", i, "].normalize needs dtype FLOAT16 or FLOAT32 (or send uint8 and normalize on the GPU)"));
+      }
+      normalize_ = true;
+      for (int c = 0; c < 3; ++c) {
+        mean_[c] = op.normalize().mean(c);
+        std_[c] = op.normalize().std(c);
+      }
+    }
+    ops_.push_back(std::move(op));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::CheckVideoSession(const v1::SessionConfig& config) {
+  video_ = true;
+  std::string why;
+  if (LoadMediaModule(&why) == nullptr) return absl::FailedPreconditionError(why);
+  if (config.cache_mode() == v1::CACHE_DECODED) {
+    return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; a video_clip session can "
+                                      "use CACHE_RAW or CACHE_BATCH");
+  }
+  for (const v1::FieldSpec& f : config.fields()) {
+    if (IsTargetKind(f.kind())) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind ", v1::FieldKind_Name(f.kind()),
+                                                     ": a video_clip pipeline's sample is its clips"));
+    }
+    if (absl::Status s = CheckMediaMembers(f, VideoExtensions(), "video_clip(...)"); !s.ok()) return s;
+  }
+  if (has_user_ops()) {
+    return absl::InvalidArgumentError("python(...) and plugin ops do not run on video clips yet");
+  }
+  if (absl::Status s = CheckAudioTrack(config); !s.ok()) return s;
+  if (config.batch_size() * sample_bytes() > kMaxBatchBytes) return BatchTooLarge(config, sample_bytes());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {

@@ -19,7 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "common/rng.h"
 #include "dataplane/ops/audio_ops.h"
-#include "dataplane/ops/geometry.h"
+#include "dataplane/sample/geometry.h"
 #include "dataplane/decode/video_decoder.h"
 #include "dataplane/ops/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
@@ -149,6 +149,13 @@ class Pipeline {
   // A video session's AUDIO_TRACK field (at most one, no member, a window
   // length): fills in the op's audio defaults and audio_track_shape_.
   absl::Status CheckAudioTrack(const v1::SessionConfig& config);
+  // Create's three kinds of session: an audio(...) pipeline's ops and
+  // output; an image pipeline's ops checked in order (`fixed`: whether the
+  // output size is known at the end); a video_clip session's fields, cache
+  // mode, audio track and batch size.
+  absl::Status CreateAudio(const v1::SessionConfig& config);
+  absl::Status CheckImageOps(const v1::SessionConfig& config, bool& fixed);
+  absl::Status CheckVideoSession(const v1::SessionConfig& config);
   // Runs a python(...) or plugin op (ops_[i]) on the image.
   absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const;
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/rng.h"
-#include "dataplane/ops/geometry.h"
+#include "dataplane/sample/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
 

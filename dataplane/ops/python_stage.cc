@@ -457,49 +457,10 @@ absl::StatusOr<cv::Mat> PythonStage::Run(const v1::PythonTransform& op, size_t p
 absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& op, size_t position,
                                           const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels,
                                           UserOpIo* io) {
-  if (w.pid > 0) {  // a process that died while idle (the OOM killer, a stray signal) is replaced, not blamed
-    int status = 0;
-    if (waitpid(w.pid.load(), &status, WNOHANG) == w.pid.load()) {
-      w.pid = -1;
-      Stop(w);
-      if (metrics_) metrics_->PythonReplaced("crash").Increment();
-      LOG(WARNING) << "a Python worker process ended while idle (" << ExitText(status) << "); starting another";
-    }
-  }
-  if (w.pid <= 0) {  // replaced after a timeout or a crash: started on its next use
-    if (absl::Status s = Spawn(w); !s.ok()) {
-      if (s.code() == absl::StatusCode::kCancelled || IsTimerError(s)) return s;  // stopped; a slow start
-      return Failure(op, absl::StrCat("has no worker process: ", s.message()));
-    }
-  }
-  if (image.type() != CV_8UC3) return Failure(op, "was given an image that is not 8-bit RGB");
-  const int64_t in_bytes = int64_t{image.rows} * image.cols * 3;
-  if (in_bytes + kAlign > config_.shared_bytes) {
-    return Failure(op, absl::StrCat("cannot take a ", image.cols, "x", image.rows, " image: over the ",
-                                    config_.shared_bytes, " bytes of --python-transform-max-bytes"));
-  }
-  for (int y = 0; y < image.rows; ++y) {
-    std::memcpy(w.shm + int64_t{y} * image.cols * 3, image.ptr<uint8_t>(y), size_t(image.cols) * 3);
-  }
-  // The value fields after the image, each at an aligned offset.
-  nlohmann::json fields = nlohmann::json::array();
-  int64_t end = in_bytes;
-  if (io != nullptr) {
-    for (const UserOpField& f : io->fields) {
-      const int64_t at = (end + kAlign - 1) / kAlign * kAlign;
-      const int64_t bytes = static_cast<int64_t>(f.value->size());
-      if (bytes > config_.shared_bytes - at - kAlign) {
-        return Failure(op, absl::StrCat("cannot take field '", f.name, "' of ", bytes, " bytes: over the ",
-                                        config_.shared_bytes, " bytes of --python-transform-max-bytes"));
-      }
-      std::memcpy(w.shm + at, f.value->data(), static_cast<size_t>(bytes));
-      fields.push_back({{"name", f.name},
-                        {"dtype", FieldDtype(f.kind)},
-                        {"count", bytes / FieldElementBytes(f.kind)},
-                        {"offset", at}});
-      end = at + bytes;
-    }
-  }
+  if (absl::Status s = ReadyWorker(w, op); !s.ok()) return s;
+  int64_t end = 0;
+  absl::StatusOr<nlohmann::json> fields = WriteInputs(w, op, image, io, &end);
+  if (!fields.ok()) return fields.status();
   nlohmann::json kwargs = nlohmann::json::object();
   for (const v1::OpArgument& a : op.kwargs()) kwargs[a.name()] = ArgumentJson(a);
   const uint64_t id = ++w.calls;
@@ -509,7 +470,7 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
       {"kwargs", kwargs},
       {"seed", {origin.seed, std::max<int64_t>(0, origin.epoch), std::max<int64_t>(0, origin.index), position}},
       {"image", {image.rows, image.cols, 3}},
-      {"fields", fields},
+      {"fields", *fields},
       {"inputs_end", end},
       {"max_pixels", max_pixels}};
   const absl::Time deadline = absl::Now() + config_.timeout;
@@ -554,6 +515,64 @@ absl::StatusOr<cv::Mat> PythonStage::Call(Worker& w, const v1::PythonTransform& 
     return protocol ? Failure(op, what) : TimerError(absl::StrCat("python(", op.function(), ") ", what));
   }
   if (!BoolField(reply, "ok")) return Failure(op, StringField(reply, "error", "failed"));
+  return ReadImage(w, op, reply, max_pixels, io);
+}
+
+absl::Status PythonStage::ReadyWorker(Worker& w, const v1::PythonTransform& op) {
+  if (w.pid > 0) {  // a process that died while idle (the OOM killer, a stray signal) is replaced, not blamed
+    int status = 0;
+    if (waitpid(w.pid.load(), &status, WNOHANG) == w.pid.load()) {
+      w.pid = -1;
+      Stop(w);
+      if (metrics_) metrics_->PythonReplaced("crash").Increment();
+      LOG(WARNING) << "a Python worker process ended while idle (" << ExitText(status) << "); starting another";
+    }
+  }
+  if (w.pid <= 0) {  // replaced after a timeout or a crash: started on its next use
+    if (absl::Status s = Spawn(w); !s.ok()) {
+      if (s.code() == absl::StatusCode::kCancelled || IsTimerError(s)) return s;  // stopped; a slow start
+      return Failure(op, absl::StrCat("has no worker process: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> PythonStage::WriteInputs(Worker& w, const v1::PythonTransform& op, const cv::Mat& image,
+                                                        const UserOpIo* io, int64_t* end_out) {
+  if (image.type() != CV_8UC3) return Failure(op, "was given an image that is not 8-bit RGB");
+  const int64_t in_bytes = int64_t{image.rows} * image.cols * 3;
+  if (in_bytes + kAlign > config_.shared_bytes) {
+    return Failure(op, absl::StrCat("cannot take a ", image.cols, "x", image.rows, " image: over the ",
+                                    config_.shared_bytes, " bytes of --python-transform-max-bytes"));
+  }
+  for (int y = 0; y < image.rows; ++y) {
+    std::memcpy(w.shm + int64_t{y} * image.cols * 3, image.ptr<uint8_t>(y), size_t(image.cols) * 3);
+  }
+  // The value fields after the image, each at an aligned offset.
+  nlohmann::json fields = nlohmann::json::array();
+  int64_t end = in_bytes;
+  if (io != nullptr) {
+    for (const UserOpField& f : io->fields) {
+      const int64_t at = (end + kAlign - 1) / kAlign * kAlign;
+      const int64_t bytes = static_cast<int64_t>(f.value->size());
+      if (bytes > config_.shared_bytes - at - kAlign) {
+        return Failure(op, absl::StrCat("cannot take field '", f.name, "' of ", bytes, " bytes: over the ",
+                                        config_.shared_bytes, " bytes of --python-transform-max-bytes"));
+      }
+      std::memcpy(w.shm + at, f.value->data(), static_cast<size_t>(bytes));
+      fields.push_back({{"name", f.name},
+                        {"dtype", FieldDtype(f.kind)},
+                        {"count", bytes / FieldElementBytes(f.kind)},
+                        {"offset", at}});
+      end = at + bytes;
+    }
+  }
+  *end_out = end;
+  return fields;
+}
+
+absl::StatusOr<cv::Mat> PythonStage::ReadImage(const Worker& w, const v1::PythonTransform& op, nlohmann::json& reply,
+                                               int64_t max_pixels, UserOpIo* io) const {
   // The reply is checked as untrusted: the image must lie inside the region.
   const nlohmann::json& shape = reply["image"];
   const nlohmann::json& offset = reply["offset"];

@@ -29,7 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/rng.h"
-#include "dataplane/server_metrics.h"
+#include "dataplane/base/server_metrics.h"
 #include "dataplane/ops/user_ops.h"
 #include "nlohmann/json_fwd.hpp"
 #include "proto/stoker/v1/stoker.pb.h"
@@ -102,6 +102,16 @@ class PythonStage {
   // One call on a worker this thread holds.
   absl::StatusOr<cv::Mat> Call(Worker& w, const v1::PythonTransform& op, size_t position,
                                const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels, UserOpIo* io);
+  // Call's steps: replaces a process that ended while idle and starts one
+  // where none runs; copies the image and io's fields into w's shared
+  // memory, returning the fields' description and where the inputs end; reads
+  // the reply's image (checked as untrusted: inside the region, within
+  // max_pixels) and its fields.
+  absl::Status ReadyWorker(Worker& w, const v1::PythonTransform& op);
+  absl::StatusOr<nlohmann::json> WriteInputs(Worker& w, const v1::PythonTransform& op, const cv::Mat& image,
+                                             const UserOpIo* io, int64_t* end);
+  absl::StatusOr<cv::Mat> ReadImage(const Worker& w, const v1::PythonTransform& op, nlohmann::json& reply,
+                                    int64_t max_pixels, UserOpIo* io) const;
   // The reply's fields, checked, into io's values.
   absl::Status TakeFields(const v1::PythonTransform& op, const Worker& w, const nlohmann::json& reply,
                           UserOpIo* io) const;

@@ -5,6 +5,7 @@
 #define STOKER_DATAPLANE_OPS_TRANSFORMS_H_
 
 #include "common/rng.h"
+#include "dataplane/base/crop_box.h"
 #include <opencv2/core.hpp>
 
 namespace stoker {
@@ -18,14 +19,6 @@ inline float RoundHalfEven(float v) {
   constexpr float kMagic = 12582912.0f;
   return (v + kMagic) - kMagic;
 }
-
-// A box in image coordinates: top row, left column, height, width.
-struct CropBox {
-  int top = 0, left = 0, height = 0, width = 0;
-  bool operator==(const CropBox& o) const {
-    return top == o.top && left == o.left && height == o.height && width == o.width;
-  }
-};
 
 // torchvision RandomResizedCrop.get_params: up to 10 tries of a random area
 // fraction in [scale_min, scale_max] and a log-uniform aspect ratio in

@@ -2,7 +2,7 @@
 
 #include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/python_stage.h"
-#include "dataplane/server_metrics.h"
+#include "dataplane/base/server_metrics.h"
 
 namespace stoker {
 

@@ -1,4 +1,4 @@
-#include "dataplane/ops/geometry.h"
+#include "dataplane/sample/geometry.h"
 
 #include <algorithm>
 #include <cmath>

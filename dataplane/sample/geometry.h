@@ -4,15 +4,15 @@
 // DualTransform). A geometric op appends its steps to the sample's
 // GeometryLog as it transforms the image (pipeline.h); SampleTargets then
 // replays them. Value types; thread-compatible. Pure functions.
-#ifndef STOKER_DATAPLANE_OPS_GEOMETRY_H_
-#define STOKER_DATAPLANE_OPS_GEOMETRY_H_
+#ifndef STOKER_DATAPLANE_SAMPLE_GEOMETRY_H_
+#define STOKER_DATAPLANE_SAMPLE_GEOMETRY_H_
 
 #include <array>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dataplane/ops/transforms.h"
+#include "dataplane/base/crop_box.h"
 #include <opencv2/core.hpp>
 
 namespace stoker {
@@ -153,4 +153,4 @@ struct GeometrySink {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_GEOMETRY_H_
+#endif  // STOKER_DATAPLANE_SAMPLE_GEOMETRY_H_

@@ -1,5 +1,5 @@
 // Targets follow the geometric steps exactly as the pixels do.
-#include "dataplane/ops/geometry.h"
+#include "dataplane/sample/geometry.h"
 
 #include <limits>
 

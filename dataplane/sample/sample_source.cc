@@ -1,4 +1,4 @@
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/sample_source.h"
 
 #include <xxhash.h>
 

@@ -1,8 +1,8 @@
 // Where a dataset's samples come from: an ImageFolder tree, WebDataset-style
 // tar shards, or a synthetic source. A source is immutable once opened and
 // shared by every session reading the dataset; all methods are thread-safe.
-#ifndef STOKER_DATAPLANE_SOURCES_SAMPLE_SOURCE_H_
-#define STOKER_DATAPLANE_SOURCES_SAMPLE_SOURCE_H_
+#ifndef STOKER_DATAPLANE_SAMPLE_SAMPLE_SOURCE_H_
+#define STOKER_DATAPLANE_SAMPLE_SAMPLE_SOURCE_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -13,9 +13,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/sources/file_stamp.h"
-#include "dataplane/ops/geometry.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/base/file_stamp.h"
+#include "dataplane/sample/geometry.h"
+#include "dataplane/sample/stored_sample.h"
 
 namespace stoker {
 
@@ -131,4 +131,4 @@ class FingerprintBuilder {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_SOURCES_SAMPLE_SOURCE_H_
+#endif  // STOKER_DATAPLANE_SAMPLE_SAMPLE_SOURCE_H_

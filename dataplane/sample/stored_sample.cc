@@ -1,4 +1,4 @@
-#include "dataplane/stored_sample.h"
+#include "dataplane/sample/stored_sample.h"
 
 #include <lz4frame.h>
 #include <xxhash.h>

@@ -3,8 +3,8 @@
 // arrays, re-encoded JPEG or PNG) and an optional per-sample compression
 // (zstd or lz4 frames, which the `zstd` and `lz4` tools read). Pure
 // functions; thread-safe.
-#ifndef STOKER_DATAPLANE_STORED_SAMPLE_H_
-#define STOKER_DATAPLANE_STORED_SAMPLE_H_
+#ifndef STOKER_DATAPLANE_SAMPLE_STORED_SAMPLE_H_
+#define STOKER_DATAPLANE_SAMPLE_STORED_SAMPLE_H_
 
 #include <cstdint>
 #include <string>
@@ -95,4 +95,4 @@ absl::Status UnpackStoredRecord(absl::string_view packed, size_t max_parts, std:
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_STORED_SAMPLE_H_
+#endif  // STOKER_DATAPLANE_SAMPLE_STORED_SAMPLE_H_

@@ -1,4 +1,4 @@
-#include "dataplane/stored_sample.h"
+#include "dataplane/sample/stored_sample.h"
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>

@@ -1,4 +1,4 @@
-#include "dataplane/admission.h"
+#include "dataplane/sessions/admission.h"
 
 #include "absl/strings/str_cat.h"
 

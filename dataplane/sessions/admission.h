@@ -4,8 +4,8 @@
 // RESOURCE_EXHAUSTED naming the limit and a retry hint (kFullRetryAfter), so
 // that the client counts the server as full rather than failed and uses the
 // others. Thread-safe.
-#ifndef STOKER_DATAPLANE_ADMISSION_H_
-#define STOKER_DATAPLANE_ADMISSION_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_ADMISSION_H_
+#define STOKER_DATAPLANE_SESSIONS_ADMISSION_H_
 
 #include <map>
 #include <memory>
@@ -61,4 +61,4 @@ class Admission {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_ADMISSION_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_ADMISSION_H_

@@ -1,4 +1,4 @@
-#include "dataplane/batch_cache.h"
+#include "dataplane/sessions/batch_cache.h"
 
 #include <utility>
 

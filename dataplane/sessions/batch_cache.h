@@ -6,8 +6,8 @@
 // askers meanwhile wait for it (one decode however many ask at once), and
 // later askers get the kept copy while it is in the cache (least recently
 // used batches leave first once the byte bound is reached). Thread-safe.
-#ifndef STOKER_DATAPLANE_BATCH_CACHE_H_
-#define STOKER_DATAPLANE_BATCH_CACHE_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_BATCH_CACHE_H_
+#define STOKER_DATAPLANE_SESSIONS_BATCH_CACHE_H_
 
 #include <cstdint>
 #include <functional>
@@ -18,8 +18,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "dataplane/server_metrics.h"
-#include "dataplane/stream_session.h"
+#include "dataplane/base/server_metrics.h"
+#include "dataplane/sessions/stream_session.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
@@ -71,4 +71,4 @@ class BatchCache {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_BATCH_CACHE_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_BATCH_CACHE_H_

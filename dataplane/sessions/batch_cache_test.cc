@@ -1,8 +1,8 @@
-#include "dataplane/batch_cache.h"
+#include "dataplane/sessions/batch_cache.h"
 
 #include <memory>
 
-#include "dataplane/admission.h"
+#include "dataplane/sessions/admission.h"
 #include "gtest/gtest.h"
 
 namespace stoker {

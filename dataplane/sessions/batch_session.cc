@@ -1,4 +1,4 @@
-#include "dataplane/batch_session.h"
+#include "dataplane/sessions/batch_session.h"
 
 #include <algorithm>
 #include <exception>
@@ -13,13 +13,13 @@
 #include "common/field_spec.h"
 #include "common/job_name.h"
 #include "common/rng.h"
-#include "dataplane/batch_session_internal.h"
+#include "dataplane/sessions/batch_session_internal.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/sample_fields.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/sample_watch.h"
-#include "dataplane/store_output.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sessions/store_output.h"
+#include "dataplane/sample/stored_sample.h"
 #include "glog/logging.h"
 
 namespace stoker {

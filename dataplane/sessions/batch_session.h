@@ -2,8 +2,8 @@
 // requests into finished batches on the worker pool. DataServiceCore is
 // thread-safe and outlives every BatchSession it starts; a BatchSession is
 // thread-safe and belongs to one stream. RPC semantics: see stoker.proto.
-#ifndef STOKER_DATAPLANE_BATCH_SESSION_H_
-#define STOKER_DATAPLANE_BATCH_SESSION_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_BATCH_SESSION_H_
+#define STOKER_DATAPLANE_SESSIONS_BATCH_SESSION_H_
 
 #include <atomic>
 #include <cstdint>
@@ -21,19 +21,19 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/admission.h"
-#include "dataplane/batch_cache.h"
+#include "dataplane/sessions/admission.h"
+#include "dataplane/sessions/batch_cache.h"
 #include "dataplane/sources/dataset.h"
-#include "dataplane/memory_budget.h"
+#include "dataplane/sessions/memory_budget.h"
 #include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/python_stage.h"
-#include "dataplane/server_metrics.h"
-#include "dataplane/stored_sample.h"
-#include "dataplane/stream_session.h"
+#include "dataplane/base/server_metrics.h"
+#include "dataplane/sample/stored_sample.h"
+#include "dataplane/sessions/stream_session.h"
 #include "dataplane/fields/target_fields.h"
 #include "dataplane/fields/tokenizer.h"
-#include "dataplane/worker_pool.h"
+#include "dataplane/base/worker_pool.h"
 
 namespace stoker {
 
@@ -277,4 +277,4 @@ class FailureLog {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_BATCH_SESSION_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_BATCH_SESSION_H_

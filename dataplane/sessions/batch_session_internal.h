@@ -1,7 +1,7 @@
 // What BatchSession's files share (batch_session.cc defines the helpers):
 // a batch being made (Job) and the helpers; not for other users.
-#ifndef STOKER_DATAPLANE_BATCH_SESSION_INTERNAL_H_
-#define STOKER_DATAPLANE_BATCH_SESSION_INTERNAL_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_BATCH_SESSION_INTERNAL_H_
+#define STOKER_DATAPLANE_SESSIONS_BATCH_SESSION_INTERNAL_H_
 
 #include <atomic>
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/sessions/batch_session.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker::batch_session_internal {
@@ -80,4 +80,4 @@ struct BatchSession::Job {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_BATCH_SESSION_INTERNAL_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_BATCH_SESSION_INTERNAL_H_

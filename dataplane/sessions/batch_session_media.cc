@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/sessions/batch_session.h"
 #include "dataplane/decode/video_index_cache.h"
 
 namespace stoker {

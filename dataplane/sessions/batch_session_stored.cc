@@ -2,8 +2,8 @@
 // encoded for a materialising session (ProduceStored), and read back from
 // stored bytes (Unpack, ProduceFromBytes, StoredImage), with DecodeWhole
 // for CACHE_DECODED.
-#include "dataplane/batch_session.h"
-#include "dataplane/batch_session_internal.h"
+#include "dataplane/sessions/batch_session.h"
+#include "dataplane/sessions/batch_session_internal.h"
 
 #include <atomic>
 #include <string>
@@ -12,8 +12,8 @@
 
 #include "common/rng.h"
 #include "dataplane/decode/image_decoder.h"
-#include "dataplane/store_output.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sessions/store_output.h"
+#include "dataplane/sample/stored_sample.h"
 #include "glog/logging.h"
 
 namespace stoker {

@@ -1,7 +1,7 @@
 // BatchSession's diagnostic caches (review 1.4): a server flag turns them
 // off, and their memory is bounded per session and counted in the server's
 // budget until the session ends.
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 
 #include <memory>
 

@@ -1,4 +1,4 @@
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 
 #include <algorithm>
 #include <utility>
@@ -10,8 +10,8 @@
 #include "common/job_name.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/fields/sample_fields.h"
-#include "dataplane/store_output.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sessions/store_output.h"
+#include "dataplane/sample/stored_sample.h"
 
 namespace stoker {
 

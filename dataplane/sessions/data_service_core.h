@@ -3,8 +3,8 @@
 // the memory budget, admission, the batch cache, user ops, tokenizers) and
 // starts BatchSessions. The gRPC shim (server/data_service.h) and local mode
 // (client/local_producer.h) drive it.
-#ifndef STOKER_DATAPLANE_DATA_SERVICE_CORE_H_
-#define STOKER_DATAPLANE_DATA_SERVICE_CORE_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_DATA_SERVICE_CORE_H_
+#define STOKER_DATAPLANE_SESSIONS_DATA_SERVICE_CORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dataplane/batch_session.h"
+#include "dataplane/sessions/batch_session.h"
 
 namespace stoker {
 
@@ -91,4 +91,4 @@ class DataServiceCore {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_DATA_SERVICE_CORE_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_DATA_SERVICE_CORE_H_

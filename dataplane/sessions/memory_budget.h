@@ -3,8 +3,8 @@
 // the batch is dropped). Requests past the budget are refused, not queued, so
 // one client cannot make the server hold more than the operator allowed.
 // Thread-safe.
-#ifndef STOKER_DATAPLANE_MEMORY_BUDGET_H_
-#define STOKER_DATAPLANE_MEMORY_BUDGET_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_MEMORY_BUDGET_H_
+#define STOKER_DATAPLANE_SESSIONS_MEMORY_BUDGET_H_
 
 #include <cstdint>
 #include <string>
@@ -59,4 +59,4 @@ class MemoryBudget {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_MEMORY_BUDGET_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_MEMORY_BUDGET_H_

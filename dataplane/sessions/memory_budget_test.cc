@@ -1,4 +1,4 @@
-#include "dataplane/memory_budget.h"
+#include "dataplane/sessions/memory_budget.h"
 
 #include <sys/resource.h>
 

@@ -1,4 +1,4 @@
-#include "dataplane/store_output.h"
+#include "dataplane/sessions/store_output.h"
 
 #include <exception>
 

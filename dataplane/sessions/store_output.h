@@ -2,8 +2,8 @@
 // runs a deterministic prefix and sends each sample encoded as a
 // materialised dataset stores it, so that stoker-materialize --servers makes
 // the same shards as local workers. Pure functions; thread-safe.
-#ifndef STOKER_DATAPLANE_STORE_OUTPUT_H_
-#define STOKER_DATAPLANE_STORE_OUTPUT_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_STORE_OUTPUT_H_
+#define STOKER_DATAPLANE_SESSIONS_STORE_OUTPUT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -13,8 +13,8 @@
 #include "absl/strings/string_view.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/ops/pipeline.h"
-#include "dataplane/sources/sample_source.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sample/sample_source.h"
+#include "dataplane/sample/stored_sample.h"
 
 namespace stoker {
 
@@ -47,4 +47,4 @@ int64_t EstimatedStoredBytes(const Pipeline& prefix);
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_STORE_OUTPUT_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_STORE_OUTPUT_H_

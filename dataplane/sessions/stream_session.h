@@ -1,8 +1,8 @@
 // What a BatchStream needs from the session that produces its batches:
 // BatchSession is the real one; tests drive fakes whose batches finish when
 // the test says. gRPC-free.
-#ifndef STOKER_DATAPLANE_STREAM_SESSION_H_
-#define STOKER_DATAPLANE_STREAM_SESSION_H_
+#ifndef STOKER_DATAPLANE_SESSIONS_STREAM_SESSION_H_
+#define STOKER_DATAPLANE_SESSIONS_STREAM_SESSION_H_
 
 #include <cstdint>
 #include <functional>
@@ -43,4 +43,4 @@ class StreamSession {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_STREAM_SESSION_H_
+#endif  // STOKER_DATAPLANE_SESSIONS_STREAM_SESSION_H_

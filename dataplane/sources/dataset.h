@@ -20,9 +20,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/sample_source.h"
 #include "dataplane/sources/tar_shards.h"
-#include "dataplane/worker_pool.h"
+#include "dataplane/base/data_root.h"
+#include "dataplane/decode/file_kinds.h"
+#include "dataplane/base/worker_pool.h"
 
 namespace stoker {
 
@@ -32,21 +34,10 @@ namespace stoker {
 // no such directory.
 absl::StatusOr<std::filesystem::path> ResolveDatasetDir(const std::filesystem::path& data_root,
                                                         const std::string& name);
-// The same rules for any name under the root (`what` names it in errors): a
-// directory, or else a regular file; with `must_exist` false, only the name's
-// rules (for a name that is fetched before it is opened).
-absl::StatusOr<std::filesystem::path> ResolveUnderRoot(const std::filesystem::path& data_root, const std::string& name,
-                                                       const char* what, bool directory, bool must_exist = true);
+// The same rules for any name: ResolveUnderRoot (base/data_root.h).
 
-// torchvision.datasets.folder.IMG_EXTENSIONS (lower case, with the dot).
-const std::set<std::string>& ImageExtensions();
-// Audio files a class-per-folder tree may hold instead of images: .wav,
-// .flac, .mp3, .ogg, .opus, .m4a, .aac, .aiff, .aif (lower case, with the dot).
-const std::set<std::string>& AudioExtensions();
-// Video files such a tree may hold: .mp4, .m4v, .mov, .mkv, .webm, .avi.
-const std::set<std::string>& VideoExtensions();
-// Whether `path` is `root` or below it (both canonical).
-bool IsUnder(const std::filesystem::path& path, const std::filesystem::path& root);
+// The file names each media kind is read from: ImageExtensions() and the
+// others (decode/file_kinds.h).
 
 struct SampleRef {
   std::string path;  // relative to the dataset directory

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/sources/manifest.h"
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/sample_source.h"
 #include "dataplane/sources/tar_shards.h"
 
 namespace stoker {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/sample_source.h"
 
 namespace stoker {
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dataplane/sources/sample_source.h"
+#include "dataplane/sample/sample_source.h"
 
 namespace stoker {
 

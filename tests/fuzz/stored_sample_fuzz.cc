@@ -6,7 +6,7 @@
 #include <string>
 
 #include "dataplane/sources/manifest.h"
-#include "dataplane/stored_sample.h"
+#include "dataplane/sample/stored_sample.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -9,7 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/field_layout.h"
-#include "dataplane/data_service_core.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "gtest/gtest.h"
 
 namespace stoker::testing {

@@ -1,0 +1,46 @@
+#include "dataplane/ops/op_entry.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace stoker {
+
+absl::Status CheckProbability(const std::string& where, bool has_p, float p) {
+  if (has_p && !(p >= 0 && p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s.p = %g; allowed range is 0..1", where, p));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFill(const std::string& where, const google::protobuf::RepeatedField<float>& fill) {
+  if (fill.size() != 0 && fill.size() != 1 && fill.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %d values; give 1 or 3 (R:G:B)", where, fill.size()));
+  }
+  for (float v : fill) {
+    if (!(v >= 0 && v <= 255)) return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %g; each in 0..255", where, v));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<cv::Scalar> FillColour(const google::protobuf::RepeatedField<float>& fill) {
+  if (fill.empty()) return std::nullopt;
+  if (fill.size() == 1) return cv::Scalar::all(std::nearbyint(fill[0]));
+  return cv::Scalar(std::nearbyint(fill[0]), std::nearbyint(fill[1]), std::nearbyint(fill[2]));
+}
+
+absl::Status CheckWarpInterpolation(const std::string& where, bool has, v1::Interpolation interpolation) {
+  if (has && interpolation == v1::BICUBIC) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".interpolation = bicubic; warps take nearest or bilinear"));
+  }
+  return absl::OkStatus();
+}
+
+bool PassesGate(bool has_p, float p, float otherwise, Rng& rng) {
+  const float q = has_p ? p : otherwise;
+  if (q >= 1) return true;
+  return rng.UniformDouble() < q;
+}
+
+}  // namespace stoker
