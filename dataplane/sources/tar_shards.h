@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,10 @@
 #include "storage/held_object.h"
 
 namespace stoker {
+namespace tar_index {
+struct ShardIndex;
+class ExtensionTable;
+}  // namespace tar_index
 
 struct TarMember {
   std::string name;
@@ -149,6 +154,17 @@ class TarShardSource final : public SampleSource {
 
  private:
   TarShardSource() = default;
+  // Open's steps: the shards (the selection's, else the folder's and the
+  // streamed ones, sorted; the streamed ones without a sidecar fetched ahead);
+  // shard i opened (or its object's stamp taken) and indexed (its sidecar, or
+  // built and saved); its samples appended under the source's extension
+  // table; the empty-source errors, class names and fingerprint.
+  void ChooseShards(const std::filesystem::path& dir, const ShardSelection* selection,
+                    const std::map<std::string, ObjectInfo>& remote);
+  absl::StatusOr<tar_index::ShardIndex> IndexShard(size_t i, const ObjectInfo* in_store,
+                                                   const std::atomic<bool>* cancelled);
+  void AddSamples(size_t i, tar_index::ShardIndex index, tar_index::ExtensionTable& table, int32_t* max_label);
+  absl::Status Finish(const std::filesystem::path& dir, int32_t max_label, int64_t bad_labels);
   // Bytes [offset, offset + size) of sample `index`'s shard; `ext` names the
   // member in errors ("": the image).
   absl::StatusOr<std::string> ReadRange(int64_t index, const std::string& ext, int64_t offset, int64_t size) const;
