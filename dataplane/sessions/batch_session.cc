@@ -106,7 +106,6 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       sample_delay_(core.sample_delay),
       read_bytes_per_second_(core.test_read_bytes_per_second),
       budget_(budget),
-      max_cache_bytes_(core.max_cache_bytes_per_session),
       first_op_(source_->stored() != nullptr ? source_->stored()->prefix.size() : 0),
       store_(std::move(store)),
       place_(std::move(place)),
@@ -127,35 +126,12 @@ BatchSession::BatchSession(v1::SessionConfig config, std::shared_ptr<const Sampl
       item_shapes_(ItemShapes(value_fields_, source_->keypoints_per_box(), pipeline_.out_height(),
                               pipeline_.out_width(), pipeline_.audio_track_shape())),
       max_sample_field_bytes_(
-          MaxSampleFieldBytes(value_fields_, config_, pipeline_.out_height(), pipeline_.out_width())) {}
+          MaxSampleFieldBytes(value_fields_, config_, pipeline_.out_height(), pipeline_.out_width())),
+      caches_(budget, core.max_cache_bytes_per_session,
+              absl::StrCat("session on dataset '", config_.dataset(), "': its cache (",
+                           v1::CacheMode_Name(config_.cache_mode()), ")")) {}
 
-BatchSession::~BatchSession() {
-  absl::MutexLock lock(&mu_);
-  if (cache_bytes_ > 0) budget_->Release(cache_bytes_);
-}
-
-template <typename T>
-const T* BatchSession::FindCachedLocked(const std::map<int64_t, T>& cache, int64_t index) const {
-  auto it = cache.find(index % kCacheSlots);
-  if (it != cache.end()) return &it->second;
-  if (!cache_full_ || cache.empty()) return nullptr;
-  return &std::next(cache.begin(), static_cast<std::ptrdiff_t>(index % static_cast<int64_t>(cache.size())))->second;
-}
-
-template <typename T>
-void BatchSession::CacheLocked(std::map<int64_t, T>& cache, int64_t index, T value, int64_t bytes) {
-  if (cache_full_ || cache.count(index % kCacheSlots) > 0) return;
-  if (cache_bytes_ + bytes > max_cache_bytes_ || !budget_->TryAcquire(bytes)) {
-    cache_full_ = true;
-    LOG(WARNING) << "session on dataset '" << config_.dataset() << "': its cache (" << v1::CacheMode_Name(config_.cache_mode())
-                 << ") holds " << cache.size() << " of " << kCacheSlots << " slots in " << cache_bytes_
-                 << " bytes; the next entry (" << bytes << " bytes) would pass --max-cache-bytes-per-session ("
-                 << max_cache_bytes_ << ") or the server's in-flight budget, so later samples reuse the filled slots";
-    return;
-  }
-  cache.emplace(index % kCacheSlots, std::move(value));
-  cache_bytes_ += bytes;
-}
+BatchSession::~BatchSession() = default;
 
 bool FailureLog::FirstTime(const std::string& where) {
   absl::MutexLock lock(&mu_);
@@ -249,9 +225,9 @@ bool BatchSession::TryShared(const std::shared_ptr<Job>& job, const v1::BatchReq
 bool BatchSession::TryServeFromCache(const std::shared_ptr<Job>& job) {
   if (config_.cache_mode() != v1::CACHE_BATCH) return false;
   {
-    absl::MutexLock lock(&mu_);
-    if (cached_samples_ != job->header.sample_indices_size()) return false;
-    job->data = std::const_pointer_cast<std::string>(cached_data_);  // shared, never written again
+    std::shared_ptr<const std::string> kept = caches_.FindBatch(job->header.sample_indices_size());
+    if (kept == nullptr) return false;
+    job->data = std::const_pointer_cast<std::string>(kept);  // shared, never written again
   }
   // Runs on the worker pool like a real batch, so callers see one threading
   // model; charged to this job's share, as a shared-cache hit is.
@@ -406,10 +382,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   const v1::CacheMode mode = config_.cache_mode();
   if (mode == v1::CACHE_DECODED) return ProduceFromDecodedCache(epoch, index, dst, job);
   std::shared_ptr<const std::string> cached;
-  if (mode == v1::CACHE_RAW) {
-    absl::MutexLock lock(&mu_);
-    if (const auto* hit = FindCachedLocked(raw_cache_, index)) cached = *hit;
-  }
+  if (mode == v1::CACHE_RAW) cached = caches_.FindRaw(index);
   absl::StatusOr<std::string> bytes = cached ? absl::StatusOr<std::string>(std::string()) : ReadSample(index);
   if (!cached && bytes.ok() && read_bytes_per_second_ > 0) {  // test-only slow storage
     absl::SleepFor(absl::Seconds(static_cast<double>(bytes->size()) / static_cast<double>(read_bytes_per_second_)));
@@ -417,8 +390,7 @@ absl::Status BatchSession::ProduceSample(int64_t epoch, int64_t index, uint8_t* 
   if (mode == v1::CACHE_RAW && !cached && bytes.ok()) {
     metrics_->read_bytes->Increment(static_cast<double>(bytes->size()));
     cached = std::make_shared<const std::string>(*std::move(bytes));
-    absl::MutexLock lock(&mu_);
-    CacheLocked(raw_cache_, index, cached, static_cast<int64_t>(cached->size()));
+    caches_.KeepRaw(index, cached);
   }
   const absl::Time t1 = absl::Now();
   job.read_ns += Nanos(t1 - t0);
@@ -511,11 +483,7 @@ absl::StatusOr<std::string> BatchSession::ReadSample(int64_t index) const {
 }
 
 absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job) {
-  cv::Mat image;
-  {
-    absl::MutexLock lock(&mu_);
-    if (const cv::Mat* hit = FindCachedLocked(decoded_cache_, index)) image = *hit;
-  }
+  cv::Mat image = caches_.FindDecoded(index);
   if (image.empty()) {  // a miss: read and decode for real, counted as such
     const absl::Time read_start = absl::Now();
     absl::StatusOr<std::string> bytes = ReadSample(index);
@@ -534,8 +502,7 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
     job.decode_ns += Nanos(decode);
     metrics_->decode_seconds->Observe(absl::ToDoubleSeconds(decode));
     image = *std::move(decoded);
-    absl::MutexLock lock(&mu_);
-    CacheLocked(decoded_cache_, index, image, static_cast<int64_t>(image.total() * image.elemSize()));
+    caches_.KeepDecoded(index, image);
   }
   const absl::Time t0 = absl::Now();
   Rng rng = Rng::ForSample(config_.seed(), epoch, index);
@@ -677,13 +644,7 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
       budget_->Release(charge);
     }
   }
-  if (config_.cache_mode() == v1::CACHE_BATCH && status.ok()) {
-    absl::MutexLock lock(&mu_);
-    if (cached_samples_ == 0) {
-      cached_data_ = job->data;
-      cached_samples_ = job->header.sample_indices_size();
-    }
-  }
+  if (config_.cache_mode() == v1::CACHE_BATCH && status.ok()) caches_.KeepBatch(job->data, job->header.sample_indices_size());
   FinishedBatch batch{status, std::move(job->header), std::move(job->data), absl::Now()};
   if (!job->cache_key.empty()) {
     // Sessions waiting for this batch get it (or, if this session was

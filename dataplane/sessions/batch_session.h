@@ -23,6 +23,7 @@
 #include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/sessions/admission.h"
 #include "dataplane/sessions/batch_cache.h"
+#include "dataplane/sessions/session_caches.h"
 #include "dataplane/sources/dataset.h"
 #include "dataplane/sessions/memory_budget.h"
 #include "dataplane/ops/op_plugins.h"
@@ -183,16 +184,6 @@ class BatchSession final : public StreamSession {
   int64_t MaxStoredBytes() const;
   // CACHE_DECODED: the ops on a cached decoded image.
   absl::Status ProduceFromDecodedCache(int64_t epoch, int64_t index, uint8_t* dst, Job& job);
-  static constexpr int64_t kCacheSlots = 64;  // load-bearing: see CacheMode in stoker.proto
-  // The cached entry for `index` in `cache`: its own slot, or once the cache
-  // is full, one of the filled slots; null when the sample must be produced.
-  template <typename T>
-  const T* FindCachedLocked(const std::map<int64_t, T>& cache, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps `value` (of `bytes`) in `index`'s slot if the session's cache limit
-  // and the server's budget allow; otherwise marks the cache full.
-  template <typename T>
-  void CacheLocked(std::map<int64_t, T>& cache, int64_t index, T value, int64_t bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under SKIP: the next decodable sample after `index` in the epoch's order.
   absl::Status Replace(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields, Job& job,
                        int64_t* replacement);
@@ -221,7 +212,6 @@ class BatchSession final : public StreamSession {
   const absl::Duration sample_delay_;
   const int64_t read_bytes_per_second_;
   MemoryBudget* const budget_;
-  const int64_t max_cache_bytes_;
   // The first op to run: after a materialised dataset's stored prefix.
   const size_t first_op_;
   // Set in a materialising session (SessionConfig.store): pipeline_ is the
@@ -247,16 +237,11 @@ class BatchSession final : public StreamSession {
   // a sample past it fails alone as too_large.
   const int64_t max_sample_field_bytes_;
 
+  // CACHE_BATCH, CACHE_RAW, CACHE_DECODED (session_caches.h).
+  SessionCaches caches_;
+
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
-  // CACHE_BATCH: the first finished batch's buffer and its sample count.
-  std::shared_ptr<const std::string> cached_data_ ABSL_GUARDED_BY(mu_);
-  int64_t cached_samples_ ABSL_GUARDED_BY(mu_) = 0;
-  // CACHE_RAW / CACHE_DECODED: slot -> encoded bytes or decoded image.
-  std::map<int64_t, std::shared_ptr<const std::string>> raw_cache_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, cv::Mat> decoded_cache_ ABSL_GUARDED_BY(mu_);
-  int64_t cache_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // taken from budget_
-  bool cache_full_ ABSL_GUARDED_BY(mu_) = false;
   // SKIP: the last epoch's order and each sample's position in it, built on
   // the first failure of that epoch.
   int64_t order_epoch_ ABSL_GUARDED_BY(mu_) = -1;
