@@ -23,61 +23,6 @@
 #include "glog/logging.h"
 
 namespace stoker {
-namespace batch_session_internal {
-
-// An allocation that failed while a sample was made (std::bad_alloc, or
-// OpenCV's out-of-memory error): the process is at a memory limit, the
-// sample is not bad, so it is not replaced: its batch fails with this.
-constexpr char kOutOfMemoryPayload[] = "stoker.dev/out-of-memory";
-
-bool IsOutOfMemory(const std::exception& e) {
-  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return true;
-  const auto* cv_error = dynamic_cast<const cv::Exception*>(&e);
-  return cv_error != nullptr && cv_error->code == cv::Error::StsNoMem;
-}
-
-// What a sample's processing threw, as its status.
-absl::Status ProcessingError(const std::exception& e, absl::string_view what) {
-  if (!IsOutOfMemory(e)) return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(what, " failed: ", e.what()));
-  absl::Status status = absl::ResourceExhaustedError(
-      absl::StrCat("out of memory while ", what, " (the process is at its cgroup, RLIMIT_AS or RLIMIT_DATA limit; "
-                   "lower --max-inflight-bytes or ask for smaller batches): ", e.what()));
-  status.SetPayload(kOutOfMemoryPayload, absl::Cord("1"));
-  return status;
-}
-
-bool IsOutOfMemory(const absl::Status& status) { return status.GetPayload(kOutOfMemoryPayload).has_value(); }
-
-bool FailsTheBatch(const absl::Status& status) { return IsOutOfMemory(status) || IsTimerError(status); }
-
-// A batch whose memory could not be allocated: the batch's failure, with
-// what the operator can change.
-absl::Status OutOfMemory(int64_t batch_index, int64_t bytes, int64_t budget) {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "batch ", batch_index, ": could not allocate ", bytes, " bytes (the process is at a memory limit: its "
-      "cgroup, RLIMIT_AS or RLIMIT_DATA); the server's budget for batches in flight is ", budget,
-      " bytes (--max-inflight-bytes): lower it, or ask for smaller batches"));
-}
-
-int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
-
-// The failed_samples reason of a read's error: a decode failure's name (a
-// file over --max-file-bytes is too_large, as an image over --max-pixels),
-// read_error for the rest.
-std::string ReadFailureReason(const absl::Status& s) {
-  return absl::IsInvalidArgument(s) ? DecodeFailureName(DecodeFailureOf(s)) : "read_error";
-}
-
-// The session's image field's member extensions (empty: the source's image).
-std::vector<std::string> ImageExtensions(const v1::SessionConfig& config) {
-  for (const v1::FieldSpec& f : config.fields()) {
-    if (f.kind() == v1::IMAGE) return {f.extensions().begin(), f.extensions().end()};
-  }
-  return {};
-}
-double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
-
-}  // namespace batch_session_internal
 
 using batch_session_internal::FailsTheBatch;
 using batch_session_internal::ImageExtensions;
@@ -520,55 +465,6 @@ absl::Status BatchSession::ProduceFromDecodedCache(int64_t epoch, int64_t index,
   metrics_->augment_seconds->Observe(absl::ToDoubleSeconds(augment));
   metrics_->samples->Increment();
   return absl::OkStatus();
-}
-
-std::shared_ptr<const std::vector<int64_t>> BatchSession::EpochPositions(int64_t epoch, std::vector<int64_t>* order) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (order_epoch_ == epoch) {
-      *order = *order_;
-      return positions_;
-    }
-  }
-  // The session's order for one rank (SKIP replacements follow it). The same
-  // on every server; a client of several ranks interleaves the lanes in
-  // blocks of batch x world size instead, so a replacement may come from
-  // another window than its batch's (an extra shard read, never a
-  // difference between servers).
-  std::optional<ShardLayout> shards;
-  if (config_.shuffle() == v1::SHUFFLE_SHARDS) shards = MakeShardLayout(source_->ShardSizes(), config_.shard_window());
-  EpochPlan plan(config_.seed(), epoch, source_->size(), config_.batch_size(), /*drop_last=*/false, 0, 1,
-                 /*shuffle=*/!config_.sequential(), shards ? &*shards : nullptr);
-  auto positions = std::make_shared<std::vector<int64_t>>(plan.order().size());
-  for (size_t p = 0; p < plan.order().size(); ++p) (*positions)[plan.order()[p]] = static_cast<int64_t>(p);
-  *order = plan.order();
-  absl::MutexLock lock(&mu_);
-  order_epoch_ = epoch;
-  order_ = std::make_shared<const std::vector<int64_t>>(plan.order());
-  positions_ = positions;
-  return positions;
-}
-
-absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, std::vector<std::string>* fields,
-                                   Job& job, int64_t* replacement) {
-  // Load-bearing: the same rule on every server gives the same batch.
-  constexpr int64_t kMaxTries = 64;
-  std::vector<int64_t> order;
-  auto positions = EpochPositions(epoch, &order);
-  const int64_t n = static_cast<int64_t>(order.size());
-  const int64_t start = (*positions)[index];
-  for (int64_t k = 1; k <= std::min(kMaxTries, n - 1); ++k) {
-    const int64_t candidate = order[(start + k) % n];
-    const absl::Status s = ProduceSample(epoch, candidate, dst, fields, job);
-    if (s.ok()) {
-      *replacement = candidate;
-      return absl::OkStatus();
-    }
-    // A timer or a stop is no verdict on the candidate: the batch fails instead.
-    if (FailsTheBatch(s) || cancelled_.load() || job.abandoned.load()) return s;
-  }
-  return absl::DataLossError(absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1),
-                                          " after it in the epoch's order"));
 }
 
 void BatchSession::Complete(const std::shared_ptr<Job>& job) {
