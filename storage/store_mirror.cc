@@ -131,6 +131,89 @@ bool LocalMatches(const fs::path& path, int64_t size) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == size;
 }
 
+// What `name` holds in the store: one object, or a directory's objects
+// below "name/" (each key once, sorted). With `may_use_cache` and a listing
+// version recorded, one request tells whether the previous listing stands;
+// then its objects are used as listed then (`cached`). Every key is checked
+// (CheckKey) before it names a local file; the bytes are totalled, and the
+// directory's shards' apart.
+struct Listing {
+  std::vector<ObjectInfo> objects;
+  std::string version;
+  bool cached = false;
+  int64_t total_bytes = 0, shard_bytes = 0;
+};
+
+absl::StatusOr<Listing> ListObjects(Storage& store, const std::string& name, bool directory, bool may_use_cache,
+                                    const Manifest& previous) {
+  Listing listing;
+  std::vector<ObjectInfo>& objects = listing.objects;
+  std::string& version = listing.version;
+  if (directory && may_use_cache &&
+      !previous.listing_version.empty()) {  // one request may tell that the cached listing stands
+    absl::StatusOr<std::string> v = store.ListingVersion(name);
+    if (!v.ok()) return v.status();
+    version = *std::move(v);
+  }
+  listing.cached = directory && !version.empty() && version == previous.listing_version && !previous.objects.empty();
+  if (listing.cached) {
+    // The listing this cache made stands (one request): its objects, as listed then.
+    for (const auto& [key, v] : previous.objects) objects.push_back({key, v.size, v.etag, v.mtime_ns});
+    for (const auto& [key, v] : previous.streamed) objects.push_back({key, v.size, v.etag, v.mtime_ns});
+    std::sort(objects.begin(), objects.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  } else if (directory) {
+    // Listed by the bare name, then kept below "name/": no '/' in the query
+    // (moto, an S3 emulator, mis-signs an encoded one) at the cost of the
+    // rare sibling "name2/..." in the listing.
+    absl::StatusOr<std::vector<ObjectInfo>> listed = store.ListVersioned(name, &version);
+    if (!listed.ok()) return listed.status();
+    for (ObjectInfo& o : *listed) {
+      if (absl::StartsWith(o.key, name + "/")) objects.push_back(std::move(o));
+    }
+    // A key listed twice (an index.txt's repeated line) is fetched once.
+    std::sort(objects.begin(), objects.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    objects.erase(std::unique(objects.begin(), objects.end(),
+                              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key == b.key; }),
+                  objects.end());
+    if (objects.empty()) return absl::NotFoundError(absl::StrCat("no objects under ", store.Describe(name + "/")));
+  } else {
+    absl::StatusOr<ObjectInfo> one = store.Stat(name);
+    if (!one.ok()) return one.status();
+    objects.push_back(*std::move(one));
+  }
+  for (const ObjectInfo& o : objects) {
+    if (absl::Status s = CheckKey(o.key); !s.ok())
+      return absl::Status(s.code(), absl::StrCat(store.root(), ": ", s.message()));
+    listing.total_bytes += o.size;
+    if (directory && IsShardOf(name, o.key)) listing.shard_bytes += o.size;
+  }
+  return listing;
+}
+
+// Which objects to fetch: those the previous manifest does not vouch for
+// (another size or etag, or no such file here); the others are reused.
+struct ToFetch {
+  std::vector<const ObjectInfo*> wanted;
+  int64_t wanted_bytes = 0, reused = 0, reused_bytes = 0;
+};
+
+ToFetch PlanFetch(const std::vector<ObjectInfo>& objects, const Manifest& previous, const fs::path& local_root) {
+  ToFetch plan;
+  for (const ObjectInfo& o : objects) {
+    auto old = previous.objects.find(o.key);
+    const bool same = old != previous.objects.end() && old->second.size == o.size && old->second.etag == o.etag &&
+                      LocalMatches(local_root / o.key, o.size);
+    if (same) {
+      ++plan.reused;
+      plan.reused_bytes += o.size;
+    } else {
+      plan.wanted.push_back(&o);
+      plan.wanted_bytes += o.size;
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 StoreMirror::StoreMirror(std::unique_ptr<Storage> store, MirrorOptions options, fs::path local_root)
@@ -279,54 +362,18 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   JoinPersisted();  // earlier copies' threads have released the lock: finished
   const absl::Time start = absl::Now();
   const Manifest previous = LoadManifest(ManifestPath(name)).value_or(Manifest{});
-  std::vector<ObjectInfo> objects;
-  std::string version;
-  if (directory && stale != nullptr &&
-      !previous.listing_version.empty()) {  // one request may tell that the cached listing stands
-    absl::StatusOr<std::string> v = store_->ListingVersion(name);
-    if (!v.ok()) return v.status();
-    version = *std::move(v);
-  }
-  const bool cached_listing =
-      directory && !version.empty() && version == previous.listing_version && !previous.objects.empty();
-  if (cached_listing) {
-    // The listing this cache made stands (one request): its objects, as listed then.
-    for (const auto& [key, v] : previous.objects) objects.push_back({key, v.size, v.etag, v.mtime_ns});
-    for (const auto& [key, v] : previous.streamed) objects.push_back({key, v.size, v.etag, v.mtime_ns});
-    std::sort(objects.begin(), objects.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-  } else if (directory) {
-    // Listed by the bare name, then kept below "name/": no '/' in the query
-    // (moto, an S3 emulator, mis-signs an encoded one) at the cost of the
-    // rare sibling "name2/..." in the listing.
-    absl::StatusOr<std::vector<ObjectInfo>> listed = store_->ListVersioned(name, &version);
-    if (!listed.ok()) return listed.status();
-    for (ObjectInfo& o : *listed) {
-      if (absl::StartsWith(o.key, name + "/")) objects.push_back(std::move(o));
-    }
-    // A key listed twice (an index.txt's repeated line) is fetched once.
-    std::sort(objects.begin(), objects.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-    objects.erase(std::unique(objects.begin(), objects.end(),
-                              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key == b.key; }),
-                  objects.end());
-    if (objects.empty()) return absl::NotFoundError(absl::StrCat("no objects under ", store_->Describe(name + "/")));
-  } else {
-    absl::StatusOr<ObjectInfo> one = store_->Stat(name);
-    if (!one.ok()) return one.status();
-    objects.push_back(*std::move(one));
-  }
+  absl::StatusOr<Listing> listing = ListObjects(*store_, name, directory, stale != nullptr, previous);
+  if (!listing.ok()) return listing.status();
+  std::vector<ObjectInfo>& objects = listing->objects;
+  const std::string& version = listing->version;
+  const bool cached_listing = listing->cached;
   std::optional<Held> before;  // what held_ said of `name` before the copy's reservation
   bool committed = false;
   Manifest next;
   next.name = name;
   next.listing_version = version;
   next.used_unix = absl::ToUnixSeconds(absl::Now());
-  int64_t total_bytes = 0, shard_bytes = 0;
-  for (const ObjectInfo& o : objects) {
-    if (absl::Status s = CheckKey(o.key); !s.ok())
-      return absl::Status(s.code(), absl::StrCat(store_->root(), ": ", s.message()));
-    total_bytes += o.size;
-    if (directory && IsShardOf(name, o.key)) shard_bytes += o.size;
-  }
+  const int64_t total_bytes = listing->total_bytes, shard_bytes = listing->shard_bytes;
   std::vector<ObjectInfo> stream;  // the directory's shards, left in the store (Hold)
   {
     absl::MutexLock lock(&mu_);
@@ -366,20 +413,9 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     if (ec)
       return absl::UnavailableError(absl::StrCat("cache: making ", (local_root_ / name).string(), ": ", ec.message()));
   }
-  std::vector<const ObjectInfo*> wanted;
-  int64_t wanted_bytes = 0, reused = 0, reused_bytes = 0;
-  for (const ObjectInfo& o : objects) {
-    auto old = previous.objects.find(o.key);
-    const bool same = old != previous.objects.end() && old->second.size == o.size && old->second.etag == o.etag &&
-                      LocalMatches(local_root_ / o.key, o.size);
-    if (same) {
-      ++reused;
-      reused_bytes += o.size;
-    } else {
-      wanted.push_back(&o);
-      wanted_bytes += o.size;
-    }
-  }
+  const ToFetch fetch_plan = PlanFetch(objects, previous, local_root_);
+  const std::vector<const ObjectInfo*>& wanted = fetch_plan.wanted;
+  const int64_t wanted_bytes = fetch_plan.wanted_bytes, reused = fetch_plan.reused, reused_bytes = fetch_plan.reused_bytes;
   // Many ranged reads in flight, over all the objects (a large one is read
   // by many at once).
   BlockFetchOptions fetch;
@@ -418,26 +454,7 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
     ::close(fd);  // other processes may use the cache now
   });
   *lock_fd = -1;
-  stats_.bytes_cached += next.bytes() - (before ? before->bytes : 0);
-  held_[name] = {next.bytes(), next.used_unix};
   committed = true;
-  used_.insert(name);
-  stats_.objects_fetched += static_cast<int64_t>(wanted.size());
-  stats_.bytes_fetched += wanted_bytes;
-  stats_.objects_reused += reused;
-  stats_.bytes_reused += reused_bytes;
-  std::vector<std::string>& keys = streamed_names_[name];
-  MirrorStats::Name& counted = stats_.names[name];
-  counted.bytes = next.bytes();
-  counted.fetched_bytes += wanted_bytes;
-  for (ObjectInfo& o : stream) {
-    keys.push_back(o.key);
-    counted.bytes += o.size;
-    Stream& s = streamed_[o.key];
-    s.name = name;
-    s.info = std::move(o);
-  }
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!stream.empty()) {
     LOG(INFO) << store_->Describe(name) << ": " << stream.size() << " shards (" << shard_bytes / 1000000
               << " MB) stay in the store and are fetched when read"
@@ -448,8 +465,33 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
               << "; with the global epoch order every server reads every shard: choose shuffle=shards";
   }
   LOG(INFO) << store_->Describe(name) << ": " << objects.size() << " objects, " << wanted.size() << " fetched ("
-            << wanted_bytes / 1000000 << " MB in " << seconds << " s), " << reused << " already cached";
+            << wanted_bytes / 1000000 << " MB in " << absl::ToDoubleSeconds(absl::Now() - start) << " s), " << reused
+            << " already cached";
+  RecordLocked(name, {next.bytes(), next.used_unix}, before ? before->bytes : 0, std::move(stream),
+               {static_cast<int64_t>(wanted.size()), wanted_bytes, reused, reused_bytes});
   return absl::OkStatus();
+}
+
+void StoreMirror::RecordLocked(const std::string& name, Held now, int64_t bytes_before, std::vector<ObjectInfo> stream,
+                               const CopyCounts& counts) {
+  stats_.bytes_cached += now.bytes - bytes_before;
+  held_[name] = now;
+  used_.insert(name);
+  stats_.objects_fetched += counts.fetched;
+  stats_.bytes_fetched += counts.fetched_bytes;
+  stats_.objects_reused += counts.reused;
+  stats_.bytes_reused += counts.reused_bytes;
+  std::vector<std::string>& keys = streamed_names_[name];
+  MirrorStats::Name& counted = stats_.names[name];
+  counted.bytes = now.bytes;
+  counted.fetched_bytes += counts.fetched_bytes;
+  for (ObjectInfo& o : stream) {
+    keys.push_back(o.key);
+    counted.bytes += o.size;
+    Stream& s = streamed_[o.key];
+    s.name = name;
+    s.info = std::move(o);
+  }
 }
 
 bool StoreMirror::FitsLocked(const std::string& name, int64_t bytes) const {
@@ -457,185 +499,6 @@ bool StoreMirror::FitsLocked(const std::string& name, int64_t bytes) const {
   for (const auto& [n, h] : held_) reclaimable += n == name || n == ensuring_ || used_.count(n) ? 0 : h.bytes;
   for (const auto& [key, s] : streamed_) reclaimable += s.fd >= 0 && s.pins == 0 ? s.info.size : 0;
   return HeldExcept(name) + streamed_bytes_ - reclaimable + bytes <= options_.cache_bytes;
-}
-
-std::vector<ObjectInfo> StoreMirror::Streamed(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
-  std::vector<ObjectInfo> out;
-  auto it = streamed_names_.find(name);
-  if (it == streamed_names_.end()) return out;
-  for (const std::string& key : it->second) out.push_back(streamed_.at(key).info);
-  return out;
-}
-
-bool StoreMirror::EvictStreamed(bool keep_ahead) {
-  auto victim = streamed_.end();
-  for (auto it = streamed_.begin(); it != streamed_.end(); ++it) {
-    const Stream& s = it->second;
-    if (s.fd < 0 || s.pins > 0 || (keep_ahead && s.ahead)) continue;
-    if (victim == streamed_.end() ||
-        std::make_pair(s.ahead, s.used) < std::make_pair(victim->second.ahead, victim->second.used)) {
-      victim = it;
-    }
-  }
-  if (victim == streamed_.end()) return false;
-  if (victim->second.ahead) {
-    victim->second.ahead = false;
-    ahead_bytes_ -= victim->second.info.size;
-  }
-  ::close(victim->second.fd);
-  victim->second.fd = -1;
-  std::error_code ec;
-  fs::remove(stream_root_ / victim->first, ec);
-  streamed_bytes_ -= victim->second.info.size;
-  stats_.evicted_bytes += victim->second.info.size;
-  return true;
-}
-
-void StoreMirror::Release(const std::string& key) {
-  absl::MutexLock lock(&mu_);
-  --streamed_[key].pins;
-  released_ = true;
-}
-
-absl::Status StoreMirror::FetchStreamedLocked(const std::string& key, Stream& s, const std::atomic<bool>* cancelled,
-                                              bool wait, bool* fetched) {
-  auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
-  // Room: earlier runs' names, then streamed copies nobody holds; else
-  // wait for a held one's release (a read holds a shard only while it reads).
-  while (HeldExcept("") + streamed_bytes_ + s.info.size > options_.cache_bytes) {
-    if (EvictOldestName("") || EvictStreamed(/*keep_ahead=*/!wait)) continue;
-    // Never room, however many are released: the names this process keeps whole leave too little.
-    const int64_t room = options_.cache_bytes - KeptWhole();
-    if (s.info.size > room) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          store_->Describe(key), " holds ", s.info.size, " bytes; the cache (--cache-bytes=", options_.cache_bytes,
-          ") has ", room, " bytes for streamed shards beside the datasets it keeps whole: raise --cache-bytes"));
-    }
-    if (!wait) return absl::OkStatus();
-    if (stop()) return absl::CancelledError(absl::StrCat("fetching ", store_->Describe(key), " cancelled"));
-    released_ = false;
-    mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(100));
-  }
-  if (s.fd >= 0 || s.fetching) return absl::OkStatus();  // fetched (or being fetched) by another caller meanwhile
-  if (!wait && ahead_bytes_ + s.info.size > options_.cache_bytes / 2) return absl::OkStatus();  // ahead enough
-  s.fetching = true;
-  streamed_bytes_ += s.info.size;
-  const ObjectInfo info = s.info;
-  mu_.Unlock();
-  BlockFetchOptions fetch;
-  fetch.block_bytes = options_.block_bytes;
-  // The read-ahead's threads share --fetch-parallel's reads in flight.
-  fetch.parallel = wait ? options_.parallel : std::max(1, options_.parallel / kReadAheadThreads);
-  absl::Status status = FetchObjects(*store_, {&info}, stream_root_, fetch, cancelled);
-  int fd = -1;
-  if (status.ok()) {
-    fd = ::open((stream_root_ / key).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      status = absl::UnavailableError(
-          absl::StrCat("cache: opening ", (stream_root_ / key).string(), ": ", std::strerror(errno)));
-      std::error_code ec;
-      fs::remove(stream_root_ / key, ec);
-    }
-  }
-  mu_.Lock();
-  s.fetching = false;
-  if (!status.ok()) {
-    streamed_bytes_ -= info.size;
-    // A version the store no longer has (or no object): every later read
-    // fails at once, without asking the store again.
-    if (absl::IsFailedPrecondition(status) || absl::IsNotFound(status)) s.failed = status;
-    return status;
-  }
-  s.fd = fd;
-  s.used = ++streamed_clock_;
-  ++stats_.objects_fetched;
-  if (wait) {
-    ++stats_.streamed_fetches;
-  } else {
-    s.ahead = true;
-    ahead_bytes_ += info.size;
-    ++stats_.streamed_read_ahead;
-  }
-  stats_.bytes_fetched += info.size;
-  stats_.names[s.name].fetched_bytes += info.size;
-  *fetched = true;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::shared_ptr<const HeldObject>> StoreMirror::Hold(const std::string& key,
-                                                                    const std::atomic<bool>* cancelled) {
-  auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
-  absl::MutexLock lock(&mu_);
-  auto it = streamed_.find(key);
-  if (it == streamed_.end()) {
-    return absl::NotFoundError(absl::StrCat(store_->Describe(key), " is not a streamed object of this cache"));
-  }
-  Stream& s = it->second;
-  bool fetched_here = false;
-  for (;;) {
-    while (s.fetching && !stop()) {  // another caller (or the read-ahead) fetches it: wait for that copy
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](Stream* x) { return !x->fetching; }, &s),
-                           absl::Milliseconds(100));
-    }
-    if (stop()) return absl::CancelledError(absl::StrCat("fetching ", store_->Describe(key), " cancelled"));
-    if (s.fd >= 0) {
-      ++s.pins;
-      s.used = ++streamed_clock_;
-      if (s.ahead) {  // read now: evicted in its turn
-        s.ahead = false;
-        ahead_bytes_ -= s.info.size;
-      }
-      if (!fetched_here) ++stats_.streamed_hits;
-      // A handle released after the mirror went (which its users must not
-      // let happen) touches nothing.
-      return std::make_shared<const HeldObject>(s.fd, stream_root_ / key, s.info,
-                                                [this, key, alive = std::weak_ptr<char>(alive_)] {
-                                                  if (alive.lock()) Release(key);
-                                                });
-    }
-    if (!s.failed.ok()) return s.failed;  // the store's object changed or went: it stays unreadable
-    if (absl::Status f = FetchStreamedLocked(key, s, cancelled, /*wait=*/true, &fetched_here); !f.ok()) return f;
-  }
-}
-
-void StoreMirror::Prefetch(const std::string& key) {
-  // A hint on a request's path: dropped when the mirror is busy (evicting,
-  // or another caller's bookkeeping); a read fetches the shard then.
-  if (!mu_.TryLock()) return;
-  PrefetchLocked(key);
-  mu_.Unlock();
-}
-
-void StoreMirror::PrefetchLocked(const std::string& key) {
-  // Queue full: reads ask for more than the read-ahead fetches.
-  if (stopping_ || static_cast<int>(read_ahead_.size()) >= kMaxReadAheadQueue || queued_.count(key)) return;
-  auto it = streamed_.find(key);
-  if (it == streamed_.end() || it->second.fd >= 0 || it->second.fetching || !it->second.failed.ok()) return;
-  read_ahead_.push_back(key);
-  queued_.insert(key);
-  if (read_ahead_threads_.empty()) {
-    for (int i = 0; i < kReadAheadThreads; ++i) read_ahead_threads_.emplace_back([this] { ReadAhead(); });
-  }
-}
-
-void StoreMirror::ReadAhead() {
-  absl::MutexLock lock(&mu_);
-  for (;;) {
-    mu_.Await(absl::Condition(
-        +[](StoreMirror* m) ABSL_NO_THREAD_SAFETY_ANALYSIS { return m->stopping_ || !m->read_ahead_.empty(); }, this));
-    if (stopping_) return;
-    const std::string key = std::move(read_ahead_.front());
-    read_ahead_.pop_front();
-    queued_.erase(key);
-    Stream& s = streamed_.at(key);
-    if (s.fd >= 0 || s.fetching || !s.failed.ok()) continue;
-    bool fetched = false;
-    // Only into room there is now: the read-ahead never waits for held shards.
-    const absl::Status f = FetchStreamedLocked(key, s, &stop_read_ahead_, /*wait=*/false, &fetched);
-    if (!f.ok() && !absl::IsCancelled(f)) LOG(WARNING) << "read-ahead of " << store_->Describe(key) << ": " << f;
-  }
 }
 
 int64_t StoreMirror::KeptWhole() const {

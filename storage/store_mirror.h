@@ -193,6 +193,14 @@ class StoreMirror {
     absl::Time since;
   };
   Phase phase_ ABSL_GUARDED_BY(mu_);
+  // What one Ensure copied and found already here.
+  struct CopyCounts {
+    int64_t fetched = 0, fetched_bytes = 0, reused = 0, reused_bytes = 0;
+  };
+  // A finished Ensure of `name`: held at `now` (its room was `bytes_before`
+  // while it was copied), its streamed shards kept for Hold, the stats.
+  void RecordLocked(const std::string& name, Held now, int64_t bytes_before, std::vector<ObjectInfo> stream,
+                    const CopyCounts& counts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::atomic<int64_t> fetched_now_{0};  // bytes of the copy under way
 
   // Streamed objects (Hold), by key.
