@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,6 +133,134 @@ ABSL_FLAG(std::string, op_plugins, "",
           "join the pipeline grammar as team.op(...); a plugin of another ABI version is refused; empty: none");
 ABSL_FLAG(double, shutdown_grace_seconds, 10, "Seconds open streams may run on after SIGTERM/SIGINT");
 
+namespace {
+
+// The server's configuration from its flags; INVALID_ARGUMENT naming the
+// flag and its range when one is out of range.
+absl::StatusOr<stoker::ServerConfig> ConfigFromFlags() {
+  stoker::ServerConfig config;
+  config.host = absl::GetFlag(FLAGS_host);
+  config.port = absl::GetFlag(FLAGS_port);
+  config.core.data_root = absl::GetFlag(FLAGS_data_root);
+  const int workers = absl::GetFlag(FLAGS_workers);
+  config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
+  config.core.max_media_seconds = absl::GetFlag(FLAGS_max_media_seconds);
+  config.core.max_video_frames = absl::GetFlag(FLAGS_max_video_frames);
+  config.core.video_decoder_threads = absl::GetFlag(FLAGS_video_decoder_threads);
+  if (config.core.video_decoder_threads < 0 || config.core.video_decoder_threads > stoker::kMaxDecoderThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("--video-decoder-threads must be 0 (automatic) or 1..", stoker::kMaxDecoderThreads, " (got ", config.core.video_decoder_threads, ")"));
+  }
+  if (config.core.max_video_frames < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-video-frames must be >= 1 (got ", config.core.max_video_frames, ")"));
+  }
+  const double max_sample_seconds = absl::GetFlag(FLAGS_max_sample_seconds);
+  config.core.max_sample_cpu = absl::Seconds(max_sample_seconds);
+  config.core.max_pipeline_ops = absl::GetFlag(FLAGS_max_pipeline_ops);
+  if (!(max_sample_seconds >= 0) || config.core.max_pipeline_ops < 1 ||
+      config.core.max_pipeline_ops > stoker::kMaxPipelineOps) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-sample-seconds must be >= 0 (got ", max_sample_seconds, ") and --max-pipeline-ops in 1..", stoker::kMaxPipelineOps, " (got ", config.core.max_pipeline_ops, ")"));
+  }
+  if (config.core.max_media_seconds <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-media-seconds must be positive (got ", config.core.max_media_seconds, ")"));
+  }
+  if (config.core.max_pixels > 0) {
+    // OpenCV's own guard, read at its first decode: a second line behind the
+    // header checks (image_header.cc), should a header reader and OpenCV ever
+    // disagree about a size again.
+    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(config.core.max_pixels).c_str(), /*overwrite=*/1);
+  }
+  config.core.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  config.core.allow_cache_modes = absl::GetFlag(FLAGS_allow_cache_modes);
+  config.core.max_cache_bytes_per_session = absl::GetFlag(FLAGS_max_cache_bytes_per_session);
+  config.core.admission.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  config.core.admission.max_streams = absl::GetFlag(FLAGS_max_streams);
+  config.core.max_job_weight = absl::GetFlag(FLAGS_max_job_weight);
+  config.core.batch_cache_bytes = absl::GetFlag(FLAGS_batch_cache_bytes);
+  config.core.max_field_bytes = absl::GetFlag(FLAGS_max_field_bytes);
+  if (config.core.max_field_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-field-bytes must be >= 1 (got ", config.core.max_field_bytes, ")"));
+  }
+  if (config.core.admission.max_sessions < 0 || config.core.admission.max_streams < 0 ||
+      !(config.core.max_job_weight > 0) || config.core.batch_cache_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-sessions, --max-streams and --batch-cache-bytes must be >= 0, --max-job-weight > 0"));
+  }
+  config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
+  config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
+  config.core.catalog.max_annotation_bytes = absl::GetFlag(FLAGS_max_annotation_bytes);
+  config.core.catalog.allow_synthetic = absl::GetFlag(FLAGS_allow_synthetic);
+  config.core.sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
+  config.core.test_read_bytes_per_second = absl::GetFlag(FLAGS_test_read_bytes_per_second);
+  config.core.chunk_bytes = int64_t{std::max(1, absl::GetFlag(FLAGS_chunk_kib))} * 1024;
+  config.core.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_outstanding_bytes);
+  if (config.core.max_stream_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-stream-outstanding-bytes must be >= 0"));
+  }
+  config.core.python.modules = absl::GetFlag(FLAGS_python_transforms);
+  config.core.python.modules.erase(std::remove(config.core.python.modules.begin(), config.core.python.modules.end(), ""),
+                                   config.core.python.modules.end());
+  const int python_workers = absl::GetFlag(FLAGS_python_workers);
+  config.core.python.processes = python_workers > 0 ? python_workers : config.core.workers;
+  config.core.python.executable = absl::GetFlag(FLAGS_python_executable);
+  config.core.python.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_python_transform_timeout_ms));
+  config.core.python.shared_bytes = absl::GetFlag(FLAGS_python_transform_max_bytes);
+  if (python_workers < 0 || absl::GetFlag(FLAGS_python_transform_timeout_ms) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--python-workers must be >= 0 and --python-transform-timeout-ms >= 1"));
+  }
+  config.core.op_plugins = absl::GetFlag(FLAGS_op_plugins);
+  config.security.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  config.security.tls_key = absl::GetFlag(FLAGS_tls_key);
+  config.security.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  config.security.tls_reload = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_tls_reload_seconds)));
+  config.security.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  config.security.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
+  return config;
+}
+
+// A remote --data-root opens its store mirror and points the catalog at its
+// cache; a local one must be a directory. INVALID_ARGUMENT names the flag.
+absl::Status OpenDataRoot(stoker::ServerConfig* config, std::unique_ptr<stoker::StoreMirror>* mirror) {
+  if (stoker::IsRemoteRoot(absl::GetFlag(FLAGS_data_root))) {
+    auto m = stoker::MirrorFromFlags(absl::GetFlag(FLAGS_data_root));
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data-root ", absl::GetFlag(FLAGS_data_root), ": ", m.status().ToString()));
+    }
+    *mirror = *std::move(m);
+    config->core.data_root = (*mirror)->local_root();
+    config->core.catalog.fetch = (*mirror)->Fetcher();
+    config->core.catalog.streamed = (*mirror)->Streamer();
+    config->core.catalog.fetch_progress = [m = mirror->get()](const std::string& name) { return m->Progress(name); };
+    LOG(INFO) << "datasets from " << (*mirror)->store().root() << " are copied to " << (*mirror)->local_root().string()
+              << " as sessions open them (whole objects; tar shards are the fast path: a tree of one object per "
+                 "sample is one request per sample, convert it with stoker-materialize)";
+  } else if (!std::filesystem::is_directory(config->core.data_root)) {
+    std::ostringstream root;
+    root << config->core.data_root;  // quoted, as the log always showed it
+    return absl::InvalidArgumentError(absl::StrCat("--data-root ", root.str(), " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+// The /metrics endpoint (with basic auth when a file is given, and the
+// mirror's storage metrics); INVALID_ARGUMENT for an unreadable auth file.
+absl::StatusOr<std::unique_ptr<stoker::MetricsEndpoint>> StartMetrics(
+    const std::string& host, std::shared_ptr<prometheus::Registry> registry, stoker::StoreMirror* mirror) {
+  std::shared_ptr<stoker::SecretSet> basic_auth;
+  if (!absl::GetFlag(FLAGS_metrics_basic_auth_file).empty()) {
+    auto pairs = stoker::SecretSet::Load(absl::GetFlag(FLAGS_metrics_basic_auth_file));
+    if (!pairs.ok()) return absl::InvalidArgumentError(absl::StrCat("--metrics-basic-auth-file: ", pairs.status().message()));
+    basic_auth = *std::move(pairs);
+  }
+  auto endpoint = stoker::MetricsEndpoint::Start(host, absl::GetFlag(FLAGS_metrics_port), std::move(registry),
+                                                 std::move(basic_auth));
+  if (!endpoint.ok()) return absl::UnavailableError(endpoint.status().ToString());
+  if (mirror != nullptr) (*endpoint)->Add(stoker::StorageMetrics::ForMirror(mirror));
+  return endpoint;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   stoker::ParseFlags(argc, argv,
       "Stoker data server: streams preprocessed training batches over gRPC.\n"
@@ -150,135 +279,29 @@ int main(int argc, char** argv) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   stoker::ServerMetrics metrics(*registry, absl::GetFlag(FLAGS_max_job_labels));
-  stoker::ServerConfig config;
-  config.host = absl::GetFlag(FLAGS_host);
-  config.port = absl::GetFlag(FLAGS_port);
-  config.core.data_root = absl::GetFlag(FLAGS_data_root);
-  const int workers = absl::GetFlag(FLAGS_workers);
-  config.core.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  config.core.max_pixels = absl::GetFlag(FLAGS_max_pixels);
-  config.core.max_media_seconds = absl::GetFlag(FLAGS_max_media_seconds);
-  config.core.max_video_frames = absl::GetFlag(FLAGS_max_video_frames);
-  config.core.video_decoder_threads = absl::GetFlag(FLAGS_video_decoder_threads);
-  if (config.core.video_decoder_threads < 0 || config.core.video_decoder_threads > stoker::kMaxDecoderThreads) {
-    LOG(ERROR) << "--video-decoder-threads must be 0 (automatic) or 1.." << stoker::kMaxDecoderThreads << " (got "
-               << config.core.video_decoder_threads << ")";
+  absl::StatusOr<stoker::ServerConfig> configured = ConfigFromFlags();
+  if (!configured.ok()) {
+    LOG(ERROR) << configured.status().message();
     return 2;
   }
-  if (config.core.max_video_frames < 1) {
-    LOG(ERROR) << "--max-video-frames must be >= 1 (got " << config.core.max_video_frames << ")";
-    return 2;
-  }
-  const double max_sample_seconds = absl::GetFlag(FLAGS_max_sample_seconds);
-  config.core.max_sample_cpu = absl::Seconds(max_sample_seconds);
-  config.core.max_pipeline_ops = absl::GetFlag(FLAGS_max_pipeline_ops);
-  if (!(max_sample_seconds >= 0) || config.core.max_pipeline_ops < 1 ||
-      config.core.max_pipeline_ops > stoker::kMaxPipelineOps) {
-    LOG(ERROR) << "--max-sample-seconds must be >= 0 (got " << max_sample_seconds << ") and --max-pipeline-ops in 1.."
-               << stoker::kMaxPipelineOps << " (got " << config.core.max_pipeline_ops << ")";
-    return 2;
-  }
-  if (config.core.max_media_seconds <= 0) {
-    LOG(ERROR) << "--max-media-seconds must be positive (got " << config.core.max_media_seconds << ")";
-    return 2;
-  }
-  if (config.core.max_pixels > 0) {
-    // OpenCV's own guard, read at its first decode: a second line behind the
-    // header checks (image_header.cc), should a header reader and OpenCV ever
-    // disagree about a size again.
-    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(config.core.max_pixels).c_str(), /*overwrite=*/1);
-  }
-  config.core.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
-  config.core.allow_cache_modes = absl::GetFlag(FLAGS_allow_cache_modes);
-  config.core.max_cache_bytes_per_session = absl::GetFlag(FLAGS_max_cache_bytes_per_session);
-  config.core.admission.max_sessions = absl::GetFlag(FLAGS_max_sessions);
-  config.core.admission.max_streams = absl::GetFlag(FLAGS_max_streams);
-  config.core.max_job_weight = absl::GetFlag(FLAGS_max_job_weight);
-  config.core.batch_cache_bytes = absl::GetFlag(FLAGS_batch_cache_bytes);
-  config.core.max_field_bytes = absl::GetFlag(FLAGS_max_field_bytes);
-  if (config.core.max_field_bytes < 1) {
-    LOG(ERROR) << "--max-field-bytes must be >= 1 (got " << config.core.max_field_bytes << ")";
-    return 2;
-  }
-  if (config.core.admission.max_sessions < 0 || config.core.admission.max_streams < 0 ||
-      !(config.core.max_job_weight > 0) || config.core.batch_cache_bytes < 0) {
-    LOG(ERROR) << "--max-sessions, --max-streams and --batch-cache-bytes must be >= 0, --max-job-weight > 0";
-    return 2;
-  }
-  config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
-  config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
-  config.core.catalog.max_annotation_bytes = absl::GetFlag(FLAGS_max_annotation_bytes);
-  config.core.catalog.allow_synthetic = absl::GetFlag(FLAGS_allow_synthetic);
-  config.core.sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_sample_delay_ms));
-  config.core.test_read_bytes_per_second = absl::GetFlag(FLAGS_test_read_bytes_per_second);
-  config.core.chunk_bytes = int64_t{std::max(1, absl::GetFlag(FLAGS_chunk_kib))} * 1024;
-  config.core.max_stream_bytes = absl::GetFlag(FLAGS_max_stream_outstanding_bytes);
-  if (config.core.max_stream_bytes < 0) {
-    LOG(ERROR) << "--max-stream-outstanding-bytes must be >= 0";
-    return 2;
-  }
-  config.core.python.modules = absl::GetFlag(FLAGS_python_transforms);
-  config.core.python.modules.erase(std::remove(config.core.python.modules.begin(), config.core.python.modules.end(), ""),
-                                   config.core.python.modules.end());
-  const int python_workers = absl::GetFlag(FLAGS_python_workers);
-  config.core.python.processes = python_workers > 0 ? python_workers : config.core.workers;
-  config.core.python.executable = absl::GetFlag(FLAGS_python_executable);
-  config.core.python.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_python_transform_timeout_ms));
-  config.core.python.shared_bytes = absl::GetFlag(FLAGS_python_transform_max_bytes);
-  if (python_workers < 0 || absl::GetFlag(FLAGS_python_transform_timeout_ms) < 1) {
-    LOG(ERROR) << "--python-workers must be >= 0 and --python-transform-timeout-ms >= 1";
-    return 2;
-  }
-  config.core.op_plugins = absl::GetFlag(FLAGS_op_plugins);
-  config.security.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  config.security.tls_key = absl::GetFlag(FLAGS_tls_key);
-  config.security.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
-  config.security.tls_reload = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_tls_reload_seconds)));
-  config.security.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
-  config.security.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
+  stoker::ServerConfig config = *std::move(configured);
   // A remote data root: each dataset is copied whole into the cache as
   // sessions first open it, and read from there (storage/store_mirror.h).
   std::unique_ptr<stoker::StoreMirror> mirror;
-  if (stoker::IsRemoteRoot(absl::GetFlag(FLAGS_data_root))) {
-    auto m = stoker::MirrorFromFlags(absl::GetFlag(FLAGS_data_root));
-    if (!m.ok()) {
-      LOG(ERROR) << "--data-root " << absl::GetFlag(FLAGS_data_root) << ": " << m.status();
-      return 2;
-    }
-    mirror = *std::move(m);
-    config.core.data_root = mirror->local_root();
-    config.core.catalog.fetch = mirror->Fetcher();
-    config.core.catalog.streamed = mirror->Streamer();
-    config.core.catalog.fetch_progress = [m = mirror.get()](const std::string& name) { return m->Progress(name); };
-    LOG(INFO) << "datasets from " << mirror->store().root() << " are copied to " << mirror->local_root().string()
-              << " as sessions open them (whole objects; tar shards are the fast path: a tree of one object per "
-                 "sample is one request per sample, convert it with stoker-materialize)";
-  } else if (!std::filesystem::is_directory(config.core.data_root)) {
-    LOG(ERROR) << "--data-root " << config.core.data_root << " is not a directory";
+  if (absl::Status s = OpenDataRoot(&config, &mirror); !s.ok()) {
+    LOG(ERROR) << s.message();
     return 2;
   }
-
-  std::unique_ptr<stoker::MetricsEndpoint> metrics_endpoint;
   const std::string metrics_host =
       absl::GetFlag(FLAGS_metrics_host).empty() ? config.host : absl::GetFlag(FLAGS_metrics_host);
+  std::unique_ptr<stoker::MetricsEndpoint> metrics_endpoint;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    std::shared_ptr<stoker::SecretSet> basic_auth;
-    if (!absl::GetFlag(FLAGS_metrics_basic_auth_file).empty()) {
-      auto pairs = stoker::SecretSet::Load(absl::GetFlag(FLAGS_metrics_basic_auth_file));
-      if (!pairs.ok()) {
-        LOG(ERROR) << "--metrics-basic-auth-file: " << pairs.status().message();
-        return 2;
-      }
-      basic_auth = *std::move(pairs);
-    }
-    auto endpoint = stoker::MetricsEndpoint::Start(metrics_host, absl::GetFlag(FLAGS_metrics_port), registry,
-                                                   std::move(basic_auth));
+    auto endpoint = StartMetrics(metrics_host, registry, mirror.get());
     if (!endpoint.ok()) {
-      LOG(ERROR) << endpoint.status();
-      return 1;
+      LOG(ERROR) << endpoint.status().message();
+      return absl::IsInvalidArgument(endpoint.status()) ? 2 : 1;
     }
     metrics_endpoint = *std::move(endpoint);
-    if (mirror) metrics_endpoint->Add(stoker::StorageMetrics::ForMirror(mirror.get()));
   }
   auto server = stoker::StokerServer::Start(config, &metrics);
   if (!server.ok()) {
