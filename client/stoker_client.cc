@@ -122,82 +122,14 @@ void AskRound(std::vector<OpenCall>& calls, const std::vector<size_t>& ask, cons
   }
 }
 
-}  // namespace
-
-StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
-    : config_(std::move(config)), metrics_(metrics), meter_(std::make_unique<BottleneckMeter>(metrics)) {}
-
-StokerClient::~StokerClient() = default;
-
-absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig config, ClientMetrics* metrics) {
-  if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", config.rank, " of world size ", config.world_size, "; need 0 <= rank < world size"));
-  }
-  if (config.servers.empty() && config.local_workers < 1) {
-    return absl::InvalidArgumentError(
-        "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1, or both");
-  }
-  if (config.session.job().empty()) config.session.set_job(DefaultJobName());
-  std::unique_ptr<StokerClient> client(new StokerClient(std::move(config), metrics));
-  const ClientConfig& c = client->config_;
-  // The first answer sets the dataset every later producer must agree with.
-  bool have_dataset = false;
-  std::string first_producer;
-  if (c.local_workers > 0) {
-    LocalOptions local;
-    local.workers = c.local_workers;
-    local.data_root = c.local_data_root;
-    local.max_pixels = c.local_max_pixels;
-    local.max_file_bytes = c.local_max_file_bytes;
-    local.sample_delay = c.local_sample_delay;
-    local.python.modules = c.local_python_transforms;
-    local.python.processes = c.local_python_workers;
-    local.python.executable = c.local_python_executable;
-    local.python.timeout = c.local_python_timeout;
-    local.op_plugins = c.local_op_plugins;
-    auto producer = LocalProducer::Create(local);
-    if (!producer.ok()) return producer.status();
-    client->local_ = *std::move(producer);
-    const double copying_before = client->local_->storage_wait_seconds();
-    absl::StatusOr<v1::OpenSessionResponse> opened = client->local_->Open(c.session, c.open_timeout);
-    client->meter_->OnStorageWait(absl::Seconds(client->local_->storage_wait_seconds() - copying_before));
-    if (!opened.ok()) {
-      return absl::Status(opened.status().code(), absl::StrCat("local producer (data root '", c.local_data_root,
-                                                               "'): ", opened.status().message()));
-    }
-    client->dataset_ = *std::move(opened);
-    have_dataset = true;
-    first_producer = "the local producer";
-  }
-  if (c.servers.empty()) {
-    if (absl::Status shards = client->CheckShardSizes(first_producer); !shards.ok()) return shards;
-    client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
-    return client;
-  }
-  absl::StatusOr<PreparedSecurity> security = PrepareSecurity(c.security);
-  if (!security.ok()) return security.status();
-  auto servers = ServerSet::Create(c.servers, c.resolve_interval, *std::move(security));
-  if (!servers.ok()) return servers.status();
-  client->servers_ = *std::move(servers);
-
-  // Ask every server at once (AskRound: a refused connection answers at once;
-  // the others join later once one server answered). Those still scanning
-  // the dataset are asked again, up to open_timeout. With bounded fan-out, only the first servers of this rank's order
-  // (those it will stream from, and two more): a job of thousands of ranks does not open a session and a connection
-  // from every rank to every server. The others are checked when a stream opens (the expected fingerprint).
-  std::vector<std::string> addresses = client->servers_->Addresses();
-  if (c.bounded_fanout) {
-    const size_t ask = static_cast<size_t>(std::max({1, c.initial_servers, c.min_servers}) + 2);
-    if (addresses.size() > ask) {
-      addresses = RendezvousOrder(FanoutKey(c), addresses);
-      addresses.resize(ask);
-    }
-  }
-  std::vector<OpenCall> calls(addresses.size());
-  for (size_t i = 0; i < addresses.size(); ++i) {
-    calls[i].stub = v1::DataService::NewStub(client->servers_->Channel(addresses[i]));
-  }
+// Connect's rounds: every server in `addresses` asked at once (AskRound: a
+// refused connection answers at once; the others join later once one server
+// answered); those still scanning the dataset asked again up to open_timeout,
+// those not reached up to rpc_timeout (only a moment when every one refused).
+// DEADLINE_EXCEEDED when the dataset was still being opened at open_timeout;
+// otherwise the calls say who answered what.
+absl::Status AskUntilAnswered(const ClientConfig& c, ServerSet& servers, BottleneckMeter& meter,
+                              const std::vector<std::string>& addresses, std::vector<OpenCall>& calls) {
   v1::OpenSessionRequest request;
   *request.mutable_config() = c.session;
   const absl::Time started = absl::Now();
@@ -217,7 +149,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     for (size_t i : ask) {
       calls[i].context = std::make_unique<grpc::ClientContext>();
       calls[i].context->set_deadline(absl::ToChronoTime(absl::Now() + c.rpc_timeout));
-      client->servers_->Authorize(calls[i].context.get());
+      servers.Authorize(calls[i].context.get());
     }
     AskRound(calls, ask, request, kConnectGrace);
     std::vector<size_t> opening, unreached;  // still scanning; not reached (refused, a handshake that failed)
@@ -256,11 +188,70 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     absl::SleepFor(backoff);
     // The verdict's storage wait: a round in which a server was still copying
     // the dataset from its store.
-    if (copying) client->meter_->OnStorageWait(absl::Now() - round);
+    if (copying) meter.OnStorageWait(absl::Now() - round);
     backoff = std::min(2 * backoff, opening.empty() ? absl::Milliseconds(200) : absl::Seconds(1));
     ask = std::move(opening);
     if (reach_again) ask.insert(ask.end(), unreached.begin(), unreached.end());
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StokerClient::StokerClient(ClientConfig config, ClientMetrics* metrics)
+    : config_(std::move(config)), metrics_(metrics), meter_(std::make_unique<BottleneckMeter>(metrics)) {}
+
+StokerClient::~StokerClient() = default;
+
+absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig config, ClientMetrics* metrics) {
+  if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", config.rank, " of world size ", config.world_size, "; need 0 <= rank < world size"));
+  }
+  if (config.servers.empty() && config.local_workers < 1) {
+    return absl::InvalidArgumentError(
+        "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1, or both");
+  }
+  if (config.session.job().empty()) config.session.set_job(DefaultJobName());
+  std::unique_ptr<StokerClient> client(new StokerClient(std::move(config), metrics));
+  const ClientConfig& c = client->config_;
+  // The first answer sets the dataset every later producer must agree with.
+  bool have_dataset = false;
+  std::string first_producer;
+  if (c.local_workers > 0) {
+    if (absl::Status s = client->OpenLocal(); !s.ok()) return s;
+    have_dataset = true;
+    first_producer = "the local producer";
+  }
+  if (c.servers.empty()) {
+    if (absl::Status shards = client->CheckShardSizes(first_producer); !shards.ok()) return shards;
+    client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
+    return client;
+  }
+  absl::StatusOr<PreparedSecurity> security = PrepareSecurity(c.security);
+  if (!security.ok()) return security.status();
+  auto servers = ServerSet::Create(c.servers, c.resolve_interval, *std::move(security));
+  if (!servers.ok()) return servers.status();
+  client->servers_ = *std::move(servers);
+
+  // Ask every server at once (AskRound: a refused connection answers at once;
+  // the others join later once one server answered). Those still scanning
+  // the dataset are asked again, up to open_timeout. With bounded fan-out, only the first servers of this rank's order
+  // (those it will stream from, and two more): a job of thousands of ranks does not open a session and a connection
+  // from every rank to every server. The others are checked when a stream opens (the expected fingerprint).
+  std::vector<std::string> addresses = client->servers_->Addresses();
+  if (c.bounded_fanout) {
+    const size_t ask = static_cast<size_t>(std::max({1, c.initial_servers, c.min_servers}) + 2);
+    if (addresses.size() > ask) {
+      addresses = RendezvousOrder(FanoutKey(c), addresses);
+      addresses.resize(ask);
+    }
+  }
+  std::vector<OpenCall> calls(addresses.size());
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    calls[i].stub = v1::DataService::NewStub(client->servers_->Channel(addresses[i]));
+  }
+  if (absl::Status s = AskUntilAnswered(c, *client->servers_, *client->meter_, addresses, calls); !s.ok()) return s;
   std::vector<std::string> unreachable, refused;
   for (size_t i = 0; i < calls.size(); ++i) {
     OpenCall& call = calls[i];
@@ -322,6 +313,33 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   // fingerprint seen here: a server with another copy of the dataset refuses.
   client->config_.session.set_expected_fingerprint(client->dataset_.dataset_fingerprint());
   return client;
+}
+
+absl::Status StokerClient::OpenLocal() {
+  const ClientConfig& c = config_;
+  LocalOptions local;
+  local.workers = c.local_workers;
+  local.data_root = c.local_data_root;
+  local.max_pixels = c.local_max_pixels;
+  local.max_file_bytes = c.local_max_file_bytes;
+  local.sample_delay = c.local_sample_delay;
+  local.python.modules = c.local_python_transforms;
+  local.python.processes = c.local_python_workers;
+  local.python.executable = c.local_python_executable;
+  local.python.timeout = c.local_python_timeout;
+  local.op_plugins = c.local_op_plugins;
+  auto producer = LocalProducer::Create(local);
+  if (!producer.ok()) return producer.status();
+  local_ = *std::move(producer);
+  const double copying_before = local_->storage_wait_seconds();
+  absl::StatusOr<v1::OpenSessionResponse> opened = local_->Open(c.session, c.open_timeout);
+  meter_->OnStorageWait(absl::Seconds(local_->storage_wait_seconds() - copying_before));
+  if (!opened.ok()) {
+    return absl::Status(opened.status().code(), absl::StrCat("local producer (data root '", c.local_data_root,
+                                                             "'): ", opened.status().message()));
+  }
+  dataset_ = *std::move(opened);
+  return absl::OkStatus();
 }
 
 absl::Status StokerClient::CheckShardSizes(const std::string& producer) const {

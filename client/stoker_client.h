@@ -184,6 +184,9 @@ class StokerClient {
   std::optional<ShardLayout> Shards() const;
   // With shuffle=shards: FAILED_PRECONDITION unless the producers' shard
   // sizes describe the dataset (naming `producer`, the first that answered).
+  // Connect's local producer: made from the local_* options, its session
+  // opened (the storage wait counted); dataset_ is its answer.
+  absl::Status OpenLocal();
   absl::Status CheckShardSizes(const std::string& producer) const;
   // Arms the epoch after `epoch` in the running EpochRun, unless it is past
   // config_.epochs or armed already.
