@@ -271,6 +271,210 @@ void PrintFieldBytes(const std::map<std::string, int64_t>& bytes, int64_t images
   std::fflush(stdout);
 }
 
+// The --device stager: the device, output type and normalisation from the
+// flags, as many host slots as the client may hold. INVALID_ARGUMENT with the
+// message stoker-bench prints.
+absl::StatusOr<std::unique_ptr<DeviceStager>> MakeStager(const ClientConfig& config, ClientMetrics* metrics) {
+  DeviceOptions d;
+  const absl::StatusOr<DeviceOptions::Device> parsed = ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", parsed.status().message(), " (or none)"));
+  }
+  d.device = *parsed;
+  if (!ParseTensorType(absl::GetFlag(FLAGS_out_dtype).c_str(), &d.type)) {
+    return absl::InvalidArgumentError("--out-dtype must be float32, float16, bfloat16 or uint8");
+  }
+  d.normalize = absl::GetFlag(FLAGS_normalize);
+  d.test_h2d_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_h2d_delay_ms));
+  // As many as the client may hold (review 1.10: this was 4 with the
+  // default --prefetch 0, while the client holds 2 x window x servers).
+  d.host_slots = PrefetchDepth(config, static_cast<int>(config.servers.size())) + 2;
+  auto s = DeviceStager::Create(d, metrics);
+  if (!s.ok()) return absl::InvalidArgumentError(s.status().ToString());
+  return s;
+}
+
+// One --log-batches line: the batch, its contents' hashes, when it came.
+nlohmann::json LogLine(const Batch& batch, absl::Time t1, absl::Time run_start) {
+  nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},
+                         {"sample_indices", batch.sample_indices}, {"labels", batch.labels},
+                         {"server", batch.server}, {"hash", Hash(batch.data)},
+                         {"failed_samples", batch.failed_samples.size()},
+                         {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)},
+                         {"unix_ms", absl::ToUnixMillis(t1)}};  // to line up with other processes' events
+  if (!batch.fields.empty()) {
+    nlohmann::json hashes;
+    for (const v1::FieldData& f : batch.fields) {
+      const absl::string_view region = absl::string_view(batch.field_data).substr(f.offset(), f.bytes());
+      const XXH128_hash_t h = XXH3_128bits(region.data(), region.size());
+      hashes[f.name()] = absl::StrFormat("%016x%016x", h.high64, h.low64);
+    }
+    line["field_hashes"] = hashes;
+  }
+  return line;
+}
+
+// The host-to-device copies over the run.
+void PrintDeviceStats(DeviceStager& stager, const RunSummary& summary) {
+  int64_t bytes = 0;
+  double seconds = 0;
+  stager.CopyStats(&bytes, &seconds);
+  std::printf("  %-22s %12s\n", "device path", stager.path());
+  std::printf("  %-22s %12.3f\n", "h2d GB", static_cast<double>(bytes) / 1e9);
+  std::printf("  %-22s %12.2f\n", "h2d GB/s", seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0.0);
+  std::printf("  %-22s %12.2f\n", "h2d ms per batch", summary.batches > 0 ? 1e3 * seconds / static_cast<double>(summary.batches) : 0.0);
+  std::fflush(stdout);
+}
+
+// --json: the summary, fan-out and memory, the demand.
+void WriteJson(const RunSummary& summary, const ClientMetrics& metrics, StokerClient& client) {
+  nlohmann::json j = SummaryJson(summary);
+  j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
+  j["affinity_hits"] = metrics.affinity_hits->Value();  // shuffle=shards: batches made by their lane's server
+  j["affinity_misses"] = metrics.affinity_misses->Value();
+  // Fan-out and memory: streams opened over the run, the servers and
+  // prefetch depth at its end, and the process's peak resident memory.
+  j["streams_opened"] = metrics.streams_opened->Value();
+  j["servers_in_use"] = metrics.servers_in_use->Value();
+  j["prefetch_batches"] = metrics.prefetch_batches->Value();
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) == 0) j["max_rss_bytes"] = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  const DemandReport demand = client.meter().demand().Report();
+  j["server_capacity_images_per_second"] = demand.mean_server_capacity;
+  if (absl::GetFlag(FLAGS_step_ms) > 0) {  // else not estimated (see below)
+    j["demand_images_per_second"] = demand.demand_images_per_second;
+    j["servers_needed"] = demand.servers_needed;
+  } else {
+    j["demand_images_per_second"] = nullptr;
+    j["servers_needed"] = nullptr;
+  }
+  std::ofstream(absl::GetFlag(FLAGS_json)) << j.dump(2) << '\n';
+}
+
+// How many servers this job needs (client/demand_meter.h; the recording
+// rule stoker:servers_needed computes the same fleet-wide).
+void PrintDemand(const ClientConfig& config, StokerClient& client) {
+  // With no training step (--step-ms 0) the loop asks for batches as fast as
+  // they come: its demand is unbounded, and no pool size follows from it.
+  const DemandReport demand = client.meter().demand().Report();
+  const bool has_step = absl::GetFlag(FLAGS_step_ms) > 0;
+  if (has_step) std::printf("  %-22s %12.1f\n", "demand images/s", demand.demand_images_per_second);
+  std::printf("  %-22s %12.1f\n", "capacity/server img/s", demand.mean_server_capacity);
+  if (!has_step) {
+    std::printf("servers needed: not estimated (--step-ms 0: no training step, so the demand is as fast as batches "
+                "come; give the job's step time in --step-ms to size the pool)\n");
+  } else {
+    std::printf("servers needed: %d (%s)\n", demand.servers_needed, demand.Explain().c_str());
+  }
+  if (has_step && config.world_size > 1) {
+    std::printf("  (for this rank's share, %d of %d: the job's ranks together need about %d times as much; the "
+                "recording rule stoker:servers_needed sums them)\n",
+                config.rank, config.world_size, config.world_size);
+  }
+  std::fflush(stdout);
+}
+
+// A --resume position; false when the file cannot be read or parsed.
+bool ReadPosition(const std::string& path, v1::ClientPosition* position) {
+  std::ifstream in(path, std::ios::binary);
+  return in && position->ParseFromIstream(&in);
+}
+
+// The client's position into --save-position (written aside, then renamed).
+void SavePosition(StokerClient& client) {
+  if (absl::GetFlag(FLAGS_save_position).empty()) return;
+  const std::string path = absl::GetFlag(FLAGS_save_position), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    client.Position().SerializeToOstream(&out);
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+// One delivered batch into the epoch's stats, the run's (from after the
+// warm-up: a warm-up batch restarts them) and the bytes per field.
+void Tally(const Batch& batch, absl::Duration waited, absl::Time t1, bool warming_up, RunStats* epoch,
+           RunStats* run, std::map<std::string, int64_t>* field_bytes) {
+  const int64_t images = static_cast<int64_t>(batch.sample_indices.size());
+  epoch->AddBatch(t1, waited, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency, batch.server);
+  if (warming_up) {
+    run->Start(t1);  // the summary starts after the warm-up batches
+  } else {
+    run->AddBatch(t1, waited, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency, batch.server);
+    const v1::StageTimes& st = batch.stage_times;
+    run->AddServerWork(st.read_seconds() + st.decode_seconds() + st.augment_seconds() + st.assemble_seconds());
+  }
+  (*field_bytes)["image"] += static_cast<int64_t>(batch.data.size());
+  for (const v1::FieldData& f : batch.fields) (*field_bytes)[f.name()] += f.bytes();
+}
+
+// The consumer's side of a batch with a device: staged (copy + convert) and
+// waited for; how long that took.
+absl::StatusOr<absl::Duration> StageAndWait(DeviceStager& stager, Batch batch) {
+  const absl::Time s0 = absl::Now();
+  absl::StatusOr<DeviceTensor> tensor = stager.Stage(std::move(batch));
+  if (!tensor.ok()) return tensor.status();
+  if (absl::Status s = stager.Wait(*tensor); !s.ok()) return s;
+  return absl::Now() - s0;
+}
+
+void PrintEpoch(int epoch, const RunSummary& s) {
+  std::printf("epoch %d: %lld batches, %lld images in %.2f s: %.1f images/s, %.1f MB/s, starved %.1f%%\n", epoch,
+              static_cast<long long>(s.batches), static_cast<long long>(s.images), s.seconds, s.images_per_second,
+              s.megabytes_per_second, s.starved_percent);
+  std::fflush(stdout);
+}
+
+// What a run keeps across its epochs.
+struct RunState {
+  explicit RunState(absl::Time t) : start(t), timeline(t) { total.Start(t); }
+  absl::Time start;
+  RunStats total;  // after the warm-up
+  BatchTimeline timeline;
+  std::map<std::string, int64_t> field_bytes;  // per field name, over the run
+  int64_t delivered = 0;
+  std::ofstream log;  // --log-batches
+};
+
+// One epoch's batches (up to --max-batches): each tallied, logged, staged
+// on the device, then the simulated step. -1 at the epoch's end; else the
+// exit code (0 when --stop-after-batches saved the position).
+int RunBatches(int epoch, StokerClient& client, DeviceStager* stager, RunState* run, RunStats* stats) {
+  const int max_batches = absl::GetFlag(FLAGS_max_batches);
+const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
+const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_batches);
+for (int n = 0; max_batches <= 0 || n < max_batches; ++n) {
+    if (stop_after > 0 && run->delivered >= stop_after) {
+      SavePosition(client);
+      std::printf("stopped after %lld batches; position saved\n", static_cast<long long>(run->delivered));
+      return 0;
+    }
+    Batch batch;
+    bool end = false;
+    const absl::Time t0 = absl::Now();
+    if (absl::Status s = client.Next(&batch, &end); !s.ok()) {
+      std::fprintf(stderr, "stoker-bench: epoch %d: %s\n", epoch, s.ToString().c_str());
+      return 1;
+    }
+    if (end) break;
+    const absl::Time t1 = absl::Now();
+    BatchTiming& timing = run->timeline.Add(t1, t1 - t0, batch);
+    Tally(batch, t1 - t0, t1, ++run->delivered <= warmup, stats, &run->total, &run->field_bytes);
+    if (run->log.is_open()) run->log << LogLine(batch, t1, run->start).dump() << std::endl;  // flushed: tests follow it
+    if (stager != nullptr) {
+      absl::StatusOr<absl::Duration> staged = StageAndWait(*stager, std::move(batch));
+      if (!staged.ok()) {
+        std::fprintf(stderr, "stoker-bench: staging: %s\n", staged.status().ToString().c_str());
+        return 1;
+      }
+      client.meter().OnH2d(*staged);
+      timing.h2d_ms = absl::ToDoubleMilliseconds(*staged);
+    }
+    absl::SleepFor(absl::Milliseconds(absl::GetFlag(FLAGS_step_ms)));  // the simulated training step
+  }
+  return -1;
+}
+
 int Run() {
   absl::StatusOr<ClientConfig> config = ConfigFromFlags();
   if (!config.ok()) {
@@ -281,38 +485,20 @@ int Run() {
   ClientMetrics metrics(*registry);
   std::unique_ptr<MetricsEndpoint> endpoint;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    const std::string metrics_host = absl::GetFlag(FLAGS_metrics_host);
-    auto e = MetricsEndpoint::Start(metrics_host, absl::GetFlag(FLAGS_metrics_port), registry);
+    auto e = MetricsEndpoint::Start(absl::GetFlag(FLAGS_metrics_host), absl::GetFlag(FLAGS_metrics_port), registry);
     if (!e.ok()) {
       LOG(ERROR) << e.status();
       return 1;
     }
     endpoint = *std::move(e);
-    std::printf("stoker-bench metrics on %s:%d\n", metrics_host.c_str(), endpoint->port());
+    std::printf("stoker-bench metrics on %s:%d\n", absl::GetFlag(FLAGS_metrics_host).c_str(), endpoint->port());
     std::fflush(stdout);
   }
   std::unique_ptr<DeviceStager> stager;
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "none") {
-    DeviceOptions d;
-    const absl::StatusOr<DeviceOptions::Device> parsed = ParseDevice(device);
-    if (!parsed.ok()) {
-      std::fprintf(stderr, "stoker-bench: --device: %s (or none)\n", std::string(parsed.status().message()).c_str());
-      return 2;
-    }
-    d.device = *parsed;
-    if (!ParseTensorType(absl::GetFlag(FLAGS_out_dtype).c_str(), &d.type)) {
-      std::fprintf(stderr, "stoker-bench: --out-dtype must be float32, float16, bfloat16 or uint8\n");
-      return 2;
-    }
-    d.normalize = absl::GetFlag(FLAGS_normalize);
-    d.test_h2d_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_h2d_delay_ms));
-    // As many as the client may hold (review 1.10: this was 4 with the
-    // default --prefetch 0, while the client holds 2 x window x servers).
-    d.host_slots = PrefetchDepth(*config, static_cast<int>(config->servers.size())) + 2;
-    auto s = DeviceStager::Create(d, &metrics);
+  if (absl::GetFlag(FLAGS_device) != "none") {
+    absl::StatusOr<std::unique_ptr<DeviceStager>> s = MakeStager(*config, &metrics);
     if (!s.ok()) {
-      std::fprintf(stderr, "stoker-bench: %s\n", s.status().ToString().c_str());
+      std::fprintf(stderr, "stoker-bench: %s\n", std::string(s.status().message()).c_str());
       return 2;
     }
     stager = *std::move(s);
@@ -331,43 +517,18 @@ int Run() {
               (*client)->dataset().class_names_size(), static_cast<long long>((*client)->BatchesPerEpoch()),
               PipelineToText({config->session.pipeline().begin(), config->session.pipeline().end()}).c_str());
   std::fflush(stdout);
-  std::ofstream log;
-  if (!absl::GetFlag(FLAGS_log_batches).empty()) {
-    log.open(absl::GetFlag(FLAGS_log_batches));
-    if (!log) {
-      std::fprintf(stderr, "stoker-bench: cannot write %s\n", absl::GetFlag(FLAGS_log_batches).c_str());
-      return 2;
-    }
+  RunState run(absl::Now());
+  if (!absl::GetFlag(FLAGS_log_batches).empty()) run.log.open(absl::GetFlag(FLAGS_log_batches));
+  if (!absl::GetFlag(FLAGS_log_batches).empty() && !run.log) {
+    std::fprintf(stderr, "stoker-bench: cannot write %s\n", absl::GetFlag(FLAGS_log_batches).c_str());
+    return 2;
   }
-  const absl::Duration step = absl::Milliseconds(absl::GetFlag(FLAGS_step_ms));
-  const int max_batches = absl::GetFlag(FLAGS_max_batches);
-  RunStats total;
-  const absl::Time run_start = absl::Now();
-  total.Start(run_start);
-  BatchTimeline timeline(run_start);
-  std::map<std::string, int64_t> field_bytes;  // per field name, over the run
-  int64_t delivered = 0;
-  const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
-  const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_batches);
-  int first_epoch = 0;
   v1::ClientPosition resume_from;
-  if (!absl::GetFlag(FLAGS_resume).empty()) {
-    std::ifstream in(absl::GetFlag(FLAGS_resume), std::ios::binary);
-    if (!in || !resume_from.ParseFromIstream(&in)) {
-      std::fprintf(stderr, "stoker-bench: cannot read a position from %s\n", absl::GetFlag(FLAGS_resume).c_str());
-      return 2;
-    }
-    first_epoch = static_cast<int>(resume_from.epoch());
+  if (!absl::GetFlag(FLAGS_resume).empty() && !ReadPosition(absl::GetFlag(FLAGS_resume), &resume_from)) {
+    std::fprintf(stderr, "stoker-bench: cannot read a position from %s\n", absl::GetFlag(FLAGS_resume).c_str());
+    return 2;
   }
-  auto save_position = [&]() {
-    if (absl::GetFlag(FLAGS_save_position).empty()) return;
-    const std::string path = absl::GetFlag(FLAGS_save_position), tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      (*client)->Position().SerializeToOstream(&out);
-    }
-    std::rename(tmp.c_str(), path.c_str());
-  };
+  const int first_epoch = static_cast<int>(resume_from.epoch());  // 0 without --resume
   for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
     RunStats stats;
     stats.Start(absl::Now());
@@ -378,147 +539,33 @@ int Run() {
       std::fprintf(stderr, "stoker-bench: %s\n", started.ToString().c_str());
       return 1;
     }
-    for (int n = 0; max_batches <= 0 || n < max_batches; ++n) {
-      if (stop_after > 0 && delivered >= stop_after) {
-        save_position();
-        std::printf("stopped after %lld batches; position saved\n", static_cast<long long>(delivered));
-        return 0;
-      }
-      Batch batch;
-      bool end = false;
-      const absl::Time t0 = absl::Now();
-      if (absl::Status s = (*client)->Next(&batch, &end); !s.ok()) {
-        std::fprintf(stderr, "stoker-bench: epoch %d: %s\n", epoch, s.ToString().c_str());
-        return 1;
-      }
-      if (end) break;
-      const absl::Time t1 = absl::Now();
-      const int64_t images = static_cast<int64_t>(batch.sample_indices.size());
-      stats.AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
-                     batch.server);
-      BatchTiming& timing = timeline.Add(t1, t1 - t0, batch);
-      if (++delivered <= warmup) {
-        total.Start(t1);  // the summary starts after the warm-up batches
-      } else {
-        total.AddBatch(t1, t1 - t0, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency,
-                       batch.server);
-        const v1::StageTimes& st = batch.stage_times;
-        total.AddServerWork(st.read_seconds() + st.decode_seconds() + st.augment_seconds() + st.assemble_seconds());
-      }
-      field_bytes["image"] += static_cast<int64_t>(batch.data.size());
-      for (const v1::FieldData& f : batch.fields) field_bytes[f.name()] += f.bytes();
-      if (log.is_open()) {
-        nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},
-                               {"sample_indices", batch.sample_indices}, {"labels", batch.labels},
-                               {"server", batch.server}, {"hash", Hash(batch.data)},
-                               {"failed_samples", batch.failed_samples.size()},
-                               {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)},
-                               {"unix_ms", absl::ToUnixMillis(t1)}};  // to line up with other processes' events
-        if (!batch.fields.empty()) {
-          nlohmann::json hashes;
-          for (const v1::FieldData& f : batch.fields) {
-            const absl::string_view region = absl::string_view(batch.field_data).substr(f.offset(), f.bytes());
-            const XXH128_hash_t h = XXH3_128bits(region.data(), region.size());
-            hashes[f.name()] = absl::StrFormat("%016x%016x", h.high64, h.low64);
-          }
-          line["field_hashes"] = hashes;
-        }
-        log << line.dump() << std::endl;  // flushed: tests follow the run's progress in this file
-      }
-      if (stager) {
-        // The consumer's side: stage the batch (copy + convert), wait for it.
-        const absl::Time s0 = absl::Now();
-        absl::StatusOr<DeviceTensor> tensor = stager->Stage(std::move(batch));
-        if (!tensor.ok() || !stager->Wait(*tensor).ok()) {
-          std::fprintf(stderr, "stoker-bench: staging: %s\n", tensor.status().ToString().c_str());
-          return 1;
-        }
-        const absl::Duration staged = absl::Now() - s0;
-        (*client)->meter().OnH2d(staged);
-        timing.h2d_ms = absl::ToDoubleMilliseconds(staged);
-      }
-      absl::SleepFor(step);  // the simulated training step
-    }
-    const RunSummary s = stats.Finish(absl::Now());
-    std::printf("epoch %d: %lld batches, %lld images in %.2f s: %.1f images/s, %.1f MB/s, starved %.1f%%\n", epoch,
-                static_cast<long long>(s.batches), static_cast<long long>(s.images), s.seconds, s.images_per_second,
-                s.megabytes_per_second, s.starved_percent);
-    std::fflush(stdout);
+    if (const int exit = RunBatches(epoch, **client, stager.get(), &run, &stats); exit >= 0) return exit;
+    PrintEpoch(epoch, stats.Finish(absl::Now()));
   }
-  const RunSummary summary = total.Finish(absl::Now());
+  const RunSummary summary = run.total.Finish(absl::Now());
   PrintSummary(*config, summary);
-  if (!config->session.fields().empty()) PrintFieldBytes(field_bytes, summary.images);
+  if (!config->session.fields().empty()) PrintFieldBytes(run.field_bytes, summary.images);
   if (absl::GetFlag(FLAGS_slowest) > 0) {
     std::printf("  slowest batches (inter-batch time; stage times in ms):\n");
-    for (const BatchTiming& t : timeline.Slowest(static_cast<size_t>(absl::GetFlag(FLAGS_slowest)))) {
+    for (const BatchTiming& t : run.timeline.Slowest(static_cast<size_t>(absl::GetFlag(FLAGS_slowest)))) {
       std::printf("    %s\n", BatchTimeline::Describe(t).c_str());
     }
   }
   if (!absl::GetFlag(FLAGS_batch_times).empty()) {
-    if (absl::Status s = timeline.Write(absl::GetFlag(FLAGS_batch_times)); !s.ok()) {
+    if (absl::Status s = run.timeline.Write(absl::GetFlag(FLAGS_batch_times)); !s.ok()) {
       std::fprintf(stderr, "stoker-bench: %s\n", s.ToString().c_str());
       return 1;
     }
   }
-  if (stager) {
-    int64_t bytes = 0;
-    double seconds = 0;
-    stager->CopyStats(&bytes, &seconds);
-    std::printf("  %-22s %12s\n", "device path", stager->path());
-    std::printf("  %-22s %12.3f\n", "h2d GB", static_cast<double>(bytes) / 1e9);
-    std::printf("  %-22s %12.2f\n", "h2d GB/s", seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0.0);
-    std::printf("  %-22s %12.2f\n", "h2d ms per batch", summary.batches > 0 ? 1e3 * seconds / static_cast<double>(summary.batches) : 0.0);
-    std::fflush(stdout);
-  }
-  if (!absl::GetFlag(FLAGS_json).empty()) {
-    nlohmann::json j = SummaryJson(summary);
-    j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
-    j["affinity_hits"] = metrics.affinity_hits->Value();  // shuffle=shards: batches made by their lane's server
-    j["affinity_misses"] = metrics.affinity_misses->Value();
-    // Fan-out and memory: streams opened over the run, the servers and
-    // prefetch depth at its end, and the process's peak resident memory.
-    j["streams_opened"] = metrics.streams_opened->Value();
-    j["servers_in_use"] = metrics.servers_in_use->Value();
-    j["prefetch_batches"] = metrics.prefetch_batches->Value();
-    rusage usage{};
-    if (getrusage(RUSAGE_SELF, &usage) == 0) j["max_rss_bytes"] = static_cast<int64_t>(usage.ru_maxrss) * 1024;
-    const DemandReport demand = (*client)->meter().demand().Report();
-    j["server_capacity_images_per_second"] = demand.mean_server_capacity;
-    if (absl::GetFlag(FLAGS_step_ms) > 0) {  // else not estimated (see below)
-      j["demand_images_per_second"] = demand.demand_images_per_second;
-      j["servers_needed"] = demand.servers_needed;
-    } else {
-      j["demand_images_per_second"] = nullptr;
-      j["servers_needed"] = nullptr;
-    }
-    std::ofstream(absl::GetFlag(FLAGS_json)) << j.dump(2) << '\n';
-  }
-  // How many servers this job needs (client/demand_meter.h; the recording
-  // rule stoker:servers_needed computes the same fleet-wide).
-  // With no training step (--step-ms 0) the loop asks for batches as fast as
-  // they come: its demand is unbounded, and no pool size follows from it.
-  const DemandReport demand = (*client)->meter().demand().Report();
-  const bool has_step = absl::GetFlag(FLAGS_step_ms) > 0;
-  if (has_step) std::printf("  %-22s %12.1f\n", "demand images/s", demand.demand_images_per_second);
-  std::printf("  %-22s %12.1f\n", "capacity/server img/s", demand.mean_server_capacity);
-  if (!has_step) {
-    std::printf("servers needed: not estimated (--step-ms 0: no training step, so the demand is as fast as batches "
-                "come; give the job's step time in --step-ms to size the pool)\n");
-  } else {
-    std::printf("servers needed: %d (%s)\n", demand.servers_needed, demand.Explain().c_str());
-  }
-  if (has_step && config->world_size > 1) {
-    std::printf("  (for this rank's share, %d of %d: the job's ranks together need about %d times as much; the "
-                "recording rule stoker:servers_needed sums them)\n",
-                config->rank, config->world_size, config->world_size);
-  }
-  std::fflush(stdout);
+  if (stager) PrintDeviceStats(*stager, summary);
+  if (!absl::GetFlag(FLAGS_json).empty()) WriteJson(summary, metrics, **client);
+  PrintDemand(*config, **client);
   const Verdict verdict = (*client)->meter().EvaluateAll();
   (*client)->meter().Evaluate();
   std::printf("bottleneck: %s (%s)\n", verdict.stage.c_str(), verdict.Explain().c_str());
   std::fflush(stdout);
-  if (log.is_open()) log.close();
-  save_position();
+  if (run.log.is_open()) run.log.close();
+  SavePosition(**client);
   absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_linger_seconds)));
   return 0;
 }
