@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <new>
 #include <string>
 #include <vector>
@@ -262,42 +263,88 @@ double WavAnnounced(const uint8_t* data, size_t size, const AVCodecParameters* p
   return 0;
 }
 
-// The decode itself. Whole: *planes gets the stream; windows: *kept; count:
-// only *frames. *frames: the stream's resampled length, -1 when resampling
-// stopped after the last window.
-Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& request, const StokerAudioKeep& keep,
-                    std::vector<std::vector<float>>* planes, std::vector<float>* kept, int64_t* frames,
-                    double* start_seconds) {
-  if (size == 0) return Fail(STOKER_MEDIA_EMPTY, "zero bytes");
-  if (request.rate < 1 || request.rate > kMaxRate || request.channels < 1 || request.channels > kMaxChannels) {
-    return Fail(STOKER_MEDIA_CORRUPT, "bad request: rate %d, channels %d", request.rate, request.channels);
+// One decode: the container and its audio stream, the decoder, the
+// resampler made at the first frame (to the request's rate and channels),
+// and the output it fills. Open chooses and checks the stream; Read decodes
+// every packet (a decode error is judged by what follows it); Finish checks
+// the length and hands the result over.
+class AudioDecode {
+ public:
+  AudioDecode(const uint8_t* data, size_t size, const StokerAudioRequest& request, const StokerAudioKeep& keep)
+      : data_(data),
+        size_(size),
+        request_(request),
+        keep_(keep) {}
+
+  Failure Open();
+  Failure Read();
+  Failure Finish(std::vector<std::vector<float>>* planes, std::vector<float>* kept, int64_t* frames,
+                 double* start_seconds);
+
+ private:
+  // The stream's length as its header announces it (0: none), and whether
+  // that is an estimate from the bit rate.
+  void Announce();
+  Failure OpenDecoder();
+  // Drains the decoder's frames into the resampler.
+  Failure Drain();
+  // The resampler, at the first frame: from its layout, format and rate.
+  Failure StartResampler(int channels);
+
+  const uint8_t* const data_;
+  const size_t size_;
+  const StokerAudioRequest& request_;
+  const StokerAudioKeep& keep_;
+  Container box_;
+  AVFormatContext* format_ = nullptr;
+  const AVCodec* codec_ = nullptr;
+  int index_ = -1;
+  AVStream* stream_ = nullptr;
+  double announced_ = 0;
+  bool estimated_ = false;
+  std::unique_ptr<AVCodecContext, CodecDeleter> decoder_;
+  std::unique_ptr<AVPacket, PacketDeleter> packet_;
+  std::unique_ptr<AVFrame, FrameDeleter> frame_;
+  std::unique_ptr<SwrContext, SwrDeleter> swr_;
+  AVChannelLayout out_layout_{};
+  std::optional<Output> output_;  // made once the request and the stream are checked
+  int in_rate_ = 0, in_format_ = -1, in_channels_ = 0;
+  int64_t in_frames_ = 0;
+  double first_seconds_ = 0;
+  int idle_packets_ = 0;
+  Grid grid_;
+  std::vector<const uint8_t*> from_;  // a frame's samples from where the resampler starts
+};
+
+Failure AudioDecode::Open() {
+  if (size_ == 0) return Fail(STOKER_MEDIA_EMPTY, "zero bytes");
+  if (request_.rate < 1 || request_.rate > kMaxRate || request_.channels < 1 || request_.channels > kMaxChannels) {
+    return Fail(STOKER_MEDIA_CORRUPT, "bad request: rate %d, channels %d", request_.rate, request_.channels);
   }
-  if (std::string bad = BadWavChunk(data, size); !bad.empty()) {
+  if (std::string bad = BadWavChunk(data_, size_); !bad.empty()) {
     for (char& c : bad) c = (c >= 32 && c < 127) ? c : '?';
     return Fail(STOKER_MEDIA_CORRUPT, "a WAV file whose %s", bad.c_str());
   }
-  Container box;
-  box.input.data = data;
-  box.input.size = static_cast<int64_t>(size);
-  if (Failure f = box.Open(request.max_wall_seconds); f.code != STOKER_MEDIA_OK) return f;
-  AVFormatContext* format = box.format;
-  const AVCodec* codec = nullptr;
-  const int index = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
-  if (index == AVERROR_STREAM_NOT_FOUND) {
-    return Fail(STOKER_MEDIA_UNSUPPORTED, "the %s container has no audio stream", format->iformat->name);
+  box_.input.data = data_;
+  box_.input.size = static_cast<int64_t>(size_);
+  if (Failure f = box_.Open(request_.max_wall_seconds); f.code != STOKER_MEDIA_OK) return f;
+  format_ = box_.format;
+  index_ = av_find_best_stream(format_, AVMEDIA_TYPE_AUDIO, -1, -1, &codec_, 0);
+  if (index_ == AVERROR_STREAM_NOT_FOUND) {
+    return Fail(STOKER_MEDIA_UNSUPPORTED, "the %s container has no audio stream", format_->iformat->name);
   }
-  if (index == AVERROR_DECODER_NOT_FOUND || (index >= 0 && codec == nullptr)) {
-    const AVCodecParameters* p = format->streams[std::max(index, 0)]->codecpar;
+  if (index_ == AVERROR_DECODER_NOT_FOUND || (index_ >= 0 && codec_ == nullptr)) {
+    const AVCodecParameters* p = format_->streams[std::max(index_, 0)]->codecpar;
     const AVCodecDescriptor* d = avcodec_descriptor_get(p->codec_id);
     return Fail(STOKER_MEDIA_UNSUPPORTED, "the audio stream's codec (%s) is not one this server's FFmpeg decodes",
                 d != nullptr ? d->name : "unknown");
   }
-  if (index < 0) return Fail(STOKER_MEDIA_CORRUPT, "no audio stream could be chosen: %s", AvError(index).c_str());
-  AVStream* stream = format->streams[index];
-  for (unsigned i = 0; i < format->nb_streams; ++i) {
-    if (static_cast<int>(i) != index) format->streams[i]->discard = AVDISCARD_ALL;
+  if (index_ < 0) return Fail(STOKER_MEDIA_CORRUPT, "no audio stream could be chosen: %s", AvError(index_).c_str());
+  stream_ = format_->streams[index_];
+  for (unsigned i = 0; i < format_->nb_streams; ++i) {
+    if (static_cast<int>(i) != index_) format_->streams[i]->discard = AVDISCARD_ALL;
   }
-  const AVCodecParameters* par = stream->codecpar;
+  const AVCodecParameters* par = stream_->codecpar;
   if (par->ch_layout.nb_channels < 1 || par->ch_layout.nb_channels > kMaxChannels) {
     return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream has %d channels; at most %d are read",
                 par->ch_layout.nb_channels, kMaxChannels);
@@ -306,195 +353,213 @@ Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& 
     return Fail(STOKER_MEDIA_CORRUPT, "the audio stream's rate %d Hz is not %d..%d", par->sample_rate, kMinRate,
                 kMaxRate);
   }
-  // The duration the header announces, in seconds (0: none).
-  double announced = 0;
-  bool estimated = format->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE;
-  if (stream->duration > 0 && stream->time_base.den > 0) {
-    announced = static_cast<double>(stream->duration) * av_q2d(stream->time_base);
-  } else if (format->duration > 0) {
-    announced = static_cast<double>(format->duration) / AV_TIME_BASE;
+  Announce();
+  if (announced_ > request_.max_seconds) {
+    return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream announces %.1f s; at most %.1f s are decoded (--max-media-seconds)",
+                announced_, request_.max_seconds);
+  }
+  return OpenDecoder();
+}
+
+void AudioDecode::Announce() {
+  const AVCodecParameters* par = stream_->codecpar;
+  estimated_ = format_->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE;
+  if (stream_->duration > 0 && stream_->time_base.den > 0) {
+    announced_ = static_cast<double>(stream_->duration) * av_q2d(stream_->time_base);
+  } else if (format_->duration > 0) {
+    announced_ = static_cast<double>(format_->duration) / AV_TIME_BASE;
     // The container's duration spans all its streams (a video's audio may
     // end before its pictures): a bound, not this stream's length.
-    if (format->nb_streams > 1) estimated = true;
+    if (format_->nb_streams > 1) estimated_ = true;
   }
-  if (std::strcmp(format->iformat->name, "wav") == 0) {
-    if (const double stated = WavAnnounced(data, size, par); stated > 0) {
-      announced = stated;
-      estimated = false;
+  if (std::strcmp(format_->iformat->name, "wav") == 0) {
+    if (const double stated = WavAnnounced(data_, size_, par); stated > 0) {
+      announced_ = stated;
+      estimated_ = false;
     }
   }
-  if (announced > request.max_seconds) {
-    return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream announces %.1f s; at most %.1f s are decoded (--max-media-seconds)",
-                announced, request.max_seconds);
-  }
+}
 
-  std::unique_ptr<AVCodecContext, CodecDeleter> decoder(avcodec_alloc_context3(codec));
-  if (!decoder) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the decoder");
-  int err = avcodec_parameters_to_context(decoder.get(), par);
+Failure AudioDecode::OpenDecoder() {
+  decoder_.reset(avcodec_alloc_context3(codec_));
+  if (!decoder_) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the decoder");
+  int err = avcodec_parameters_to_context(decoder_.get(), stream_->codecpar);
   if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the stream's parameters: %s", AvError(err).c_str());
-  decoder->thread_count = 1;  // a worker decodes one sample; the pool runs many at once
-  decoder->pkt_timebase = stream->time_base;
-  err = avcodec_open2(decoder.get(), codec, nullptr);
-  if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s decoder does not open: %s", codec->name, AvError(err).c_str());
+  decoder_->thread_count = 1;  // a worker decodes one sample; the pool runs many at once
+  decoder_->pkt_timebase = stream_->time_base;
+  err = avcodec_open2(decoder_.get(), codec_, nullptr);
+  if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s decoder does not open: %s", codec_->name, AvError(err).c_str());
+  packet_.reset(av_packet_alloc());
+  frame_.reset(av_frame_alloc());
+  if (!packet_ || !frame_) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate a packet");
+  av_channel_layout_default(&out_layout_, request_.channels);
+  output_.emplace(request_.channels, static_cast<int64_t>(std::ceil(request_.max_seconds * request_.rate)), keep_);
+  return {};
+}
 
-  std::unique_ptr<AVPacket, PacketDeleter> packet(av_packet_alloc());
-  std::unique_ptr<AVFrame, FrameDeleter> frame(av_frame_alloc());
-  if (!packet || !frame) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate a packet");
-  std::unique_ptr<SwrContext, SwrDeleter> swr;
-  AVChannelLayout out_layout{};
-  av_channel_layout_default(&out_layout, request.channels);
-  const auto max_frames = static_cast<int64_t>(std::ceil(request.max_seconds * request.rate));
-  Output output(request.channels, max_frames, keep);
-  int in_rate = 0, in_format = -1, in_channels = 0;
-  int64_t in_frames = 0;
-  double first_seconds = 0;
-  int idle_packets = 0;
-  Grid grid;
-  std::vector<const uint8_t*> from;  // a frame's samples from where the resampler starts
-
-  // Drains the decoder's frames into the resampler.
-  auto drain = [&]() -> Failure {
-    while (true) {
-      const int r = avcodec_receive_frame(decoder.get(), frame.get());
-      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return {};
-      if (r < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec->name, AvError(r).c_str());
-      idle_packets = 0;
-      if (in_frames == 0) {
-        const int64_t ts = frame->best_effort_timestamp != AV_NOPTS_VALUE ? frame->best_effort_timestamp : frame->pts;
-        if (ts != AV_NOPTS_VALUE) first_seconds = static_cast<double>(ts) * av_q2d(stream->time_base);
-      }
-      const int channels = frame->ch_layout.nb_channels;
-      if (frame->sample_rate < kMinRate || frame->sample_rate > kMaxRate || channels < 1 || channels > kMaxChannels) {
-        av_frame_unref(frame.get());
-        return Fail(STOKER_MEDIA_CORRUPT, "a frame of %d channels at %d Hz", channels, frame->sample_rate);
-      }
-      if (!swr) {
-        AVChannelLayout in_layout{};  // zeroed: av_channel_layout_copy uninits its destination first
-        if (frame->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
-          av_channel_layout_default(&in_layout, channels);
-        } else if (av_channel_layout_copy(&in_layout, &frame->ch_layout) < 0) {
-          return Fail(STOKER_MEDIA_NO_MEMORY, "could not copy the channel layout");
-        }
-        SwrContext* s = nullptr;
-        const int e = swr_alloc_set_opts2(&s, &out_layout, AV_SAMPLE_FMT_FLTP, request.rate, &in_layout,
-                                          static_cast<AVSampleFormat>(frame->format), frame->sample_rate, 0, nullptr);
-        av_channel_layout_uninit(&in_layout);
-        swr.reset(s);
-        if (e >= 0 && request.channels == 1 && channels > 1) {
-          // Mono is the mean of the channels (torchaudio's waveform.mean(0)),
-          // not swresample's -3 dB sum, which can clip.
-          std::vector<double> matrix(static_cast<size_t>(channels), 1.0 / channels);
-          if (swr_set_matrix(swr.get(), matrix.data(), channels) < 0) {
-            return Fail(STOKER_MEDIA_CORRUPT, "no mix-down of %d channels", channels);
-          }
-        }
-        if (e < 0 || swr_init(swr.get()) < 0) {
-          return Fail(STOKER_MEDIA_CORRUPT, "no resampler from %d channels at %d Hz", channels, frame->sample_rate);
-        }
-        in_rate = frame->sample_rate;
-        in_format = frame->format;
-        in_channels = channels;
-        grid = GridOf(swr.get(), in_rate, request.rate);
-        if (Failure f = output.Place(first_seconds, request.rate, grid); f.code != STOKER_MEDIA_OK) return f;
-      } else if (frame->sample_rate != in_rate || frame->format != in_format || channels != in_channels) {
-        return Fail(STOKER_MEDIA_CORRUPT, "the audio changes from %d channels at %d Hz to %d at %d Hz mid-stream",
-                    in_channels, in_rate, channels, frame->sample_rate);
-      }
-      const int64_t frame_start = in_frames;
-      in_frames += frame->nb_samples;
-      // Input before the resampler's start, and past the last window, is
-      // still decoded (a cut or corrupt file fails as it would), but not
-      // resampled.
-      Failure f;
-      const int64_t skip = std::max<int64_t>(0, output.resample_from() - frame_start);
-      if (output.wants_input() && skip < frame->nb_samples) {
-        SamplesFrom(frame.get(), channels, skip, &from);
-        f = output.Convert(swr.get(), from.data(), frame->nb_samples - static_cast<int>(skip));
-      }
-      av_frame_unref(frame.get());
-      if (f.code != STOKER_MEDIA_OK) return f;
-      if (output.longer()) return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep.whole_up_to));
-      // Not resampling: the input's length bounds the decode (the exact
-      // check of a count follows at the end).
-      const double input_seconds = static_cast<double>(in_frames) / in_rate;
-      if (output.over() || (!output.wants_input() && input_seconds > request.max_seconds + 1)) {
-        return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream is longer than %.1f s (--max-media-seconds)",
-                    request.max_seconds);
-      }
+Failure AudioDecode::StartResampler(int channels) {
+  AVChannelLayout in_layout{};  // zeroed: av_channel_layout_copy uninits its destination first
+  if (frame_->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
+    av_channel_layout_default(&in_layout, channels);
+  } else if (av_channel_layout_copy(&in_layout, &frame_->ch_layout) < 0) {
+    return Fail(STOKER_MEDIA_NO_MEMORY, "could not copy the channel layout");
+  }
+  SwrContext* s = nullptr;
+  const int e = swr_alloc_set_opts2(&s, &out_layout_, AV_SAMPLE_FMT_FLTP, request_.rate, &in_layout,
+                                    static_cast<AVSampleFormat>(frame_->format), frame_->sample_rate, 0, nullptr);
+  av_channel_layout_uninit(&in_layout);
+  swr_.reset(s);
+  if (e >= 0 && request_.channels == 1 && channels > 1) {
+    // Mono is the mean of the channels (torchaudio's waveform.mean(0)),
+    // not swresample's -3 dB sum, which can clip.
+    std::vector<double> matrix(static_cast<size_t>(channels), 1.0 / channels);
+    if (swr_set_matrix(swr_.get(), matrix.data(), channels) < 0) {
+      return Fail(STOKER_MEDIA_CORRUPT, "no mix-down of %d channels", channels);
     }
-  };
+  }
+  if (e < 0 || swr_init(swr_.get()) < 0) {
+    return Fail(STOKER_MEDIA_CORRUPT, "no resampler from %d channels at %d Hz", channels, frame_->sample_rate);
+  }
+  in_rate_ = frame_->sample_rate;
+  in_format_ = frame_->format;
+  in_channels_ = channels;
+  grid_ = GridOf(swr_.get(), in_rate_, request_.rate);
+  return output_->Place(first_seconds_, request_.rate, grid_);
+}
 
+Failure AudioDecode::Drain() {
+  while (true) {
+    const int r = avcodec_receive_frame(decoder_.get(), frame_.get());
+    if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return {};
+    if (r < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec_->name, AvError(r).c_str());
+    idle_packets_ = 0;
+    if (in_frames_ == 0) {
+      const int64_t ts = frame_->best_effort_timestamp != AV_NOPTS_VALUE ? frame_->best_effort_timestamp : frame_->pts;
+      if (ts != AV_NOPTS_VALUE) first_seconds_ = static_cast<double>(ts) * av_q2d(stream_->time_base);
+    }
+    const int channels = frame_->ch_layout.nb_channels;
+    if (frame_->sample_rate < kMinRate || frame_->sample_rate > kMaxRate || channels < 1 || channels > kMaxChannels) {
+      av_frame_unref(frame_.get());
+      return Fail(STOKER_MEDIA_CORRUPT, "a frame of %d channels at %d Hz", channels, frame_->sample_rate);
+    }
+    if (!swr_) {
+      if (Failure f = StartResampler(channels); f.code != STOKER_MEDIA_OK) return f;
+    } else if (frame_->sample_rate != in_rate_ || frame_->format != in_format_ || channels != in_channels_) {
+      return Fail(STOKER_MEDIA_CORRUPT, "the audio changes from %d channels at %d Hz to %d at %d Hz mid-stream",
+                  in_channels_, in_rate_, channels, frame_->sample_rate);
+    }
+    const int64_t frame_start = in_frames_;
+    in_frames_ += frame_->nb_samples;
+    // Input before the resampler's start, and past the last window, is
+    // still decoded (a cut or corrupt file fails as it would), but not
+    // resampled.
+    Failure f;
+    const int64_t skip = std::max<int64_t>(0, output_->resample_from() - frame_start);
+    if (output_->wants_input() && skip < frame_->nb_samples) {
+      SamplesFrom(frame_.get(), channels, skip, &from_);
+      f = output_->Convert(swr_.get(), from_.data(), frame_->nb_samples - static_cast<int>(skip));
+    }
+    av_frame_unref(frame_.get());
+    if (f.code != STOKER_MEDIA_OK) return f;
+    if (output_->longer()) return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep_.whole_up_to));
+    // Not resampling: the input's length bounds the decode (the exact
+    // check of a count follows at the end).
+    const double input_seconds = static_cast<double>(in_frames_) / in_rate_;
+    if (output_->over() || (!output_->wants_input() && input_seconds > request_.max_seconds + 1)) {
+      return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream is longer than %.1f s (--max-media-seconds)",
+                  request_.max_seconds);
+    }
+  }
+}
+
+Failure AudioDecode::Read() {
   // A decode error is judged by what follows it: the last packet of the
   // bytes failing is a cut file (truncated); one with packets after it, a
   // corrupt stream.
   Failure held;
   while (true) {
-    err = av_read_frame(format, packet.get());
+    int err = av_read_frame(format_, packet_.get());
     if (err == AVERROR_EXIT) {
-      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", request.max_wall_seconds);
+      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", request_.max_wall_seconds);
     }
     if (err < 0) {
-      if (held.code != STOKER_MEDIA_OK || (err != AVERROR_EOF && box.input.pos >= box.input.size)) {
+      if (held.code != STOKER_MEDIA_OK || (err != AVERROR_EOF && box_.input.pos >= box_.input.size)) {
         return Fail(STOKER_MEDIA_TRUNCATED, "the stream ends mid-frame (%s): the file is cut",
                     held.code != STOKER_MEDIA_OK ? held.message.c_str() : AvError(err).c_str());
       }
       if (err == AVERROR_EOF) break;
       return Fail(STOKER_MEDIA_CORRUPT, "the container does not demux: %s", AvError(err).c_str());
     }
-    if (packet->stream_index != index) {
-      av_packet_unref(packet.get());
+    if (packet_->stream_index != index_) {
+      av_packet_unref(packet_.get());
       continue;
     }
     if (held.code != STOKER_MEDIA_OK) return held;
-    if (++idle_packets > kMaxIdlePackets) {
+    if (++idle_packets_ > kMaxIdlePackets) {
       return Fail(STOKER_MEDIA_CORRUPT, "%d packets in a row decoded to no audio", kMaxIdlePackets);
     }
-    err = avcodec_send_packet(decoder.get(), packet.get());
-    av_packet_unref(packet.get());
+    err = avcodec_send_packet(decoder_.get(), packet_.get());
+    av_packet_unref(packet_.get());
     if (err < 0 && err != AVERROR(EAGAIN)) {
-      held = Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec->name, AvError(err).c_str());
+      held = Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", codec_->name, AvError(err).c_str());
       continue;
     }
-    if (Failure f = drain(); f.code == STOKER_MEDIA_CORRUPT) {
+    if (Failure f = Drain(); f.code == STOKER_MEDIA_CORRUPT) {
       held = f;
     } else if (f.code != STOKER_MEDIA_OK) {
       return f;
     }
-    if (Interrupted(&box.input)) {
-      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", request.max_wall_seconds);
+    if (Interrupted(&box_.input)) {
+      return Fail(STOKER_MEDIA_TIMEOUT, "decoding took longer than %.0f s", request_.max_wall_seconds);
     }
   }
-  avcodec_send_packet(decoder.get(), nullptr);  // the decoder's last frames
-  if (Failure f = drain(); f.code != STOKER_MEDIA_OK) return f;
-  if (!swr || in_frames == 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream holds no audio", codec->name);
-  const bool resampled_all = output.wants_input() || output.count_by_tail();  // to the stream's end
-  if (output.wants_input()) {
-    if (Failure f = output.Convert(swr.get(), nullptr, 0); f.code != STOKER_MEDIA_OK) return f;
-  } else if (output.count_by_tail()) {
+  avcodec_send_packet(decoder_.get(), nullptr);  // the decoder's last frames
+  return Drain();
+}
+
+Failure AudioDecode::Finish(std::vector<std::vector<float>>* planes, std::vector<float>* kept, int64_t* frames,
+                            double* start_seconds) {
+  if (!swr_ || in_frames_ == 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream holds no audio", codec_->name);
+  const bool resampled_all = output_->wants_input() || output_->count_by_tail();  // to the stream's end
+  if (output_->wants_input()) {
+    if (Failure f = output_->Convert(swr_.get(), nullptr, 0); f.code != STOKER_MEDIA_OK) return f;
+  } else if (output_->count_by_tail()) {
     int64_t counted = 0;
-    if (Failure f = TailCount(in_frames, in_rate, request.rate, grid, &counted); f.code != STOKER_MEDIA_OK) return f;
-    output.set_frames(counted);
+    if (Failure f = TailCount(in_frames_, in_rate_, request_.rate, grid_, &counted); f.code != STOKER_MEDIA_OK) return f;
+    output_->set_frames(counted);
   }
-  if (output.longer()) return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep.whole_up_to));
-  if (output.over()) {
+  if (output_->longer()) return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep_.whole_up_to));
+  if (output_->over()) {
     return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream is longer than %.1f s (--max-media-seconds)",
-                request.max_seconds);
+                request_.max_seconds);
   }
-  if (resampled_all && output.frames() == 0) {
+  if (resampled_all && output_->frames() == 0) {
     return Fail(STOKER_MEDIA_CORRUPT, "%lld samples of %s at %d Hz resample to none at %d Hz",
-                static_cast<long long>(in_frames), codec->name, in_rate, request.rate);
+                static_cast<long long>(in_frames_), codec_->name, in_rate_, request_.rate);
   }
   // Less than the header announced (where it states a length rather than
   // estimating one from the bit rate): the file was cut.
-  const double found = static_cast<double>(in_frames) / in_rate;
-  if (announced > 0 && !estimated && found < 0.98 * announced - 0.05) {
-    return Fail(STOKER_MEDIA_TRUNCATED, "%.3f s of audio decoded where the header announces %.3f s", found, announced);
+  const double found = static_cast<double>(in_frames_) / in_rate_;
+  if (announced_ > 0 && !estimated_ && found < 0.98 * announced_ - 0.05) {
+    return Fail(STOKER_MEDIA_TRUNCATED, "%.3f s of audio decoded where the header announces %.3f s", found, announced_);
   }
-  *frames = resampled_all ? output.frames() : -1;
-  *planes = output.TakePlanes();
-  *kept = output.TakeKept();
-  *start_seconds = first_seconds;
+  *frames = resampled_all ? output_->frames() : -1;
+  *planes = output_->TakePlanes();
+  *kept = output_->TakeKept();
+  *start_seconds = first_seconds_;
   return {};
+}
+
+// The decode itself. Whole: *planes gets the stream; windows: *kept; count:
+// only *frames. *frames: the stream's resampled length, -1 when resampling
+// stopped after the last window.
+Failure DecodeAudio(const uint8_t* data, size_t size, const StokerAudioRequest& request, const StokerAudioKeep& keep,
+                    std::vector<std::vector<float>>* planes, std::vector<float>* kept, int64_t* frames,
+                    double* start_seconds) {
+  AudioDecode decode(data, size, request, keep);
+  if (Failure f = decode.Open(); f.code != STOKER_MEDIA_OK) return f;
+  if (Failure f = decode.Read(); f.code != STOKER_MEDIA_OK) return f;
+  return decode.Finish(planes, kept, frames, start_seconds);
 }
 
 }  // namespace
