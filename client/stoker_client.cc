@@ -208,7 +208,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", config.rank, " of world size ", config.world_size, "; need 0 <= rank < world size"));
   }
-  if (config.servers.empty() && config.local_workers < 1) {
+  if (config.servers.empty() && config.local.workers < 1) {
     return absl::InvalidArgumentError(
         "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1, or both");
   }
@@ -218,7 +218,7 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
   // The first answer sets the dataset every later producer must agree with.
   bool have_dataset = false;
   std::string first_producer;
-  if (c.local_workers > 0) {
+  if (c.local.workers > 0) {
     if (absl::Status s = client->OpenLocal(); !s.ok()) return s;
     have_dataset = true;
     first_producer = "the local producer";
@@ -317,25 +317,14 @@ absl::StatusOr<std::unique_ptr<StokerClient>> StokerClient::Connect(ClientConfig
 
 absl::Status StokerClient::OpenLocal() {
   const ClientConfig& c = config_;
-  LocalOptions local;
-  local.workers = c.local_workers;
-  local.data_root = c.local_data_root;
-  local.max_pixels = c.local_max_pixels;
-  local.max_file_bytes = c.local_max_file_bytes;
-  local.sample_delay = c.local_sample_delay;
-  local.python.modules = c.local_python_transforms;
-  local.python.processes = c.local_python_workers;
-  local.python.executable = c.local_python_executable;
-  local.python.timeout = c.local_python_timeout;
-  local.op_plugins = c.local_op_plugins;
-  auto producer = LocalProducer::Create(local);
+  auto producer = LocalProducer::Create(c.local);
   if (!producer.ok()) return producer.status();
   local_ = *std::move(producer);
   const double copying_before = local_->storage_wait_seconds();
   absl::StatusOr<v1::OpenSessionResponse> opened = local_->Open(c.session, c.open_timeout);
   meter_->OnStorageWait(absl::Seconds(local_->storage_wait_seconds() - copying_before));
   if (!opened.ok()) {
-    return absl::Status(opened.status().code(), absl::StrCat("local producer (data root '", c.local_data_root,
+    return absl::Status(opened.status().code(), absl::StrCat("local producer (data root '", c.local.data_root,
                                                              "'): ", opened.status().message()));
   }
   dataset_ = *std::move(opened);
@@ -365,7 +354,7 @@ std::string FanoutKey(const ClientConfig& config) {
 int PrefetchDepth(const ClientConfig& config, int servers) {
   if (config.prefetch_batches > 0) return config.prefetch_batches;
   const int window = std::max(1, config.window_per_server);
-  const int local = std::max(0, config.local_workers);
+  const int local = std::max(0, config.local.workers);
   if (config.bounded_fanout) servers = std::min(servers, std::max({1, config.min_servers, config.initial_servers}));
   return 2 * window * (local > 0 ? std::max(0, servers) : std::max(1, servers)) + 2 * LocalWindow(local);
 }

@@ -31,33 +31,21 @@ namespace stoker {
 struct ClientConfig {
   // host:port entries, or one dns:///name:port re-resolved every
   // resolve_interval (servers join and leave as the name's addresses change).
-  // Empty: no remote servers (then local_workers must be >= 1).
+  // Empty: no remote servers (then local.workers must be >= 1).
   std::vector<std::string> servers;
   absl::Duration resolve_interval = absl::Seconds(5);
   // TLS, client certificate and token for the servers (channel_security.h).
   ChannelSecurity security;
-  // Local mode: this many threads in this process read, decode and augment
-  // too, as one more producer in the same pull scheduling (it takes a batch
-  // when it has a free worker; see local_producer.h). 0: off. With no
-  // servers, the client is a complete single-machine loader.
-  int local_workers = 0;
-  // Where the local producer finds datasets (as a server's --data-root); its
-  // copy must have the servers' fingerprint.
-  std::string local_data_root = ".";
-  // The local producer's limits, as stoker-server's --max-pixels and
-  // --max-file-bytes: keep them equal to the servers' so that the same
-  // samples fail (and are replaced) wherever a batch is made.
-  int64_t local_max_pixels = 100'000'000;
-  int64_t local_max_file_bytes = int64_t{256} << 20;
-  absl::Duration local_sample_delay = absl::ZeroDuration();  // test-only: a slow local producer
-  // The local producer's own Python transform processes and op plugins (as
-  // the servers' --python-transforms and --op-plugins: the same modules
-  // make the same pixels wherever a batch is made).
-  std::vector<std::string> local_python_transforms;
-  int local_python_workers = 0;  // 0: one per local worker
-  std::string local_python_executable = "python3";
-  absl::Duration local_python_timeout = absl::Seconds(10);
-  std::string local_op_plugins;
+  // Local mode (local_producer.h): local.workers threads in this process
+  // read, decode and augment too, as one more producer in the same pull
+  // scheduling (it takes a batch when it has a free worker). 0: off. With no
+  // servers, the client is a complete single-machine loader. The rest of
+  // `local` as a server's flags: its data root (its copy must have the
+  // servers' fingerprint), its limits (keep them equal to the servers' so that
+  // the same samples fail, and are replaced, wherever a batch is made), its
+  // own Python transform processes and op plugins (the same modules make the
+  // same pixels wherever a batch is made; python.processes 0: one per worker).
+  LocalOptions local;
   v1::SessionConfig session;         // dataset, pipeline, batch size, seed...
   bool drop_last = false;            // leave out the epoch's last partial batch
   int rank = 0;                      // this process's share of the epoch...
@@ -140,7 +128,7 @@ absl::StatusOr<v1::ShuffleOrder> ParseShuffleOrder(const std::string& name);
 
 class StokerClient {
  public:
-  // Opens the session on the local producer (local_workers), if any, and on
+  // Opens the session on the local producer (local.workers), if any, and on
   // every server that answers within rpc_timeout (at least one producer must
   // answer). While every server that answers is still scanning the
   // dataset, asks again (backing off to 1 s, logging what it waits for) for up
@@ -184,7 +172,7 @@ class StokerClient {
   std::optional<ShardLayout> Shards() const;
   // With shuffle=shards: FAILED_PRECONDITION unless the producers' shard
   // sizes describe the dataset (naming `producer`, the first that answered).
-  // Connect's local producer: made from the local_* options, its session
+  // Connect's local producer: made from config_.local, its session
   // opened (the storage wait counted); dataset_ is its answer.
   absl::Status OpenLocal();
   absl::Status CheckShardSizes(const std::string& producer) const;
@@ -195,7 +183,7 @@ class StokerClient {
   ClientConfig config_;  // set in Connect (expected_fingerprint), then constant
   ClientMetrics* const metrics_;
   std::unique_ptr<ServerSet> servers_;  // null without servers
-  std::unique_ptr<LocalProducer> local_;  // null without local_workers; outlives epoch_
+  std::unique_ptr<LocalProducer> local_;  // null without local.workers; outlives epoch_
   std::unique_ptr<BottleneckMeter> meter_;
   int64_t epoch_number_ = -1;
   v1::OpenSessionResponse dataset_;

@@ -63,8 +63,8 @@ class LocalModeTest : public ::testing::Test {
 
   ClientConfig LocalConfig(int workers) const {
     ClientConfig config;
-    config.local_workers = workers;
-    config.local_data_root = root_->path().string();
+    config.local.workers = workers;
+    config.local.data_root = root_->path().string();
     config.session.set_dataset("ds");
     config.session.set_batch_size(4);
     config.session.set_seed(5);
@@ -192,7 +192,7 @@ TEST_F(LocalModeTest, BadLocalConfigurationsAreRefusedByName) {
   EXPECT_TRUE(absl::StrContains(no_producer.status().message(), "local_workers")) << no_producer.status();
 
   ClientConfig bad_root = LocalConfig(1);
-  bad_root.local_data_root = (root_->path() / "missing").string();
+  bad_root.local.data_root = (root_->path() / "missing").string();
   auto root = StokerClient::Connect(bad_root, nullptr);
   EXPECT_EQ(root.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(root.status().message(), "missing")) << root.status();
@@ -206,7 +206,7 @@ TEST_F(LocalModeTest, BadLocalConfigurationsAreRefusedByName) {
   // The local copy differs from the server's: refused before any batch.
   RunningServer server = StartServer(root_->path());
   ClientConfig other = LocalConfig(1);
-  other.local_data_root = (root_->path() / "other").string();
+  other.local.data_root = (root_->path() / "other").string();
   other.servers = {server.address};
   auto disagree = StokerClient::Connect(other, nullptr);
   EXPECT_EQ(disagree.status().code(), absl::StatusCode::kFailedPrecondition);

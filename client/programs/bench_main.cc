@@ -139,11 +139,11 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
   c.security = stoker::SecurityFromFlags();
   c.session.set_job(absl::GetFlag(FLAGS_job));
   c.session.set_weight(absl::GetFlag(FLAGS_weight));
-  c.local_workers = absl::GetFlag(FLAGS_local_workers);
-  c.local_data_root = absl::GetFlag(FLAGS_data_root);
-  c.local_sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_local_delay_ms));
-  if (c.local_workers < 0) return absl::InvalidArgumentError("--local-workers must be >= 0");
-  if (c.servers.empty() && c.local_workers == 0) {
+  c.local.workers = absl::GetFlag(FLAGS_local_workers);
+  c.local.data_root = absl::GetFlag(FLAGS_data_root);
+  c.local.sample_delay = absl::Milliseconds(absl::GetFlag(FLAGS_test_local_delay_ms));
+  if (c.local.workers < 0) return absl::InvalidArgumentError("--local-workers must be >= 0");
+  if (c.servers.empty() && c.local.workers == 0) {
     return absl::InvalidArgumentError(
         "give --servers (host:port,... or dns:///name:port), --local-workers N with --data-root DIR, or both");
   }
@@ -213,7 +213,7 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
 
 void PrintSummary(const ClientConfig& c, const RunSummary& s) {
   std::printf("\nstoker-bench summary: %zu server(s)%s, batch %d, step %.1f ms\n", c.servers.size(),
-              c.local_workers > 0 ? absl::StrCat(" + ", c.local_workers, " local worker(s)").c_str() : "",
+              c.local.workers > 0 ? absl::StrCat(" + ", c.local.workers, " local worker(s)").c_str() : "",
               c.session.batch_size(), absl::GetFlag(FLAGS_step_ms));
   std::printf("  %-22s %12lld\n", "batches", static_cast<long long>(s.batches));
   std::printf("  %-22s %12lld\n", "images", static_cast<long long>(s.images));

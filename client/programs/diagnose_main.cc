@@ -109,15 +109,15 @@ int Run() {
   ClientConfig c;
   c.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipWhitespace());
   c.security = stoker::SecurityFromFlags();
-  c.local_workers = absl::GetFlag(FLAGS_local_workers);
-  if (c.local_workers > 0) c.local_data_root = absl::GetFlag(FLAGS_data_root);
-  if ((c.servers.empty() && c.local_workers <= 0) || absl::GetFlag(FLAGS_dataset).empty()) {
+  c.local.workers = absl::GetFlag(FLAGS_local_workers);
+  if (c.local.workers > 0) c.local.data_root = absl::GetFlag(FLAGS_data_root);
+  if ((c.servers.empty() && c.local.workers <= 0) || absl::GetFlag(FLAGS_dataset).empty()) {
     std::fprintf(stderr,
                  "stoker-diagnose: --dataset is required, and --servers or --local-workers N (local mode, with "
                  "--data-root)\n");
     return 2;
   }
-  if (c.servers.empty() && c.local_data_root.empty()) {
+  if (c.servers.empty() && c.local.data_root.empty()) {
     std::fprintf(stderr, "stoker-diagnose: local mode (--local-workers) needs --data-root, the dataset's root\n");
     return 2;
   }
@@ -147,7 +147,7 @@ int Run() {
   const absl::Duration step = absl::Milliseconds(absl::GetFlag(FLAGS_step_ms));
   const int batches = std::max(1, absl::GetFlag(FLAGS_batches)), warmup = std::max(0, absl::GetFlag(FLAGS_warmup_batches));
   const std::string where = c.servers.empty()
-                                ? absl::StrCat(c.local_workers, " local worker(s) over ", c.local_data_root)
+                                ? absl::StrCat(c.local.workers, " local worker(s) over ", c.local.data_root)
                                 : absl::GetFlag(FLAGS_servers);
   std::printf("stoker-diagnose: %s on %s, batch %d, step %.1f ms, device path %s, %d batches per step\n", text.c_str(),
               where.c_str(), c.session.batch_size(), absl::GetFlag(FLAGS_step_ms), (*stager)->path(), batches);

@@ -87,17 +87,17 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   ClientConfig& cc = c.client;
   cc.servers = o.servers;
   if (o.local_workers < 0) return absl::InvalidArgumentError(absl::StrCat("local_workers = ", o.local_workers, "; must be >= 0"));
-  cc.local_workers = o.local_workers;
+  cc.local.workers = o.local_workers;
   cc.session.set_job(o.job);
   cc.session.set_weight(o.weight);
-  cc.local_data_root = o.data_root;
-  cc.local_python_transforms = o.python_transforms;
-  cc.local_python_workers = o.python_workers;
-  if (!o.python_executable.empty()) cc.local_python_executable = o.python_executable;
-  cc.local_python_timeout = absl::Seconds(o.python_transform_timeout);
-  cc.local_op_plugins = o.op_plugins;
+  cc.local.data_root = o.data_root;
+  cc.local.python.modules = o.python_transforms;
+  cc.local.python.processes = o.python_workers;
+  if (!o.python_executable.empty()) cc.local.python.executable = o.python_executable;
+  cc.local.python.timeout = absl::Seconds(o.python_transform_timeout);
+  cc.local.op_plugins = o.op_plugins;
   cc.security = {o.tls_ca, o.tls_cert, o.tls_key, o.tls_server_name, o.auth_token_file};
-  if (cc.servers.empty() && cc.local_workers == 0) {
+  if (cc.servers.empty() && cc.local.workers == 0) {
     return absl::InvalidArgumentError(
         "no producers: give servers (host:port,... or dns:///name:port), local_workers >= 1 with data_root, or both");
   }
