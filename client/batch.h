@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "client/device/host_buffer.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/device/host_buffer.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {

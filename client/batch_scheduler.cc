@@ -24,8 +24,7 @@ bool IsBatchError(absl::StatusCode code) {
 
 }  // namespace
 
-BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics,
-                               BottleneckMeter* meter)
+BatchScheduler::BatchScheduler(EpochPlan plan, SchedulerOptions options, ClientMetrics* metrics, BottleneckMeter* meter)
     : first_epoch_(plan.epoch()),
       per_epoch_(plan.num_batches()),
       options_(std::move(options)),
@@ -60,10 +59,9 @@ bool BatchScheduler::CanAdvance() const { return error_.ok() && CurrentDelivered
 
 absl::Status BatchScheduler::AdvanceEpoch() {
   if (!CanAdvance()) {
-    return absl::FailedPreconditionError(absl::StrCat("epoch ", epoch(), " cannot be left yet (",
-                                                      delivered_.size(), " of ", per_epoch_,
-                                                      " batches handed over; next epoch armed: ",
-                                                      plans_.size() > 1 ? "yes" : "no", ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("epoch ", epoch(), " cannot be left yet (", delivered_.size(), " of ", per_epoch_,
+                     " batches handed over; next epoch armed: ", plans_.size() > 1 ? "yes" : "no", ")"));
   }
   plans_.pop_front();
   windows_.erase(windows_.begin(), windows_.lower_bound({epoch(), int64_t{-1}}));
@@ -249,7 +247,7 @@ void BatchScheduler::OnServerFull(StreamId id, const absl::Status& status, absl:
 
 void BatchScheduler::OnLocalFailure(StreamId id, const absl::Status& status, absl::Time now) {
   Retire(streams_.at(id), absl::OkStatus(), /*from_server=*/false, now);  // no server blamed
-  Fail(absl::Status(status.code(), status.message()));  // the caller's error, without the marker
+  Fail(absl::Status(status.code(), status.message()));                    // the caller's error, without the marker
 }
 
 void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
@@ -257,9 +255,9 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
   if (stream.retired) return;
   stream.retired = true;
   Server& server = servers_[stream.address];
-  server.live.erase(std::remove_if(server.live.begin(), server.live.end(),
-                                   [&](StreamId id) { return &streams_.at(id) == &stream; }),
-                    server.live.end());
+  server.live.erase(
+      std::remove_if(server.live.begin(), server.live.end(), [&](StreamId id) { return &streams_.at(id) == &stream; }),
+      server.live.end());
   const size_t lost = stream.requested.size();
   // Refusals by this many distinct servers end the epoch: poison_servers, or
   // every server in the set if there are fewer.
@@ -298,9 +296,9 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
       }
     }
     if (a.count >= options_.max_attempts) {
-      Fail(absl::Status(status.code(), absl::StrCat(Describe(b), " was requested ", a.count,
-                                                    " times without success; last: ", stream.address, ": ",
-                                                    status.message())));
+      Fail(absl::Status(status.code(),
+                        absl::StrCat(Describe(b), " was requested ", a.count,
+                                     " times without success; last: ", stream.address, ": ", status.message())));
     }
   }
   stream.requested.clear();
@@ -350,8 +348,8 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
   const int64_t b = h.batch_index();
   const int64_t seq = ArmedSeq(h.epoch(), b);
   if (seq < 0 || s.requested.count(seq) == 0) {
-    return absl::DataLossError(absl::StrCat("sent batch ", b, " of epoch ", h.epoch(),
-                                            ", which was not requested from it"));
+    return absl::DataLossError(
+        absl::StrCat("sent batch ", b, " of epoch ", h.epoch(), ", which was not requested from it"));
   }
   const std::vector<int64_t> expected = PlanOf(h.epoch()).BatchIndices(b);
   const int64_t n = static_cast<int64_t>(expected.size());
@@ -360,8 +358,8 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
                                             h.sample_indices_size(), " indices, ", n, " requested)"));
   }
   if (h.labels_size() != n) {
-    return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.labels_size(), " labels for ", n,
-                                            " samples"));
+    return absl::DataLossError(
+        absl::StrCat("sent batch ", b, " with ", h.labels_size(), " labels for ", n, " samples"));
   }
   if (options_.variable_samples && (h.field_bytes() != 0 || h.fields_size() != 0)) {
     return absl::DataLossError(absl::StrCat("sent batch ", b, " of stored samples with fields"));
@@ -377,8 +375,9 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
       sum += size;
     }
     if (h.sample_sizes_size() != n || sum != h.total_bytes()) {
-      return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.sample_sizes_size(), " sample sizes adding up to ",
-                                              sum, " bytes for ", n, " samples in ", h.total_bytes(), " bytes"));
+      return absl::DataLossError(absl::StrCat("sent batch ", b, " with ", h.sample_sizes_size(),
+                                              " sample sizes adding up to ", sum, " bytes for ", n, " samples in ",
+                                              h.total_bytes(), " bytes"));
     }
     return absl::OkStatus();
   }
@@ -396,8 +395,8 @@ absl::Status BatchScheduler::CheckHeader(StreamId id, const v1::BatchHeader& h) 
                                             "]; the session's is [", absl::StrJoin(shape, ","), "]"));
   }
   if (h.total_bytes() != n * options_.sample_bytes) {
-    return absl::DataLossError(absl::StrCat("sent batch ", b, " of ", h.total_bytes(), " bytes; expected ", n,
-                                            " x ", options_.sample_bytes));
+    return absl::DataLossError(
+        absl::StrCat("sent batch ", b, " of ", h.total_bytes(), " bytes; expected ", n, " x ", options_.sample_bytes));
   }
   return absl::OkStatus();
 }
@@ -406,12 +405,12 @@ absl::Status BatchScheduler::OnBatchReceived(StreamId id, Batch batch, absl::Tim
   Stream& s = streams_.at(id);
   const int64_t b = ArmedSeq(batch.epoch, batch.batch_index);
   const int64_t n = b < 0 ? 0 : static_cast<int64_t>(PlanOf(batch.epoch).BatchIndices(batch.batch_index).size());
-  const bool size_ok = options_.variable_samples
-                           ? static_cast<int64_t>(batch.sample_sizes.size()) == n
-                           : static_cast<int64_t>(batch.data.size()) == n * options_.sample_bytes;
+  const bool size_ok = options_.variable_samples ? static_cast<int64_t>(batch.sample_sizes.size()) == n
+                                                 : static_cast<int64_t>(batch.data.size()) == n * options_.sample_bytes;
   if (b < 0 || s.requested.count(b) == 0 || !size_ok) {
     return absl::DataLossError(absl::StrCat("sent batch ", batch.batch_index, " of epoch ", batch.epoch, " (",
-                                            batch.data.size(), " bytes), which was not requested from it in that size"));
+                                            batch.data.size(),
+                                            " bytes), which was not requested from it in that size"));
   }
   s.proven = true;
   s.requested.erase(b);
@@ -467,8 +466,8 @@ std::vector<StreamId> BatchScheduler::Tick(absl::Time now) {
     if (now - at <= options_.batch_timeout) continue;
     const StreamId id = assigned_.at(b);
     Retire(streams_.at(id),
-           absl::DeadlineExceededError(absl::StrCat(Describe(b), " took longer than ",
-                                                    absl::FormatDuration(options_.batch_timeout))),
+           absl::DeadlineExceededError(
+               absl::StrCat(Describe(b), " took longer than ", absl::FormatDuration(options_.batch_timeout))),
            /*from_server=*/false, now);
     to_cancel.push_back(id);
     break;  // requested_at_ changed; look again next tick
@@ -561,6 +560,5 @@ void BatchScheduler::ReleaseGauges() {
   metrics_->buffered_batches->Decrement(static_cast<double>(ready_.size()));
   metrics_->inflight_batches->Decrement(static_cast<double>(assigned_.size()));
 }
-
 
 }  // namespace stoker

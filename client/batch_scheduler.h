@@ -95,13 +95,13 @@ struct SchedulerOptions {
   // SessionConfig.fields without the image: each header's FieldData must
   // match them (common/field_layout.h).
   std::vector<v1::FieldSpec> value_fields;
-  int64_t max_sample_field_bytes = 0;  // MaxSampleFieldBytes of the session
+  int64_t max_sample_field_bytes = 0;   // MaxSampleFieldBytes of the session
   std::set<int64_t> already_delivered;  // resume: batches not to fetch again
   // The run's last epoch, if known: once its batches are all received, the
   // streams are half-closed. -1: not known; streams stay open (idle) while
   // another epoch may be armed, until the run is dropped.
   int64_t final_epoch = -1;
-  uint64_t jitter_seed = 0;             // 0: random
+  uint64_t jitter_seed = 0;  // 0: random
 };
 
 using StreamId = int64_t;
@@ -245,12 +245,12 @@ class BatchScheduler {
     bool draining = false;
     bool half_closed = false;
     absl::Time opened;
-    bool proven = false;  // delivered a batch (or stayed up for proven_after)
+    bool proven = false;        // delivered a batch (or stayed up for proven_after)
     int64_t last_assigned = 0;  // Dispatch's counter when it last got a batch (0: never)
   };
   struct Server {
     std::vector<StreamId> live;  // at most streams_per_server, one per lane
-    int failures = 0;  // in a row
+    int failures = 0;            // in a row
     absl::Time retry_at = absl::InfinitePast();
     // Full (OnServerFull): no new stream before this; live lanes keep their
     // work, and the server counts as answering for the unavailable check.
@@ -285,8 +285,7 @@ class BatchScheduler {
   // The window and lanes of `address` (producer_limits, else the servers'),
   // each at least 1.
   SchedulerOptions::Limits LimitsOf(const std::string& address) const;
-  void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
-              int64_t failed_seq = -1);
+  void Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now, int64_t failed_seq = -1);
   void MaybeHalfClose(StreamId id);
   void Fail(absl::Status status);
   uint64_t NextJitter();
@@ -330,10 +329,10 @@ class BatchScheduler {
 
   std::map<StreamId, Stream> streams_;
   std::map<std::string, Server> servers_;
-  std::set<int64_t> pending_;          // not yet requested, lowest first
+  std::set<int64_t> pending_;  // not yet requested, lowest first
   std::map<int64_t, StreamId> assigned_;
   std::map<int64_t, absl::Time> requested_at_;
-  std::map<int64_t, Batch> ready_;     // received, not yet handed over
+  std::map<int64_t, Batch> ready_;  // received, not yet handed over
   // Handed over (or before a resume): the current epoch's only, since later
   // epochs' batches are handed over after AdvanceEpoch, which drops these.
   std::set<int64_t> delivered_;

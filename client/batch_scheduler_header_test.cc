@@ -39,7 +39,8 @@ TEST(BatchSchedulerTest, HeadersThatDisagreeWithTheRequestAreRefused) {
       {"shape", [](v1::BatchHeader& h) { h.set_shape(1, 5); }},
       {"bytes", [](v1::BatchHeader& h) { h.set_total_bytes(int64_t{64} << 30); }},
       // Fields the session did not ask for (it asked for none).
-      {"fields", [](v1::BatchHeader& h) {
+      {"fields",
+       [](v1::BatchHeader& h) {
          h.set_field_bytes(1);
          v1::FieldData* f = h.add_fields();
          f->set_name("caption");

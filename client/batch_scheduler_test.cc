@@ -39,8 +39,8 @@ TEST(BatchSchedulerTest, BatchRefusedByThreeServersEndsTheEpochWithItsError) {
   }
   ASSERT_FALSE(s.error().ok());
   EXPECT_EQ(s.error().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(s.error().message().find("batch 0 of epoch 0 failed on 3 servers"), std::string::npos) << s.error() << " "
-                                                                                         << s.reassigned();
+  EXPECT_NE(s.error().message().find("batch 0 of epoch 0 failed on 3 servers"), std::string::npos)
+      << s.error() << " " << s.reassigned();
   EXPECT_NE(s.error().message().find("x.jpg"), std::string::npos);
   Batch batch;
   bool end = false;

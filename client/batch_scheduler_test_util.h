@@ -28,7 +28,9 @@ inline SchedulerOptions Options() {
 }
 
 // 10 samples in batches of 2: 5 batches.
-inline EpochPlan Plan() { return EpochPlan(/*seed=*/7, /*epoch=*/0, /*num_samples=*/10, /*batch_size=*/2, false, 0, 1); }
+inline EpochPlan Plan() {
+  return EpochPlan(/*seed=*/7, /*epoch=*/0, /*num_samples=*/10, /*batch_size=*/2, false, 0, 1);
+}
 
 inline v1::BatchHeader Header(const BatchScheduler& s, int64_t b, int64_t epoch = 0) {
   v1::BatchHeader h;

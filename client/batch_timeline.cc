@@ -49,12 +49,18 @@ struct Column {
   double BatchTiming::*field;
 };
 constexpr Column kColumns[] = {
-    {"at_s", &BatchTiming::at_s},           {"inter_batch_ms", &BatchTiming::inter_batch_ms},
-    {"wait_ms", &BatchTiming::wait_ms},     {"receive_ms", &BatchTiming::receive_ms},
-    {"h2d_ms", &BatchTiming::h2d_ms},       {"queue_ms", &BatchTiming::queue_ms},
-    {"read_ms", &BatchTiming::read_ms},     {"decode_ms", &BatchTiming::decode_ms},
-    {"augment_ms", &BatchTiming::augment_ms}, {"assemble_ms", &BatchTiming::assemble_ms},
-    {"server_ms", &BatchTiming::server_ms},   {"python_ms", &BatchTiming::python_ms},
+    {"at_s", &BatchTiming::at_s},
+    {"inter_batch_ms", &BatchTiming::inter_batch_ms},
+    {"wait_ms", &BatchTiming::wait_ms},
+    {"receive_ms", &BatchTiming::receive_ms},
+    {"h2d_ms", &BatchTiming::h2d_ms},
+    {"queue_ms", &BatchTiming::queue_ms},
+    {"read_ms", &BatchTiming::read_ms},
+    {"decode_ms", &BatchTiming::decode_ms},
+    {"augment_ms", &BatchTiming::augment_ms},
+    {"assemble_ms", &BatchTiming::assemble_ms},
+    {"server_ms", &BatchTiming::server_ms},
+    {"python_ms", &BatchTiming::python_ms},
 };
 
 }  // namespace

@@ -83,9 +83,8 @@ void BottleneckMeter::SetDevicePath(const std::string& path) {
 }
 
 const std::vector<std::string>& BottleneckMeter::Stages() {
-  static const auto* stages =
-      new std::vector<std::string>{"none", "server_cpu", "python_transform", "storage", "network", "h2d",
-                                                         "host_convert"};
+  static const auto* stages = new std::vector<std::string>{"none",    "server_cpu", "python_transform", "storage",
+                                                           "network", "h2d",        "host_convert"};
   return *stages;
 }
 

@@ -47,17 +47,17 @@ namespace stoker {
 inline constexpr double kInputBoundRatio = 0.05;
 
 struct Verdict {
-  std::string stage = "none";  // none, server_cpu, python_transform, storage, network, h2d or host_convert
+  std::string stage = "none";   // none, server_cpu, python_transform, storage, network, h2d or host_convert
   std::string staging = "h2d";  // what the staging time is: h2d, or host_convert on the CPU fallback
   double wall_seconds = 0;
   double starved_ratio = 0;       // waiting in Next() or for the store's copy / wall
   double storage_wait_ratio = 0;  // the part of starved_ratio spent waiting for the store's copy
-  double h2d_ratio = 0;        // staging to the device / wall
-  double transfer_seconds = 0;  // per batch: receive latency - server time
-  double server_seconds = 0;    // per batch: request arrival to ready, on the server
-  double read_seconds = 0;      // per batch: summed over samples
-  double compute_seconds = 0;   // per batch: decode + augment + python, summed over samples
-  double python_seconds = 0;    // per batch: the part of compute in Python stages
+  double h2d_ratio = 0;           // staging to the device / wall
+  double transfer_seconds = 0;    // per batch: receive latency - server time
+  double server_seconds = 0;      // per batch: request arrival to ready, on the server
+  double read_seconds = 0;        // per batch: summed over samples
+  double compute_seconds = 0;     // per batch: decode + augment + python, summed over samples
+  double python_seconds = 0;      // per batch: the part of compute in Python stages
   int64_t batches = 0;
   std::string Explain() const;  // the figures that led to it
 };

@@ -11,8 +11,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/secret_set.h"
-#include "common/tls_files.h"
 #include "common/stream_trailers.h"
+#include "common/tls_files.h"
 
 namespace stoker {
 namespace {
@@ -60,12 +60,14 @@ absl::StatusOr<PreparedSecurity> PrepareSecurity(const ChannelSecurity& s) {
     return ok;
   }
   if (s.tls_cert.empty() != s.tls_key.empty()) {
-    return absl::InvalidArgumentError("a client certificate needs its key: set both --tls-cert and --tls-key, or neither");
+    return absl::InvalidArgumentError(
+        "a client certificate needs its key: set both --tls-cert and --tls-key, or neither");
   }
   if (s.tls_ca.empty()) {
     if (!s.tls_cert.empty() || !s.tls_server_name.empty()) {
-      return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-server-name need --tls-ca (the CA bundle "
-                                        "the servers' certificates chain to)");
+      return absl::InvalidArgumentError(
+          "--tls-cert, --tls-key and --tls-server-name need --tls-ca (the CA bundle "
+          "the servers' certificates chain to)");
     }
     prepared.credentials = grpc::InsecureChannelCredentials();
     return prepared;
@@ -75,7 +77,7 @@ absl::StatusOr<PreparedSecurity> PrepareSecurity(const ChannelSecurity& s) {
   if (!s.tls_cert.empty()) {
     if (absl::Status ok = CheckIdentityFiles(s.tls_cert, s.tls_key, "--tls-cert/--tls-key"); !ok.ok()) return ok;
     provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(s.tls_key, s.tls_cert, s.tls_ca,
-                                                                                   kRefreshSeconds);
+                                                                                    kRefreshSeconds);
   } else {
     provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(s.tls_ca, kRefreshSeconds);
   }

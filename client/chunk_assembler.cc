@@ -79,7 +79,8 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
     const auto wire_type = WireFormatLite::GetTagWireType(tag);
     const bool delimited = wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
     const bool varint = wire_type == WireFormatLite::WIRETYPE_VARINT;
-    if ((field == kHeaderField || field == kDataField) && !delimited) return bad(absl::StrCat("field ", field, " is not length-delimited"));
+    if ((field == kHeaderField || field == kDataField) && !delimited)
+      return bad(absl::StrCat("field ", field, " is not length-delimited"));
     if ((field == kBatchIndexField || field == kOffsetField || field == kDrainingField) && !varint) {
       return bad(absl::StrCat("field ", field, " is not a varint"));
     }
@@ -89,7 +90,8 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
       std::string bytes;
       v1::BatchHeader header;
       if (!in.ReadString(&bytes, static_cast<int>(size)) || !header.ParseFromString(bytes)) return bad("header");
-      if (batch_) return bad(absl::StrCat("header of batch ", header.batch_index(), " inside batch ", batch_->batch_index));
+      if (batch_)
+        return bad(absl::StrCat("header of batch ", header.batch_index(), " inside batch ", batch_->batch_index));
       if (absl::Status s = StartBatch(header); !s.ok()) return s;
     } else if (field == kDrainingField) {
       uint64_t v;
@@ -115,7 +117,8 @@ absl::StatusOr<std::optional<Batch>> ChunkAssembler::Add(grpc::ByteBuffer* buffe
       // image bytes), then the field region after it.
       const uint64_t at = static_cast<uint64_t>(received_);
       const uint64_t to_image = at < image ? std::min<uint64_t>(size, image - at) : 0;
-      if (to_image > 0 && !in.ReadRaw(batch_->data.data() + at, static_cast<int>(to_image))) return bad("truncated data");
+      if (to_image > 0 && !in.ReadRaw(batch_->data.data() + at, static_cast<int>(to_image)))
+        return bad("truncated data");
       if (size > to_image &&
           !in.ReadRaw(batch_->field_data.data() + (at + to_image - image), static_cast<int>(size - to_image))) {
         return bad("truncated data");

@@ -57,8 +57,9 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                         .Add({});
   streams_opened = &prometheus::BuildCounter()
                         .Name("stoker_client_streams_opened_total")
-                        .Help("Batch streams opened to data servers (one per server, kept across epochs; more "
-                              "after failures or restarts).")
+                        .Help(
+                            "Batch streams opened to data servers (one per server, kept across epochs; more "
+                            "after failures or restarts).")
                         .Register(registry)
                         .Add({});
   reassigned_batches = &prometheus::BuildCounter()
@@ -124,15 +125,18 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                          "does not wait for data (the demand's denominator).");
   demand_images_per_second = &prometheus::BuildGauge()
                                   .Name("stoker_client_demand_images_per_second")
-                                  .Help("Images per second the training loop would consume if it never waited "
-                                        "(recent steps, 20 s half-life).")
+                                  .Help(
+                                      "Images per second the training loop would consume if it never waited "
+                                      "(recent steps, 20 s half-life).")
                                   .Register(registry)
                                   .Add({});
-  bottleneck_ = &prometheus::BuildGauge()
-                     .Name("stoker_client_bottleneck")
-                     .Help("1 for the stage that limits input now (none, server_cpu, python_transform, storage, network, h2d, "
-                           "host_convert).")
-                     .Register(registry);
+  bottleneck_ =
+      &prometheus::BuildGauge()
+           .Name("stoker_client_bottleneck")
+           .Help(
+               "1 for the stage that limits input now (none, server_cpu, python_transform, storage, network, h2d, "
+               "host_convert).")
+           .Register(registry);
   server_batches_ = &prometheus::BuildCounter()
                          .Name("stoker_client_server_batches_total")
                          .Help("Batches received, by data server.")
@@ -143,13 +147,15 @@ ClientMetrics::ClientMetrics(prometheus::Registry& registry) {
                           .Register(registry);
   session_refusals_ = &prometheus::BuildCounter()
                            .Name("stoker_client_session_refusals_total")
-                           .Help("Streams whose server refused the session (e.g. another copy of the dataset: "
-                                 "a different fingerprint), by server; such a server gets no work.")
+                           .Help(
+                               "Streams whose server refused the session (e.g. another copy of the dataset: "
+                               "a different fingerprint), by server; such a server gets no work.")
                            .Register(registry);
   server_full_ = &prometheus::BuildCounter()
                       .Name("stoker_client_server_full_total")
-                      .Help("Streams a full data server (its --max-sessions or --max-streams) turned away, by "
-                            "server; it is asked again after its retry hint, and the others get the work.")
+                      .Help(
+                          "Streams a full data server (its --max-sessions or --max-streams) turned away, by "
+                          "server; it is asked again after its retry hint, and the others get the work.")
                       .Register(registry);
 }
 

@@ -18,8 +18,7 @@ std::string DemandReport::Explain() const {
                          100 * (kServersHeadroom - 1));
 }
 
-DemandMeter::DemandMeter(ClientMetrics* metrics, absl::Duration half_life)
-    : metrics_(metrics), demand_(half_life) {}
+DemandMeter::DemandMeter(ClientMetrics* metrics, absl::Duration half_life) : metrics_(metrics), demand_(half_life) {}
 
 void DemandMeter::OnNext(absl::Time called, absl::Time returned, int64_t images) {
   constexpr double kPauseFactor = 10;  // a step this many times the recent one is a pause
@@ -33,7 +32,7 @@ void DemandMeter::OnNext(absl::Time called, absl::Time returned, int64_t images)
     last_images_ = images;
     staged_ = absl::ZeroDuration();
     if (!had_batch || step <= 0 || consumed <= 0) return;
-    const double recent = demand_.Value();  // images per second of step
+    const double recent = demand_.Value();                                            // images per second of step
     if (recent > 0 && step > 1.0 && step > kPauseFactor * consumed / recent) return;  // a pause, not a step
     demand_.Add(consumed, step, returned);
     demand = demand_.Value();

@@ -34,10 +34,10 @@ int ServersNeeded(double demand_images_per_second, double server_capacity_images
                   double headroom = kServersHeadroom);
 
 struct DemandReport {
-  double demand_images_per_second = 0;      // 0: no step measured yet
-  double mean_server_capacity = 0;          // images/s, over the servers that reported one
+  double demand_images_per_second = 0;  // 0: no step measured yet
+  double mean_server_capacity = 0;      // images/s, over the servers that reported one
   int servers_reporting = 0;
-  int servers_needed = 0;                   // 0 when demand or capacity is unknown
+  int servers_needed = 0;  // 0 when demand or capacity is unknown
   std::string Explain() const;
 };
 
@@ -66,9 +66,9 @@ class DemandMeter {
   mutable absl::Mutex mu_;
   DecayingRatio demand_ ABSL_GUARDED_BY(mu_);
   absl::Time last_returned_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // past: no batch out
-  int64_t last_images_ ABSL_GUARDED_BY(mu_) = 0;        // the batch the step consumes
-  absl::Duration staged_ ABSL_GUARDED_BY(mu_);           // staging since it was returned
-  std::map<std::string, double> capacity_ ABSL_GUARDED_BY(mu_);  // latest per server
+  int64_t last_images_ ABSL_GUARDED_BY(mu_) = 0;                          // the batch the step consumes
+  absl::Duration staged_ ABSL_GUARDED_BY(mu_);                            // staging since it was returned
+  std::map<std::string, double> capacity_ ABSL_GUARDED_BY(mu_);           // latest per server
 };
 
 }  // namespace stoker

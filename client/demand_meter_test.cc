@@ -9,14 +9,14 @@ namespace {
 const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
 TEST(ServersNeededTest, DemandOverCapacityWithHeadroomRoundedUp) {
-  EXPECT_EQ(ServersNeeded(3000, 1000), 4);       // 3.3 -> 4
-  EXPECT_EQ(ServersNeeded(2700, 1000), 3);       // 2.97 -> 3
-  EXPECT_EQ(ServersNeeded(1000, 1100), 1);       // 1.0 with headroom
-  EXPECT_EQ(ServersNeeded(3000, 1100), 4);       // 3.0000000000000004 in doubles: as PromQL's ceil gives
+  EXPECT_EQ(ServersNeeded(3000, 1000), 4);  // 3.3 -> 4
+  EXPECT_EQ(ServersNeeded(2700, 1000), 3);  // 2.97 -> 3
+  EXPECT_EQ(ServersNeeded(1000, 1100), 1);  // 1.0 with headroom
+  EXPECT_EQ(ServersNeeded(3000, 1100), 4);  // 3.0000000000000004 in doubles: as PromQL's ceil gives
   EXPECT_EQ(ServersNeeded(100, 1000), 1);
   EXPECT_EQ(ServersNeeded(3000, 1000, 1.0), 3);
-  EXPECT_EQ(ServersNeeded(0, 1000), 0);          // no demand known
-  EXPECT_EQ(ServersNeeded(1000, 0), 0);          // no capacity known
+  EXPECT_EQ(ServersNeeded(0, 1000), 0);  // no demand known
+  EXPECT_EQ(ServersNeeded(1000, 0), 0);  // no capacity known
 }
 
 // A loop that waits `wait` in Next() and then steps for `step`, n times.
@@ -90,11 +90,11 @@ TEST(DemandMeterTest, PausesBetweenEpochsAndMidEpochAreNoSteps) {
   DemandMeter m(&metrics);
   absl::Time t = kT0;
   Loop(m, t, 50, absl::ZeroDuration(), absl::Milliseconds(10), 10);  // 1000/s
-  m.Pause();                      // end of epoch; then five minutes of evaluation
+  m.Pause();                                                         // end of epoch; then five minutes of evaluation
   t += absl::Minutes(5);
   Loop(m, t, 50, absl::ZeroDuration(), absl::Milliseconds(10), 10);
   EXPECT_NEAR(m.Report().demand_images_per_second, 1000, 1);
-  t += absl::Minutes(2);          // a checkpoint mid-epoch: far longer than any step
+  t += absl::Minutes(2);  // a checkpoint mid-epoch: far longer than any step
   Loop(m, t, 50, absl::ZeroDuration(), absl::Milliseconds(10), 10);
   EXPECT_NEAR(m.Report().demand_images_per_second, 1000, 1);
   EXPECT_LT(metrics.step_seconds->Value(), 2.0);  // neither pause was counted
@@ -106,7 +106,7 @@ TEST(DemandMeterTest, PausesBetweenEpochsAndMidEpochAreNoSteps) {
 TEST(DemandMeterTest, FollowsASlowerStep) {
   DemandMeter m(nullptr, absl::Seconds(5));
   absl::Time t = kT0;
-  Loop(m, t, 500, absl::ZeroDuration(), absl::Milliseconds(10), 10);  // 1000/s
+  Loop(m, t, 500, absl::ZeroDuration(), absl::Milliseconds(10), 10);   // 1000/s
   Loop(m, t, 1500, absl::ZeroDuration(), absl::Milliseconds(40), 10);  // 250/s for 60 s
   EXPECT_NEAR(m.Report().demand_images_per_second, 250, 10);
 }

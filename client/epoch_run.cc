@@ -51,7 +51,7 @@ class EpochRun::GrpcStream final : public EpochRun::Stream,
                                    public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   GrpcStream(EpochRun* run, StreamId id, const std::string& address, std::shared_ptr<grpc::Channel> channel,
-         grpc::ByteBuffer config)
+             grpc::ByteBuffer config)
       : run_(run),
         id_(id),
         address_(address),
@@ -261,10 +261,9 @@ void EpochRun::OpenStreams() {
     // A further lane of a server whose first connection is up opens while its
     // own connection is still being made (the call waits for it), so that
     // all lanes start with the epoch rather than a supervisor tick later.
-    const bool reachable =
-        state == GRPC_CHANNEL_READY ||
-        (lane > 0 && state != GRPC_CHANNEL_TRANSIENT_FAILURE && state != GRPC_CHANNEL_SHUTDOWN &&
-         servers_->Channel(a, 0)->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY);
+    const bool reachable = state == GRPC_CHANNEL_READY ||
+                           (lane > 0 && state != GRPC_CHANNEL_TRANSIENT_FAILURE && state != GRPC_CHANNEL_SHUTDOWN &&
+                            servers_->Channel(a, 0)->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY);
     absl::MutexLock lock(&mu_);
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) scheduler_.OnConnectFailed(a, "cannot connect");
     if (!reachable || stop_.HasBeenNotified()) continue;
@@ -401,7 +400,8 @@ absl::Status EpochRun::Next(Batch* batch, bool* end_of_epoch) {
   std::vector<StreamId> half_closes;
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](BatchScheduler* s) { return s->CanTake(); }, &scheduler_));
+    mu_.Await(absl::Condition(
+        +[](BatchScheduler* s) { return s->CanTake(); }, &scheduler_));
     absl::Status status = scheduler_.Take(batch, end_of_epoch);
     if (*end_of_epoch && options_.meter) options_.meter->demand().Pause();  // between epochs is no step
     if (status.ok() && !*end_of_epoch) scheduler_.OnCallerWait(clock_->Now() - start);

@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/chunk_assembler.h"
 #include "client/epoch_run.h"
 
@@ -212,7 +212,7 @@ class EpochRun::LocalStream final : public EpochRun::Stream {
   // which keeps the end from being reported.
   std::shared_ptr<StreamSession> session_;
   std::deque<v1::BatchRequest> queued_ ABSL_GUARDED_BY(mu_);  // written before Start
-  int making_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, callback not yet returned
+  int making_ ABSL_GUARDED_BY(mu_) = 0;                       // submitted, callback not yet returned
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool half_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool ending_ ABSL_GUARDED_BY(mu_) = false;

@@ -28,7 +28,9 @@ uint64_t Score(const std::string& key, const std::string& server) {
   return h ^ (h >> 31);
 }
 
-void Blend(double* average, double value, bool first) { *average = first ? value : *average + kDecay * (value - *average); }
+void Blend(double* average, double value, bool first) {
+  *average = first ? value : *average + kDecay * (value - *average);
+}
 
 }  // namespace
 
@@ -61,9 +63,8 @@ std::vector<std::string> RendezvousOrder(const std::string& key, const std::vect
     const double u = (static_cast<double>(h >> 11) + 0.5) / static_cast<double>(uint64_t{1} << 53);
     scored.emplace_back(-w / std::log(u), s);
   }
-  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  std::sort(scored.begin(), scored.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   std::vector<std::string> order;
   order.reserve(scored.size());
   for (auto& [score, s] : scored) order.push_back(std::move(s));
@@ -267,11 +268,11 @@ void Fanout::SetPrefetch() {
     // Bounded by what the subset holds in flight twice over (window x
     // servers, Little's law), so that a fast step does not buffer seconds
     // of batches: memory stays the subset's, never the pool's.
-    const double failover =
-        std::min(absl::ToDoubleSeconds(options_.failover) * rate, 2.0 * options_.window * servers);
+    const double failover = std::min(absl::ToDoubleSeconds(options_.failover) * rate, 2.0 * options_.window * servers);
     depth = std::max<int64_t>(depth, static_cast<int64_t>(std::ceil(failover)) + options_.window);
   }
-  prefetch_ = static_cast<int>(std::clamp<int64_t>(depth + options_.extra_prefetch, 2, std::min<int64_t>(cap, INT_MAX)));
+  prefetch_ =
+      static_cast<int>(std::clamp<int64_t>(depth + options_.extra_prefetch, 2, std::min<int64_t>(cap, INT_MAX)));
 }
 
 }  // namespace stoker

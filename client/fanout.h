@@ -62,7 +62,7 @@ struct FanoutOptions {
   int fixed_prefetch = 0;
   int64_t batch_bytes = 0;
   int64_t prefetch_bytes = 0;
-  int extra_prefetch = 0;  // batches for producers outside the fan-out (the local producer)
+  int extra_prefetch = 0;                    // batches for producers outside the fan-out (the local producer)
   std::map<std::string, double> capacities;  // as SetCapacities, from the servers' OpenSession answers
 };
 
@@ -139,7 +139,7 @@ class Fanout {
   std::map<std::string, ServerStats> stats_;
   std::map<std::string, double> weights_;  // sqrt of the capacities
   absl::Time next_change_ = absl::InfinitePast();
-  absl::Duration waited_;                          // since window_start_
+  absl::Duration waited_;  // since window_start_
   absl::Time window_start_ = absl::InfinitePast();
   double starved_ratio_ = 0;
   bool started_ = false;  // past the first interval with a measured server
@@ -149,9 +149,9 @@ class Fanout {
   absl::Duration probe_backoff_;
   absl::Time next_probe_ = absl::InfinitePast();
   enum class Probe { kNone, kGrow, kMove };
-  Probe pending_ = Probe::kNone;  // a probe made since the last Choose: its new server is the probe
-  Probe probing_ = Probe::kNone;  // what probe_ is
-  int grown_by_ = 0;              // servers the last kGrow added (a dropped probe takes them all back)
+  Probe pending_ = Probe::kNone;             // a probe made since the last Choose: its new server is the probe
+  Probe probing_ = Probe::kNone;             // what probe_ is
+  int grown_by_ = 0;                         // servers the last kGrow added (a dropped probe takes them all back)
   std::map<std::string, absl::Time> avoid_;  // servers moved off, until when
   std::string moved_off_;                    // the server the last move left
   int probes_dropped_ = 0;

@@ -33,9 +33,9 @@ namespace stoker {
 namespace {
 
 constexpr int64_t kSampleBytes = 4;
-constexpr int64_t kBatchBytes = 4 * kSampleBytes;  // batch size 4
+constexpr int64_t kBatchBytes = 4 * kSampleBytes;     // batch size 4
 constexpr int64_t kPrefetchBytes = 64 * kBatchBytes;  // the cap: 64 batches
-constexpr double kNet = 0.001;  // one-way network time, seconds
+constexpr double kNet = 0.001;                        // one-way network time, seconds
 
 struct Size {
   int ranks = 256, servers = 32;
@@ -62,8 +62,8 @@ struct SimServer {
   double busy_until = 0;
   double down_until = 0;
   std::set<std::pair<int, StreamId>> streams;  // (rank, stream) open to it
-  double delivered_window = 0;               // batches finished in the measuring window
-  bool whole_window = true;                  // up through the measuring window
+  double delivered_window = 0;                 // batches finished in the measuring window
+  bool whole_window = true;                    // up through the measuring window
 };
 
 struct SimStream {
@@ -143,7 +143,8 @@ class PoolSimulation {
       // As each server's OpenSession answer tells the client.
       std::map<std::string, double> capacities;
       const char* exp = std::getenv("STOKER_FANOUT_CAPACITY_EXP");  // experiments: 0 = unweighted
-      for (const SimServer& srv : servers_) capacities[srv.address] = std::pow(srv.capacity, exp ? std::atof(exp) : 1.0);
+      for (const SimServer& srv : servers_)
+        capacities[srv.address] = std::pow(srv.capacity, exp ? std::atof(exp) : 1.0);
       rank.scheduler->SetCapacities(capacities);
     }
     SetDemand(0.7);
@@ -175,7 +176,7 @@ class PoolSimulation {
     double delivered = 0, capacity = 0;  // batches/s in the measuring window
     double min_demand_met = 1e9;         // lowest rank's taken / demand
     double mean_demand_met = 0;
-    double worst_share = 0;              // largest |load / capacity-weighted share - 1| over servers up throughout
+    double worst_share = 0;  // largest |load / capacity-weighted share - 1| over servers up throughout
     double streams_max = 0, streams_mean = 0;
     double servers_per_rank = 0, servers_per_rank_max = 0;
     int64_t prefetch_max = 0, held_max = 0;
@@ -231,8 +232,11 @@ class PoolSimulation {
         const double m = (r.taken_window + 1) / (span * r.demand);
         if (m > 0.95) continue;
         const Fanout* f = r.scheduler->fanout();
-        std::printf("rank %zu weight %d met %.2f demand %.2f supply %.2f starved %.2f dropped %d target %d prefetch %d held %lld chosen:",
-                    i, weight_[i], m, r.demand, f->supply(), f->starved_ratio(), f->probes_dropped(), f->target(), f->prefetch(), (long long)r.held);
+        std::printf(
+            "rank %zu weight %d met %.2f demand %.2f supply %.2f starved %.2f dropped %d target %d prefetch %d held "
+            "%lld chosen:",
+            i, weight_[i], m, r.demand, f->supply(), f->starved_ratio(), f->probes_dropped(), f->target(),
+            f->prefetch(), (long long)r.held);
         for (const auto& c : f->chosen()) {
           std::printf(" %d(cap %.1f sat %d streams %zu)", ServerIndex(c), servers_[ServerIndex(c)].capacity,
                       f->saturated(c), servers_[ServerIndex(c)].streams.size());
@@ -270,10 +274,8 @@ class PoolSimulation {
 
   void Handle(const Event& e, bool measuring) {
     switch (e.kind) {
-      case Kind::kDone:
-        return Done(e, measuring);
-      case Kind::kTake:
-        return TryTake(e.rank, measuring);
+      case Kind::kDone: return Done(e, measuring);
+      case Kind::kTake: return TryTake(e.rank, measuring);
       case Kind::kTick: {
         Rank& r = ranks_[static_cast<size_t>(e.rank)];
         Membership(e.rank);
@@ -427,7 +429,8 @@ class PoolSimulation {
 void Print(const char* phase, const PoolSimulation::PhaseResult& p) {
   std::printf(
       "%s: delivered %.0f batches/s of the up servers' capacity %.0f (%.3fx); demand met (within a batch): lowest "
-      "rank %.3f, mean %.3f; load vs capacity-weighted share: worst %+.1f %%; streams per server: max %.0f, mean %.1f (%.2fx); "
+      "rank %.3f, mean %.3f; load vs capacity-weighted share: worst %+.1f %%; streams per server: max %.0f, mean %.1f "
+      "(%.2fx); "
       "servers per rank: mean %.2f, max %.0f; prefetch depth max %lld batches, held max %lld (cap %lld)\n",
       phase, p.delivered, p.capacity, p.delivered / p.capacity, p.min_demand_met, p.mean_demand_met,
       100 * p.worst_share, p.streams_max, p.streams_mean, p.streams_max / std::max(1e-9, p.streams_mean),

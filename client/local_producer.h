@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dataplane/sessions/data_service_core.h"
 #include "dataplane/base/server_metrics.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "prometheus/registry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "storage/store_mirror.h"

@@ -26,8 +26,7 @@ struct SimServer {
   std::string address;
   bool up = true;
   bool member = true;
-  absl::Time down_until = absl::UnixEpoch(), stalled_until = absl::UnixEpoch(),
-             rejoin_at = absl::UnixEpoch();
+  absl::Time down_until = absl::UnixEpoch(), stalled_until = absl::UnixEpoch(), rejoin_at = absl::UnixEpoch();
 };
 
 struct SimStream {
@@ -411,8 +410,8 @@ TEST(SchedulerSimulationTest, ExactlyOnceOrAClearErrorInEverySchedule) {
       ASSERT_EQ(out.error.code(), absl::StatusCode::kDataLoss) << "seed " << seed << ": " << out.error;
       // The server's own message names the bad batch (when the server did not
       // name it in its trailers, the batches sent with it share the blame).
-      ASSERT_NE(out.error.message().find(absl::StrCat("sample of batch ", sim.poison(), " of epoch ",
-                                                      sim.poison_epoch(), ":")),
+      ASSERT_NE(out.error.message().find(
+                    absl::StrCat("sample of batch ", sim.poison(), " of epoch ", sim.poison_epoch(), ":")),
                 std::string::npos)
           << "seed " << seed << ": " << out.error;
       ++poisoned;

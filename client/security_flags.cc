@@ -4,7 +4,8 @@
 
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM bundle of CAs the servers' certificates must chain to; set: connect with TLS; empty: plain text");
-ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain for servers that require mutual TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate chain for servers that require mutual TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert (unencrypted)");
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name the servers' certificate must carry when it is not the host in the address; empty: that host "

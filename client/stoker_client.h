@@ -46,11 +46,11 @@ struct ClientConfig {
   // own Python transform processes and op plugins (the same modules make the
   // same pixels wherever a batch is made; python.processes 0: one per worker).
   LocalOptions local;
-  v1::SessionConfig session;         // dataset, pipeline, batch size, seed...
-  bool drop_last = false;            // leave out the epoch's last partial batch
-  int rank = 0;                      // this process's share of the epoch...
-  int world_size = 1;                // ...as PyTorch's DistributedSampler
-  bool ordered = true;               // false: hand batches over as they complete
+  v1::SessionConfig session;  // dataset, pipeline, batch size, seed...
+  bool drop_last = false;     // leave out the epoch's last partial batch
+  int rank = 0;               // this process's share of the epoch...
+  int world_size = 1;         // ...as PyTorch's DistributedSampler
+  bool ordered = true;        // false: hand batches over as they complete
   // Epochs the job runs (0: not known). While an epoch drains, the next
   // one's first batches are requested on the same streams, so that it does
   // not start cold; not after the last of `epochs` (when known, nothing is
@@ -60,7 +60,7 @@ struct ClientConfig {
   // false: every epoch opens its own streams and starts cold (the behaviour
   // before epochs flowed into each other; kept for comparison).
   bool overlap_epochs = true;
-  int window_per_server = 2;         // batches requested from one server at a time
+  int window_per_server = 2;  // batches requested from one server at a time
   // Streams to each server, each on its own TCP connection, sharing the
   // server's window: a server sends one connection's bytes on one thread at
   // a time, so two let it use a second core (see docs/transport.md).
@@ -81,7 +81,7 @@ struct ClientConfig {
   int min_servers = 2;
   int initial_servers = 2;  // what a failover needs; more as demand and supply ask (issue 50: 4 made short jobs keep 4)
   int max_servers = 32;
-  absl::Duration rpc_timeout = absl::Seconds(10);     // OpenSession and connecting
+  absl::Duration rpc_timeout = absl::Seconds(10);  // OpenSession and connecting
   // How long Connect waits for servers that are up but still scanning the
   // dataset (a first open of a large tree takes minutes).
   absl::Duration open_timeout = absl::Minutes(30);
@@ -182,7 +182,7 @@ class StokerClient {
 
   ClientConfig config_;  // set in Connect (expected_fingerprint), then constant
   ClientMetrics* const metrics_;
-  std::unique_ptr<ServerSet> servers_;  // null without servers
+  std::unique_ptr<ServerSet> servers_;    // null without servers
   std::unique_ptr<LocalProducer> local_;  // null without local.workers; outlives epoch_
   std::unique_ptr<BottleneckMeter> meter_;
   int64_t epoch_number_ = -1;

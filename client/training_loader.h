@@ -33,12 +33,12 @@ struct LoaderConfig {
 };
 
 struct LoaderStats {
-  RunSummary run;             // since the first batch (starved: time inside Next)
-  Verdict verdict;            // the bottleneck verdict over the whole run
-  std::string device_path;    // "cuda" or "cpu"
-  int64_t h2d_bytes = 0;      // copied to the device (CPU path: converted)
-  double h2d_seconds = 0;     // copy + conversion time
-  double next_seconds = 0;    // total time the caller spent inside Next
+  RunSummary run;           // since the first batch (starved: time inside Next)
+  Verdict verdict;          // the bottleneck verdict over the whole run
+  std::string device_path;  // "cuda" or "cpu"
+  int64_t h2d_bytes = 0;    // copied to the device (CPU path: converted)
+  double h2d_seconds = 0;   // copy + conversion time
+  double next_seconds = 0;  // total time the caller spent inside Next
 };
 
 class TrainingLoader {

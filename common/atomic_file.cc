@@ -41,8 +41,10 @@ absl::Status WriteFileAtomically(const fs::path& path, absl::string_view content
   for (size_t done = 0; done < content.size() && status.ok();) {
     const ssize_t n = write(fd, content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) status = absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
-    else done += static_cast<size_t>(n);
+    if (n <= 0)
+      status = absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+    else
+      done += static_cast<size_t>(n);
   }
   if (status.ok() && durability == Durability::kDurable && fsync(fd) != 0) {
     status = absl::InternalError(absl::StrCat("fsync of ", tmp, " failed: ", strerror(errno)));
@@ -51,7 +53,8 @@ absl::Status WriteFileAtomically(const fs::path& path, absl::string_view content
   std::error_code ec;
   if (status.ok()) {
     fs::rename(tmp, path, ec);
-    if (ec) status = absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path.string(), ": ", ec.message()));
+    if (ec)
+      status = absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path.string(), ": ", ec.message()));
   }
   if (!status.ok()) {
     fs::remove(tmp, ec);

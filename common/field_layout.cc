@@ -17,7 +17,8 @@ std::vector<v1::FieldSpec> ValueFields(const google::protobuf::RepeatedPtrField<
 }
 
 void AppendFieldRegion(const std::vector<v1::FieldSpec>& fields, std::vector<std::vector<std::string>>* values,
-                       v1::BatchHeader* header, std::string* out, const std::vector<std::vector<int64_t>>& item_shapes) {
+                       v1::BatchHeader* header, std::string* out,
+                       const std::vector<std::vector<int64_t>>& item_shapes) {
   size_t total = 0;
   for (const auto& sample : *values) {
     for (const std::string& v : sample) total += v.size();
@@ -66,11 +67,13 @@ absl::Status CheckFieldLayout(const v1::BatchHeader& h, const std::vector<v1::Fi
       return bad(absl::StrCat("sent as '", d.name(), "' of kind ", d.kind()));
     }
     if (d.offset() < 0 || d.bytes() < 0 || d.offset() > h.field_bytes() || d.bytes() > h.field_bytes() - d.offset()) {
-      return bad(absl::StrCat("bytes [", d.offset(), ", +", d.bytes(), ") outside the ", h.field_bytes(),
-                              " field bytes"));
+      return bad(
+          absl::StrCat("bytes [", d.offset(), ", +", d.bytes(), ") outside the ", h.field_bytes(), " field bytes"));
     }
-    if (d.sample_offsets_size() != n + 1 || d.sample_offsets(0) != 0 || d.sample_offsets(static_cast<int>(n)) != d.bytes()) {
-      return bad(absl::StrCat(d.sample_offsets_size(), " sample offsets for ", n, " samples and ", d.bytes(), " bytes"));
+    if (d.sample_offsets_size() != n + 1 || d.sample_offsets(0) != 0 ||
+        d.sample_offsets(static_cast<int>(n)) != d.bytes()) {
+      return bad(
+          absl::StrCat(d.sample_offsets_size(), " sample offsets for ", n, " samples and ", d.bytes(), " bytes"));
     }
     const int64_t item = ItemBytes(d);
     if (item < 0) return bad(absl::StrCat("item shape [", absl::StrJoin(d.item_shape(), ","), "] for its kind"));

@@ -52,11 +52,7 @@ TEST(FieldLayoutTest, BadLayoutsAreNamed) {
       {"decreasing", [](v1::BatchHeader& h) { h.mutable_fields(0)->set_sample_offsets(1, 9); }, "sample 1"},
       {"short offsets", [](v1::BatchHeader& h) { h.mutable_fields(0)->mutable_sample_offsets()->RemoveLast(); },
        "sample offsets"},
-      {"class of 8 bytes",
-       [](v1::BatchHeader& h) {
-         h.mutable_fields(1)->set_sample_offsets(1, 8);
-       },
-       "sample 0"},
+      {"class of 8 bytes", [](v1::BatchHeader& h) { h.mutable_fields(1)->set_sample_offsets(1, 8); }, "sample 0"},
   };
   for (const Case& c : cases) {
     v1::BatchHeader h = Built(&region);

@@ -17,9 +17,9 @@ struct KindName {
   v1::FieldKind kind;
   const char* name;
 };
-constexpr KindName kKinds[] = {{v1::IMAGE, "image"}, {v1::CLASS, "class"},     {v1::CLASSES, "classes"},
-                               {v1::TEXT, "text"},   {v1::BYTES, "bytes"},     {v1::JSON, "json"},
-                               {v1::BOXES, "boxes"}, {v1::MASK, "mask"},       {v1::MASKS, "masks"},
+constexpr KindName kKinds[] = {{v1::IMAGE, "image"},         {v1::CLASS, "class"},   {v1::CLASSES, "classes"},
+                               {v1::TEXT, "text"},           {v1::BYTES, "bytes"},   {v1::JSON, "json"},
+                               {v1::BOXES, "boxes"},         {v1::MASK, "mask"},     {v1::MASKS, "masks"},
                                {v1::KEYPOINTS, "keypoints"}, {v1::TOKENS, "tokens"}, {v1::NUMBER, "number"},
                                {v1::AUDIO_TRACK, "audio"}};
 constexpr char kKindList[] =
@@ -77,7 +77,9 @@ v1::FieldSpec FromBareName(const std::string& name) {
 }
 
 bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '_' || c == '.' || c == '-'; }
-bool IsExtensionChar(char c) { return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_' || c == '.' || c == '-'; }
+bool IsExtensionChar(char c) {
+  return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_' || c == '.' || c == '-';
+}
 
 absl::Status Bad(int i, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("fields[", i, "]: ", what));
@@ -115,7 +117,9 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
     entry = absl::StripAsciiWhitespace(entry);
     const size_t eq = entry.find('=');
     const std::string name(absl::StripAsciiWhitespace(entry.substr(0, eq)));
-    if (name.empty()) return Bad(i, absl::StrCat("'", absl::CHexEscape(entry), "' has no name; write NAME or NAME=[KIND:]EXT[;EXT...]"));
+    if (name.empty())
+      return Bad(i,
+                 absl::StrCat("'", absl::CHexEscape(entry), "' has no name; write NAME or NAME=[KIND:]EXT[;EXT...]"));
     if (eq == absl::string_view::npos) {
       fields.push_back(FromBareName(name));
     } else {
@@ -151,7 +155,8 @@ absl::StatusOr<std::vector<v1::FieldSpec>> ParseFieldsText(absl::string_view tex
         kind = name == "video" ? v1::IMAGE : name == "audio" ? v1::AUDIO_TRACK : KindOfExtension(spec.extensions(0));
       }
       spec.set_kind(kind);
-      if (spec.extensions().empty() && (kind == v1::TEXT || kind == v1::JSON || kind == v1::BYTES || kind == v1::TOKENS)) {
+      if (spec.extensions().empty() &&
+          (kind == v1::TEXT || kind == v1::JSON || kind == v1::BYTES || kind == v1::TOKENS)) {
         spec.add_extensions(kind == v1::TEXT || kind == v1::TOKENS ? "txt" : kind == v1::JSON ? "json" : name);
       }
       fields.push_back(std::move(spec));
@@ -195,8 +200,7 @@ absl::Status CheckFields(const v1::SessionConfig& config, int64_t server_limit) 
   for (int i = 0; i < fields.size(); ++i) {
     const v1::FieldSpec& f = fields[i];
     const std::string& name = f.name();
-    if (name.empty() || name.size() > kMaxFieldNameLength ||
-        !std::all_of(name.begin(), name.end(), IsNameChar)) {
+    if (name.empty() || name.size() > kMaxFieldNameLength || !std::all_of(name.begin(), name.end(), IsNameChar)) {
       return Bad(i, absl::StrCat("name '", absl::CHexEscape(name.substr(0, 80)), "': 1..", kMaxFieldNameLength,
                                  " characters of letters, digits, '_', '.', '-'"));
     }
@@ -211,9 +215,10 @@ absl::Status CheckFields(const v1::SessionConfig& config, int64_t server_limit) 
                          f.kind() == v1::NUMBER || f.kind() == v1::BYTES || f.kind() == v1::JSON;
       if (!chars || p.size() > 256 || p.front() == '.' || p.back() == '.' || p.find("..") != std::string::npos ||
           f.extensions().empty() || !kinds) {
-        return Bad(i, absl::StrCat("field '", name, "': json path '", absl::CHexEscape(p.substr(0, 80)),
-                                   "' must be keys and indices joined by dots (letters, digits, '_'), after a "
-                                   "member extension, for a field of kind text, class, classes, number, bytes or json"));
+        return Bad(i,
+                   absl::StrCat("field '", name, "': json path '", absl::CHexEscape(p.substr(0, 80)),
+                                "' must be keys and indices joined by dots (letters, digits, '_'), after a "
+                                "member extension, for a field of kind text, class, classes, number, bytes or json"));
       }
     } else if (f.kind() == v1::NUMBER) {
       return Bad(i, absl::StrCat("field '", name, "' (number) needs a json path, e.g. '", name, "=number:json@score'"));

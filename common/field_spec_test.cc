@@ -6,7 +6,8 @@ namespace stoker {
 namespace {
 
 TEST(FieldSpecTest, KindsFollowFromExtensionsAndNames) {
-  auto fields = ParseFieldsText("image=jpg;png;.WEBP, caption=txt, meta=json, label=cls, raw=bytes:json, tags=classes:tags");
+  auto fields =
+      ParseFieldsText("image=jpg;png;.WEBP, caption=txt, meta=json, label=cls, raw=bytes:json, tags=classes:tags");
   ASSERT_TRUE(fields.ok()) << fields.status();
   ASSERT_EQ(fields->size(), 6u);
   EXPECT_EQ((*fields)[0].kind(), v1::IMAGE);
@@ -71,8 +72,8 @@ TEST(FieldSpecTest, JsonPathsTypeOneValueOfAMember) {
   auto again = ParseFieldsText(FieldsToText(repeated));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)[1].json_path(), "aesthetic.score");
-  for (const char* bad : {"image, s=number:json", "image, s=number:json@a..b", "image, s=boxes:json@a",
-                          "image, s=number:json@a b"}) {
+  for (const char* bad :
+       {"image, s=number:json", "image, s=number:json@a..b", "image, s=boxes:json@a", "image, s=number:json@a b"}) {
     EXPECT_FALSE(ParseFieldsText(bad).ok()) << bad;
   }
 }

@@ -44,7 +44,8 @@ std::vector<char*> ParseFlags(int argc, char** argv, const char* usage) {
   // Kept for the life of the process: argv points into it.
   static auto* storage = new std::vector<std::string>(DashesToUnderscores(argc, argv));
   (void)storage;
-  absl::SetProgramUsageMessage(absl::StrCat(usage, "\nFlags may be spelled with dashes or underscores (--data-root, --data_root)."));
+  absl::SetProgramUsageMessage(
+      absl::StrCat(usage, "\nFlags may be spelled with dashes or underscores (--data-root, --data_root)."));
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view path) {
     return absl::EndsWith(path, "_main.cc") || absl::EndsWith(path, "_flags.cc");  // shared: TLS, storage

@@ -11,23 +11,22 @@ std::string HostPort(const std::string& host, int port) {
   return ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }
 
-absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
-    std::shared_ptr<SecretSet> basic_auth) {
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& host, int port,
+                                                                        std::shared_ptr<prometheus::Registry> registry,
+                                                                        std::shared_ptr<SecretSet> basic_auth) {
   const std::string address = HostPort(host, port);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
   }
   exposer->RegisterCollectable(registry);
   if (basic_auth) {
     SecretSet* pairs = basic_auth.get();
-    exposer->RegisterAuth([pairs](const std::string& user, const std::string& password) {
-      return pairs->Contains(user + ":" + password);
-    }, "stoker metrics");
+    exposer->RegisterAuth([pairs](const std::string& user,
+                                  const std::string& password) { return pairs->Contains(user + ":" + password); },
+                          "stoker metrics");
   }
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (ports.empty()) {

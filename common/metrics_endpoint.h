@@ -26,9 +26,9 @@ class MetricsEndpoint {
   // Binds host:port (port 0 picks a free one) and serves `registry`.
   // UNAVAILABLE if the address cannot be bound. With `basic_auth` (accepted
   // "user:password" pairs), scrapes need HTTP basic auth with one of them.
-  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
-      std::shared_ptr<SecretSet> basic_auth = nullptr);
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& host, int port,
+                                                                std::shared_ptr<prometheus::Registry> registry,
+                                                                std::shared_ptr<SecretSet> basic_auth = nullptr);
 
   int port() const { return port_; }
   // Serves `collectable` too (read at each scrape), for as long as the endpoint lives.
@@ -37,7 +37,7 @@ class MetricsEndpoint {
  private:
   MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int port, std::shared_ptr<SecretSet> basic_auth)
       : basic_auth_(std::move(basic_auth)), exposer_(std::move(exposer)), port_(port) {}
-  std::shared_ptr<SecretSet> basic_auth_;  // outlives the exposer, whose handler uses it
+  std::shared_ptr<SecretSet> basic_auth_;                        // outlives the exposer, whose handler uses it
   std::vector<std::shared_ptr<prometheus::Collectable>> added_;  // outlive the exposer, which holds weak pointers
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_;

@@ -39,8 +39,8 @@ std::string ProgressBar(const ProgressFigures& p, int width) {
 }
 
 std::string ProgressLine(const ProgressFigures& p) {
-  std::string line = absl::StrFormat("%d/%d %s (%.1f%%), %.1f %s/s, ETA %s", p.done, p.total, p.unit,
-                                     100 * Fraction(p), p.per_second, p.unit, FormatEta(p.eta));
+  std::string line = absl::StrFormat("%d/%d %s (%.1f%%), %.1f %s/s, ETA %s", p.done, p.total, p.unit, 100 * Fraction(p),
+                                     p.per_second, p.unit, FormatEta(p.eta));
   if (!p.note.empty()) absl::StrAppend(&line, ", ", p.note);
   return line;
 }

@@ -12,8 +12,10 @@ TEST(ProgressBarTest, BarAndLineCarryTheFigures) {
 }
 
 TEST(ProgressBarTest, EdgesStayInTheBar) {
-  EXPECT_EQ(ProgressBar({0, 0, 0, absl::InfiniteDuration(), "samples", ""}, 4), "[....] 0/0  0.0%  0.0 samples/s  ETA ?");
-  EXPECT_EQ(ProgressBar({7, 5, 1, absl::ZeroDuration(), "shards", ""}, 4), "[####] 7/5  100.0%  1.0 shards/s  ETA 0:00:00");
+  EXPECT_EQ(ProgressBar({0, 0, 0, absl::InfiniteDuration(), "samples", ""}, 4),
+            "[....] 0/0  0.0%  0.0 samples/s  ETA ?");
+  EXPECT_EQ(ProgressBar({7, 5, 1, absl::ZeroDuration(), "shards", ""}, 4),
+            "[####] 7/5  100.0%  1.0 shards/s  ETA 0:00:00");
   EXPECT_EQ(FormatEta(absl::Hours(2) + absl::Minutes(3) + absl::Seconds(4)), "2:03:04");
 }
 

@@ -32,7 +32,7 @@ TEST_F(SecretSetTest, AcceptsExactlyTheListedSecrets) {
   EXPECT_EQ((*set)->size(), 2u);
   EXPECT_TRUE((*set)->Contains("first-token-0123456789"));
   EXPECT_TRUE((*set)->Contains("second-token-0123456789"));
-  EXPECT_FALSE((*set)->Contains("first-token-012345678"));   // a prefix
+  EXPECT_FALSE((*set)->Contains("first-token-012345678"));    // a prefix
   EXPECT_FALSE((*set)->Contains("first-token-01234567890"));  // longer
   EXPECT_FALSE((*set)->Contains(""));
   EXPECT_FALSE((*set)->Contains("# tokens"));

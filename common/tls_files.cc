@@ -39,7 +39,8 @@ std::string OpenSslError() {
 absl::StatusOr<Cert> ReadCert(FILE* f, const std::string& path, const std::string& what) {
   Cert cert(PEM_read_X509(f, nullptr, nullptr, nullptr), &X509_free);
   if (!cert) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " holds no PEM certificate (", OpenSslError(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " holds no PEM certificate (", OpenSslError(), ")"));
   }
   return cert;
 }

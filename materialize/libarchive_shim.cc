@@ -28,7 +28,6 @@ extern "C" void arc4random_buf(void* buf, size_t n) {
 #include <archive_entry.h>
 
 extern "C" void __archive_write_entry_filetype_unsupported(struct archive* a, struct archive_entry* entry,
-                                                            const char* format) {
-  archive_set_error(a, EINVAL, "%s: unsupported file type for %s",
-                    archive_entry_pathname(entry), format);
+                                                           const char* format) {
+  archive_set_error(a, EINVAL, "%s: unsupported file type for %s", archive_entry_pathname(entry), format);
 }

@@ -59,7 +59,8 @@ stoker::ProgressFn MakeProgress(stoker::ProgressStyle style) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  stoker::ParseFlags(argc, argv,
+  stoker::ParseFlags(
+      argc, argv,
       "Stoker materialiser: runs a pipeline's deterministic prefix once over a dataset and stores the\n"
       "result as WebDataset tar shards plus manifest.json, which stoker-server serves as a dataset.\n"
       "Usage: stoker-materialize --data-root ROOT --dataset SRC --prefix 'resize(256)'\n"
@@ -96,9 +97,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string prefix_text = absl::GetFlag(FLAGS_prefix);
-  absl::StatusOr<std::vector<stoker::v1::Op>> prefix =
-      absl::StripAsciiWhitespace(prefix_text).empty() ? std::vector<stoker::v1::Op>{}  // decoded pixels
-                                                      : stoker::ParsePipelineText(prefix_text);
+  absl::StatusOr<std::vector<stoker::v1::Op>> prefix = absl::StripAsciiWhitespace(prefix_text).empty()
+                                                           ? std::vector<stoker::v1::Op>{}  // decoded pixels
+                                                           : stoker::ParsePipelineText(prefix_text);
   absl::StatusOr<stoker::StoredFormat> format =
       stoker::ParseStoredFormat(absl::GetFlag(FLAGS_format), absl::GetFlag(FLAGS_compression));
   if (!prefix.ok() || !format.ok()) {

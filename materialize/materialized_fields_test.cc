@@ -5,15 +5,15 @@
 // and what a materialised dataset cannot give is refused by name.
 #include <fstream>
 
-#include "common/field_spec.h"
 #include "common/field_layout.h"
+#include "common/field_spec.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "gtest/gtest.h"
-#include "materialize/materializer.h"
-#include "prometheus/registry.h"
 #include "dataplane/sessions/data_service_core.h"
 #include "dataplane/sources/materialized_source.h"
 #include "dataplane/sources/tar_shards.h"
+#include "gtest/gtest.h"
+#include "materialize/materializer.h"
+#include "prometheus/registry.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/one_batch.h"
 #include "tests/testdata/tar_writer.h"
@@ -29,7 +29,8 @@ std::string Shard() {
   std::vector<std::pair<std::string, std::string>> members;
   for (int i = 0; i < 6; ++i) {
     const std::string key = "s" + std::to_string(i);
-    members.push_back({key + ".jpg", testing::EncodeJpeg(testing::SyntheticImage(40, 48, static_cast<uint64_t>(i)), 90)});
+    members.push_back(
+        {key + ".jpg", testing::EncodeJpeg(testing::SyntheticImage(40, 48, static_cast<uint64_t>(i)), 90)});
     members.push_back({key + ".cls", std::to_string(i % 3)});
     if (i != 3) members.push_back({key + ".txt", "caption of " + key});
     members.push_back({key + ".json", "{\"i\": " + std::to_string(i) + "}"});
@@ -120,7 +121,8 @@ TEST_F(MaterializedFieldsTest, FieldsAreStoredBesideThePixelsAndServedAsTheSourc
   EXPECT_EQ(*stored.data, *source.data);
   EXPECT_EQ(stored.header.field_bytes(), source.header.field_bytes());
   ASSERT_EQ(stored.header.fields_size(), 3);
-  const absl::string_view region = absl::string_view(*stored.data).substr(static_cast<size_t>(stored.header.total_bytes()));
+  const absl::string_view region =
+      absl::string_view(*stored.data).substr(static_cast<size_t>(stored.header.total_bytes()));
   EXPECT_EQ(FieldValue(stored.header.fields(0), region, 3), "caption of s5");
   EXPECT_EQ(FieldValue(stored.header.fields(1), region, 1), "{\"i\": 1}");
 

@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "dataplane/sources/dataset.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/sessions/store_output.h"
+#include "dataplane/sources/dataset.h"
 #include "glog/logging.h"
 #include "materialize/sample_subset.h"
 #include "materialize/shard_writer.h"
@@ -28,9 +28,12 @@ constexpr int kEstimateSamples = 8;  // made to size shards before the run
 class Run {
  public:
   // Exactly one of `source` (local workers) and `remote` is set.
-  Run(const MaterializeConfig& config, std::shared_ptr<const SampleSource> source,
-      std::unique_ptr<RemoteMaker> remote, Pipeline prefix)
-      : config_(config), source_(std::move(source)), remote_(std::move(remote)), prefix_(std::move(prefix)),
+  Run(const MaterializeConfig& config, std::shared_ptr<const SampleSource> source, std::unique_ptr<RemoteMaker> remote,
+      Pipeline prefix)
+      : config_(config),
+        source_(std::move(source)),
+        remote_(std::move(remote)),
+        prefix_(std::move(prefix)),
         dir_(config.out),
         fingerprint_(source_ ? source_->fingerprint() : remote_->fingerprint()),
         size_(source_ ? source_->size() : remote_->size()),
@@ -82,7 +85,7 @@ class Run {
   const int64_t size_;
   const std::vector<std::string> class_names_;
   int64_t shard_samples_ = 0, shards_ = 0;
-  std::vector<int64_t> pending_;  // shards to make, in order
+  std::vector<int64_t> pending_;      // shards to make, in order
   std::vector<ShardRecord> records_;  // by shard, filled as they finish
   int64_t resumed_ = 0;
   absl::Time start_;
@@ -98,8 +101,7 @@ class Run {
 };
 
 MaterializeJob Run::ThisJob(int64_t shard_samples) const {
-  return {fingerprint_, PipelineToText(prefix_.ops()), config_.format.Name(), size_,
-          shard_samples};
+  return {fingerprint_, PipelineToText(prefix_.ops()), config_.format.Name(), size_, shard_samples};
 }
 
 MadeSample Run::MakeSample(int64_t index) {
@@ -143,10 +145,13 @@ absl::StatusOr<int64_t> Run::EstimateShardSamples() {
   };
   const int64_t batch = std::clamp<int64_t>(config_.batch_size, 1, n);
   if (remote_) {  // the first batch, made by the servers
-    absl::Status s = remote_->Make(batch, {0}, [&](MadeSample m) {
-      count(m);
-      return absl::OkStatus();
-    }, config_.cancel);
+    absl::Status s = remote_->Make(
+        batch, {0},
+        [&](MadeSample m) {
+          count(m);
+          return absl::OkStatus();
+        },
+        config_.cancel);
     if (!s.ok()) return s;
   } else {
     for (int64_t i = 0; i < std::min<int64_t>(n, kEstimateSamples); ++i) count(MakeSample(i));
@@ -212,8 +217,7 @@ absl::Status Run::AddToShard(Building& b, const MadeSample& m) {
   if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", config_.format.Field()), *m.stored); !s.ok()) return s;
   if (absl::Status s = b.writer.Add(absl::StrCat(key, ".cls"), std::to_string(m.label)); !s.ok()) return s;
   // Checked by the server on every read (a shard changed in place fails its samples as corrupt).
-  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", kStoredChecksumField), StoredChecksum(*m.stored));
-      !s.ok()) {
+  if (absl::Status s = b.writer.Add(absl::StrCat(key, ".", kStoredChecksumField), StoredChecksum(*m.stored)); !s.ok()) {
     return s;
   }
   for (const StoredField& f : m.fields) {
@@ -284,7 +288,8 @@ absl::Status Run::RunRemote(const ProgressFn& progress) {
   auto sink = [&](MadeSample m) -> absl::Status {
     if (!building) {
       if (next_pending == pending_.size() || m.index / shard_samples_ != pending_[next_pending]) {
-        return absl::DataLossError(absl::StrCat("the servers delivered sample ", m.index, ", which is in no shard due next"));
+        return absl::DataLossError(
+            absl::StrCat("the servers delivered sample ", m.index, ", which is in no shard due next"));
       }
       shard = pending_[next_pending++];
       expected = shard * shard_samples_;
@@ -324,8 +329,8 @@ absl::Status Run::RunRemote(const ProgressFn& progress) {
 }
 
 absl::Status Run::CancelledError() const {
-  const int64_t made = std::count_if(records_.begin(), records_.end(),
-                                     [](const ShardRecord& r) { return !r.shard.name.empty(); });
+  const int64_t made =
+      std::count_if(records_.begin(), records_.end(), [](const ShardRecord& r) { return !r.shard.name.empty(); });
   return absl::CancelledError(absl::StrCat("interrupted with ", made, " of ", shards_, " shards made (kept in ",
                                            dir_.path().string(), "); rerun the same command to finish"));
 }
@@ -416,7 +421,9 @@ absl::Status Run::RunWorkers(const ProgressFn& progress) {
   for (int w = 0; w < workers; ++w) threads.emplace_back([this] { Work(); });
   mu_.Lock();
   while (running_ > 0) {
-    mu_.AwaitWithTimeout(absl::Condition(+[](int* n) { return *n == 0; }, &running_), config_.progress_every);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](int* n) { return *n == 0; }, &running_),
+                         config_.progress_every);
     if (running_ == 0) break;  // the final report follows
     mu_.Unlock();
     Report(progress, false);
@@ -454,9 +461,10 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   fs::create_directories(dir_.out().parent_path(), ec);
   if (absl::Status s = dir_.Lock(); !s.ok()) return s;
   if (fs::exists(dir_.out(), ec) && !config_.overwrite) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        dir_.out().string(), " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
-        "complete)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir_.out().string(),
+                     " already exists; pass --overwrite to replace it (it is replaced only once the new output is "
+                     "complete)"));
   }
   if (std::optional<Manifest> finished = FinishedManifest()) {  // only the placing was left
     return Finish(*std::move(finished), 0, began);
@@ -464,8 +472,8 @@ absl::StatusOr<MaterializeReport> Run::Go(const ProgressFn& progress) {
   if (absl::Status s = PrepareWorkDir(); !s.ok()) return s;
   LoadRecords();
   LOG(INFO) << "materialising '" << config_.dataset << "' (" << size_ << " samples) with prefix '"
-            << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << dir_.out().string() << ": "
-            << shards_ << " shards of " << shard_samples_ << " samples, " << resumed_ << " already made, "
+            << PipelineToText(prefix_.ops()) << "' as " << config_.format.Name() << " into " << dir_.out().string()
+            << ": " << shards_ << " shards of " << shard_samples_ << " samples, " << resumed_ << " already made, "
             << (remote_ ? "on the servers" : absl::StrCat(config_.workers, " workers"));
   if (absl::Status s = remote_ ? RunRemote(progress) : RunWorkers(progress); !s.ok()) return s;
   int64_t stored = 0;
@@ -488,13 +496,15 @@ std::string ShardName(int64_t shard) { return absl::StrFormat("shard-%06d.tar", 
 
 absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, const ProgressFn& progress) {
   if (config.out.empty()) return absl::InvalidArgumentError("--out is empty; name the output directory");
-  if (config.workers < 1) return absl::InvalidArgumentError(absl::StrCat("--local-workers = ", config.workers, "; need >= 1"));
+  if (config.workers < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--local-workers = ", config.workers, "; need >= 1"));
   absl::StatusOr<Pipeline> prefix = Pipeline::CreatePrefix(config.prefix);
   if (!prefix.ok()) return absl::InvalidArgumentError(absl::StrCat("--prefix: ", prefix.status().message()));
   if (prefix->normalizes() && config.format.encoding != StoredEncoding::kRaw) {
-    return absl::InvalidArgumentError(absl::StrCat("--prefix ends in normalize, so samples are float32 pixels, "
-                                                   "which are stored raw only; --format is ",
-                                                   config.format.EncodingText()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefix ends in normalize, so samples are float32 pixels, "
+                     "which are stored raw only; --format is ",
+                     config.format.EncodingText()));
   }
   if (config.remote) {
     if (config.sample != 0) return absl::InvalidArgumentError("a sample of the dataset is made by local workers only");
@@ -518,8 +528,8 @@ absl::StatusOr<MaterializeReport> Materialize(const MaterializeConfig& config, c
   SourceOrError source = catalog.Open(config.dataset);
   if (!source.ok()) return source.status();
   if ((*source)->stored() != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset '", config.dataset,
-                                                   "' is already materialised; materialise its source instead"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset '", config.dataset, "' is already materialised; materialise its source instead"));
   }
   Run run(config, EvenSample(*std::move(source), config.sample), nullptr, *std::move(prefix));
   return run.Go(progress);

@@ -24,8 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "dataplane/sources/manifest.h"
 #include "dataplane/sample/stored_sample.h"
+#include "dataplane/sources/manifest.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "storage/held_object.h"
 

@@ -14,10 +14,10 @@
 
 #include "absl/synchronization/notification.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "gtest/gtest.h"
-#include "prometheus/registry.h"
 #include "dataplane/sessions/data_service_core.h"
 #include "dataplane/sources/tar_shards.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/tar_writer.h"
@@ -265,14 +265,14 @@ TEST_F(MaterializeTest, DamagedOutputsGetClearErrorsAndTheServerServesOthers) {
   struct Case {
     std::string dataset, fragment;
   };
-  for (const Case& c : std::vector<Case>{
-           {"truncated", "shard-000001.tar holds 3000 bytes"},
-           {"missing", "lists shard shard-000002.tar, which is missing"},
-           {"miscounted", "manifest says 19 samples; its shards hold 18"},
-           {"garbled", "manifest is not valid"},
-           {"array", "manifest.json is not a Stoker manifest"},
-           {"edited_format", "manifest's format or compression does not match its shards"},
-           {"bad_header", "damaged shard"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"truncated", "shard-000001.tar holds 3000 bytes"},
+                         {"missing", "lists shard shard-000002.tar, which is missing"},
+                         {"miscounted", "manifest says 19 samples; its shards hold 18"},
+                         {"garbled", "manifest is not valid"},
+                         {"array", "manifest.json is not a Stoker manifest"},
+                         {"edited_format", "manifest's format or compression does not match its shards"},
+                         {"bad_header", "damaged shard"}}) {
     Served s = Batch(Session(c.dataset, "resize(48), center_crop(40)", 4), {0, 1, 2, 3});
     EXPECT_EQ(s.status.code(), absl::StatusCode::kDataLoss) << c.dataset << ": " << s.status;
     EXPECT_NE(s.status.message().find(c.fragment), std::string::npos) << c.dataset << ": " << s.status;
@@ -295,11 +295,13 @@ TEST_F(MaterializeTest, DamagedOutputsGetClearErrorsAndTheServerServesOthers) {
   EXPECT_EQ(skip_config.failed[0].reason().rfind("corrupt: ", 0), 0u) << skip_config.failed[0].reason();
   EXPECT_NE(skip_config.failed[0].reason().find("the shard was changed after it was made"), std::string::npos)
       << skip_config.failed[0].reason();
-  Served fail = Batch([&] {
-    v1::SessionConfig c = Session("flipped", "resize(48), center_crop(40)", 2);
-    c.set_bad_sample_policy(v1::FAIL);
-    return c;
-  }(), {0, 1});
+  Served fail = Batch(
+      [&] {
+        v1::SessionConfig c = Session("flipped", "resize(48), center_crop(40)", 2);
+        c.set_bad_sample_policy(v1::FAIL);
+        return c;
+      }(),
+      {0, 1});
   EXPECT_EQ(fail.status.code(), absl::StatusCode::kDataLoss) << fail.status;
   EXPECT_NE(fail.status.message().find("shard-000000.tar:000000000"), std::string::npos) << fail.status;
   // Throughout, the good copy and the source are served.
@@ -308,8 +310,8 @@ TEST_F(MaterializeTest, DamagedOutputsGetClearErrorsAndTheServerServesOthers) {
 }
 
 TEST_F(MaterializeTest, BadSettingsAndAnExistingOutputAreRefused) {
-  absl::StatusOr<MaterializeReport> random = Materialize(Config("clean", "resize(48), random_horizontal_flip(0.5)",
-                                                                "raw", "none", "x"));
+  absl::StatusOr<MaterializeReport> random =
+      Materialize(Config("clean", "resize(48), random_horizontal_flip(0.5)", "raw", "none", "x"));
   EXPECT_TRUE(absl::IsInvalidArgument(random.status())) << random.status();
   EXPECT_NE(random.status().message().find("random_horizontal_flip"), std::string::npos) << random.status();
   EXPECT_FALSE(fs::exists(root_.path() / "x.partial"));
@@ -329,8 +331,8 @@ TEST_F(MaterializeTest, BadSettingsAndAnExistingOutputAreRefused) {
   absl::StatusOr<MaterializeReport> of_materialised = Materialize(Config("x", "", "raw", "none", "y"));
   EXPECT_TRUE(absl::IsInvalidArgument(of_materialised.status())) << of_materialised.status();
 
-  absl::StatusOr<MaterializeReport> float_jpeg =
-      Materialize(Config("clean", "resize(48), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)", "jpeg:90", "none", "z"));
+  absl::StatusOr<MaterializeReport> float_jpeg = Materialize(
+      Config("clean", "resize(48), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)", "jpeg:90", "none", "z"));
   EXPECT_TRUE(absl::IsInvalidArgument(float_jpeg.status())) << float_jpeg.status();
   EXPECT_NE(float_jpeg.status().message().find("stored raw only"), std::string::npos) << float_jpeg.status();
 }
@@ -409,10 +411,25 @@ TEST_F(MaterializeTest, AnInterruptedRunResumesToTheSameShards) {
 }
 
 TEST_F(MaterializeTest, SigkillMidRunThenRerunGivesExactlyOneCopyOfEachSample) {
-  const std::vector<std::string> argv = {STOKER_MATERIALIZE_BIN, "--data-root", root_.path().string(),
-                                         "--dataset", "clean", "--prefix", "resize(48)", "--format", "raw",
-                                         "--compression", "zstd", "--out", (root_.path() / "k").string(),
-                                         "--local-workers", "2", "--shard-samples", "2", "--progress", "log"};
+  const std::vector<std::string> argv = {STOKER_MATERIALIZE_BIN,
+                                         "--data-root",
+                                         root_.path().string(),
+                                         "--dataset",
+                                         "clean",
+                                         "--prefix",
+                                         "resize(48)",
+                                         "--format",
+                                         "raw",
+                                         "--compression",
+                                         "zstd",
+                                         "--out",
+                                         (root_.path() / "k").string(),
+                                         "--local-workers",
+                                         "2",
+                                         "--shard-samples",
+                                         "2",
+                                         "--progress",
+                                         "log"};
   std::vector<std::string> slow = argv;
   slow.insert(slow.end(), {"--test-sample-delay-ms", "40"});
   auto child = testing::Subprocess::Start(slow);
@@ -451,8 +468,8 @@ TEST_F(MaterializeTest, SigkillMidRunThenRerunGivesExactlyOneCopyOfEachSample) {
   EXPECT_FALSE(fs::exists(root_.path() / "k.partial"));
   // Other readers: the shard lists with GNU tar.
   if (std::system("command -v tar >/dev/null") == 0) {
-    const std::string cmd = "tar -tf " + (root_.path() / "k" / "shard-000000.tar").string() + " > " +
-                            (root_.path() / "list.txt").string();
+    const std::string cmd =
+        "tar -tf " + (root_.path() / "k" / "shard-000000.tar").string() + " > " + (root_.path() / "list.txt").string();
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     EXPECT_EQ(ReadAll(root_.path() / "list.txt"),
               "000000000.npy.zst\n000000000.cls\n000000000.xxh3\n000000001.npy.zst\n000000001.cls\n000000001.xxh3\n");
@@ -467,8 +484,7 @@ TEST_F(MaterializeTest, ConcurrentRunsAllFailedSamplesAndForeignManifestsAreHand
   ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
   absl::StatusOr<MaterializeReport> busy = Materialize(Config("clean", "resize(48)", "raw", "none", "busy"));
   EXPECT_TRUE(absl::IsFailedPrecondition(busy.status())) << busy.status();
-  EXPECT_NE(busy.status().message().find("another stoker-materialize is writing"), std::string::npos)
-      << busy.status();
+  EXPECT_NE(busy.status().message().find("another stoker-materialize is writing"), std::string::npos) << busy.status();
   close(fd);
   EXPECT_TRUE(Materialize(Config("clean", "resize(48)", "raw", "none", "busy")).ok());
   EXPECT_FALSE(fs::exists(lock));

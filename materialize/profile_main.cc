@@ -37,7 +37,8 @@ ABSL_FLAG(int, server_workers, 1, "Worker threads of the in-process server (imag
 ABSL_FLAG(int, local_workers, 0, "Threads materialising the sample; 0 means one per CPU core");
 ABSL_FLAG(int, batch_size, 32, "Samples per batch in the online measurements");
 ABSL_FLAG(int, rounds, 3, "Online measurements per strategy, interleaved (after one warm-up); the median counts");
-ABSL_FLAG(std::string, work_dir, "", "Where the sample's copies go (under --data-root, must not exist); "
+ABSL_FLAG(std::string, work_dir, "",
+          "Where the sample's copies go (under --data-root, must not exist); "
           "empty: DATA_ROOT/.stoker-profile-PID. Removed at the end unless --keep");
 ABSL_FLAG(bool, keep, false, "Keep the work directory");
 ABSL_FLAG(std::string, json, "", "Write the results as JSON to this file");
@@ -78,7 +79,8 @@ bool WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  stoker::ParseFlags(argc, argv,
+  stoker::ParseFlags(
+      argc, argv,
       "Stoker profiler: tries every split point of a pipeline's deterministic prefix, each stored in every\n"
       "format and compression, on a sample of a dataset; measures offline seconds and storage (extrapolated to\n"
       "the whole dataset), online images per server worker-second (with a real server) and bytes per sample;\n"

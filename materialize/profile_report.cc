@@ -70,7 +70,8 @@ std::string Chart(const ProfileResult& r, size_t recommended) {
   for (size_t i = 0; i < r.strategies.size(); ++i) {
     const Strategy& s = r.strategies[i];
     const double x = X(s.storage_bytes), y = Y(s.images_per_worker_second);
-    absl::StrAppendFormat(&svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%d\">"
+    absl::StrAppendFormat(&svg,
+                          "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%d\">"
                           "<title>%s</title></circle>\n",
                           x, y, i == recommended ? 7 : 4, s.pareto ? "#1f77b4" : "white",
                           i == recommended ? "#d62728" : "#1f77b4", i == recommended ? 3 : 1, Escape(s.name));
@@ -98,22 +99,22 @@ std::string ProfileTable(const ProfileResult& r, const Weights& w, size_t recomm
   std::string out = Heading(r, w) + "\n";
   int width = 8;
   for (const Strategy& s : r.strategies) width = std::max(width, static_cast<int>(s.name.size()));
-  absl::StrAppendFormat(&out, "  %-*s %10s %11s %12s %15s %9s %11s %6s %6s\n", width, "strategy", "offline s", "storage",
-                        "read B/smpl", "images/worker-s", "vs source", "wire B/smpl", "pareto", "score");
+  absl::StrAppendFormat(&out, "  %-*s %10s %11s %12s %15s %9s %11s %6s %6s\n", width, "strategy", "offline s",
+                        "storage", "read B/smpl", "images/worker-s", "vs source", "wire B/smpl", "pareto", "score");
   for (size_t i = 0; i < r.strategies.size(); ++i) {
     const Strategy& s = r.strategies[i];
-    absl::StrAppendFormat(&out, "%s %-*s %10.1f %11s %12.0f %15.1f %9s %11.0f %6s %6.3f\n",
-                          i == recommended ? ">" : " ", width, s.name, s.offline_seconds, HumanBytes(s.storage_bytes),
-                          s.stored_bytes_per_sample, s.images_per_worker_second, Ratio(s.images_per_worker_second, base),
-                          s.wire_bytes_per_sample, s.pareto ? "*" : "", s.score);
+    absl::StrAppendFormat(
+        &out, "%s %-*s %10.1f %11s %12.0f %15.1f %9s %11.0f %6s %6.3f\n", i == recommended ? ">" : " ", width, s.name,
+        s.offline_seconds, HumanBytes(s.storage_bytes), s.stored_bytes_per_sample, s.images_per_worker_second,
+        Ratio(s.images_per_worker_second, base), s.wire_bytes_per_sample, s.pareto ? "*" : "", s.score);
   }
   const Strategy& pick = r.strategies[recommended];
   absl::StrAppendFormat(&out, "recommended: %s (%.1f images/worker-s, %s stored, %.0f s offline)\n", pick.name,
                         pick.images_per_worker_second, HumanBytes(pick.storage_bytes), pick.offline_seconds);
   if (pick.materialised) {
-    absl::StrAppendFormat(&out, "  stoker-materialize --dataset %s --prefix '%s' --format %s --compression %s --out DIR\n",
-                          r.dataset, PipelineToText(pick.prefix), pick.format.EncodingText(),
-                          pick.format.CompressionText());
+    absl::StrAppendFormat(
+        &out, "  stoker-materialize --dataset %s --prefix '%s' --format %s --compression %s --out DIR\n", r.dataset,
+        PipelineToText(pick.prefix), pick.format.EncodingText(), pick.format.CompressionText());
   }
   return out;
 }
@@ -122,19 +123,20 @@ nlohmann::json ProfileJson(const ProfileResult& r, const Weights& w, size_t reco
   nlohmann::json strategies = nlohmann::json::array();
   const double base = SourceRate(r);
   for (const Strategy& s : r.strategies) {
-    strategies.push_back({{"name", s.name},
-                          {"materialised", s.materialised},
-                          {"prefix", s.materialised ? nlohmann::json(PipelineToText(s.prefix)) : nlohmann::json()},
-                          {"format", s.materialised ? nlohmann::json(s.format.EncodingText()) : nlohmann::json()},
-                          {"compression", s.materialised ? nlohmann::json(s.format.CompressionText()) : nlohmann::json()},
-                          {"offline_seconds", s.offline_seconds},
-                          {"storage_bytes", s.storage_bytes},
-                          {"stored_bytes_per_sample", s.stored_bytes_per_sample},
-                          {"images_per_worker_second", s.images_per_worker_second},
-                          {"ratio_vs_source", base > 0 ? s.images_per_worker_second / base : 0},
-                          {"wire_bytes_per_sample", s.wire_bytes_per_sample},
-                          {"pareto", s.pareto},
-                          {"score", s.score}});
+    strategies.push_back(
+        {{"name", s.name},
+         {"materialised", s.materialised},
+         {"prefix", s.materialised ? nlohmann::json(PipelineToText(s.prefix)) : nlohmann::json()},
+         {"format", s.materialised ? nlohmann::json(s.format.EncodingText()) : nlohmann::json()},
+         {"compression", s.materialised ? nlohmann::json(s.format.CompressionText()) : nlohmann::json()},
+         {"offline_seconds", s.offline_seconds},
+         {"storage_bytes", s.storage_bytes},
+         {"stored_bytes_per_sample", s.stored_bytes_per_sample},
+         {"images_per_worker_second", s.images_per_worker_second},
+         {"ratio_vs_source", base > 0 ? s.images_per_worker_second / base : 0},
+         {"wire_bytes_per_sample", s.wire_bytes_per_sample},
+         {"pareto", s.pareto},
+         {"score", s.score}});
   }
   return {{"dataset", r.dataset},
           {"dataset_samples", r.dataset_samples},
@@ -155,8 +157,8 @@ std::string ProfileHtml(const ProfileResult& r, const Weights& w, size_t recomme
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>stoker-profile: ", Escape(r.dataset),
       "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
       "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}"
-      "tr.pick{background:#fde0dd}</style></head><body>\n<h1>stoker-profile</h1>\n<p>", Escape(Heading(r, w)),
-      "</p>\n<p>Recommended: <b>", Escape(r.strategies[recommended].name),
+      "tr.pick{background:#fde0dd}</style></head><body>\n<h1>stoker-profile</h1>\n<p>",
+      Escape(Heading(r, w)), "</p>\n<p>Recommended: <b>", Escape(r.strategies[recommended].name),
       "</b>. Filled points are on the Pareto front (no other strategy is better on offline time, storage and "
       "throughput at once); the ringed point is the recommendation.</p>\n",
       Chart(r, recommended),

@@ -8,14 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/stoker_client.h"
+#include "dataplane/base/server_metrics.h"
+#include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
+#include "dataplane/sources/dataset.h"
 #include "glog/logging.h"
 #include "materialize/materializer.h"
 #include "materialize/sample_subset.h"
 #include "prometheus/registry.h"
-#include "dataplane/sources/dataset.h"
-#include "dataplane/ops/pipeline.h"
-#include "dataplane/base/server_metrics.h"
 #include "server/stoker_server.h"
 
 namespace stoker {
@@ -31,8 +31,8 @@ struct OnlineFigures {
 
 // A strategy as profiled: where its data is and what the rounds measured.
 struct Trial {
-  std::string dataset;    // as the servers name it
-  int world_size = 1;     // the source: rank 0's share is about the sample
+  std::string dataset;        // as the servers name it
+  int world_size = 1;         // the source: rank 0's share is about the sample
   std::vector<double> rates;  // images per worker-second, one per round
   int64_t images = 0, wire_bytes = 0;
 };
@@ -107,7 +107,8 @@ class WorkDir {
 
 absl::Status CheckConfig(const ProfileConfig& config) {
   if (config.dataset.empty()) return absl::InvalidArgumentError("--dataset is empty; name the dataset to profile");
-  if (config.pipeline.empty()) return absl::InvalidArgumentError("--pipeline is empty; give the training job's pipeline");
+  if (config.pipeline.empty())
+    return absl::InvalidArgumentError("--pipeline is empty; give the training job's pipeline");
   if (config.formats.empty()) return absl::InvalidArgumentError("no storage format to try (--formats)");
   if (config.sample < 0) return absl::InvalidArgumentError(absl::StrCat("--sample = ", config.sample, "; need >= 0"));
   if (config.rounds < 1) return absl::InvalidArgumentError(absl::StrCat("--rounds = ", config.rounds, "; need >= 1"));
@@ -128,9 +129,8 @@ absl::StatusOr<std::string> NameUnderRoot(const fs::path& dir, const fs::path& r
   std::error_code ec;
   const fs::path rel = fs::weakly_canonical(dir, ec).lexically_relative(fs::weakly_canonical(root, ec));
   if (ec || rel.empty() || *rel.begin() == "..") {
-    return absl::InvalidArgumentError(absl::StrCat("the work directory ", dir.string(),
-                                                   " must lie under --data-root ", root.string(),
-                                                   " (the servers open the sample's copies there)"));
+    return absl::InvalidArgumentError(absl::StrCat("the work directory ", dir.string(), " must lie under --data-root ",
+                                                   root.string(), " (the servers open the sample's copies there)"));
   }
   return rel.string();
 }
@@ -197,7 +197,8 @@ absl::Status Profiler::MaterialiseSample(const fs::path& work, size_t i, Strateg
   const double scale = static_cast<double>(size_) / static_cast<double>(n_);
   s.offline_seconds = absl::ToDoubleSeconds(r->took) * scale;
   s.storage_bytes = static_cast<double>(r->stored_bytes) * scale;
-  s.stored_bytes_per_sample = static_cast<double>(r->stored_bytes) / static_cast<double>(std::max<int64_t>(1, r->manifest.samples));
+  s.stored_bytes_per_sample =
+      static_cast<double>(r->stored_bytes) / static_cast<double>(std::max<int64_t>(1, r->manifest.samples));
   absl::StatusOr<std::string> name = NameUnderRoot(m.out, config_.data_root);
   if (!name.ok()) return name.status();
   trial.dataset = *name;
@@ -260,9 +261,9 @@ absl::StatusOr<ProfileResult> Profiler::Run() {
   }
   size_ = (*source)->size();
   n_ = config_.sample == 0 ? size_ : std::min(config_.sample, size_);
-  WorkDir work(config_.work_dir.empty() ? config_.data_root / absl::StrCat(".stoker-profile-", getpid())
-                                        : config_.work_dir,
-               config_.keep);
+  WorkDir work(
+      config_.work_dir.empty() ? config_.data_root / absl::StrCat(".stoker-profile-", getpid()) : config_.work_dir,
+      config_.keep);
   if (absl::StatusOr<std::string> under = NameUnderRoot(work.path(), config_.data_root); !under.ok()) {
     return under.status();
   }
@@ -273,9 +274,8 @@ absl::StatusOr<ProfileResult> Profiler::Run() {
   std::vector<Strategy>& strategies = result.strategies;
   std::vector<Trial> trials(strategies.size());
   total_ = static_cast<int64_t>(strategies.size() - 1) + static_cast<int64_t>(strategies.size()) * (config_.rounds + 1);
-  LOG(INFO) << "profiling " << strategies.size() << " strategies of '" << PipelineToText(config_.pipeline)
-            << "' on " << n_ << " of the " << size_ << " samples of '" << config_.dataset << "' in "
-            << work.path().string();
+  LOG(INFO) << "profiling " << strategies.size() << " strategies of '" << PipelineToText(config_.pipeline) << "' on "
+            << n_ << " of the " << size_ << " samples of '" << config_.dataset << "' in " << work.path().string();
   for (size_t i = 0; i < strategies.size(); ++i) {
     if (Cancelled()) return absl::CancelledError("interrupted");
     if (!strategies[i].materialised) {

@@ -20,26 +20,26 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dataplane/sample/stored_sample.h"
 #include "materialize/strategy.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/sample/stored_sample.h"
 
 namespace stoker {
 
 struct ProfileConfig {
   std::filesystem::path data_root = ".";
-  std::string dataset;             // under data_root (not a materialised one)
-  std::vector<v1::Op> pipeline;    // the training job's whole pipeline
-  int64_t sample = 500;            // samples profiled (evenly spaced); 0: all
+  std::string dataset;                // under data_root (not a materialised one)
+  std::vector<v1::Op> pipeline;       // the training job's whole pipeline
+  int64_t sample = 500;               // samples profiled (evenly spaced); 0: all
   std::vector<StoredFormat> formats;  // tried at every split point
   // Data servers to measure with (host:port); they must serve data_root
   // under the same path (a shared filesystem). Empty: one server started in
   // this process on 127.0.0.1 with `server_workers` worker threads.
   std::vector<std::string> servers;
   int server_workers = 1;
-  int offline_workers = 1;     // threads materialising the sample
+  int offline_workers = 1;  // threads materialising the sample
   int batch_size = 32;
-  int rounds = 3;              // online measurements per strategy (after one warm-up)
+  int rounds = 3;  // online measurements per strategy (after one warm-up)
   // Where the sample's materialisations go: must lie under data_root so
   // that the servers can open them. Empty: data_root/.stoker-profile-PID.
   // Removed at the end unless `keep`.
@@ -52,10 +52,10 @@ struct ProfileConfig {
 
 struct ProfileResult {
   std::string dataset;
-  std::string pipeline;        // as text
+  std::string pipeline;  // as text
   int64_t dataset_samples = 0;
-  int64_t sample = 0;          // profiled
-  int server_workers = 0;      // of the in-process server; 0 with a given pool
+  int64_t sample = 0;      // profiled
+  int server_workers = 0;  // of the in-process server; 0 with a given pool
   int offline_workers = 0;
   int rounds = 0;
   int batch_size = 0;

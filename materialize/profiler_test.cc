@@ -164,16 +164,17 @@ absl::StatusOr<std::unique_ptr<testing::Subprocess>> StartProfile(const std::vec
 TEST_F(ProfilerTest, TheToolWritesJsonAndHtmlForTheWeightsGiven) {
   testing::TempDir out;
   const fs::path json = out.path() / "profile.json", html = out.path() / "profile.html";
-  absl::StatusOr<std::unique_ptr<testing::Subprocess>> p = StartProfile(
-      {"--data-root=" + root_->path().string(), "--dataset=photos", "--sample=8",
-       "--pipeline=resize(128), center_crop(112), random_horizontal_flip(0.5)", "--formats=raw,jpeg:90", "--compressions=none",
-       "--weights=0,1,0", "--rounds=1", "--batch-size=4", "--progress=log", "--json=" + json.string(),
-       "--html=" + html.string()});
+  absl::StatusOr<std::unique_ptr<testing::Subprocess>> p =
+      StartProfile({"--data-root=" + root_->path().string(), "--dataset=photos", "--sample=8",
+                    "--pipeline=resize(128), center_crop(112), random_horizontal_flip(0.5)", "--formats=raw,jpeg:90",
+                    "--compressions=none", "--weights=0,1,0", "--rounds=1", "--batch-size=4", "--progress=log",
+                    "--json=" + json.string(), "--html=" + html.string()});
   ASSERT_TRUE(p.ok()) << p.status();
   absl::StatusOr<int> code = (*p)->Wait(absl::Seconds(120));
   ASSERT_TRUE(code.ok()) << code.status();
   ASSERT_EQ(*code, 0) << (*p)->output();
-  EXPECT_NE((*p)->output().find("recommended: resize(128), center_crop(112) jpeg:90"), std::string::npos) << (*p)->output();
+  EXPECT_NE((*p)->output().find("recommended: resize(128), center_crop(112) jpeg:90"), std::string::npos)
+      << (*p)->output();
   EXPECT_NE((*p)->output().find("profiled "), std::string::npos) << "no progress lines";
 
   nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
@@ -186,8 +187,8 @@ TEST_F(ProfilerTest, TheToolWritesJsonAndHtmlForTheWeightsGiven) {
   EXPECT_NE(page.find("resize(128), center_crop(112) jpeg:90"), std::string::npos);
   EXPECT_TRUE(Leftovers().empty());
 
-  absl::StatusOr<std::unique_ptr<testing::Subprocess>> bad = StartProfile(
-      {"--data-root=" + root_->path().string(), "--dataset=photos", "--weights=1,2"});
+  absl::StatusOr<std::unique_ptr<testing::Subprocess>> bad =
+      StartProfile({"--data-root=" + root_->path().string(), "--dataset=photos", "--weights=1,2"});
   ASSERT_TRUE(bad.ok());
   absl::StatusOr<int> bad_code = (*bad)->Wait(absl::Seconds(30));
   ASSERT_TRUE(bad_code.ok());

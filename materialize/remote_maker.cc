@@ -73,21 +73,21 @@ class ServerMaker final : public RemoteMaker {
       m.label = batch.labels[i];
       const size_t size = static_cast<size_t>(batch.sample_sizes[i]);  // each checked to fit the total
       if (offset + size > batch.data.size()) {
-        return absl::DataLossError(absl::StrCat("server ", batch.server, " sent sample ", m.index,
-                                                " past the end of its batch"));
+        return absl::DataLossError(
+            absl::StrCat("server ", batch.server, " sent sample ", m.index, " past the end of its batch"));
       }
       if (auto f = failed.find(m.index); f != failed.end()) {
         m.stored = absl::DataLossError(f->second->reason());
         m.path = f->second->path();
       } else if (size == 0) {
-        return absl::DataLossError(absl::StrCat("server ", batch.server, " sent sample ", m.index,
-                                                " empty without saying why"));
+        return absl::DataLossError(
+            absl::StrCat("server ", batch.server, " sent sample ", m.index, " empty without saying why"));
       } else {
         const absl::string_view packed(reinterpret_cast<const char*>(batch.data.data()) + offset, size);
         std::string image;
         if (absl::Status s = UnpackStoredRecord(packed, 1 + kMaxMembersPerSample, &image, &m.fields); !s.ok()) {
-          return absl::DataLossError(absl::StrCat("server ", batch.server, " sent sample ", m.index, " as ",
-                                                  s.message()));
+          return absl::DataLossError(
+              absl::StrCat("server ", batch.server, " sent sample ", m.index, " as ", s.message()));
         }
         m.stored = std::move(image);
       }

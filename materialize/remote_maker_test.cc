@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "dataplane/ops/pipeline_text.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
-#include "dataplane/sessions/data_service_core.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/subprocess.h"
 #include "tests/testdata/tar_writer.h"
@@ -136,7 +136,8 @@ TEST_F(RemoteMakerTest, TheFieldsOfWebDatasetSamplesAreStoredAsLocalWorkersStore
   std::vector<std::pair<std::string, std::string>> members;
   for (int i = 0; i < 7; ++i) {
     const std::string key = "s" + std::to_string(i);
-    members.push_back({key + ".jpg", testing::EncodeJpeg(testing::SyntheticImage(50, 60, static_cast<uint64_t>(i)), 90)});
+    members.push_back(
+        {key + ".jpg", testing::EncodeJpeg(testing::SyntheticImage(50, 60, static_cast<uint64_t>(i)), 90)});
     members.push_back({key + ".cls", std::to_string(i % 2)});
     if (i != 2) members.push_back({key + ".txt", "caption " + key});
     members.push_back({key + ".json", "{\"i\": " + std::to_string(i) + "}"});
@@ -308,10 +309,12 @@ TEST(StoreSessionTest, BadSettingsAreRefusedNamingTheField) {
   request.add_sample_indices(1);
   absl::Notification done;
   FinishedBatch got;
-  ASSERT_TRUE((*s)->Submit(request, [&](FinishedBatch b) {
-    got = std::move(b);
-    done.Notify();
-  }).ok());
+  ASSERT_TRUE((*s)->Submit(request,
+                           [&](FinishedBatch b) {
+                             got = std::move(b);
+                             done.Notify();
+                           })
+                  .ok());
   done.WaitForNotification();
   ASSERT_TRUE(got.status.ok()) << got.status;
   ASSERT_EQ(got.header.sample_sizes_size(), 2);

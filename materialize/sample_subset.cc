@@ -9,7 +9,8 @@ namespace {
 class EvenSampleSource : public SampleSource {
  public:
   EvenSampleSource(std::shared_ptr<const SampleSource> source, int64_t n)
-      : source_(std::move(source)), n_(n),
+      : source_(std::move(source)),
+        n_(n),
         fingerprint_(FingerprintBuilder().Add(source_->fingerprint()).Add("even sample").Add(n).Finish()) {}
 
   int64_t size() const override { return n_; }
@@ -22,9 +23,7 @@ class EvenSampleSource : public SampleSource {
 
  private:
   // Exact in 128 bits: index x size fits for any real dataset.
-  int64_t Map(int64_t index) const {
-    return static_cast<int64_t>(static_cast<__int128>(index) * source_->size() / n_);
-  }
+  int64_t Map(int64_t index) const { return static_cast<int64_t>(static_cast<__int128>(index) * source_->size() / n_); }
 
   const std::shared_ptr<const SampleSource> source_;
   const int64_t n_;

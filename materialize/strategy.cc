@@ -85,16 +85,19 @@ std::vector<Strategy> EnumerateStrategies(const std::vector<v1::Op>& pipeline,
 
 void MarkParetoFront(std::vector<Strategy>& strategies) {
   for (Strategy& s : strategies) {
-    s.pareto = std::none_of(strategies.begin(), strategies.end(),
-                            [&](const Strategy& other) { return Dominates(other, s); });
+    s.pareto =
+        std::none_of(strategies.begin(), strategies.end(), [&](const Strategy& other) { return Dominates(other, s); });
   }
 }
 
 size_t Recommend(std::vector<Strategy>& strategies, const Weights& weights) {
   double off_lo, off_hi, sto_lo, sto_hi, thr_lo, thr_hi;
-  Range(strategies, [](const Strategy& s) { return s.offline_seconds; }, &off_lo, &off_hi);
-  Range(strategies, [](const Strategy& s) { return s.storage_bytes; }, &sto_lo, &sto_hi);
-  Range(strategies, [](const Strategy& s) { return s.images_per_worker_second; }, &thr_lo, &thr_hi);
+  Range(
+      strategies, [](const Strategy& s) { return s.offline_seconds; }, &off_lo, &off_hi);
+  Range(
+      strategies, [](const Strategy& s) { return s.storage_bytes; }, &sto_lo, &sto_hi);
+  Range(
+      strategies, [](const Strategy& s) { return s.images_per_worker_second; }, &thr_lo, &thr_hi);
   const double total = weights.preprocessing + weights.storage + weights.throughput;
   size_t best = 0;
   for (size_t i = 0; i < strategies.size(); ++i) {
@@ -104,10 +107,9 @@ size_t Recommend(std::vector<Strategy>& strategies, const Weights& weights) {
                weights.throughput * Normalised(s.images_per_worker_second, thr_lo, thr_hi)) /
               total;
     const Strategy& b = strategies[best];
-    if (s.score > b.score ||
-        (s.score == b.score && (s.images_per_worker_second > b.images_per_worker_second ||
-                                (s.images_per_worker_second == b.images_per_worker_second &&
-                                 s.storage_bytes < b.storage_bytes)))) {
+    if (s.score > b.score || (s.score == b.score && (s.images_per_worker_second > b.images_per_worker_second ||
+                                                     (s.images_per_worker_second == b.images_per_worker_second &&
+                                                      s.storage_bytes < b.storage_bytes)))) {
       best = i;
     }
   }

@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/sample/stored_sample.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 

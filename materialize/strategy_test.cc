@@ -61,8 +61,8 @@ TEST(StrategyTest, SplitPointsAreTheDeterministicPrefixesWithEveryFormat) {
   std::vector<std::string> names;
   for (const Strategy& x : s) names.push_back(x.name);
   EXPECT_EQ(names, (std::vector<std::string>{"source", "decoded raw", "decoded jpeg:90+lz4", "resize(64) raw",
-                                              "resize(64) jpeg:90+lz4", "resize(64), center_crop(56) raw",
-                                              "resize(64), center_crop(56) jpeg:90+lz4"}));
+                                             "resize(64) jpeg:90+lz4", "resize(64), center_crop(56) raw",
+                                             "resize(64), center_crop(56) jpeg:90+lz4"}));
   EXPECT_FALSE(s[0].materialised);
   EXPECT_TRUE(s[1].materialised);
   EXPECT_TRUE(s[1].prefix.empty());
@@ -77,7 +77,7 @@ TEST(StrategyTest, SplitPointsAreTheDeterministicPrefixesWithEveryFormat) {
 
 TEST(StrategyTest, ParetoFrontHoldsWhatNothingBeatsOnEveryCost) {
   std::vector<Strategy> s = PhotoLike();
-  s.push_back(Figures("dominated", 70, 270e6, 8000));  // raw beats it on all three
+  s.push_back(Figures("dominated", 70, 270e6, 8000));     // raw beats it on all three
   s.push_back(Figures("tie with raw", 60, 265e6, 8600));  // equal is not beaten
   MarkParetoFront(s);
   std::map<std::string, bool> front;

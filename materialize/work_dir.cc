@@ -37,16 +37,20 @@ absl::StatusOr<json> ReadJson(const fs::path& path) {
 }
 
 json JobJson(const MaterializeJob& j) {
-  return {{"source_fingerprint", j.source_fingerprint}, {"prefix", j.prefix}, {"format", j.format},
-          {"samples", j.samples}, {"shard_samples", j.shard_samples}, {"stored_fields", j.stored_fields}};
+  return {{"source_fingerprint", j.source_fingerprint},
+          {"prefix", j.prefix},
+          {"format", j.format},
+          {"samples", j.samples},
+          {"shard_samples", j.shard_samples},
+          {"stored_fields", j.stored_fields}};
 }
 
 json RecordJson(const ShardRecord& r) {
   json failures = json::array();
   for (const auto& f : r.failed) failures.push_back({{"index", f.index}, {"path", f.path}, {"reason", f.reason}});
-  return {{"name", r.shard.name}, {"samples", r.shard.samples}, {"bytes", r.shard.bytes},
-          {"checksum", r.shard.checksum}, {"begin", r.begin}, {"end", r.end}, {"failed", failures},
-          {"fields", r.fields}};
+  return {{"name", r.shard.name},         {"samples", r.shard.samples}, {"bytes", r.shard.bytes},
+          {"checksum", r.shard.checksum}, {"begin", r.begin},           {"end", r.end},
+          {"failed", failures},           {"fields", r.fields}};
 }
 
 std::optional<ShardRecord> RecordFromJson(const json& j) {
@@ -130,14 +134,17 @@ absl::StatusOr<std::optional<MaterializeJob>> WorkDir::ReadJob() const {
     if (!j.ok()) throw std::runtime_error(std::string(j.status().message()));
     using json_fields::Int;
     using json_fields::String;
-    MaterializeJob job{String(*j, "source_fingerprint"), String(*j, "prefix"), String(*j, "format"),
-                       Int(*j, "samples"), Int(*j, "shard_samples"), j->value("stored_fields", int64_t{0})};
+    MaterializeJob job{String(*j, "source_fingerprint"),
+                       String(*j, "prefix"),
+                       String(*j, "format"),
+                       Int(*j, "samples"),
+                       Int(*j, "shard_samples"),
+                       j->value("stored_fields", int64_t{0})};
     if (job.shard_samples < 1) throw std::invalid_argument("\"shard_samples\" is not positive");
     return job;
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(absl::StrCat("cannot read the interrupted run's settings in ", path.string(),
-                                                      " (", e.what(), "); delete ", work_.string(),
-                                                      " to start again"));
+                                                      " (", e.what(), "); delete ", work_.string(), " to start again"));
   }
 }
 

@@ -15,8 +15,8 @@ void ReleasePayload(void* user_data) { delete static_cast<std::shared_ptr<const 
 
 }  // namespace
 
-grpc::ByteBuffer EncodeChunk(const v1::BatchChunk& chunk, std::shared_ptr<const std::string> payload,
-                             size_t offset, size_t length) {
+grpc::ByteBuffer EncodeChunk(const v1::BatchChunk& chunk, std::shared_ptr<const std::string> payload, size_t offset,
+                             size_t length) {
   std::string prefix = chunk.SerializeAsString();
   uint8_t tag_and_length[16];
   uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(kDataTag, tag_and_length);

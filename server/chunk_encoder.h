@@ -18,8 +18,8 @@ namespace stoker {
 
 // `chunk` must not have data set; bytes [offset, offset + length) of
 // `payload` become its data field.
-grpc::ByteBuffer EncodeChunk(const v1::BatchChunk& chunk, std::shared_ptr<const std::string> payload,
-                             size_t offset, size_t length);
+grpc::ByteBuffer EncodeChunk(const v1::BatchChunk& chunk, std::shared_ptr<const std::string> payload, size_t offset,
+                             size_t length);
 
 }  // namespace stoker
 

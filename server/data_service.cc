@@ -71,8 +71,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
         core_(core),
         registry_(registry),
         client_place_(std::move(client_place)),
-        state_(StreamLimits{core->max_outstanding_batches(), core->chunk_bytes(), core->max_stream_bytes()}, &core->budget(), &core->metrics(),
-               [this](StreamAction a) { Act(std::move(a)); }) {
+        state_(StreamLimits{core->max_outstanding_batches(), core->chunk_bytes(), core->max_stream_bytes()},
+               &core->budget(), &core->metrics(), [this](StreamAction a) { Act(std::move(a)); }) {
     core_->metrics().streams->Increment();
     registry_->Add(this);
     Act(state_.Start());
@@ -86,7 +86,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
     v1::StreamRequest request;
     grpc::Status parsed = grpc::SerializationTraits<v1::StreamRequest>::Deserialize(&request_buffer_, &request);
     if (!parsed.ok()) {
-      return Act(state_.OnRequest(absl::InvalidArgumentError("StreamRequest does not parse: " + parsed.error_message())));
+      return Act(
+          state_.OnRequest(absl::InvalidArgumentError("StreamRequest does not parse: " + parsed.error_message())));
     }
     Act(state_.OnRequest(std::move(request)));
   }
@@ -106,9 +107,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
     if (action.open) {  // nothing else is set
       // Answered at once, or on a scan thread once the dataset is open; the
       // state does not finish while a session is being opened, so `this` lives.
-      return core_->StartSessionAsync(*action.open, [this](DataServiceCore::SessionOrError session) {
-        Act(state_.OnSession(std::move(session)));
-      });
+      return core_->StartSessionAsync(
+          *action.open, [this](DataServiceCore::SessionOrError session) { Act(state_.OnSession(std::move(session))); });
     }
     if (action.read) StartRead(&request_buffer_);
     if (action.write) {
@@ -132,8 +132,8 @@ class BatchStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer
   DataServiceCore* const core_;
   StreamRegistry* const registry_;
   const std::unique_ptr<ClientStreams::Ticket> client_place_;  // null without a gate; given back with the reactor
-  grpc::ByteBuffer request_buffer_;  // one read in flight at a time
-  grpc::ByteBuffer write_buffer_;    // one write in flight at a time
+  grpc::ByteBuffer request_buffer_;                            // one read in flight at a time
+  grpc::ByteBuffer write_buffer_;                              // one write in flight at a time
   StreamState state_;
 };
 
@@ -176,20 +176,19 @@ grpc::ServerUnaryReactor* DataServiceImpl::OpenSession(grpc::CallbackServerConte
   const absl::Duration patience = std::max(absl::ZeroDuration(), std::min(absl::Seconds(2), left / 2));
   // Answered here or on a catalog thread; `context`, `response` and `reactor`
   // stay valid until Finish.
-  core_->OpenSessionAsync(request->config(), patience,
-                          [context, response, reactor](absl::StatusOr<v1::OpenSessionResponse> result) {
-                            if (result.ok()) {
-                              *response = *std::move(result);
-                            } else if (IsStillOpening(result.status())) {
-                              // The client asks again; "store" tells it that it waits for the copy.
-                              context->AddTrailingMetadata(
-                                  kDatasetOpeningTrailer,
-                                  IsStillCopyingFromStore(result.status()) ? kDatasetCopyingFromStore : "1");
-                            } else {
-                              LOG(INFO) << "OpenSession refused: " << result.status();
-                            }
-                            reactor->Finish(ToGrpcStatus(result.status()));
-                          });
+  core_->OpenSessionAsync(
+      request->config(), patience, [context, response, reactor](absl::StatusOr<v1::OpenSessionResponse> result) {
+        if (result.ok()) {
+          *response = *std::move(result);
+        } else if (IsStillOpening(result.status())) {
+          // The client asks again; "store" tells it that it waits for the copy.
+          context->AddTrailingMetadata(kDatasetOpeningTrailer,
+                                       IsStillCopyingFromStore(result.status()) ? kDatasetCopyingFromStore : "1");
+        } else {
+          LOG(INFO) << "OpenSession refused: " << result.status();
+        }
+        reactor->Finish(ToGrpcStatus(result.status()));
+      });
   return reactor;
 }
 

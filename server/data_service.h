@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "proto/stoker/v1/stoker.grpc.pb.h"
 #include "dataplane/sessions/data_service_core.h"
+#include "proto/stoker/v1/stoker.grpc.pb.h"
 #include "server/server_security.h"
 
 namespace stoker {
@@ -17,9 +17,8 @@ class StreamRegistry;
 // BatchStream is registered raw (byte buffers) so that chunks go out without
 // copying their payload (see chunk_encoder.h); the bytes on the wire are
 // ordinary StreamRequest / BatchChunk messages.
-class DataServiceImpl final
-    : public v1::DataService::WithCallbackMethod_OpenSession<
-          v1::DataService::WithRawCallbackMethod_BatchStream<v1::DataService::Service>> {
+class DataServiceImpl final : public v1::DataService::WithCallbackMethod_OpenSession<
+                                  v1::DataService::WithRawCallbackMethod_BatchStream<v1::DataService::Service>> {
  public:
   // `gate` (nullable: every call admitted) checks tokens and per-client
   // stream limits before a call reaches the core; both must outlive this.
@@ -30,8 +29,7 @@ class DataServiceImpl final
   // client a `draining` chunk; the batches it has still go out.
   void Drain();
 
-  grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
-                                        const v1::OpenSessionRequest* request,
+  grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request,
                                         v1::OpenSessionResponse* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* BatchStream(
       grpc::CallbackServerContext* context) override;

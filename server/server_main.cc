@@ -18,8 +18,8 @@
 #include "common/log_level.h"
 #include "common/malloc_tuning.h"
 #include "common/metrics_endpoint.h"
-#include "dataplane/decode/decoder_threads.h"
 #include "dataplane/base/server_metrics.h"
+#include "dataplane/decode/decoder_threads.h"
 #include "glog/logging.h"
 #include "server/stoker_server.h"
 #include "server/storage_metrics.h"
@@ -149,20 +149,26 @@ absl::StatusOr<stoker::ServerConfig> ConfigFromFlags() {
   config.core.max_video_frames = absl::GetFlag(FLAGS_max_video_frames);
   config.core.video_decoder_threads = absl::GetFlag(FLAGS_video_decoder_threads);
   if (config.core.video_decoder_threads < 0 || config.core.video_decoder_threads > stoker::kMaxDecoderThreads) {
-    return absl::InvalidArgumentError(absl::StrCat("--video-decoder-threads must be 0 (automatic) or 1..", stoker::kMaxDecoderThreads, " (got ", config.core.video_decoder_threads, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--video-decoder-threads must be 0 (automatic) or 1..",
+                                                   stoker::kMaxDecoderThreads, " (got ",
+                                                   config.core.video_decoder_threads, ")"));
   }
   if (config.core.max_video_frames < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-video-frames must be >= 1 (got ", config.core.max_video_frames, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-video-frames must be >= 1 (got ", config.core.max_video_frames, ")"));
   }
   const double max_sample_seconds = absl::GetFlag(FLAGS_max_sample_seconds);
   config.core.max_sample_cpu = absl::Seconds(max_sample_seconds);
   config.core.max_pipeline_ops = absl::GetFlag(FLAGS_max_pipeline_ops);
   if (!(max_sample_seconds >= 0) || config.core.max_pipeline_ops < 1 ||
       config.core.max_pipeline_ops > stoker::kMaxPipelineOps) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-sample-seconds must be >= 0 (got ", max_sample_seconds, ") and --max-pipeline-ops in 1..", stoker::kMaxPipelineOps, " (got ", config.core.max_pipeline_ops, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--max-sample-seconds must be >= 0 (got ", max_sample_seconds,
+                                                   ") and --max-pipeline-ops in 1..", stoker::kMaxPipelineOps, " (got ",
+                                                   config.core.max_pipeline_ops, ")"));
   }
   if (config.core.max_media_seconds <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-media-seconds must be positive (got ", config.core.max_media_seconds, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-media-seconds must be positive (got ", config.core.max_media_seconds, ")"));
   }
   if (config.core.max_pixels > 0) {
     // OpenCV's own guard, read at its first decode: a second line behind the
@@ -179,11 +185,13 @@ absl::StatusOr<stoker::ServerConfig> ConfigFromFlags() {
   config.core.batch_cache_bytes = absl::GetFlag(FLAGS_batch_cache_bytes);
   config.core.max_field_bytes = absl::GetFlag(FLAGS_max_field_bytes);
   if (config.core.max_field_bytes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-field-bytes must be >= 1 (got ", config.core.max_field_bytes, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-field-bytes must be >= 1 (got ", config.core.max_field_bytes, ")"));
   }
   if (config.core.admission.max_sessions < 0 || config.core.admission.max_streams < 0 ||
       !(config.core.max_job_weight > 0) || config.core.batch_cache_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-sessions, --max-streams and --batch-cache-bytes must be >= 0, --max-job-weight > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-sessions, --max-streams and --batch-cache-bytes must be >= 0, --max-job-weight > 0"));
   }
   config.core.catalog.max_file_bytes = absl::GetFlag(FLAGS_max_file_bytes);
   config.core.catalog.max_datasets = absl::GetFlag(FLAGS_max_datasets);
@@ -197,15 +205,17 @@ absl::StatusOr<stoker::ServerConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--max-stream-outstanding-bytes must be >= 0"));
   }
   config.core.python.modules = absl::GetFlag(FLAGS_python_transforms);
-  config.core.python.modules.erase(std::remove(config.core.python.modules.begin(), config.core.python.modules.end(), ""),
-                                   config.core.python.modules.end());
+  config.core.python.modules.erase(
+      std::remove(config.core.python.modules.begin(), config.core.python.modules.end(), ""),
+      config.core.python.modules.end());
   const int python_workers = absl::GetFlag(FLAGS_python_workers);
   config.core.python.processes = python_workers > 0 ? python_workers : config.core.workers;
   config.core.python.executable = absl::GetFlag(FLAGS_python_executable);
   config.core.python.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_python_transform_timeout_ms));
   config.core.python.shared_bytes = absl::GetFlag(FLAGS_python_transform_max_bytes);
   if (python_workers < 0 || absl::GetFlag(FLAGS_python_transform_timeout_ms) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--python-workers must be >= 0 and --python-transform-timeout-ms >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--python-workers must be >= 0 and --python-transform-timeout-ms >= 1"));
   }
   config.core.op_plugins = absl::GetFlag(FLAGS_op_plugins);
   config.security.tls_cert = absl::GetFlag(FLAGS_tls_cert);
@@ -244,12 +254,14 @@ absl::Status OpenDataRoot(stoker::ServerConfig* config, std::unique_ptr<stoker::
 
 // The /metrics endpoint (with basic auth when a file is given, and the
 // mirror's storage metrics); INVALID_ARGUMENT for an unreadable auth file.
-absl::StatusOr<std::unique_ptr<stoker::MetricsEndpoint>> StartMetrics(
-    const std::string& host, std::shared_ptr<prometheus::Registry> registry, stoker::StoreMirror* mirror) {
+absl::StatusOr<std::unique_ptr<stoker::MetricsEndpoint>> StartMetrics(const std::string& host,
+                                                                      std::shared_ptr<prometheus::Registry> registry,
+                                                                      stoker::StoreMirror* mirror) {
   std::shared_ptr<stoker::SecretSet> basic_auth;
   if (!absl::GetFlag(FLAGS_metrics_basic_auth_file).empty()) {
     auto pairs = stoker::SecretSet::Load(absl::GetFlag(FLAGS_metrics_basic_auth_file));
-    if (!pairs.ok()) return absl::InvalidArgumentError(absl::StrCat("--metrics-basic-auth-file: ", pairs.status().message()));
+    if (!pairs.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--metrics-basic-auth-file: ", pairs.status().message()));
     basic_auth = *std::move(pairs);
   }
   auto endpoint = stoker::MetricsEndpoint::Start(host, absl::GetFlag(FLAGS_metrics_port), std::move(registry),
@@ -263,8 +275,8 @@ absl::StatusOr<std::unique_ptr<stoker::MetricsEndpoint>> StartMetrics(
 
 int main(int argc, char** argv) {
   stoker::ParseFlags(argc, argv,
-      "Stoker data server: streams preprocessed training batches over gRPC.\n"
-      "Usage: stoker-server --data-root DIR [--port 50051] [--workers N] [--metrics-port 9464]");
+                     "Stoker data server: streams preprocessed training batches over gRPC.\n"
+                     "Usage: stoker-server --data-root DIR [--port 50051] [--workers N] [--metrics-port 9464]");
   stoker::TuneMallocForLargeBuffers();  // see malloc_tuning.h
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -313,7 +325,8 @@ int main(int argc, char** argv) {
   }
   // Machine-readable start-up lines (tests and scripts parse them).
   std::cout << "stoker-server listening on " << config.host << ":" << (*server)->port() << std::endl;
-  if (metrics_endpoint) std::cout << "stoker-server metrics on " << metrics_host << ":" << metrics_endpoint->port() << std::endl;
+  if (metrics_endpoint)
+    std::cout << "stoker-server metrics on " << metrics_host << ":" << metrics_endpoint->port() << std::endl;
   LOG(INFO) << "serving " << config.core.data_root << " with " << config.core.workers << " workers";
 
   int signal = 0;

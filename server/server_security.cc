@@ -90,7 +90,8 @@ absl::Status CallGate::Authenticate(const grpc::CallbackServerContext& context) 
       "this server needs a bearer token (authorization metadata) and none of its tokens was presented");
 }
 
-absl::StatusOr<std::unique_ptr<ClientStreams::Ticket>> CallGate::AdmitStream(const grpc::CallbackServerContext& context) {
+absl::StatusOr<std::unique_ptr<ClientStreams::Ticket>> CallGate::AdmitStream(
+    const grpc::CallbackServerContext& context) {
   return streams_.Admit(ClientIdentity(context));
 }
 

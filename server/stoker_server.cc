@@ -55,7 +55,7 @@ StokerServer::~StokerServer() {
 
 void StokerServer::Shutdown(absl::Time deadline) {
   if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
-  service_->Drain();  // clients stop sending work; batches in hand still go out
+  service_->Drain();     // clients stop sending work; batches in hand still go out
   core_->StopOpening();  // streams waiting for a dataset scan end now
   server_->Shutdown(absl::ToChronoTime(deadline));
 }

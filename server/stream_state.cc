@@ -82,9 +82,9 @@ StreamAction StreamState::OnRequest(absl::StatusOr<v1::StreamRequest> request) {
 
 absl::Status StreamState::Accept(const v1::BatchRequest& request, int64_t bytes) {
   if (outstanding_ >= limits_.max_outstanding_batches) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("more than ", limits_.max_outstanding_batches,
-                     " batches requested and not yet sent on one stream (batch ", request.batch_index(), ")"));
+    return absl::ResourceExhaustedError(absl::StrCat("more than ", limits_.max_outstanding_batches,
+                                                     " batches requested and not yet sent on one stream (batch ",
+                                                     request.batch_index(), ")"));
   }
   if (limits_.max_outstanding_bytes > 0 && held_bytes_ + bytes > limits_.max_outstanding_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -30,10 +30,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/stream_trailers.h"
-#include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/sessions/stream_session.h"
-#include "dataplane/sessions/memory_budget.h"
 #include "dataplane/base/server_metrics.h"
+#include "dataplane/sessions/memory_budget.h"
+#include "dataplane/sessions/stream_session.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
@@ -50,13 +50,13 @@ struct OutgoingChunk {
 };
 
 struct StreamAction {
-  bool read = false;                          // start the next read
-  const OutgoingChunk* write = nullptr;       // write this chunk (valid until OnWriteDone)
-  std::optional<v1::SessionConfig> open;      // open a session; report with OnSession
-  std::optional<absl::Status> finish;         // end the call with this status
-  int64_t failed_batch = -1;                  // with finish: the batch that failed, if one did
-  int64_t failed_epoch = -1;                  // ...and its epoch
-  bool session_refused = false;               // with finish: the config was refused
+  bool read = false;                      // start the next read
+  const OutgoingChunk* write = nullptr;   // write this chunk (valid until OnWriteDone)
+  std::optional<v1::SessionConfig> open;  // open a session; report with OnSession
+  std::optional<absl::Status> finish;     // end the call with this status
+  int64_t failed_batch = -1;              // with finish: the batch that failed, if one did
+  int64_t failed_epoch = -1;              // ...and its epoch
+  bool session_refused = false;           // with finish: the config was refused
 };
 
 struct StreamLimits {
@@ -108,13 +108,13 @@ class StreamState {
   absl::Mutex mu_;
   std::unique_ptr<StreamSession> session_ ABSL_GUARDED_BY(mu_);
   std::deque<OutgoingChunk> outgoing_ ABSL_GUARDED_BY(mu_);
-  int producing_ ABSL_GUARDED_BY(mu_) = 0;    // submitted, not yet finished by a worker
-  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // accepted, not yet written or dropped
+  int producing_ ABSL_GUARDED_BY(mu_) = 0;       // submitted, not yet finished by a worker
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;     // accepted, not yet written or dropped
   int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // budget this stream holds
   bool opening_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // no read will be started again
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;      // cancelled or a write failed
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or a write failed
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
   int cache_mode_ ABSL_GUARDED_BY(mu_) = 0;

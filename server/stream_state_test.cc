@@ -76,10 +76,11 @@ struct Harness {
   explicit Harness(int64_t budget_bytes = 1 << 20, int max_outstanding = 64, int64_t max_stream_bytes = 0)
       : metrics(registry),
         budget(budget_bytes),
-        state(StreamLimits{max_outstanding, /*chunk_bytes=*/64, max_stream_bytes}, &budget, &metrics, [this](StreamAction a) {
-          absl::MutexLock lock(&mu);
-          acted.push_back(std::move(a));
-        }) {}
+        state(StreamLimits{max_outstanding, /*chunk_bytes=*/64, max_stream_bytes}, &budget, &metrics,
+              [this](StreamAction a) {
+                absl::MutexLock lock(&mu);
+                acted.push_back(std::move(a));
+              }) {}
 
   void Open() {
     ASSERT_TRUE(state.Start().read);

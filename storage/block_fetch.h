@@ -23,8 +23,8 @@ namespace stoker {
 inline constexpr const char kPartSuffix[] = ".stoker-part";
 
 struct BlockFetchOptions {
-  int64_t block_bytes = int64_t{8} << 20;  // bytes per ranged read
-  int parallel = 16;                       // reads in flight
+  int64_t block_bytes = int64_t{8} << 20;      // bytes per ranged read
+  int parallel = 16;                           // reads in flight
   std::atomic<int64_t>* bytes_done = nullptr;  // if set, each block's bytes are added once written (progress)
 };
 

@@ -5,13 +5,13 @@
 #ifndef STOKER_STORAGE_HELD_OBJECT_H_
 #define STOKER_STORAGE_HELD_OBJECT_H_
 
-#include <filesystem>
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "storage/storage.h"

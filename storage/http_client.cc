@@ -95,25 +95,19 @@ std::string What(const HttpRequest& r) {
 // Why a transfer failed, as a retry reason; "" when it must not be retried.
 std::string TransportReason(CURLcode code) {
   switch (code) {
-    case CURLE_OPERATION_TIMEDOUT:
-      return "timeout";
+    case CURLE_OPERATION_TIMEDOUT: return "timeout";
     case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-      return "connect";
-    case CURLE_PARTIAL_FILE:
-      return "short_body";
+    case CURLE_COULDNT_RESOLVE_HOST: return "connect";
+    case CURLE_PARTIAL_FILE: return "short_body";
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
     case CURLE_GOT_NOTHING:
-    case CURLE_SSL_CONNECT_ERROR:
-      return "reset";
+    case CURLE_SSL_CONNECT_ERROR: return "reset";
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_URL_MALFORMAT:
-    case CURLE_UNSUPPORTED_PROTOCOL:
-      return "";
-    default:
-      return "transport";
+    case CURLE_UNSUPPORTED_PROTOCOL: return "";
+    default: return "transport";
   }
 }
 
@@ -121,17 +115,13 @@ absl::Status StatusFor(const HttpRequest& r, long status, const std::string& bod
   const std::string code = XmlErrorCode(body);
   const std::string message = absl::StrCat(What(r), ": HTTP ", status, code.empty() ? "" : " ", code);
   switch (status) {
-    case 404:
-      return absl::NotFoundError(message);
+    case 404: return absl::NotFoundError(message);
     case 401:
-    case 403:
-      return absl::PermissionDeniedError(message);
+    case 403: return absl::PermissionDeniedError(message);
     case 412:
       return absl::FailedPreconditionError(absl::StrCat(message, " (the object changed since it was first read)"));
-    case 416:
-      return absl::OutOfRangeError(message);
-    default:
-      return status >= 400 && status < 500 ? absl::InvalidArgumentError(message) : absl::UnknownError(message);
+    case 416: return absl::OutOfRangeError(message);
+    default: return status >= 400 && status < 500 ? absl::InvalidArgumentError(message) : absl::UnknownError(message);
   }
 }
 

@@ -415,7 +415,8 @@ absl::Status StoreMirror::EnsureLocked(const std::string& name, bool directory, 
   }
   const ToFetch fetch_plan = PlanFetch(objects, previous, local_root_);
   const std::vector<const ObjectInfo*>& wanted = fetch_plan.wanted;
-  const int64_t wanted_bytes = fetch_plan.wanted_bytes, reused = fetch_plan.reused, reused_bytes = fetch_plan.reused_bytes;
+  const int64_t wanted_bytes = fetch_plan.wanted_bytes, reused = fetch_plan.reused,
+                reused_bytes = fetch_plan.reused_bytes;
   // Many ranged reads in flight, over all the objects (a large one is read
   // by many at once).
   BlockFetchOptions fetch;

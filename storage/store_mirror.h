@@ -67,12 +67,12 @@ struct MirrorStats {
   int64_t bytes_fetched = 0;
   int64_t objects_reused = 0;  // found complete and unchanged in the cache
   int64_t bytes_reused = 0;
-  int64_t bytes_cached = 0;    // held now, over every name
+  int64_t bytes_cached = 0;  // held now, over every name
   int64_t evicted_bytes = 0;
   int64_t streamed_fetches = 0;  // streamed objects fetched by Hold (a shard fetched again after eviction counts again)
   int64_t streamed_hits = 0;     // Hold calls that found the object local (fetched ahead included)
   int64_t streamed_read_ahead = 0;  // streamed objects fetched ahead of their reads (Prefetch)
-  int64_t streamed_bytes = 0;    // of streamed objects local (or being fetched) now
+  int64_t streamed_bytes = 0;       // of streamed objects local (or being fetched) now
   // Per name this process ensured: its bytes in the store (copied whole and
   // streamed), and the bytes fetched for it since (copies and streamed
   // shards, fetched again after eviction included): their ratio over an
@@ -183,8 +183,8 @@ class StoreMirror {
     int64_t bytes = 0;
     int64_t used_unix = 0;  // when it was last ensured (the eviction order)
   };
-  std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);  // as the manifests on disk say
-  std::set<std::string> used_ ABSL_GUARDED_BY(mu_);        // ensured by this process
+  std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);     // as the manifests on disk say
+  std::set<std::string> used_ ABSL_GUARDED_BY(mu_);           // ensured by this process
   std::vector<std::thread> persisting_ ABSL_GUARDED_BY(mu_);  // syncing copies, then writing their manifests
   MirrorStats stats_ ABSL_GUARDED_BY(mu_);
   struct Phase {
@@ -209,7 +209,7 @@ class StoreMirror {
     int fd = -1;   // open while local
     int pins = 0;  // HeldObjects alive
     bool fetching = false;
-    int64_t used = 0;  // streamed_clock_ at the last Hold (the eviction order)
+    int64_t used = 0;     // streamed_clock_ at the last Hold (the eviction order)
     absl::Status failed;  // the store's answer when its object changed or went
     std::string name;     // the directory it belongs to
     bool ahead = false;   // fetched by the read-ahead and not read since (evicted last)
@@ -240,8 +240,8 @@ class StoreMirror {
   // process's alone (others sharing the cache keep their own).
   std::filesystem::path stream_root_;
   std::shared_ptr<char> alive_ = std::make_shared<char>();  // reset first by the destructor (HeldObject's release)
-  static constexpr int kReadAheadThreads = 4;     // shards fetched ahead at once
-  static constexpr int kMaxReadAheadQueue = 256;  // keys queued at most (more are dropped: reads fetch them)
+  static constexpr int kReadAheadThreads = 4;               // shards fetched ahead at once
+  static constexpr int kMaxReadAheadQueue = 256;            // keys queued at most (more are dropped: reads fetch them)
   std::deque<std::string> read_ahead_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> queued_ ABSL_GUARDED_BY(mu_);  // the keys in read_ahead_
   int64_t ahead_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of copies fetched ahead and not read yet (at most half the cache)

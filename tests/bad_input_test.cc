@@ -7,10 +7,10 @@
 #include <map>
 #include <thread>
 
-#include "client/stoker_client.h"
 #include "absl/synchronization/notification.h"
-#include "dataplane/ops/pipeline_text.h"
+#include "client/stoker_client.h"
 #include "common/stream_trailers.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "server/stoker_server.h"
 #include "tests/testdata/drain_epoch.h"
@@ -125,18 +125,28 @@ TEST_F(BadInputTest, OpenSessionErrorsCarryCodeAndReason) {
     edit(c);
     cases.push_back({std::move(name), c, code, std::move(fragment)});
   };
-  with("unknown dataset", [](auto& c) { c.set_dataset("imagenet"); }, grpc::NOT_FOUND, "'imagenet'");
-  with("dot-dot", [](auto& c) { c.set_dataset("../etc"); }, grpc::PERMISSION_DENIED, "..");
-  with("absolute", [](auto& c) { c.set_dataset("/etc"); }, grpc::PERMISSION_DENIED, "absolute");
-  with("symlink out", [](auto& c) { c.set_dataset("escape"); }, grpc::PERMISSION_DENIED, "outside --data-root");
-  with("batch size 0", [](auto& c) { c.set_batch_size(0); }, grpc::INVALID_ARGUMENT, "batch_size = 0; allowed range is 1..65536");
-  with("batch size huge", [](auto& c) { c.set_batch_size(1 << 20); }, grpc::INVALID_ARGUMENT, "batch_size");
-  with("crop size", [](auto& c) { c.mutable_pipeline(0)->mutable_center_crop()->set_size(-3); },
-       grpc::INVALID_ARGUMENT, "pipeline[0].center_crop.size = -3");
-  with("not fixed", [](auto& c) { c.mutable_pipeline(0)->mutable_resize()->set_shorter_side(64); },
-       grpc::INVALID_ARGUMENT, "not fixed");
-  with("flip p", [](auto& c) { c.add_pipeline()->mutable_random_horizontal_flip()->set_p(2); },
-       grpc::INVALID_ARGUMENT, "pipeline[1].random_horizontal_flip.p");
+  with(
+      "unknown dataset", [](auto& c) { c.set_dataset("imagenet"); }, grpc::NOT_FOUND, "'imagenet'");
+  with(
+      "dot-dot", [](auto& c) { c.set_dataset("../etc"); }, grpc::PERMISSION_DENIED, "..");
+  with(
+      "absolute", [](auto& c) { c.set_dataset("/etc"); }, grpc::PERMISSION_DENIED, "absolute");
+  with(
+      "symlink out", [](auto& c) { c.set_dataset("escape"); }, grpc::PERMISSION_DENIED, "outside --data-root");
+  with(
+      "batch size 0", [](auto& c) { c.set_batch_size(0); }, grpc::INVALID_ARGUMENT,
+      "batch_size = 0; allowed range is 1..65536");
+  with(
+      "batch size huge", [](auto& c) { c.set_batch_size(1 << 20); }, grpc::INVALID_ARGUMENT, "batch_size");
+  with(
+      "crop size", [](auto& c) { c.mutable_pipeline(0)->mutable_center_crop()->set_size(-3); }, grpc::INVALID_ARGUMENT,
+      "pipeline[0].center_crop.size = -3");
+  with(
+      "not fixed", [](auto& c) { c.mutable_pipeline(0)->mutable_resize()->set_shorter_side(64); },
+      grpc::INVALID_ARGUMENT, "not fixed");
+  with(
+      "flip p", [](auto& c) { c.add_pipeline()->mutable_random_horizontal_flip()->set_p(2); }, grpc::INVALID_ARGUMENT,
+      "pipeline[1].random_horizontal_flip.p");
   for (const Case& c : cases) {
     grpc::Status s = Open(c.config);
     EXPECT_EQ(s.error_code(), c.code) << c.name << ": " << s.error_message();
@@ -186,7 +196,7 @@ TEST_F(BadInputTest, UndecodableFileIsReplacedByTheNextSampleAndReported) {
   ASSERT_TRUE((*client)->StartEpoch(0).ok());
   // Sorted samples: class_000 has img_0000..img_0004 then zz_corrupt.jpg (index 5).
   const size_t sample_bytes = 32 * 32 * 3;
-  std::map<int64_t, std::string> content;  // sample index -> its bytes as delivered in its own slot
+  std::map<int64_t, std::string> content;                 // sample index -> its bytes as delivered in its own slot
   std::vector<std::pair<int64_t, std::string>> replaced;  // replacement index -> bytes in the failed slot
   int64_t seen = 0;
   for (;;) {
@@ -249,7 +259,7 @@ TEST_F(BadInputTest, EachKindOfBadFileIsCountedUnderItsReasonAndReplaced) {
   }
   ASSERT_TRUE(rpc->Finish().ok());
   const std::pair<const char*, const char*> expected[] = {
-      {"c/x_empty.jpg", "empty"},   {"c/x_truncated.jpg", "truncated"}, {"c/x_corrupt.jpg", "corrupt"},
+      {"c/x_empty.jpg", "empty"},       {"c/x_truncated.jpg", "truncated"}, {"c/x_corrupt.jpg", "corrupt"},
       {"c/x_text.jpg", "not_an_image"}, {"c/x_huge.jpg", "too_large"},
   };
   ASSERT_EQ(reasons.size(), 5u);

@@ -1,9 +1,9 @@
 // Multi-process tests of the client's scheduling through server failures,
 // joins, slow servers, ranks, resume and DNS membership: real stoker-server
 // processes on loopback addresses and the real stoker-bench.
-#include <signal.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,9 +37,10 @@ struct Server {
 
 Server StartServer(const std::filesystem::path& root, const std::string& host = "127.0.0.1", int port = 0,
                    int delay_ms = 0, int metrics_port = -1) {
-  auto p = Subprocess::Start({STOKER_SERVER_BIN, "--host=" + host, absl::StrCat("--port=", port),
-                              absl::StrCat("--metrics-port=", metrics_port), "--workers=1", "--data-root=" + root.string(),
-                              absl::StrCat("--test-sample-delay-ms=", delay_ms), "--shutdown-grace-seconds=5"});
+  auto p =
+      Subprocess::Start({STOKER_SERVER_BIN, "--host=" + host, absl::StrCat("--port=", port),
+                         absl::StrCat("--metrics-port=", metrics_port), "--workers=1", "--data-root=" + root.string(),
+                         absl::StrCat("--test-sample-delay-ms=", delay_ms), "--shutdown-grace-seconds=5"});
   EXPECT_TRUE(p.ok());
   auto line = (*p)->WaitForLine("listening on", absl::Seconds(20));
   EXPECT_TRUE(line.ok()) << line.status();
@@ -189,8 +190,8 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
   // b is slow (100 ms a sample, 200 ms a batch), so it always holds batches
   // the client has asked for and not received: killing it must reassign them.
   const int b_metrics = FreePort();
-  Server a = StartServer(root_->path()),
-         b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/100, b_metrics), c = StartServer(root_->path());
+  Server a = StartServer(root_->path()), b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/100, b_metrics),
+         c = StartServer(root_->path());
   const std::string servers = "--servers=" + a.address + "," + b.address + "," + c.address;
   const auto reference_log = out_.path() / "reference.jsonl", failed_log = out_.path() / "failed.jsonl",
              summary = out_.path() / "failed.json";
@@ -203,8 +204,8 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
 
   // --min-servers=3 keeps slow b in this rank's subset: the bounded fan-out
   // would drop it once the fast two are measured to cover the demand.
-  auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--min-servers=3",
-                    "--log-batches=" + failed_log.string(), "--json=" + summary.string()});
+  auto run = Bench({servers, "--epochs=2", "--step-ms=40", "--min-servers=3", "--log-batches=" + failed_log.string(),
+                    "--json=" + summary.string()});
   // Kill once b has served a batch of epoch 0 (and so is in the rotation) and
   // holds a requested batch (its server-side gauge; b takes 200 ms a batch):
   // whether it holds one when its first batch is consumed depends on timing.
@@ -235,8 +236,8 @@ TEST_F(FailoverTest, KilledServerMidEpochLosesNoSampleAndChangesNoByte) {
 TEST_F(FailoverTest, StoppedServerIsNoticedByKeepaliveWithinSeconds) {
   Server a = StartServer(root_->path()), b = StartServer(root_->path(), "127.0.0.1", 0, /*delay_ms=*/300);
   const auto log_path = out_.path() / "stop.jsonl";
-  auto run = Bench({"--servers=" + a.address + "," + b.address, "--epochs=4", "--step-ms=40",
-                    "--log-batches=" + log_path.string()});
+  auto run = Bench(
+      {"--servers=" + a.address + "," + b.address, "--epochs=4", "--step-ms=40", "--log-batches=" + log_path.string()});
   // b's batches take 600 ms each, so it always holds some; the run takes
   // several seconds either way (and the test fails if b never fails).
   WaitUntilServedBy(log_path, b.address);  // stop b once it has served a batch
@@ -259,8 +260,8 @@ TEST_F(FailoverTest, ServerStartedMidEpochGetsWork) {
   const auto log_path = out_.path() / "late.jsonl";
   // 20 batches x 300 ms: after the 5th, 4.5 s are left for the late server
   // to start and for the client's retry (backoff up to 2 s) to find it.
-  auto run = Bench({"--servers=" + a.address + ",127.0.0.1:" + std::to_string(late_port), "--epochs=1",
-                    "--step-ms=300", "--connect-timeout-seconds=2", "--log-batches=" + log_path.string()});
+  auto run = Bench({"--servers=" + a.address + ",127.0.0.1:" + std::to_string(late_port), "--epochs=1", "--step-ms=300",
+                    "--connect-timeout-seconds=2", "--log-batches=" + log_path.string()});
   const Log before = WaitForBatches(log_path, 5);
   ASSERT_GE(before.size(), 5u);
   // The bench's clock (time_ms) at the late start is at least the last logged batch's.
@@ -343,11 +344,11 @@ TEST_F(FailoverTest, ResumedClientDeliversExactlyTheRemainingBatches) {
              second = out_.path() / "second.jsonl", position = out_.path() / "position.bin";
   auto reference = Bench({servers, "--epochs=2", "--seed=3", "--log-batches=" + reference_log.string()});
   ASSERT_EQ(Finish(*reference), 0) << reference->output();
-  auto part1 = Bench({servers, "--epochs=2", "--seed=3", "--stop-after-batches=27", "--save-position=" + position.string(),
-                      "--log-batches=" + first.string()});
+  auto part1 = Bench({servers, "--epochs=2", "--seed=3", "--stop-after-batches=27",
+                      "--save-position=" + position.string(), "--log-batches=" + first.string()});
   ASSERT_EQ(Finish(*part1), 0) << part1->output();
-  auto part2 = Bench({servers, "--epochs=2", "--seed=3", "--resume=" + position.string(),
-                      "--log-batches=" + second.string()});
+  auto part2 =
+      Bench({servers, "--epochs=2", "--seed=3", "--resume=" + position.string(), "--log-batches=" + second.string()});
   ASSERT_EQ(Finish(*part2), 0) << part2->output();
   Log both = ReadLog(first), rest = ReadLog(second);
   EXPECT_EQ(both.size(), 27u);

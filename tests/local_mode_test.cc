@@ -35,10 +35,10 @@ RunningServer StartServer(const std::filesystem::path& root, int delay_ms = 0) {
 struct BenchRun {
   int exit_code = -1;
   std::string output;
-  std::map<std::pair<int, int>, std::string> hashes;           // (epoch, batch) -> content hash
-  std::map<std::pair<int, int>, int> deliveries;               // (epoch, batch) -> times delivered
-  std::map<int, std::multiset<int64_t>> samples;               // epoch -> sample indices delivered
-  std::map<std::string, int> per_producer;                     // producer -> batches
+  std::map<std::pair<int, int>, std::string> hashes;  // (epoch, batch) -> content hash
+  std::map<std::pair<int, int>, int> deliveries;      // (epoch, batch) -> times delivered
+  std::map<int, std::multiset<int64_t>> samples;      // epoch -> sample indices delivered
+  std::map<std::string, int> per_producer;            // producer -> batches
 };
 
 class LocalModeTest : public ::testing::Test {
@@ -75,8 +75,13 @@ class LocalModeTest : public ::testing::Test {
   BenchRun Bench(const std::vector<std::string>& extra) {
     TempDir out;
     const auto log = out.path() / "batches.jsonl";
-    std::vector<std::string> argv = {STOKER_BENCH_BIN, "--dataset=ds", "--metrics-port=-1", "--batch-size=4",
-                                     "--epochs=2", "--seed=11", std::string("--pipeline=") + kPipeline,
+    std::vector<std::string> argv = {STOKER_BENCH_BIN,
+                                     "--dataset=ds",
+                                     "--metrics-port=-1",
+                                     "--batch-size=4",
+                                     "--epochs=2",
+                                     "--seed=11",
+                                     std::string("--pipeline=") + kPipeline,
                                      "--log-batches=" + log.string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     BenchRun run;
@@ -179,8 +184,8 @@ TEST_F(LocalModeTest, ResumeWithAnyMixOfProducersDeliversExactlyTheRest) {
 }
 
 TEST_F(LocalModeTest, VerdictCountsLocalWorkAsTheCpuStage) {
-  const BenchRun run = Bench({"--local-workers=1", "--data-root=" + root_->path().string(),
-                              "--test-local-delay-ms=20", "--device=cpu"});
+  const BenchRun run =
+      Bench({"--local-workers=1", "--data-root=" + root_->path().string(), "--test-local-delay-ms=20", "--device=cpu"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("bottleneck: server_cpu"), std::string::npos) << run.output;
 }

@@ -30,8 +30,8 @@ constexpr int64_t kAddressSpace = int64_t{8} << 30;
 // most, never the eight asked for. Under 8 GiB eight batches (7.5 GiB) came
 // within what a machine's start-up maps of fitting, and once did.
 constexpr int64_t kTightAddressSpace = int64_t{4} << 30;
-constexpr int kSide = 8192;      // the largest crop: 8192 x 8192 x 3 = 201 MB a sample
-constexpr int kHugeBatch = 5;    // 1,007 MB a batch: just under the 1 GiB per-stream cap
+constexpr int kSide = 8192;    // the largest crop: 8192 x 8192 x 3 = 201 MB a sample
+constexpr int kHugeBatch = 5;  // 1,007 MB a batch: just under the 1 GiB per-stream cap
 constexpr char kDataset[] = "synthetic:64x64:16";
 
 using Server = testing::RunningServer;
@@ -91,7 +91,8 @@ std::vector<StreamResult> EightHugeStreams(const std::string& address) {
   std::vector<StreamResult> results(8);
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) {
-    threads.emplace_back([&, i] { results[static_cast<size_t>(i)] = OneBatch(stub.get(), kSide, kHugeBatch, i, absl::Seconds(8)); });
+    threads.emplace_back(
+        [&, i] { results[static_cast<size_t>(i)] = OneBatch(stub.get(), kSide, kHugeBatch, i, absl::Seconds(8)); });
   }
   for (auto& t : threads) t.join();
   return results;
@@ -122,8 +123,7 @@ TEST(MemoryLimitTest, DefaultBudgetHonoursRlimitAsAndRefusesWhatWouldNotFit) {
       ++served;
     } else {
       EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << r.status.error_message();
-      EXPECT_NE(r.status.error_message().find("--max-inflight-bytes"), std::string::npos)
-          << r.status.error_message();
+      EXPECT_NE(r.status.error_message().find("--max-inflight-bytes"), std::string::npos) << r.status.error_message();
       ++refused;
     }
   }

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <opencv2/imgcodecs.hpp>
@@ -41,9 +41,9 @@ constexpr int kClasses = 3, kPerClass = 10, kSamples = kClasses * kPerClass;
 using ::stoker::testing::RunningServer;
 
 RunningServer StartServer(const std::filesystem::path& root, int workers, double grace_seconds = 10) {
-  return testing::StartServerProcess(STOKER_SERVER_BIN, root,
-                                     {absl::StrCat("--workers=", workers),
-                                      absl::StrCat("--shutdown-grace-seconds=", grace_seconds)});
+  return testing::StartServerProcess(
+      STOKER_SERVER_BIN, root,
+      {absl::StrCat("--workers=", workers), absl::StrCat("--shutdown-grace-seconds=", grace_seconds)});
 }
 
 class TwoServersTest : public ::testing::Test {
@@ -318,7 +318,8 @@ TEST_F(TwoServersTest, EachStreamToAServerHasItsOwnConnection) {
     }
     EXPECT_EQ(per_server.size(), 2u);
     for (const RunningServer* server : {&a_, &b_}) {
-      EXPECT_EQ(ConnectionsTo(port_of(*server)), lanes) << server->address << " with " << lanes << " streams per server";
+      EXPECT_EQ(ConnectionsTo(port_of(*server)), lanes)
+          << server->address << " with " << lanes << " streams per server";
     }
   }
 }
@@ -440,11 +441,10 @@ TEST_F(TwoServersTest, HealthCheckingAndReflectionAnswer) {
   request = grpc::ByteBuffer(&empty, 1);
   absl::Notification done;
   grpc::Status status;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   status = s;
-                   done.Notify();
-                 });
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = s;
+    done.Notify();
+  });
   done.WaitForNotification();
   ASSERT_TRUE(status.ok()) << status.error_message();
   std::vector<grpc::Slice> slices;

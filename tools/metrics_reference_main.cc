@@ -19,16 +19,11 @@ constexpr char kAny[] = "\x01";
 
 const char* TypeName(prometheus::MetricType type) {
   switch (type) {
-    case prometheus::MetricType::Counter:
-      return "counter";
-    case prometheus::MetricType::Gauge:
-      return "gauge";
-    case prometheus::MetricType::Histogram:
-      return "histogram";
-    case prometheus::MetricType::Summary:
-      return "summary";
-    default:
-      return "untyped";
+    case prometheus::MetricType::Counter: return "counter";
+    case prometheus::MetricType::Gauge: return "gauge";
+    case prometheus::MetricType::Histogram: return "histogram";
+    case prometheus::MetricType::Summary: return "summary";
+    default: return "untyped";
   }
 }
 
@@ -83,8 +78,10 @@ int main() {
   stoker::StorageReading reading;
   reading.store = kAny;
   reading.counters.retries_by_reason[kAny] = 1;
-  Print("Data server's store (`stoker-server --data-root s3://...` or `https://...`; `store`: s3, http, https or catalog)",
-        stoker::StorageMetrics([&] { return reading; }));
+  Print(
+      "Data server's store (`stoker-server --data-root s3://...` or `https://...`; `store`: s3, http, https or "
+      "catalog)",
+      stoker::StorageMetrics([&] { return reading; }));
   Print("Client (`stoker-bench`, the Python loader, `metrics_port`)", client);
   return 0;
 }

@@ -58,18 +58,10 @@ int main(int argc, char** argv) {
     }
     line["counterpart"] = entry->torchvision;
     switch (entry->targets) {
-      case stoker::OpTargets::kUntouched:
-        line["targets"] = "untouched";
-        break;
-      case stoker::OpTargets::kMoved:
-        line["targets"] = "moved with the pixels";
-        break;
-      case stoker::OpTargets::kRefused:
-        line["targets"] = "refused";
-        break;
-      case stoker::OpTargets::kNone:
-        line["targets"] = "";
-        break;
+      case stoker::OpTargets::kUntouched: line["targets"] = "untouched"; break;
+      case stoker::OpTargets::kMoved: line["targets"] = "moved with the pixels"; break;
+      case stoker::OpTargets::kRefused: line["targets"] = "refused"; break;
+      case stoker::OpTargets::kNone: line["targets"] = ""; break;
     }
     std::cout << line.dump() << "\n";
   }

@@ -1,9 +1,9 @@
 // Runs only where a CUDA device is usable; elsewhere exits 77, which ctest
 // reports as skipped (never as passed). Compares the CUDA kernel with the CPU
 // reference and checks the copy/slot ordering.
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
-#include <unistd.h>
 
 #include <random>
 #include <utility>
@@ -185,7 +185,8 @@ TEST(DeviceGpuTest, ASlotIsReusedOnlyAfterTheConsumersQueuedReads) {
   void* snapshot = nullptr;
   ASSERT_EQ(cudaMalloc(&snapshot, bytes), cudaSuccess);
   ASSERT_TRUE((*stager)->HandOver(*first, consumer).ok());
-  cudaLaunchHostFunc(consumer, [](void*) { usleep(300000); }, nullptr);
+  cudaLaunchHostFunc(
+      consumer, [](void*) { usleep(300000); }, nullptr);
   cudaMemcpyAsync(snapshot, first->data, bytes, cudaMemcpyDeviceToDevice, consumer);
   first->Release(consumer);  // reads queued, not done
   auto second = (*stager)->Stage(MakeBatch(pool, 8, 64, 64, 2));

@@ -49,8 +49,8 @@ absl::StatusOr<ConvertSpec> SpecFor(const Batch& batch, const DeviceOptions& o) 
   int64_t n = 1;
   for (size_t d = 0; d + 3 < dims; ++d) {
     if (batch.shape[d] < 1 || batch.shape[d] > kMaxSide || n > kMaxSide) {
-      return absl::InvalidArgumentError(absl::StrCat("batch ", batch.batch_index, ": dimension ", d, " is ",
-                                                     batch.shape[d]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch ", batch.batch_index, ": dimension ", d, " is ", batch.shape[d]));
     }
     n *= batch.shape[d];
   }
@@ -110,8 +110,8 @@ std::vector<int64_t> TensorShape(const Batch& batch, const ConvertSpec& s) {
 absl::Status DeviceStager::SetMixup(const MixupOptions& mixup) {
   if (absl::Status s = ValidateMixup(mixup); !s.ok()) return s;
   if (mixup.num_classes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("MixUp/CutMix: num_classes = ", mixup.num_classes,
-                                                   "; the soft targets need at least one class"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MixUp/CutMix: num_classes = ", mixup.num_classes, "; the soft targets need at least one class"));
   }
   if (type_ == TensorType::kUInt8) {
     return absl::InvalidArgumentError(
@@ -193,8 +193,8 @@ class CpuStager final : public DeviceStager {
     if (!spec.ok()) return spec.status();
     const absl::Time t0 = absl::Now();
     if (spec->raw && mixup_.enabled()) return PrepareMix(batch, &*spec, nullptr);
-    if (owned && (spec->raw || (spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC &&
-                                !mixup_.enabled()))) {
+    if (owned &&
+        (spec->raw || (spec->type == TensorType::kUInt8 && spec->layout == TensorLayout::kNHWC && !mixup_.enabled()))) {
       if (options_.test_h2d_delay > absl::ZeroDuration()) absl::SleepFor(options_.test_h2d_delay);
       DeviceTensor t;
       t.shape = TensorShape(batch, *spec);

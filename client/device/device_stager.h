@@ -42,15 +42,15 @@ struct DeviceOptions {
   bool normalize = true;  // ImageNet mean/std unless given
   float mean[3] = {0.485f, 0.456f, 0.406f};
   float std[3] = {0.229f, 0.224f, 0.225f};
-  int slots = 3;              // device buffers allocated at first (tensors alive at once)
+  int slots = 3;  // device buffers allocated at first (tensors alive at once)
   // While the caller holds every slot, the ring grows up to max_slots (0: no
   // growth), then Stage waits up to slot_wait for a release before it fails
   // with RESOURCE_EXHAUSTED.
   int max_slots = 0;
   absl::Duration slot_wait = absl::InfiniteDuration();
-  int host_slots = 6;         // pinned host buffers kept (prefetch + 2 is right)
-  size_t batch_bytes = 0;     // uint8 bytes of a full batch, to pre-allocate
-  int gpu = 0;                // CUDA device ordinal
+  int host_slots = 6;      // pinned host buffers kept (prefetch + 2 is right)
+  size_t batch_bytes = 0;  // uint8 bytes of a full batch, to pre-allocate
+  int gpu = 0;             // CUDA device ordinal
   // Test only: extra time per Stage on the CPU path, to simulate a slow
   // host-to-device copy (a labelled simulation for the bottleneck tests).
   absl::Duration test_h2d_delay = absl::ZeroDuration();
@@ -146,7 +146,7 @@ class DeviceStager {
   // With mixing on: the batch's draw into `spec` and its soft targets into
   // `targets` (resized); INVALID_ARGUMENT for a label outside the classes.
   absl::Status PrepareMix(const Batch& batch, ConvertSpec* spec, std::vector<float>* targets) const;
-  MixupOptions mixup_;  // mixup_.enabled(): on
+  MixupOptions mixup_;                      // mixup_.enabled(): on
   TensorType type_ = TensorType::kFloat32;  // the tensors' type (DeviceOptions::type)
 
   // Stages `source`; when `owned` is set, the tensor takes it over (keeping

@@ -32,28 +32,28 @@ HostAllocator PinnedAllocator(int device) {
   pinned.device = device;
   pinned.scarce = true;
   pinned.allocate = [](size_t size, int gpu) {
-        int previous = -1;
-        const bool switch_device = cudaGetDevice(&previous) == cudaSuccess && previous != gpu;
-        if (switch_device) cudaSetDevice(gpu);
-        void* p = nullptr;
-        const cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
-        if (switch_device) cudaSetDevice(previous);
-        if (e != cudaSuccess) {
-          cudaGetLastError();
-          LOG(WARNING) << "cudaHostAlloc of " << size << " bytes failed; using pageable memory";
-          return new uint8_t[size];  // pageable: slower copies, still correct
-        }
-        return static_cast<uint8_t*>(p);
-      };
+    int previous = -1;
+    const bool switch_device = cudaGetDevice(&previous) == cudaSuccess && previous != gpu;
+    if (switch_device) cudaSetDevice(gpu);
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+    if (switch_device) cudaSetDevice(previous);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      LOG(WARNING) << "cudaHostAlloc of " << size << " bytes failed; using pageable memory";
+      return new uint8_t[size];  // pageable: slower copies, still correct
+    }
+    return static_cast<uint8_t*>(p);
+  };
   pinned.release = [](uint8_t* data, int) {
-        cudaPointerAttributes attrs;
-        if (cudaPointerGetAttributes(&attrs, data) == cudaSuccess && attrs.type == cudaMemoryTypeHost) {
-          cudaFreeHost(data);
-        } else {
-          cudaGetLastError();  // clear the error of a pageable pointer
-          delete[] data;
-        }
-      };
+    cudaPointerAttributes attrs;
+    if (cudaPointerGetAttributes(&attrs, data) == cudaSuccess && attrs.type == cudaMemoryTypeHost) {
+      cudaFreeHost(data);
+    } else {
+      cudaGetLastError();  // clear the error of a pageable pointer
+      delete[] data;
+    }
+  };
   return pinned;
 }
 
@@ -81,9 +81,9 @@ struct Slot {
   uint8_t* input = nullptr;  // device copy of the uint8 batch
   void* output = nullptr;    // converted tensor
   size_t input_bytes = 0, output_bytes = 0;
-  float* targets = nullptr;          // MixUp / CutMix soft targets on the device
+  float* targets = nullptr;  // MixUp / CutMix soft targets on the device
   size_t targets_bytes = 0;
-  std::vector<float> host_targets;   // their host copy, rewritten only by the slot's holder
+  std::vector<float> host_targets;              // their host copy, rewritten only by the slot's holder
   cudaEvent_t start = nullptr, done = nullptr;  // timing pair; `done` is the ready event
   cudaEvent_t released = nullptr;               // recorded on the consumer's stream at release
   bool release_recorded = false;                // ordered by the ring's mutex
@@ -237,8 +237,8 @@ class CudaStager final : public DeviceStager {
 
   absl::Status HandOver(const DeviceTensor& t, void* consumer_stream) override {
     DeviceGuard guard(options_.gpu);
-    const cudaError_t e = cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream),
-                                              static_cast<cudaEvent_t>(t.ready_event), 0);
+    const cudaError_t e =
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer_stream), static_cast<cudaEvent_t>(t.ready_event), 0);
     return e == cudaSuccess ? absl::OkStatus() : CudaError(e, "ordering the consumer's stream after a batch");
   }
 

@@ -126,7 +126,8 @@ TEST(DeviceStagerTest, TheRingGrowsToMaxSlotsThenFailsAfterTheWait) {
   EXPECT_NE(refused.status().message().find("all 3 tensor slots"), std::string::npos) << refused.status();
   for (size_t i = 0; i < held.size(); ++i) {
     EXPECT_EQ(std::vector<float>(static_cast<const float*>(held[i].data), static_cast<const float*>(held[i].data) + 12),
-              values[i]) << "held tensor " << i << " was overwritten";
+              values[i])
+        << "held tensor " << i << " was overwritten";
   }
   held[1].Release(nullptr);
   EXPECT_EQ(held[1].data, nullptr);
@@ -263,8 +264,8 @@ TEST(DeviceStagerTest, TheCpuStagerMixesTheConvertedBatchAsTimmDoes) {
                   const float b2 = other * static_cast<float>(1 - d.lam);
                   want = a + b2;
                 }
-                const size_t at = layout == TensorLayout::kNHWC ? ((i * h + y) * w + x) * 3 + c
-                                                                 : ((i * 3 + c) * h + y) * w + x;
+                const size_t at =
+                    layout == TensorLayout::kNHWC ? ((i * h + y) * w + x) * 3 + c : ((i * 3 + c) * h + y) * w + x;
                 float got;
                 if (type == TensorType::kFloat32) {
                   got = static_cast<const float*>(t->data)[at];
@@ -274,8 +275,8 @@ TEST(DeviceStagerTest, TheCpuStagerMixesTheConvertedBatchAsTimmDoes) {
                   want = type == TensorType::kFloat16 ? HalfToFloat(FloatToHalf(want))
                                                       : BFloat16ToFloat(FloatToBFloat16(want));
                 }
-                ASSERT_EQ(got, want) << TensorTypeName(type) << " batch " << b << " image " << i << " at " << y
-                                     << "," << x << "," << c;
+                ASSERT_EQ(got, want) << TensorTypeName(type) << " batch " << b << " image " << i << " at " << y << ","
+                                     << x << "," << c;
               }
             }
           }

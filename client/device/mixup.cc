@@ -15,10 +15,11 @@ constexpr uint64_t kMixDomain = 0x4d49585550000003ULL;  // "MIXUP"
 }  // namespace
 
 absl::Status ValidateMixup(const MixupOptions& o) {
-  for (const auto& [name, value] : {std::pair<const char*, double>{"mixup_alpha", o.mixup_alpha},
-                                    {"cutmix_alpha", o.cutmix_alpha}}) {
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"mixup_alpha", o.mixup_alpha}, {"cutmix_alpha", o.cutmix_alpha}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
-      return absl::InvalidArgumentError(absl::StrCat(name, " = ", value, "; need a finite value >= 0 (0 turns it off)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " = ", value, "; need a finite value >= 0 (0 turns it off)"));
     }
   }
   if (!o.enabled()) return absl::InvalidArgumentError("mixup_alpha and cutmix_alpha are both 0: nothing to mix");
@@ -30,8 +31,8 @@ absl::Status ValidateMixup(const MixupOptions& o) {
     }
   }
   if (o.num_classes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("num_classes = ", o.num_classes,
-                                                   "; give the number of classes (0: the dataset's)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_classes = ", o.num_classes, "; give the number of classes (0: the dataset's)"));
   }
   return absl::OkStatus();
 }
@@ -72,9 +73,9 @@ MixDraw DrawMix(const MixupOptions& o, int64_t epoch, int64_t batch, int64_t hei
 absl::Status CheckLabels(const std::vector<int32_t>& labels, int num_classes) {
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < 0 || labels[i] >= num_classes) {
-      return absl::InvalidArgumentError(absl::StrCat("MixUp/CutMix: label ", labels[i], " of the batch's sample ", i,
-                                                     " is outside 0..", num_classes - 1, " (num_classes = ",
-                                                     num_classes, "); unlabelled samples cannot be mixed"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("MixUp/CutMix: label ", labels[i], " of the batch's sample ", i, " is outside 0..",
+                       num_classes - 1, " (num_classes = ", num_classes, "); unlabelled samples cannot be mixed"));
     }
   }
   return absl::OkStatus();

@@ -23,9 +23,9 @@
 namespace stoker {
 
 struct MixupOptions {
-  double mixup_alpha = 0;  // 0: no MixUp
-  double cutmix_alpha = 0;  // 0: no CutMix
-  double mix_prob = 1.0;    // chance that a batch is mixed at all
+  double mixup_alpha = 0;    // 0: no MixUp
+  double cutmix_alpha = 0;   // 0: no CutMix
+  double mix_prob = 1.0;     // chance that a batch is mixed at all
   double switch_prob = 0.5;  // chance of CutMix when both alphas are set
   double label_smoothing = 0.1;
   int num_classes = 0;  // the soft targets' width; 0: the dataset's classes

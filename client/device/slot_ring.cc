@@ -7,7 +7,9 @@
 namespace stoker {
 
 SlotRing::SlotRing(int slots, int max_slots, ClientMetrics* metrics)
-    : max_slots_(static_cast<size_t>(std::max(slots, max_slots))), metrics_(metrics), in_use_(static_cast<size_t>(slots)) {}
+    : max_slots_(static_cast<size_t>(std::max(slots, max_slots))),
+      metrics_(metrics),
+      in_use_(static_cast<size_t>(slots)) {}
 
 absl::StatusOr<int> SlotRing::Acquire(absl::Duration wait) {
   absl::MutexLock lock(&mu_);
@@ -15,9 +17,9 @@ absl::StatusOr<int> SlotRing::Acquire(absl::Duration wait) {
     return used_ < static_cast<int>(in_use_.size()) || in_use_.size() < max_slots_;
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&available), wait)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "all ", in_use_.size(), " tensor slots are still held after ", absl::FormatDuration(wait),
-        "; release (delete) batches you no longer need, or allow more slots"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("all ", in_use_.size(), " tensor slots are still held after ", absl::FormatDuration(wait),
+                     "; release (delete) batches you no longer need, or allow more slots"));
   }
   size_t slot = 0;
   while (slot < in_use_.size() && in_use_[slot]) ++slot;

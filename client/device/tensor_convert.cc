@@ -41,7 +41,7 @@ uint16_t FloatToBFloat16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
-  x += 0x7fff + ((x >> 16) & 1);  // round to nearest even
+  x += 0x7fff + ((x >> 16) & 1);                                                      // round to nearest even
   return static_cast<uint16_t>(x >> 16);
 }
 
@@ -57,10 +57,10 @@ uint16_t FloatToHalf(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t abs = x & 0x7fffffff;
-  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // NaN
+  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);   // NaN
   if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow (rounds to inf)
-  if (abs < 0x38800000) {  // subnormal half (or zero)
-    if (abs < 0x33000000) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+  if (abs < 0x38800000) {                                              // subnormal half (or zero)
+    if (abs < 0x33000000) return static_cast<uint16_t>(sign);          // below half the smallest subnormal
     const uint32_t mant = (abs & 0x7fffff) | 0x800000;
     const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
     uint32_t v = mant >> shift;
@@ -175,7 +175,8 @@ template <typename T, typename Convert>
 void ConvertWith(const uint8_t* in, const ConvertSpec& s, Convert convert, void* out) {
   if (s.mixes()) {
     Lut<float> value;
-    Fill(s, [](float v) { return v; }, &value);
+    Fill(
+        s, [](float v) { return v; }, &value);
     return ApplyMixed(in, s, value, convert, static_cast<T*>(out));
   }
   Lut<T> lut;
@@ -186,15 +187,13 @@ void ConvertWith(const uint8_t* in, const ConvertSpec& s, Convert convert, void*
 }  // namespace
 
 void ConvertOnCpu(const uint8_t* in, const ConvertSpec& s, void* out) {
-  switch (s.type) {  // once per batch
-    case TensorType::kInt16:
-      return;  // audio: never converted (SpecFor's raw)
+  switch (s.type) {                   // once per batch
+    case TensorType::kInt16: return;  // audio: never converted (SpecFor's raw)
     case TensorType::kFloat32:
-      return ConvertWith<float>(in, s, [](float v) { return v; }, out);
-    case TensorType::kFloat16:
-      return ConvertWith<uint16_t>(in, s, FloatToHalf, out);
-    case TensorType::kBFloat16:
-      return ConvertWith<uint16_t>(in, s, FloatToBFloat16, out);
+      return ConvertWith<float>(
+          in, s, [](float v) { return v; }, out);
+    case TensorType::kFloat16: return ConvertWith<uint16_t>(in, s, FloatToHalf, out);
+    case TensorType::kBFloat16: return ConvertWith<uint16_t>(in, s, FloatToBFloat16, out);
     case TensorType::kUInt8: {
       const int64_t plane = s.h * s.w;
       if (s.layout == TensorLayout::kNHWC) {

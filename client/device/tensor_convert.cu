@@ -63,7 +63,7 @@ cudaError_t LaunchConvert(const uint8_t* device_in, const ConvertSpec& spec, voi
   const int threads = 256;
   const int64_t blocks = (total + threads - 1) / threads;
   ConvertKernel<<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(device_in, spec,
-                                                                                                       device_out);
+                                                                                                        device_out);
   return cudaGetLastError();
 }
 

@@ -13,8 +13,8 @@ TEST(TensorConvertTest, HalfAndBFloat16KnownValues) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);          // overflow to infinity
-  EXPECT_EQ(FloatToHalf(0.1f), 0x2e66);          // rounded to nearest
+  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);                   // overflow to infinity
+  EXPECT_EQ(FloatToHalf(0.1f), 0x2e66);                   // rounded to nearest
   EXPECT_EQ(FloatToHalf(5.960464477539063e-8f), 0x0001);  // smallest subnormal
   EXPECT_EQ(FloatToHalf(1e-9f), 0x0000);
   EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
@@ -86,8 +86,8 @@ TEST(TensorConvertTest, CpuConversionMatchesAPlainReferenceForEveryTypeAndLayout
           for (int64_t x = 0; x < s.w; ++x) {
             for (int c = 0; c < 3; ++c) {
               const uint8_t v = in[static_cast<size_t>(((n * s.h + y) * s.w + x) * 3 + c)];
-              const int64_t o = layout == TensorLayout::kNCHW ? ((n * 3 + c) * s.h + y) * s.w + x
-                                                              : ((n * s.h + y) * s.w + x) * 3 + c;
+              const int64_t o =
+                  layout == TensorLayout::kNCHW ? ((n * 3 + c) * s.h + y) * s.w + x : ((n * s.h + y) * s.w + x) * 3 + c;
               double got;
               double tolerance;
               if (type == TensorType::kFloat32) {

@@ -179,7 +179,8 @@ absl::StatusOr<ClientConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError("--dtype must be uint8, float16 or float32");
   }
   const std::string policy = absl::GetFlag(FLAGS_bad_sample_policy);
-  if (policy != "skip" && policy != "fail") return absl::InvalidArgumentError("--bad-sample-policy must be skip or fail");
+  if (policy != "skip" && policy != "fail")
+    return absl::InvalidArgumentError("--bad-sample-policy must be skip or fail");
   c.session.set_bad_sample_policy(policy == "fail" ? v1::FAIL : v1::SKIP);
   const std::string cache = absl::GetFlag(FLAGS_cache_mode);
   if (cache != "none" && cache != "batch") return absl::InvalidArgumentError("--cache-mode must be none or batch");
@@ -225,7 +226,8 @@ void PrintSummary(const ClientConfig& c, const RunSummary& s) {
   std::printf("  %-22s %12.2f\n", "inter-batch p90 ms", s.inter_batch_p90_ms);
   std::printf("  %-22s %12.2f\n", "inter-batch p99 ms", s.inter_batch_p99_ms);
   std::printf("  %-22s %12.2f\n", "inter-batch max ms", s.inter_batch_max_ms);
-  std::printf("  %-22s %12.2f\n", "inter-batch p99/p50", s.inter_batch_p50_ms > 0 ? s.inter_batch_p99_ms / s.inter_batch_p50_ms : 0.0);
+  std::printf("  %-22s %12.2f\n", "inter-batch p99/p50",
+              s.inter_batch_p50_ms > 0 ? s.inter_batch_p99_ms / s.inter_batch_p50_ms : 0.0);
   std::printf("  %-22s %12.2f\n", "receive p50 ms", s.receive_latency_p50_ms);
   std::printf("  %-22s %12.1f\n", "images/worker-second", s.server_images_per_worker_second);
   for (const auto& [server, n] : s.batches_per_server) {
@@ -296,9 +298,12 @@ absl::StatusOr<std::unique_ptr<DeviceStager>> MakeStager(const ClientConfig& con
 
 // One --log-batches line: the batch, its contents' hashes, when it came.
 nlohmann::json LogLine(const Batch& batch, absl::Time t1, absl::Time run_start) {
-  nlohmann::json line = {{"epoch", batch.epoch},   {"batch", batch.batch_index},
-                         {"sample_indices", batch.sample_indices}, {"labels", batch.labels},
-                         {"server", batch.server}, {"hash", Hash(batch.data)},
+  nlohmann::json line = {{"epoch", batch.epoch},
+                         {"batch", batch.batch_index},
+                         {"sample_indices", batch.sample_indices},
+                         {"labels", batch.labels},
+                         {"server", batch.server},
+                         {"hash", Hash(batch.data)},
                          {"failed_samples", batch.failed_samples.size()},
                          {"time_ms", absl::ToInt64Milliseconds(t1 - run_start)},
                          {"unix_ms", absl::ToUnixMillis(t1)}};  // to line up with other processes' events
@@ -322,7 +327,8 @@ void PrintDeviceStats(DeviceStager& stager, const RunSummary& summary) {
   std::printf("  %-22s %12s\n", "device path", stager.path());
   std::printf("  %-22s %12.3f\n", "h2d GB", static_cast<double>(bytes) / 1e9);
   std::printf("  %-22s %12.2f\n", "h2d GB/s", seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0.0);
-  std::printf("  %-22s %12.2f\n", "h2d ms per batch", summary.batches > 0 ? 1e3 * seconds / static_cast<double>(summary.batches) : 0.0);
+  std::printf("  %-22s %12.2f\n", "h2d ms per batch",
+              summary.batches > 0 ? 1e3 * seconds / static_cast<double>(summary.batches) : 0.0);
   std::fflush(stdout);
 }
 
@@ -330,7 +336,7 @@ void PrintDeviceStats(DeviceStager& stager, const RunSummary& summary) {
 void WriteJson(const RunSummary& summary, const ClientMetrics& metrics, StokerClient& client) {
   nlohmann::json j = SummaryJson(summary);
   j["reassigned_batches"] = metrics.reassigned_batches->Value();  // batches a failed server had
-  j["affinity_hits"] = metrics.affinity_hits->Value();  // shuffle=shards: batches made by their lane's server
+  j["affinity_hits"] = metrics.affinity_hits->Value();            // shuffle=shards: batches made by their lane's server
   j["affinity_misses"] = metrics.affinity_misses->Value();
   // Fan-out and memory: streams opened over the run, the servers and
   // prefetch depth at its end, and the process's peak resident memory.
@@ -361,15 +367,17 @@ void PrintDemand(const ClientConfig& config, StokerClient& client) {
   if (has_step) std::printf("  %-22s %12.1f\n", "demand images/s", demand.demand_images_per_second);
   std::printf("  %-22s %12.1f\n", "capacity/server img/s", demand.mean_server_capacity);
   if (!has_step) {
-    std::printf("servers needed: not estimated (--step-ms 0: no training step, so the demand is as fast as batches "
-                "come; give the job's step time in --step-ms to size the pool)\n");
+    std::printf(
+        "servers needed: not estimated (--step-ms 0: no training step, so the demand is as fast as batches "
+        "come; give the job's step time in --step-ms to size the pool)\n");
   } else {
     std::printf("servers needed: %d (%s)\n", demand.servers_needed, demand.Explain().c_str());
   }
   if (has_step && config.world_size > 1) {
-    std::printf("  (for this rank's share, %d of %d: the job's ranks together need about %d times as much; the "
-                "recording rule stoker:servers_needed sums them)\n",
-                config.rank, config.world_size, config.world_size);
+    std::printf(
+        "  (for this rank's share, %d of %d: the job's ranks together need about %d times as much; the "
+        "recording rule stoker:servers_needed sums them)\n",
+        config.rank, config.world_size, config.world_size);
   }
   std::fflush(stdout);
 }
@@ -393,8 +401,8 @@ void SavePosition(StokerClient& client) {
 
 // One delivered batch into the epoch's stats, the run's (from after the
 // warm-up: a warm-up batch restarts them) and the bytes per field.
-void Tally(const Batch& batch, absl::Duration waited, absl::Time t1, bool warming_up, RunStats* epoch,
-           RunStats* run, std::map<std::string, int64_t>* field_bytes) {
+void Tally(const Batch& batch, absl::Duration waited, absl::Time t1, bool warming_up, RunStats* epoch, RunStats* run,
+           std::map<std::string, int64_t>* field_bytes) {
   const int64_t images = static_cast<int64_t>(batch.sample_indices.size());
   epoch->AddBatch(t1, waited, images, static_cast<int64_t>(batch.data.size()), batch.receive_latency, batch.server);
   if (warming_up) {
@@ -441,9 +449,9 @@ struct RunState {
 // exit code (0 when --stop-after-batches saved the position).
 int RunBatches(int epoch, StokerClient& client, DeviceStager* stager, RunState* run, RunStats* stats) {
   const int max_batches = absl::GetFlag(FLAGS_max_batches);
-const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
-const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_batches);
-for (int n = 0; max_batches <= 0 || n < max_batches; ++n) {
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup_batches);
+  const int64_t stop_after = absl::GetFlag(FLAGS_stop_after_batches);
+  for (int n = 0; max_batches <= 0 || n < max_batches; ++n) {
     if (stop_after > 0 && run->delivered >= stop_after) {
       SavePosition(client);
       std::printf("stopped after %lld batches; position saved\n", static_cast<long long>(run->delivered));
@@ -574,7 +582,8 @@ int Run() {
 }  // namespace stoker
 
 int main(int argc, char** argv) {
-  stoker::ParseFlags(argc, argv,
+  stoker::ParseFlags(
+      argc, argv,
       "Stoker benchmark client: runs epochs against data servers with a simulated training step.\n"
       "Usage: stoker-bench --servers host:port,... --dataset NAME [--batch-size 256] [--epochs 1] [--step-ms 0]\n"
       "       stoker-bench --local-workers N --data-root DIR --dataset NAME ... (no servers: local mode alone)");

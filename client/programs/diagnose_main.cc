@@ -145,7 +145,8 @@ int Run() {
   }
   c.buffers = (*stager)->host_buffers();
   const absl::Duration step = absl::Milliseconds(absl::GetFlag(FLAGS_step_ms));
-  const int batches = std::max(1, absl::GetFlag(FLAGS_batches)), warmup = std::max(0, absl::GetFlag(FLAGS_warmup_batches));
+  const int batches = std::max(1, absl::GetFlag(FLAGS_batches)),
+            warmup = std::max(0, absl::GetFlag(FLAGS_warmup_batches));
   const std::string where = c.servers.empty()
                                 ? absl::StrCat(c.local.workers, " local worker(s) over ", c.local.data_root)
                                 : absl::GetFlag(FLAGS_servers);

@@ -21,9 +21,9 @@ bool StartsWithCrop(const std::vector<v1::Op>& pipeline) {
 
 std::vector<LadderStep> LadderSteps() {
   return {
-      {"device-cached", "step", 0, 0},       // one batch kept on the device: the training step alone
-      {"host-cached", "h2d", 0, 0},          // one batch in host memory, copied to the device each step
-      {"server-cached batch", "network", 0, 0},  // serialization, network and the client's receive path
+      {"device-cached", "step", 0, 0},             // one batch kept on the device: the training step alone
+      {"host-cached", "h2d", 0, 0},                // one batch in host memory, copied to the device each step
+      {"server-cached batch", "network", 0, 0},    // serialization, network and the client's receive path
       {"server-cached decoded", "augment", 0, 0},  // augmentation and batch assembly
       {"server-cached raw", "decode", 0, 0},       // decoding
       {"full pipeline", "storage", 0, 0},          // the storage read
@@ -37,8 +37,7 @@ LadderStep ColdCacheStep(double full_rate, double copy_seconds, int64_t samples)
   return s;
 }
 
-LadderResult AnalyzeLadder(std::vector<LadderStep> steps, bool servers_share_cores, double min_share,
-                           bool crop_first) {
+LadderResult AnalyzeLadder(std::vector<LadderStep> steps, bool servers_share_cores, double min_share, bool crop_first) {
   // Each step adds a cost per image: 1/rate - 1/(rate of the step before).
   // The stage adding the most time per image is the one to fix; without it
   // the full pipeline would cost that much less per image.
@@ -126,10 +125,14 @@ namespace {
 std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
   }
   return out;
 }
@@ -139,10 +142,11 @@ std::string LadderHtml(const LadderResult& r, const std::string& title) {
   // Scale to the steps after the first: with no training step time the
   // device-cached rate is practically unbounded; its bar is clipped.
   double top = 1;
-  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) top = std::max(top, r.steps[i].images_per_second);
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i)
+    top = std::max(top, r.steps[i].images_per_second);
   const int bar_h = 34, width = 520, left = 190;
-  std::string svg = absl::StrFormat("<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d'>", left + width + 120,
-                                    bar_h * static_cast<int>(r.steps.size()) + 10);
+  std::string svg = absl::StrFormat("<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d'>",
+                                    left + width + 120, bar_h * static_cast<int>(r.steps.size()) + 10);
   for (size_t i = 0; i < r.steps.size(); ++i) {
     const LadderStep& s = r.steps[i];
     const int y = 5 + bar_h * static_cast<int>(i);
@@ -159,8 +163,8 @@ std::string LadderHtml(const LadderResult& r, const std::string& title) {
   for (const std::string& c : r.caveats) caveats += "<li>" + Escape(c) + "</li>";
   return absl::StrCat("<!DOCTYPE html><html><head><meta charset='utf-8'><title>", Escape(title),
                       "</title></head><body style='font-family:sans-serif'><h1>", Escape(title), "</h1>", svg,
-                      "<p><b>bottleneck: ", Escape(r.bottleneck), "</b></p><pre>", Escape(LadderTable(r)),
-                      "</pre><ul>", caveats, "</ul></body></html>\n");
+                      "<p><b>bottleneck: ", Escape(r.bottleneck), "</b></p><pre>", Escape(LadderTable(r)), "</pre><ul>",
+                      caveats, "</ul></body></html>\n");
 }
 
 }  // namespace stoker

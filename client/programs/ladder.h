@@ -15,10 +15,10 @@
 namespace stoker {
 
 struct LadderStep {
-  std::string name;    // e.g. "host-cached"
-  std::string adds;    // what this step adds to the one before: h2d, network, augment, decode, storage
+  std::string name;  // e.g. "host-cached"
+  std::string adds;  // what this step adds to the one before: h2d, network, augment, decode, storage
   double images_per_second = 0;
-  double change = 0;   // relative to the step before (-0.4 = 40% slower); 0 for the first
+  double change = 0;  // relative to the step before (-0.4 = 40% slower); 0 for the first
   // A step of the first epoch only (the copy of a remote --data-root into a
   // cold cache): shown with its change, never the steady state's bottleneck.
   bool first_epoch_only = false;
@@ -31,9 +31,9 @@ LadderStep ColdCacheStep(double full_rate, double copy_seconds, int64_t samples)
 
 struct LadderResult {
   std::vector<LadderStep> steps;
-  std::string bottleneck;      // the `adds` that costs most per image, or "none" (the training step limits)
-  double current = 0;          // images/s of the last steady step (the full pipeline)
-  double without = 0;          // images/s of the full pipeline without the bottleneck's cost
+  std::string bottleneck;  // the `adds` that costs most per image, or "none" (the training step limits)
+  double current = 0;      // images/s of the last steady step (the full pipeline)
+  double without = 0;      // images/s of the full pipeline without the bottleneck's cost
   std::vector<std::string> caveats;
 };
 

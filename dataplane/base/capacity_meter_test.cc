@@ -1,8 +1,8 @@
 #include "dataplane/base/capacity_meter.h"
 
+#include "dataplane/base/server_metrics.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
-#include "dataplane/base/server_metrics.h"
 
 namespace stoker {
 namespace {

@@ -33,8 +33,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
                         .Add({});
   auto& batch_stage = prometheus::BuildHistogram()
                           .Name("stoker_server_batch_stage_seconds")
-                          .Help("Time one batch spent in a stage: queue (waiting for a worker), "
-                                "assemble (laying samples out), send (ready to fully written).")
+                          .Help(
+                              "Time one batch spent in a stage: queue (waiting for a worker), "
+                              "assemble (laying samples out), send (ready to fully written).")
                           .Register(registry);
   queue_seconds = &batch_stage.Add({{"stage", "queue"}}, DurationBuckets());
   assemble_seconds = &batch_stage.Add({{"stage", "assemble"}}, DurationBuckets());
@@ -78,11 +79,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
                         .Help("Samples waiting for a worker thread.")
                         .Register(registry)
                         .Add({});
-  streams = &prometheus::BuildGauge()
-                 .Name("stoker_server_streams")
-                 .Help("Open batch streams.")
-                 .Register(registry)
-                 .Add({});
+  streams =
+      &prometheus::BuildGauge().Name("stoker_server_streams").Help("Open batch streams.").Register(registry).Add({});
   workers = &prometheus::BuildGauge()
                  .Name("stoker_server_workers")
                  .Help("Worker threads that decode and augment.")
@@ -103,8 +101,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
            .Add({}));
   job_seconds_family_ = &prometheus::BuildCounter()
                              .Name("stoker_server_job_worker_seconds_total")
-                             .Help("Worker seconds spent on each training job's samples (SessionConfig.job; names "
-                                   "past --max-job-labels are counted as \"other\"). Jobs share workers by weight.")
+                             .Help(
+                                 "Worker seconds spent on each training job's samples (SessionConfig.job; names "
+                                 "past --max-job-labels are counted as \"other\"). Jobs share workers by weight.")
                              .Register(registry);
   job_samples_family_ = &prometheus::BuildCounter()
                              .Name("stoker_server_job_samples_total")
@@ -112,8 +111,9 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry, int max_job_labels)
                              .Register(registry);
   auto& cache = prometheus::BuildCounter()
                     .Name("stoker_server_batch_cache_lookups_total")
-                    .Help("Batch cache (--batch-cache-bytes) lookups by result: hit (a kept batch), joined (waited "
-                          "for a batch another session was making), miss (made here); and evicted batches.")
+                    .Help(
+                        "Batch cache (--batch-cache-bytes) lookups by result: hit (a kept batch), joined (waited "
+                        "for a batch another session was making), miss (made here); and evicted batches.")
                     .Register(registry);
   for (const char* result : {"hit", "joined", "miss", "evicted"}) cache_[result] = &cache.Add({{"result", result}});
   batch_cache_bytes = &prometheus::BuildGauge()

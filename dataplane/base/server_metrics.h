@@ -7,13 +7,13 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "dataplane/base/capacity_meter.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
-#include "dataplane/base/capacity_meter.h"
 
 namespace stoker {
 
@@ -42,13 +42,13 @@ struct ServerMetrics {
   // stoker_server_batches_total{cache_mode}: none, batch, decoded, raw (so
   // that dashboards are not misread while stoker-diagnose runs).
   prometheus::Counter& Batches(int cache_mode);
-  prometheus::Counter* sent_bytes;          // stoker_server_sent_bytes_total
-  prometheus::Counter* read_bytes;          // stoker_server_read_bytes_total
-  prometheus::Gauge* inflight_batches;      // stoker_server_inflight_batches
-  prometheus::Gauge* queued_samples;        // stoker_server_queued_samples
-  prometheus::Gauge* streams;               // stoker_server_streams
-  prometheus::Gauge* workers;               // stoker_server_workers
-  prometheus::Counter* rejected_sessions;   // stoker_server_rejected_sessions_total
+  prometheus::Counter* sent_bytes;         // stoker_server_sent_bytes_total
+  prometheus::Counter* read_bytes;         // stoker_server_read_bytes_total
+  prometheus::Gauge* inflight_batches;     // stoker_server_inflight_batches
+  prometheus::Gauge* queued_samples;       // stoker_server_queued_samples
+  prometheus::Gauge* streams;              // stoker_server_streams
+  prometheus::Gauge* workers;              // stoker_server_workers
+  prometheus::Counter* rejected_sessions;  // stoker_server_rejected_sessions_total
   // stoker_server_capacity_images_per_second (see capacity_meter.h).
   std::unique_ptr<CapacityMeter> capacity;
   // stoker_server_job_worker_seconds_total{job} and
@@ -58,8 +58,8 @@ struct ServerMetrics {
   // stoker_server_batch_cache_lookups_total{result}: hit, joined (waited for
   // a batch another session was making), miss; evicted.
   prometheus::Counter& BatchCache(const std::string& result);
-  prometheus::Gauge* batch_cache_bytes;      // stoker_server_batch_cache_bytes
-  prometheus::Counter* full_refusals;        // stoker_server_full_refusals_total
+  prometheus::Gauge* batch_cache_bytes;  // stoker_server_batch_cache_bytes
+  prometheus::Counter* full_refusals;    // stoker_server_full_refusals_total
 
  private:
   // The label a job's metrics carry: its name while fewer than
@@ -71,11 +71,11 @@ struct ServerMetrics {
   prometheus::Family<prometheus::Counter>* job_samples_family_;
   absl::Mutex jobs_mu_;
   std::map<std::string, std::pair<prometheus::Counter*, prometheus::Counter*>> jobs_ ABSL_GUARDED_BY(jobs_mu_);
-  std::map<std::string, prometheus::Counter*> cache_;                 // constant after construction
+  std::map<std::string, prometheus::Counter*> cache_;  // constant after construction
 
-  std::map<std::string, prometheus::Counter*> samples_failed_;  // constant after construction
-  std::map<int, prometheus::Counter*> batches_;                   // constant after construction
-  std::map<std::string, prometheus::Counter*> python_replaced_;    // constant after construction
+  std::map<std::string, prometheus::Counter*> samples_failed_;   // constant after construction
+  std::map<int, prometheus::Counter*> batches_;                  // constant after construction
+  std::map<std::string, prometheus::Counter*> python_replaced_;  // constant after construction
 };
 
 }  // namespace stoker

@@ -77,9 +77,9 @@ class WorkerPool {
     int members = 0;
     int running = 0;
     std::deque<std::function<void()>> queue;
-    double vtime = 0;          // worker seconds / weight, as charged so far
-    double mean_cost = 0;      // recent seconds per task (the charge at start)
-    double worker_seconds = 0; // measured
+    double vtime = 0;           // worker seconds / weight, as charged so far
+    double mean_cost = 0;       // recent seconds per task (the charge at start)
+    double worker_seconds = 0;  // measured
   };
   void Run();
   void Leave(const std::string& name);
@@ -94,7 +94,7 @@ class WorkerPool {
   mutable absl::Mutex mu_;
   std::map<std::string, ShareState> shares_ ABSL_GUARDED_BY(mu_);
   int queued_ ABSL_GUARDED_BY(mu_) = 0;
-  double last_vtime_ ABSL_GUARDED_BY(mu_) = 0;  // the virtual time of the last task started
+  double last_vtime_ ABSL_GUARDED_BY(mu_) = 0;      // the virtual time of the last task started
   double pool_mean_cost_ ABSL_GUARDED_BY(mu_) = 0;  // recent seconds per task over all shares
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // constant after construction

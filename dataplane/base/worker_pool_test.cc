@@ -13,8 +13,8 @@ namespace {
 // Two shares whose tasks cost `cost_a` and `cost_b` (sleeps) keep one worker
 // busy; returns share a's part of the worker time spent in [settle, settle +
 // window). Tasks are re-queued as they finish, so both always want more.
-double ShareOfA(double weight_a, double weight_b, absl::Duration cost_a, absl::Duration cost_b,
-                absl::Duration settle, absl::Duration window) {
+double ShareOfA(double weight_a, double weight_b, absl::Duration cost_a, absl::Duration cost_b, absl::Duration settle,
+                absl::Duration window) {
   // Declared before the pool, which runs what is queued when destroyed.
   std::atomic<bool> stop{false};
   std::function<void(WorkerPool::Share*, absl::Duration)> add;
@@ -43,15 +43,15 @@ double ShareOfA(double weight_a, double weight_b, absl::Duration cost_a, absl::D
 
 TEST(WorkerPoolTest, SharesSplitWorkerTimeEquallyWhateverTheirTasksCost) {
   // b's tasks cost 4x a's: first come first served would give b ~80 %.
-  const double a = ShareOfA(1, 1, absl::Milliseconds(1), absl::Milliseconds(4), absl::Milliseconds(200),
-                            absl::Milliseconds(800));
+  const double a =
+      ShareOfA(1, 1, absl::Milliseconds(1), absl::Milliseconds(4), absl::Milliseconds(200), absl::Milliseconds(800));
   EXPECT_GT(a, 0.45);
   EXPECT_LT(a, 0.55);
 }
 
 TEST(WorkerPoolTest, WeightsSplitWorkerTimeInProportion) {
-  const double a = ShareOfA(3, 1, absl::Milliseconds(4), absl::Milliseconds(1), absl::Milliseconds(200),
-                            absl::Milliseconds(800));
+  const double a =
+      ShareOfA(3, 1, absl::Milliseconds(4), absl::Milliseconds(1), absl::Milliseconds(200), absl::Milliseconds(800));
   EXPECT_GT(a, 0.65);
   EXPECT_LT(a, 0.85);
 }

@@ -67,7 +67,8 @@ absl::StatusOr<std::vector<float>> DecodeAudioCrop(absl::string_view bytes, cons
   absl::StatusOr<Decoded> d = Call(bytes, options, channels, keep, 0);
   if (!d.ok()) return d.status();
   if (d->result == STOKER_MEDIA_OK) {  // whole: cut here
-    const int64_t frames = d->frames, start = choose(frames), n = std::max<int64_t>(0, std::min(window, frames - start));
+    const int64_t frames = d->frames, start = choose(frames),
+                  n = std::max<int64_t>(0, std::min(window, frames - start));
     std::vector<float> out(static_cast<size_t>(channels * window), 0.0f);
     for (int c = 0; c < channels; ++c) {
       const float* src = d->samples.data() + static_cast<int64_t>(c) * frames + start;

@@ -55,8 +55,8 @@ std::vector<float> WholeThenCut(const std::string& bytes, const AudioDecodeOptio
 std::vector<float> Cropped(const std::string& bytes, const AudioDecodeOptions& o, int64_t window, v1::Audio::Crop crop,
                            uint64_t seed) {
   Rng rng(seed);
-  absl::StatusOr<std::vector<float>> got = DecodeAudioCrop(
-      bytes, o, window, [&](int64_t frames) { return AudioWindowStart(frames, window, crop, rng); });
+  absl::StatusOr<std::vector<float>> got =
+      DecodeAudioCrop(bytes, o, window, [&](int64_t frames) { return AudioWindowStart(frames, window, crop, rng); });
   EXPECT_TRUE(got.ok()) << got.status();
   return got.ok() ? *got : std::vector<float>();
 }

@@ -3,8 +3,8 @@
 namespace stoker {
 
 const std::set<std::string>& ImageExtensions() {
-  static const auto* ext = new std::set<std::string>{".jpg", ".jpeg", ".png", ".ppm", ".bmp",
-                                                     ".pgm", ".tif", ".tiff", ".webp"};
+  static const auto* ext =
+      new std::set<std::string>{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
   return *ext;
 }
 

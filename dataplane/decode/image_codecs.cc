@@ -1,12 +1,12 @@
 #include "dataplane/decode/image_codecs.h"
 
 // jpeglib.h needs FILE and size_t declared first.
-#include <cstdio>
-#include <csetjmp>
 #include <jpeglib.h>
 #include <png.h>
 #include <tiffio.h>
 #include <webp/decode.h>
+#include <csetjmp>
+#include <cstdio>
 
 #include <algorithm>
 #include <cctype>
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
@@ -465,9 +465,12 @@ void JpegWriteError(j_common_ptr cinfo) {
 
 absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes, int64_t max_pixels) {
   if (absl::StartsWith(bytes, "\x89PNG\r\n\x1a\n")) return DecodePng(bytes, max_pixels);
-  if (absl::StartsWith(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return DecodeWebp(bytes, max_pixels);
-  if (absl::StartsWith(bytes, absl::string_view("II*\0", 4)) || absl::StartsWith(bytes, absl::string_view("MM\0*", 4)) ||
-      absl::StartsWith(bytes, absl::string_view("II+\0", 4)) || absl::StartsWith(bytes, absl::string_view("MM\0+", 4))) {
+  if (absl::StartsWith(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP")
+    return DecodeWebp(bytes, max_pixels);
+  if (absl::StartsWith(bytes, absl::string_view("II*\0", 4)) ||
+      absl::StartsWith(bytes, absl::string_view("MM\0*", 4)) ||
+      absl::StartsWith(bytes, absl::string_view("II+\0", 4)) ||
+      absl::StartsWith(bytes, absl::string_view("MM\0+", 4))) {
     return DecodeTiff(bytes, max_pixels);
   }
   if (absl::StartsWith(bytes, "BM")) return DecodeWithStb(bytes, "BMP", max_pixels);
@@ -482,7 +485,8 @@ absl::StatusOr<cv::Mat> DecodeOtherImage(absl::string_view bytes, int64_t max_pi
 
 absl::StatusOr<std::string> EncodeJpeg(const cv::Mat& rgb, int quality) {
   if (rgb.type() != CV_8UC3 || rgb.empty()) return absl::InvalidArgumentError("JPEG: need a non-empty 8-bit RGB image");
-  if (quality < 1 || quality > 100) return absl::InvalidArgumentError(absl::StrCat("JPEG quality ", quality, "; need 1..100"));
+  if (quality < 1 || quality > 100)
+    return absl::InvalidArgumentError(absl::StrCat("JPEG quality ", quality, "; need 1..100"));
   const cv::Mat contiguous = rgb.isContinuous() ? rgb : rgb.clone();
   jpeg_compress_struct cinfo;
   JpegWriteErrors errors;
@@ -532,8 +536,8 @@ absl::StatusOr<std::string> EncodePng(const cv::Mat& rgb) {
   png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
   png_set_compression_level(png, 1);
   png_set_compression_strategy(png, 3 /* Z_RLE */);
-  png_set_IHDR(png, info, static_cast<png_uint_32>(rgb.cols), static_cast<png_uint_32>(rgb.rows), 8,
-               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(rgb.cols), static_cast<png_uint_32>(rgb.rows), 8, PNG_COLOR_TYPE_RGB,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
   png_write_image(png, rows.data());
   png_write_end(png, info);

@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <string>
 
+#include <opencv2/core.hpp>
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 

@@ -132,8 +132,8 @@ TEST(ImageCodecsTest, AsciiPnmDecodesAsOpenCvDid) {
 TEST(ImageCodecsTest, PamIsReadInItsOwnChannelOrder) {
   // RGB tuples come out as RGB (OpenCV's reader swapped R and B); alpha and
   // the grey depths as for PNG; two-byte samples keep the high byte.
-  absl::StatusOr<cv::Mat> rgb = DecodeOtherImage(
-      Bytes("P7\nWIDTH 2\nHEIGHT 1\nDEPTH 4\nMAXVAL 255\nTUPLTYPE RGB_ALPHA\nENDHDR\n\x01\x02\x03\xff\x04\x05\x06\x00"));
+  absl::StatusOr<cv::Mat> rgb = DecodeOtherImage(Bytes(
+      "P7\nWIDTH 2\nHEIGHT 1\nDEPTH 4\nMAXVAL 255\nTUPLTYPE RGB_ALPHA\nENDHDR\n\x01\x02\x03\xff\x04\x05\x06\x00"));
   ASSERT_TRUE(rgb.ok()) << rgb.status();
   EXPECT_EQ(rgb->at<cv::Vec3b>(0, 0), cv::Vec3b(1, 2, 3));
   EXPECT_EQ(rgb->at<cv::Vec3b>(0, 1), cv::Vec3b(4, 5, 6));
@@ -181,7 +181,8 @@ TEST(ImageCodecsTest, EncodersWriteOpenCvsBytes) {
     for (int quality : {90, 75, 100}) {
       absl::StatusOr<std::string> jpeg = EncodeJpeg(rgb, quality);
       ASSERT_TRUE(jpeg.ok()) << jpeg.status();
-      EXPECT_EQ(*jpeg, Reference(".jpg", bgr, {cv::IMWRITE_JPEG_QUALITY, quality})) << rows << "x" << cols << " q" << quality;
+      EXPECT_EQ(*jpeg, Reference(".jpg", bgr, {cv::IMWRITE_JPEG_QUALITY, quality}))
+          << rows << "x" << cols << " q" << quality;
     }
     absl::StatusOr<std::string> png = EncodePng(rgb);
     ASSERT_TRUE(png.ok()) << png.status();

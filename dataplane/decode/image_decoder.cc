@@ -1,20 +1,20 @@
 #include "dataplane/decode/image_decoder.h"
 
 // jpeglib.h needs FILE and size_t declared first.
-#include <cstdio>
-#include <csetjmp>
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
+#include <csetjmp>
+#include <cstdio>
 
 #include <algorithm>
 #include <cmath>
 #include <exception>
 
+#include <opencv2/imgproc.hpp>
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "dataplane/decode/image_codecs.h"
 #include "dataplane/decode/image_header.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 namespace {
@@ -30,7 +30,9 @@ constexpr int kMaxJpegScans = 1000;
 uint32_t BigEndian32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
-uint32_t LittleEndian24(const unsigned char* p) { return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16); }
+uint32_t LittleEndian24(const unsigned char* p) {
+  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16);
+}
 
 bool StartsWith(absl::string_view bytes, absl::string_view magic, size_t at = 0) {
   return bytes.size() >= at + magic.size() && bytes.substr(at, magic.size()) == magic;
@@ -188,21 +190,22 @@ absl::StatusOr<cv::Mat> DecodeOther(absl::string_view bytes, const CropBox& box,
   if (!rgb_or.ok()) return DecodeError(DecodeFailure::kCorrupt, rgb_or.status().message());
   cv::Mat decoded = *std::move(rgb_or);
   if (max_pixels > 0 && int64_t{decoded.rows} * decoded.cols > max_pixels) {
-    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(decoded.cols, "x", decoded.rows,
-                                                              " pixels exceed --max-pixels ", max_pixels));
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat(decoded.cols, "x", decoded.rows, " pixels exceed --max-pixels ", max_pixels));
   }
   if (expected.width > 0 && (decoded.cols != expected.width || decoded.rows != expected.height)) {
-    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("decoded ", decoded.cols, "x", decoded.rows,
-                                                             " pixels; the header states ", expected.width, "x",
-                                                             expected.height));
+    return DecodeError(DecodeFailure::kCorrupt,
+                       absl::StrCat("decoded ", decoded.cols, "x", decoded.rows, " pixels; the header states ",
+                                    expected.width, "x", expected.height));
   }
   cv::Mat region = decoded;
   if (box.width > 0) {
-    const cv::Rect rect = cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, decoded.cols, decoded.rows);
+    const cv::Rect rect =
+        cv::Rect(box.left, box.top, box.width, box.height) & cv::Rect(0, 0, decoded.cols, decoded.rows);
     if (rect.empty()) {
-      return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("the region ", box.width, "x", box.height, " at (",
-                                                               box.left, ", ", box.top, ") is outside the ",
-                                                               decoded.cols, "x", decoded.rows, " image"));
+      return DecodeError(DecodeFailure::kCorrupt,
+                         absl::StrCat("the region ", box.width, "x", box.height, " at (", box.left, ", ", box.top,
+                                      ") is outside the ", decoded.cols, "x", decoded.rows, " image"));
     }
     region = decoded(rect);
   }
@@ -264,8 +267,8 @@ namespace {
 // The header's size, refused when a side is 0 or past OpenCV's own limit.
 absl::StatusOr<ImageInfo> Checked(ImageFormat format, int64_t width, int64_t height) {
   if (width < 1 || height < 1 || width > kMaxSide || height > kMaxSide) {
-    return DecodeError(DecodeFailure::kCorrupt, absl::StrCat("header states ", width, "x", height,
-                                                             " pixels; each side must be 1..", kMaxSide));
+    return DecodeError(DecodeFailure::kCorrupt,
+                       absl::StrCat("header states ", width, "x", height, " pixels; each side must be 1..", kMaxSide));
   }
   return ImageInfo{format, static_cast<int>(width), static_cast<int>(height)};
 }
@@ -293,7 +296,8 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
     return info;
   }
   if (StartsWith(bytes, "\x89PNG\r\n\x1a\n")) {
-    if (bytes.size() < 24 || !StartsWith(bytes, "IHDR", 12)) return DecodeError(DecodeFailure::kTruncated, "PNG header");
+    if (bytes.size() < 24 || !StartsWith(bytes, "IHDR", 12))
+      return DecodeError(DecodeFailure::kTruncated, "PNG header");
     return Checked(ImageFormat::kPng, BigEndian32(u + 16), BigEndian32(u + 20));
   }
   if (StartsWith(bytes, "RIFF") && StartsWith(bytes, "WEBP", 8) && bytes.size() >= 30) {
@@ -305,7 +309,8 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes) {
       return Checked(ImageFormat::kWebp, (u[26] | (u[27] << 8)) & 0x3fff, (u[28] | (u[29] << 8)) & 0x3fff);
     }
     if (StartsWith(bytes, "VP8L", 12)) {
-      const uint32_t bits = uint32_t{u[21]} | (uint32_t{u[22]} << 8) | (uint32_t{u[23]} << 16) | (uint32_t{u[24]} << 24);
+      const uint32_t bits =
+          uint32_t{u[21]} | (uint32_t{u[22]} << 8) | (uint32_t{u[23]} << 16) | (uint32_t{u[24]} << 24);
       return Checked(ImageFormat::kWebp, (bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1);
     }
   }
@@ -328,8 +333,8 @@ absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& regi
   auto info = ProbeImage(bytes);
   if (!info.ok()) return info.status();
   if (max_pixels > 0 && int64_t{info->width} * info->height > max_pixels) {
-    return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(info->width, "x", info->height,
-                                                              " pixels exceed --max-pixels ", max_pixels));
+    return DecodeError(DecodeFailure::kTooLarge,
+                       absl::StrCat(info->width, "x", info->height, " pixels exceed --max-pixels ", max_pixels));
   }
   return DecodeOther(bytes, region, scale_eighths, max_pixels, *info);
 }

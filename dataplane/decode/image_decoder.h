@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <string>
 
+#include <opencv2/core.hpp>
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dataplane/base/crop_box.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
@@ -30,9 +30,17 @@ struct ImageInfo {
 // stoker_server_samples_failed_total. A small fixed set (load-bearing: the
 // label values are part of the metrics contract).
 // kMissingField and kBadField are a sample's other fields (sample_fields.h).
-enum class DecodeFailure { kEmpty, kNotAnImage, kTruncated, kCorrupt, kTooLarge, kMissingField, kBadField,
-                           kTransform /* a user op (python, plugin) failed */,
-                           kUnsupported /* audio/video: no stream of the kind, or a codec the server lacks */ };
+enum class DecodeFailure {
+  kEmpty,
+  kNotAnImage,
+  kTruncated,
+  kCorrupt,
+  kTooLarge,
+  kMissingField,
+  kBadField,
+  kTransform /* a user op (python, plugin) failed */,
+  kUnsupported /* audio/video: no stream of the kind, or a codec the server lacks */
+};
 const char* DecodeFailureName(DecodeFailure failure);
 
 // Errors carry the failure kind in their payload so callers can count them.
@@ -58,8 +66,8 @@ absl::StatusOr<ImageInfo> ProbeImage(absl::string_view bytes);
 // and resized (area) to the same result size: round(region size x M / 8).
 // `max_pixels` bounds width x height from the header before any pixel buffer
 // is allocated (0: no limit).
-absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& region = {},
-                                    int scale_eighths = 8, int64_t max_pixels = 0);
+absl::StatusOr<cv::Mat> DecodeImage(absl::string_view bytes, const CropBox& region = {}, int scale_eighths = 8,
+                                    int64_t max_pixels = 0);
 
 // True when the bytes start with a JPEG SOI marker.
 bool LooksLikeJpeg(absl::string_view bytes);

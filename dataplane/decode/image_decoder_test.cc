@@ -50,7 +50,10 @@ TEST(ImageDecoderTest, OtherFormatsAreSizedFromTheirHeaders) {
 // comment). Our header reader took 3333x5, let it past --max-pixels, and
 // OpenCV then allocated 2.3 GB.
 TEST(ImageDecoderTest, PnmHeaderIsReadAsOpenCvReadsIt) {
-  const std::string ppm("P6\n3333#233333\x9b" "3]\n5\0", 20);
+  const std::string ppm(
+      "P6\n3333#233333\x9b"
+      "3]\n5\0",
+      20);
   auto info = ProbeImage(ppm);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->width, 3333);

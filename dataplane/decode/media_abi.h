@@ -31,9 +31,9 @@ enum StokerMediaResult {
 
 // What an audio decode is asked for.
 struct StokerAudioRequest {
-  int rate;             // output samples per second per channel
-  int channels;         // output channels: 1 mixes down, 2 is stereo, n the default layout of n
-  double max_seconds;   // longest stream decoded (announced or found): else TOO_LARGE
+  int rate;                 // output samples per second per channel
+  int channels;             // output channels: 1 mixes down, 2 is stereo, n the default layout of n
+  double max_seconds;       // longest stream decoded (announced or found): else TOO_LARGE
   double max_wall_seconds;  // a demux or decode running longer is stopped (CORRUPT); <= 0: none
 };
 
@@ -73,11 +73,11 @@ int stoker_media_decode_audio_kept(const uint8_t* data, size_t size, const struc
 
 // What a video's index and decode are bounded by.
 struct StokerVideoLimits {
-  int64_t max_pixels;      // width x height of a frame (else TOO_LARGE)
-  int64_t max_frames;      // frames in the stream (else TOO_LARGE)
-  double max_seconds;      // the stream's duration (else TOO_LARGE)
-  double max_wall_seconds; // a demux or decode running longer is stopped (CORRUPT); <= 0: none
-  int decoder_threads;     // threads the decoder of one clip may use (FFmpeg's frame and slice threads); <= 1: one
+  int64_t max_pixels;       // width x height of a frame (else TOO_LARGE)
+  int64_t max_frames;       // frames in the stream (else TOO_LARGE)
+  double max_seconds;       // the stream's duration (else TOO_LARGE)
+  double max_wall_seconds;  // a demux or decode running longer is stopped (CORRUPT); <= 0: none
+  int decoder_threads;      // threads the decoder of one clip may use (FFmpeg's frame and slice threads); <= 1: one
 };
 
 // The first video stream of a container: its frame size and every frame's
@@ -106,8 +106,8 @@ typedef int (*StokerFrameSink)(void* opaque, int i, const uint8_t* rgb, int line
 // As stoker_media_video_frames, each frame handed to `sink` as it is made:
 // the caller holds one frame at a time, not the clip.
 int stoker_media_video_frames_each(const uint8_t* data, size_t size, const struct StokerVideoLimits* limits,
-                                   const int64_t* pts, int n, int width, int height, StokerFrameSink sink,
-                                   void* opaque, char* error, size_t error_size);
+                                   const int64_t* pts, int n, int width, int height, StokerFrameSink sink, void* opaque,
+                                   char* error, size_t error_size);
 
 void stoker_media_free(void* p);
 

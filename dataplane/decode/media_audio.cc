@@ -10,20 +10,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dataplane/decode/media_abi.h"
 
 extern "C" {
-#include <libavutil/mathematics.h>
-#include <libavutil/opt.h>
-#include <libavutil/samplefmt.h>
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/channel_layout.h>
+#include <libavutil/mathematics.h>
+#include <libavutil/opt.h>
+#include <libavutil/samplefmt.h>
 #include <libavutil/time.h>
 #include <libswresample/swresample.h>
 }
@@ -88,10 +88,7 @@ double WavAnnounced(const uint8_t* data, size_t size, const AVCodecParameters* p
 class AudioDecode {
  public:
   AudioDecode(const uint8_t* data, size_t size, const StokerAudioRequest& request, const StokerAudioKeep& keep)
-      : data_(data),
-        size_(size),
-        request_(request),
-        keep_(keep) {}
+      : data_(data), size_(size), request_(request), keep_(keep) {}
 
   Failure Open();
   Failure Read();
@@ -172,8 +169,9 @@ Failure AudioDecode::Open() {
   }
   Announce();
   if (announced_ > request_.max_seconds) {
-    return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream announces %.1f s; at most %.1f s are decoded (--max-media-seconds)",
-                announced_, request_.max_seconds);
+    return Fail(STOKER_MEDIA_TOO_LARGE,
+                "the audio stream announces %.1f s; at most %.1f s are decoded (--max-media-seconds)", announced_,
+                request_.max_seconds);
   }
   return OpenDecoder();
 }
@@ -205,7 +203,8 @@ Failure AudioDecode::OpenDecoder() {
   decoder_->thread_count = 1;  // a worker decodes one sample; the pool runs many at once
   decoder_->pkt_timebase = stream_->time_base;
   err = avcodec_open2(decoder_.get(), codec_, nullptr);
-  if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s decoder does not open: %s", codec_->name, AvError(err).c_str());
+  if (err < 0)
+    return Fail(STOKER_MEDIA_CORRUPT, "the %s decoder does not open: %s", codec_->name, AvError(err).c_str());
   packet_.reset(av_packet_alloc());
   frame_.reset(av_frame_alloc());
   if (!packet_ || !frame_) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate a packet");
@@ -278,7 +277,8 @@ Failure AudioDecode::Drain() {
     }
     av_frame_unref(frame_.get());
     if (f.code != STOKER_MEDIA_OK) return f;
-    if (output_->longer()) return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep_.whole_up_to));
+    if (output_->longer())
+      return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep_.whole_up_to));
     // Not resampling: the input's length bounds the decode (the exact
     // check of a count follows at the end).
     const double input_seconds = static_cast<double>(in_frames_) / in_rate_;
@@ -342,10 +342,12 @@ Failure AudioDecode::Finish(std::vector<std::vector<float>>* planes, std::vector
     if (Failure f = output_->Convert(swr_.get(), nullptr, 0); f.code != STOKER_MEDIA_OK) return f;
   } else if (output_->count_by_tail()) {
     int64_t counted = 0;
-    if (Failure f = TailCount(in_frames_, in_rate_, request_.rate, grid_, &counted); f.code != STOKER_MEDIA_OK) return f;
+    if (Failure f = TailCount(in_frames_, in_rate_, request_.rate, grid_, &counted); f.code != STOKER_MEDIA_OK)
+      return f;
     output_->set_frames(counted);
   }
-  if (output_->longer()) return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep_.whole_up_to));
+  if (output_->longer())
+    return Fail(STOKER_MEDIA_LONGER, "longer than %lld frames", static_cast<long long>(keep_.whole_up_to));
   if (output_->over()) {
     return Fail(STOKER_MEDIA_TOO_LARGE, "the audio stream is longer than %.1f s (--max-media-seconds)",
                 request_.max_seconds);
@@ -386,9 +388,11 @@ using namespace stoker_media;  // NOLINT: the C entry point below
 
 extern "C" {
 
-__attribute__((visibility("default"))) int stoker_media_decode_audio_kept(
-    const uint8_t* data, size_t size, const StokerAudioRequest* request, const StokerAudioKeep* keep, float** samples,
-    int64_t* frames, double* start_seconds, char* error, size_t error_size) {
+__attribute__((visibility("default"))) int stoker_media_decode_audio_kept(const uint8_t* data, size_t size,
+                                                                          const StokerAudioRequest* request,
+                                                                          const StokerAudioKeep* keep, float** samples,
+                                                                          int64_t* frames, double* start_seconds,
+                                                                          char* error, size_t error_size) {
   PrepareFfmpeg();
   *samples = nullptr;
   *frames = 0;

@@ -63,7 +63,8 @@ inline Failure TailCount(int64_t in_frames, int in_rate, int out_rate, const Gri
   AVChannelLayout mono{};
   av_channel_layout_default(&mono, 1);
   SwrContext* raw = nullptr;
-  if (swr_alloc_set_opts2(&raw, &mono, AV_SAMPLE_FMT_FLT, out_rate, &mono, AV_SAMPLE_FMT_FLT, in_rate, 0, nullptr) < 0 ||
+  if (swr_alloc_set_opts2(&raw, &mono, AV_SAMPLE_FMT_FLT, out_rate, &mono, AV_SAMPLE_FMT_FLT, in_rate, 0, nullptr) <
+          0 ||
       swr_init(raw) < 0) {
     swr_free(&raw);
     return Fail(STOKER_MEDIA_CORRUPT, "no resampler from %d Hz to %d Hz", in_rate, out_rate);
@@ -129,7 +130,8 @@ class Output {
     }
     if (grid.exact() && n > 0) {
       const int64_t first = *std::min_element(firsts_.begin(), firsts_.end());
-      const int64_t at = first <= 0 ? 0 : first / grid.out_step * grid.in_step;  // input frame of output `first`, or before
+      const int64_t at =
+          first <= 0 ? 0 : first / grid.out_step * grid.in_step;  // input frame of output `first`, or before
       resample_from_ = std::max<int64_t>(0, at - grid.preroll) / grid.in_step * grid.in_step;
       frames_ = resample_from_ / grid.in_step * grid.out_step;
     }
@@ -196,7 +198,8 @@ class Output {
       if (from >= to) continue;
       for (int c = 0; c < channels_; ++c) {
         float* row = kept_.data() + (static_cast<int64_t>(k) * channels_ + c) * window;
-        std::copy(scratch_[c].begin() + (from - frames_), scratch_[c].begin() + (to - frames_), row + (from - firsts_[k]));
+        std::copy(scratch_[c].begin() + (from - frames_), scratch_[c].begin() + (to - frames_),
+                  row + (from - firsts_[k]));
       }
     }
   }

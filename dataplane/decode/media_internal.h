@@ -60,7 +60,7 @@ struct MemoryInput {
   const uint8_t* data;
   int64_t size;
   int64_t pos = 0;
-  int64_t deadline_us = 0;  // av_gettime_relative() past which the demuxer is interrupted; 0: none
+  int64_t deadline_us = 0;          // av_gettime_relative() past which the demuxer is interrupted; 0: none
   std::vector<InputPatch> patches;  // bytes the demuxer sees instead of the file's (media_matroska.h)
 };
 
@@ -70,8 +70,10 @@ inline int ReadInput(void* opaque, uint8_t* buf, int buf_size) {
   if (n <= 0) return AVERROR_EOF;
   std::memcpy(buf, in->data + in->pos, static_cast<size_t>(n));
   for (const InputPatch& p : in->patches) {
-    const int64_t from = std::max(in->pos, p.offset), to = std::min(in->pos + n, p.offset + static_cast<int64_t>(p.bytes.size()));
-    if (from < to) std::memcpy(buf + (from - in->pos), p.bytes.data() + (from - p.offset), static_cast<size_t>(to - from));
+    const int64_t from = std::max(in->pos, p.offset),
+                  to = std::min(in->pos + n, p.offset + static_cast<int64_t>(p.bytes.size()));
+    if (from < to)
+      std::memcpy(buf + (from - in->pos), p.bytes.data() + (from - p.offset), static_cast<size_t>(to - from));
   }
   in->pos += n;
   return static_cast<int>(n);
@@ -126,7 +128,8 @@ struct Container {
     format->interrupt_callback = {Interrupted, &input};
     int err = avformat_open_input(&format, nullptr, nullptr, nullptr);  // frees `format` on failure
     if (err < 0) {
-      if (err == AVERROR_EXIT) return Fail(STOKER_MEDIA_CORRUPT, "opening the container took longer than %.0f s", max_wall_seconds);
+      if (err == AVERROR_EXIT)
+        return Fail(STOKER_MEDIA_CORRUPT, "opening the container took longer than %.0f s", max_wall_seconds);
       return Fail(STOKER_MEDIA_CORRUPT, "not a container this server reads (%s: %s)", kDemuxers, AvError(err).c_str());
     }
     std::vector<AVDictionary*> options(format->nb_streams, nullptr);
@@ -152,7 +155,6 @@ struct FrameDeleter {
 struct SwrDeleter {
   void operator()(SwrContext* s) const { swr_free(&s); }
 };
-
 
 // FFmpeg's log callback is one per process. Another user of the same
 // libraries here (PyAV in a training process running local mode) may have

@@ -91,16 +91,14 @@ const Loaded& Load() {
       }
       l->api.decode_audio =
           reinterpret_cast<decltype(l->api.decode_audio)>(dlsym(handle, "stoker_media_decode_audio_kept"));
-      l->api.video_index =
-          reinterpret_cast<decltype(l->api.video_index)>(dlsym(handle, "stoker_media_video_index"));
-      l->api.video_frames =
-          reinterpret_cast<decltype(l->api.video_frames)>(dlsym(handle, "stoker_media_video_frames"));
+      l->api.video_index = reinterpret_cast<decltype(l->api.video_index)>(dlsym(handle, "stoker_media_video_index"));
+      l->api.video_frames = reinterpret_cast<decltype(l->api.video_frames)>(dlsym(handle, "stoker_media_video_frames"));
       l->api.video_frames_each =
           reinterpret_cast<decltype(l->api.video_frames_each)>(dlsym(handle, "stoker_media_video_frames_each"));
       l->api.free = reinterpret_cast<decltype(l->api.free)>(dlsym(handle, "stoker_media_free"));
       l->api.version = reinterpret_cast<decltype(l->api.version)>(dlsym(handle, "stoker_media_version"));
-      if (l->api.decode_audio && l->api.video_index && l->api.video_frames && l->api.video_frames_each &&
-          l->api.free && l->api.version) {
+      if (l->api.decode_audio && l->api.video_index && l->api.video_frames && l->api.video_frames_each && l->api.free &&
+          l->api.version) {
         l->ok = true;
         LOG(INFO) << "media decoding: " << path << " (" << l->api.version() << ")";
         return l;
@@ -125,22 +123,16 @@ const MediaApi* LoadMediaModule(std::string* error) {
 
 absl::Status MediaStatus(int result, const char* error, const char* what) {
   switch (result) {
-    case STOKER_MEDIA_OK:
-      return absl::OkStatus();
-    case STOKER_MEDIA_EMPTY:
-      return DecodeError(DecodeFailure::kEmpty, error);
-    case STOKER_MEDIA_TRUNCATED:
-      return DecodeError(DecodeFailure::kTruncated, error);
-    case STOKER_MEDIA_TOO_LARGE:
-      return DecodeError(DecodeFailure::kTooLarge, error);
-    case STOKER_MEDIA_UNSUPPORTED:
-      return DecodeError(DecodeFailure::kUnsupported, error);
+    case STOKER_MEDIA_OK: return absl::OkStatus();
+    case STOKER_MEDIA_EMPTY: return DecodeError(DecodeFailure::kEmpty, error);
+    case STOKER_MEDIA_TRUNCATED: return DecodeError(DecodeFailure::kTruncated, error);
+    case STOKER_MEDIA_TOO_LARGE: return DecodeError(DecodeFailure::kTooLarge, error);
+    case STOKER_MEDIA_UNSUPPORTED: return DecodeError(DecodeFailure::kUnsupported, error);
     case STOKER_MEDIA_NO_MEMORY:
       return absl::ResourceExhaustedError(absl::StrCat("out of memory while ", what, ": ", error));
     case STOKER_MEDIA_TIMEOUT:  // a timer: the batch fails as retryable, the sample is not replaced
       return TimerError(absl::StrCat(what, ": ", error, " (the media wall-clock bound)"));
-    default:
-      return DecodeError(DecodeFailure::kCorrupt, error);
+    default: return DecodeError(DecodeFailure::kCorrupt, error);
   }
 }
 

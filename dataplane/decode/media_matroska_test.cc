@@ -35,9 +35,7 @@ std::string ReadAll(const fs::path& p) {
 std::string MkvWithAttachment(int64_t attachment_bytes, const std::string& extra = "") {
   const fs::path dir = fs::temp_directory_path() / absl::StrCat("stoker_mkv_test_", getpid());
   fs::create_directories(dir);
-  {
-    std::ofstream(dir / "blob.bin", std::ios::binary) << std::string(static_cast<size_t>(attachment_bytes), 'Z');
-  }
+  { std::ofstream(dir / "blob.bin", std::ios::binary) << std::string(static_cast<size_t>(attachment_bytes), 'Z'); }
   const std::string cmd = absl::StrCat(
       "ffmpeg -v error -y -f lavfi -i testsrc=d=1:s=64x48:r=10 -f lavfi -i sine=d=1:r=16000 -c:v mpeg4 -c:a flac ",
       extra, " -attach ", (dir / "blob.bin").string(), " -metadata:s:t mimetype=application/octet-stream ",

@@ -21,11 +21,10 @@ extern "C" {
 __attribute__((visibility("default"))) void stoker_media_free(void* p) { std::free(p); }
 
 __attribute__((visibility("default"))) const char* stoker_media_version(void) {
-  static const std::string version = std::string("libavformat ") + AV_STRINGIFY(LIBAVFORMAT_VERSION) +
-                                     ", libavcodec " + AV_STRINGIFY(LIBAVCODEC_VERSION) + ", libswresample " +
+  static const std::string version = std::string("libavformat ") + AV_STRINGIFY(LIBAVFORMAT_VERSION) + ", libavcodec " +
+                                     AV_STRINGIFY(LIBAVCODEC_VERSION) + ", libswresample " +
                                      AV_STRINGIFY(LIBSWRESAMPLE_VERSION);
   return version.c_str();
 }
 
 }  // extern "C"
-

@@ -58,8 +58,10 @@ struct VideoStream {
     const AVCodecParameters* par = stream->codecpar;
     if ((par->width < 1 || par->height < 1) && limits.max_pixels > 0) {
       // The probe decodes no frame over the limit, and then knows no size.
-      return Fail(STOKER_MEDIA_TOO_LARGE, "no frame of the video stream decodes within --max-pixels (%lld): its "
-                  "frames are larger, or its header is corrupt", static_cast<long long>(limits.max_pixels));
+      return Fail(STOKER_MEDIA_TOO_LARGE,
+                  "no frame of the video stream decodes within --max-pixels (%lld): its "
+                  "frames are larger, or its header is corrupt",
+                  static_cast<long long>(limits.max_pixels));
     }
     if (par->width < 1 || par->height < 1) {
       return Fail(STOKER_MEDIA_CORRUPT, "the video stream states %dx%d pixels", par->width, par->height);
@@ -69,9 +71,10 @@ struct VideoStream {
                   static_cast<long long>(limits.max_pixels));
     }
     if (limits.max_frames > 0 && stream->nb_frames > limits.max_frames) {
-      return Fail(STOKER_MEDIA_TOO_LARGE, "the video stream announces %lld frames; at most %lld are read "
-                  "(--max-video-frames)", static_cast<long long>(stream->nb_frames),
-                  static_cast<long long>(limits.max_frames));
+      return Fail(STOKER_MEDIA_TOO_LARGE,
+                  "the video stream announces %lld frames; at most %lld are read "
+                  "(--max-video-frames)",
+                  static_cast<long long>(stream->nb_frames), static_cast<long long>(limits.max_frames));
     }
     double announced = 0;
     if (stream->duration > 0) {
@@ -80,8 +83,10 @@ struct VideoStream {
       announced = static_cast<double>(format->duration) / AV_TIME_BASE;
     }
     if (limits.max_seconds > 0 && announced > limits.max_seconds) {
-      return Fail(STOKER_MEDIA_TOO_LARGE, "the video stream announces %.1f s; at most %.1f s are read "
-                  "(--max-media-seconds)", announced, limits.max_seconds);
+      return Fail(STOKER_MEDIA_TOO_LARGE,
+                  "the video stream announces %.1f s; at most %.1f s are read "
+                  "(--max-media-seconds)",
+                  announced, limits.max_seconds);
     }
     return {};
   }
@@ -136,14 +141,9 @@ Failure Index(const uint8_t* data, size_t size, const StokerVideoLimits& limits,
   return {};
 }
 
-// Decodes pts[0..n), handing each to `sink` as it comes; `seek`: from the
-// keyframe before pts[0], else from the start. *missed: a frame was not
-// where the seek put the decoder.
-Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits, const int64_t* pts, int n,
-               int width, int height, StokerFrameSink sink, void* opaque, bool seek, bool* missed) {
-  *missed = false;
-  VideoStream v;
-  if (Failure f = v.Open(data, size, limits); f.code != STOKER_MEDIA_OK) return f;
+// The stream's decoder, opened with the limits' threads and pixel bound.
+Failure OpenDecoder(const VideoStream& v, const StokerVideoLimits& limits,
+                    std::unique_ptr<AVCodecContext, CodecDeleter>* out) {
   std::unique_ptr<AVCodecContext, CodecDeleter> decoder(avcodec_alloc_context3(v.codec));
   if (!decoder) return Fail(STOKER_MEDIA_NO_MEMORY, "could not allocate the decoder");
   int err = avcodec_parameters_to_context(decoder.get(), v.stream->codecpar);
@@ -155,7 +155,23 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
   decoder->pkt_timebase = v.stream->time_base;
   if (limits.max_pixels > 0) decoder->max_pixels = limits.max_pixels;
   err = avcodec_open2(decoder.get(), v.codec, nullptr);
-  if (err < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s decoder does not open: %s", v.codec->name, AvError(err).c_str());
+  if (err < 0)
+    return Fail(STOKER_MEDIA_CORRUPT, "the %s decoder does not open: %s", v.codec->name, AvError(err).c_str());
+  *out = std::move(decoder);
+  return {};
+}
+
+// Decodes pts[0..n), handing each to `sink` as it comes; `seek`: from the
+// keyframe before pts[0], else from the start. *missed: a frame was not
+// where the seek put the decoder.
+Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits, const int64_t* pts, int n, int width,
+               int height, StokerFrameSink sink, void* opaque, bool seek, bool* missed) {
+  *missed = false;
+  VideoStream v;
+  if (Failure f = v.Open(data, size, limits); f.code != STOKER_MEDIA_OK) return f;
+  std::unique_ptr<AVCodecContext, CodecDeleter> decoder;
+  if (Failure f = OpenDecoder(v, limits, &decoder); f.code != STOKER_MEDIA_OK) return f;
+  int err = 0;
   if (seek && av_seek_frame(v.box.format, v.index, pts[0], AVSEEK_FLAG_BACKWARD) < 0) {
     *missed = true;
     return Fail(STOKER_MEDIA_CORRUPT, "cannot seek");
@@ -177,7 +193,8 @@ Failure Frames(const uint8_t* data, size_t size, const StokerVideoLimits& limits
     while (next < n) {
       const int r = avcodec_receive_frame(decoder.get(), frame.get());
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return {};
-      if (r < 0) return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", v.codec->name, AvError(r).c_str());
+      if (r < 0)
+        return Fail(STOKER_MEDIA_CORRUPT, "the %s stream does not decode: %s", v.codec->name, AvError(r).c_str());
       const int64_t ts = frame->best_effort_timestamp != AV_NOPTS_VALUE ? frame->best_effort_timestamp : frame->pts;
       if (!keyed) {
         // After a seek, frames before the first keyframe out are an open
@@ -268,10 +285,10 @@ using namespace stoker_media;  // NOLINT: the C entry points below
 extern "C" {
 
 __attribute__((visibility("default"))) int stoker_media_video_index(const uint8_t* data, size_t size,
-                                                                     const StokerVideoLimits* limits, int* width,
-                                                                     int* height, int64_t** pts, int64_t* frames,
-                                                                     double* seconds_per_tick, char* error,
-                                                                     size_t error_size) {
+                                                                    const StokerVideoLimits* limits, int* width,
+                                                                    int* height, int64_t** pts, int64_t* frames,
+                                                                    double* seconds_per_tick, char* error,
+                                                                    size_t error_size) {
   PrepareFfmpeg();
   *pts = nullptr;
   *frames = 0;
@@ -299,8 +316,8 @@ __attribute__((visibility("default"))) int stoker_media_video_index(const uint8_
 }
 
 __attribute__((visibility("default"))) int stoker_media_video_frames_each(
-    const uint8_t* data, size_t size, const StokerVideoLimits* limits, const int64_t* pts, int n, int width,
-    int height, StokerFrameSink sink, void* opaque, char* error, size_t error_size) {
+    const uint8_t* data, size_t size, const StokerVideoLimits* limits, const int64_t* pts, int n, int width, int height,
+    StokerFrameSink sink, void* opaque, char* error, size_t error_size) {
   PrepareFfmpeg();
   Failure f;
   if (n < 1 || width < 1 || height < 1 || sink == nullptr || !std::is_sorted(pts, pts + n)) {
@@ -328,10 +345,9 @@ __attribute__((visibility("default"))) int stoker_media_video_frames_each(
 }
 
 __attribute__((visibility("default"))) int stoker_media_video_frames(const uint8_t* data, size_t size,
-                                                                      const StokerVideoLimits* limits,
-                                                                      const int64_t* pts, int n, int width,
-                                                                      int height, uint8_t* out, char* error,
-                                                                      size_t error_size) {
+                                                                     const StokerVideoLimits* limits,
+                                                                     const int64_t* pts, int n, int width, int height,
+                                                                     uint8_t* out, char* error, size_t error_size) {
   struct Into {
     uint8_t* out;
     size_t row;

@@ -47,9 +47,8 @@ absl::Status DecodeVideoFrames(absl::string_view bytes, const VideoLimits& limit
   return MediaStatus(r, error, "decoding a video");
 }
 
-absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& limits,
-                                   const std::vector<int64_t>& pts, int width, int height,
-                                   const VideoFrameSink& sink) {
+absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& limits, const std::vector<int64_t>& pts,
+                                   int width, int height, const VideoFrameSink& sink) {
   std::string why;
   const MediaApi* api = LoadMediaModule(&why);
   if (api == nullptr) return absl::FailedPreconditionError(why);
@@ -70,8 +69,8 @@ absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& l
       try {
         h->frame.resize(h->row * static_cast<size_t>(h->height));
       } catch (const std::bad_alloc&) {
-        h->status = absl::ResourceExhaustedError(absl::StrCat("out of memory for a frame of ", h->row / 3, "x",
-                                                              h->height));
+        h->status =
+            absl::ResourceExhaustedError(absl::StrCat("out of memory for a frame of ", h->row / 3, "x", h->height));
         return 1;
       }
       for (int y = 0; y < h->height; ++y) {
@@ -84,9 +83,9 @@ absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& l
     return h->status.ok() ? 0 : 1;
   };
   char error[512] = "";
-  const int r = api->video_frames_each(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &l, pts.data(),
-                                       static_cast<int>(pts.size()), width, height, each, &handoff, error,
-                                       sizeof(error));
+  const int r =
+      api->video_frames_each(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &l, pts.data(),
+                             static_cast<int>(pts.size()), width, height, each, &handoff, error, sizeof(error));
   if (r == STOKER_MEDIA_STOPPED) return handoff.status;
   return MediaStatus(r, error, "decoding a video");
 }

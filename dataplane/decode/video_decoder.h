@@ -31,7 +31,7 @@ struct VideoLimits {
 
 struct VideoIndex {
   int width = 0, height = 0;
-  std::vector<int64_t> pts;  // every frame's timestamp, presentation order
+  std::vector<int64_t> pts;     // every frame's timestamp, presentation order
   double seconds_per_tick = 0;  // the timestamps' unit (the stream's time base)
 };
 
@@ -53,9 +53,8 @@ using VideoFrameSink = std::function<absl::Status(int i, const uint8_t* rgb)>;
 
 // As DecodeVideoFrames, each frame handed to `sink` as it is decoded: one
 // frame is held at a time, not the clip (an 8192 x 8192 frame is 201 MB).
-absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& limits,
-                                   const std::vector<int64_t>& pts, int width, int height,
-                                   const VideoFrameSink& sink);
+absl::Status DecodeVideoFramesEach(absl::string_view bytes, const VideoLimits& limits, const std::vector<int64_t>& pts,
+                                   int width, int height, const VideoFrameSink& sink);
 
 }  // namespace stoker
 

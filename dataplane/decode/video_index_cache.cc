@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "common/atomic_file.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/atomic_file.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -53,8 +53,8 @@ std::optional<VideoIndex> ParseVideoIndex(const std::string& text, const FileSta
   index.height = height;
   index.seconds_per_tick = tick;
   index.pts.reserve(static_cast<size_t>(frames));
-  for (absl::string_view v : absl::StrSplit(absl::string_view(text).substr(eol + 1), absl::ByAnyChar(" \n"),
-                                            absl::SkipEmpty())) {
+  for (absl::string_view v :
+       absl::StrSplit(absl::string_view(text).substr(eol + 1), absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
     int64_t pts = 0;
     if (static_cast<int64_t>(index.pts.size()) >= frames || !absl::SimpleAtoi(v, &pts) ||
         (!index.pts.empty() && pts <= index.pts.back())) {

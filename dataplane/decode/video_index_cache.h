@@ -83,8 +83,7 @@ class VideoIndexCache {
 };
 
 template <typename Build>
-absl::StatusOr<std::shared_ptr<const VideoIndex>> VideoIndexCache::Get(const std::string& key,
-                                                                       const FileStamp& stamp,
+absl::StatusOr<std::shared_ptr<const VideoIndex>> VideoIndexCache::Get(const std::string& key, const FileStamp& stamp,
                                                                        const std::filesystem::path& sidecar,
                                                                        const VideoLimits& limits, Build build) {
   if (std::shared_ptr<const VideoIndex> hit = Find(key, stamp)) return hit;

@@ -45,7 +45,8 @@ int64_t PolygonBoundaryPoints(const std::vector<double>& xy) {
   int64_t points = 0;
   auto at = [&](size_t j) {
     const size_t i = j % k;
-    return Point{static_cast<int64_t>(kUpsample * xy[2 * i] + 0.5), static_cast<int64_t>(kUpsample * xy[2 * i + 1] + 0.5)};
+    return Point{static_cast<int64_t>(kUpsample * xy[2 * i] + 0.5),
+                 static_cast<int64_t>(kUpsample * xy[2 * i + 1] + 0.5)};
   };
   for (size_t j = 0; j < k; ++j) {
     const Point a = at(j), b = at(j + 1);
@@ -61,12 +62,14 @@ absl::StatusOr<RunLengths> PolygonRuns(const std::vector<double>& xy, int height
   const size_t k = xy.size() / 2;
   std::vector<Point> vertices(k + 1);
   for (size_t j = 0; j < k; ++j) {
-    vertices[j] = {static_cast<int64_t>(kUpsample * xy[2 * j] + 0.5), static_cast<int64_t>(kUpsample * xy[2 * j + 1] + 0.5)};
+    vertices[j] = {static_cast<int64_t>(kUpsample * xy[2 * j] + 0.5),
+                   static_cast<int64_t>(kUpsample * xy[2 * j + 1] + 0.5)};
   }
   vertices[k] = vertices[0];
   int64_t points = 0;
   for (size_t j = 0; j < k; ++j) {
-    points += std::max(std::llabs(vertices[j + 1].x - vertices[j].x), std::llabs(vertices[j + 1].y - vertices[j].y)) + 1;
+    points +=
+        std::max(std::llabs(vertices[j + 1].x - vertices[j].x), std::llabs(vertices[j + 1].y - vertices[j].y)) + 1;
     if (points > kMaxPolygonBoundaryPoints) {
       return absl::InvalidArgumentError(absl::StrCat("a polygon whose boundary passes ", kMaxPolygonBoundaryPoints,
                                                      " points on pycocotools' 5x grid"));
@@ -126,8 +129,8 @@ absl::StatusOr<RunLengths> DecodeCompressedRuns(absl::string_view counts, int he
       if (p >= counts.size()) return absl::InvalidArgumentError("RLE counts end inside a number");
       const int c = static_cast<unsigned char>(counts[p]) - 48;
       if (c < 0 || c > 63) {
-        return absl::InvalidArgumentError(absl::StrCat("RLE counts hold byte ", static_cast<int>(counts[p]),
-                                                       " at ", p, " (not in '0'..'o')"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("RLE counts hold byte ", static_cast<int>(counts[p]), " at ", p, " (not in '0'..'o')"));
       }
       if (shift > 30) return absl::InvalidArgumentError(absl::StrCat("RLE count at ", p, " is too long"));
       value |= static_cast<int64_t>(c & 0x1f) << shift;
@@ -152,8 +155,8 @@ absl::Status CheckRuns(const RunLengths& runs) {
   for (uint32_t c : runs.counts) total += c;
   const uint64_t want = static_cast<uint64_t>(runs.height) * static_cast<uint64_t>(runs.width);
   if (total != want) {
-    return absl::InvalidArgumentError(absl::StrCat("RLE counts cover ", total, " pixels; a ", runs.width, "x",
-                                                   runs.height, " mask has ", want));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RLE counts cover ", total, " pixels; a ", runs.width, "x", runs.height, " mask has ", want));
   }
   return absl::OkStatus();
 }

@@ -27,9 +27,15 @@ class PathSax {
     }
   }
 
-  bool null() { return Scalar([](auto& dom) { return dom.null(); }, 16); }
-  bool boolean(bool v) { return Scalar([v](auto& dom) { return dom.boolean(v); }, 16); }
-  bool number_integer(json::number_integer_t v) { return Scalar([v](auto& dom) { return dom.number_integer(v); }, 16); }
+  bool null() {
+    return Scalar([](auto& dom) { return dom.null(); }, 16);
+  }
+  bool boolean(bool v) {
+    return Scalar([v](auto& dom) { return dom.boolean(v); }, 16);
+  }
+  bool number_integer(json::number_integer_t v) {
+    return Scalar([v](auto& dom) { return dom.number_integer(v); }, 16);
+  }
   bool number_unsigned(json::number_unsigned_t v) {
     return Scalar([v](auto& dom) { return dom.number_unsigned(v); }, 16);
   }
@@ -42,10 +48,18 @@ class PathSax {
   bool binary(json::binary_t& v) {
     return Scalar([&v](auto& dom) { return dom.binary(v); }, 64 + static_cast<int64_t>(v.size()));
   }
-  bool start_object(std::size_t n) { return Open(/*array=*/false, [n](auto& dom) { return dom.start_object(n); }); }
-  bool start_array(std::size_t n) { return Open(/*array=*/true, [n](auto& dom) { return dom.start_array(n); }); }
-  bool end_object() { return Close([](auto& dom) { return dom.end_object(); }); }
-  bool end_array() { return Close([](auto& dom) { return dom.end_array(); }); }
+  bool start_object(std::size_t n) {
+    return Open(/*array=*/false, [n](auto& dom) { return dom.start_object(n); });
+  }
+  bool start_array(std::size_t n) {
+    return Open(/*array=*/true, [n](auto& dom) { return dom.start_array(n); });
+  }
+  bool end_object() {
+    return Close([](auto& dom) { return dom.end_object(); });
+  }
+  bool end_array() {
+    return Close([](auto& dom) { return dom.end_array(); });
+  }
   bool key(json::string_t& k) {
     Frame& f = frames_.back();
     f.key_on_path = f.matched >= 0 && k == keys_[static_cast<size_t>(f.matched)];
@@ -66,8 +80,8 @@ class PathSax {
  private:
   struct Frame {
     bool array = false;
-    int matched = -1;  // how many keys of the path lead here; -1: off the path
-    size_t index = 0;  // an array's next element
+    int matched = -1;          // how many keys of the path lead here; -1: off the path
+    size_t index = 0;          // an array's next element
     bool key_on_path = false;  // an object's current key is the path's next
   };
 
@@ -150,7 +164,7 @@ class PathSax {
   std::vector<std::optional<size_t>> indices_;  // keys_ read as array indices
   std::vector<Frame> frames_;                   // the open arrays and objects
   int best_ = 0;                                // most keys matched so far
-  int capture_base_ = -1;  // frames_.size() where the value at the path opened; -1: not inside it
+  int capture_base_ = -1;                       // frames_.size() where the value at the path opened; -1: not inside it
   bool found_ = false;
   json value_;
   std::optional<nlohmann::detail::json_sax_dom_parser<json>> dom_;
@@ -164,13 +178,12 @@ absl::StatusOr<json> FindJsonPath(const std::string& bytes, absl::string_view js
   PathSax sax(json_path);
   json::sax_parse(bytes, &sax);
   switch (sax.failure()) {
-    case PathSax::Failure::kNone:
-      break;
+    case PathSax::Failure::kNone: break;
     case PathSax::Failure::kSyntax:
       return DecodeError(DecodeFailure::kBadField, absl::StrCat(where, ": JSON that does not parse"));
     case PathSax::Failure::kDepth:
-      return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(where, ": JSON nested deeper than ", kMaxJsonDepth,
-                                                               " arrays and objects"));
+      return DecodeError(DecodeFailure::kCorrupt,
+                         absl::StrCat(where, ": JSON nested deeper than ", kMaxJsonDepth, " arrays and objects"));
     case PathSax::Failure::kTooLarge:
       return DecodeError(DecodeFailure::kTooLarge,
                          absl::StrCat(where, ": the JSON value at path '", json_path, "' would take more than ",

@@ -48,16 +48,16 @@ void ExpectSameAsDom(const std::string& text, const std::string& path) {
 TEST(JsonPathTest, FindsWhatAWholeParseFinds) {
   const char* docs[] = {
       R"({"a": {"b": [1, {"c": "x"}, [2, 3]]}, "d": null, "e": 1.5e300, "f": -7, "g": 18446744073709551615})",
-      R"({"a": 1, "a": {"b": 2}})",                 // a key given twice: the last wins
-      R"({"a": {"b": 2}, "a": 3})",                 // ... also when it ends the path
-      R"({"a": {"b": 2}, "a": {"c": 3}})",          // ... and takes the path away
+      R"({"a": 1, "a": {"b": 2}})",                    // a key given twice: the last wins
+      R"({"a": {"b": 2}, "a": 3})",                    // ... also when it ends the path
+      R"({"a": {"b": 2}, "a": {"c": 3}})",             // ... and takes the path away
       R"({"z": 1, "b": 2, "a": {"y": [], "x": {}}})",  // objects print sorted, as dump() does
       R"([[0, 1], [2, [3, 4]], "s"])",
       R"("top")",
       R"({"": {"": 5}})",
   };
-  const char* paths[] = {"a", "a.b", "a.b.1", "a.b.1.c", "a.b.2.0", "a.b.7", "d", "e", "f", "g", "1.1.0", "2", "0",
-                         "a.c", "", ".", "a.y", "a.x", "x"};
+  const char* paths[] = {"a",     "a.b", "a.b.1", "a.b.1.c", "a.b.2.0", "a.b.7", "d",   "e",   "f", "g",
+                         "1.1.0", "2",   "0",     "a.c",     "",        ".",     "a.y", "a.x", "x"};
   for (const char* doc : docs) {
     for (const char* path : paths) ExpectSameAsDom(doc, path);
   }

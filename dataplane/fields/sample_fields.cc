@@ -36,7 +36,8 @@ absl::StatusOr<std::string> EncodeClasses(v1::FieldKind kind, const std::string&
     int64_t id = 0;
     if (!absl::SimpleAtoi(token, &id) || id < std::numeric_limits<int32_t>::min() ||
         id > std::numeric_limits<int32_t>::max()) {
-      return BadField(where, absl::StrCat("'", absl::CHexEscape(token.substr(0, 40)), "' is not a 32-bit integer class id"));
+      return BadField(where,
+                      absl::StrCat("'", absl::CHexEscape(token.substr(0, 40)), "' is not a 32-bit integer class id"));
     }
     if (++count > kMaxClassesPerSample) {
       return BadField(where, absl::StrCat("more than ", kMaxClassesPerSample, " class ids"));
@@ -44,8 +45,9 @@ absl::StatusOr<std::string> EncodeClasses(v1::FieldKind kind, const std::string&
     AppendInt32(static_cast<int32_t>(id), &out);
   }
   if (kind == v1::CLASS && count != 1) {
-    return BadField(where, absl::StrCat(count, " class ids; a class field holds exactly one (use kind classes for "
-                                               "several)"));
+    return BadField(where, absl::StrCat(count,
+                                        " class ids; a class field holds exactly one (use kind classes for "
+                                        "several)"));
   }
   return out;
 }
@@ -97,8 +99,7 @@ absl::StatusOr<std::string> ExtractJsonField(v1::FieldKind kind, const std::stri
       out.append(reinterpret_cast<const char*>(&f), sizeof(f));  // little-endian hosts
       return out;
     }
-    default:
-      return v->dump();
+    default: return v->dump();
   }
 }
 
@@ -146,8 +147,7 @@ bool IsValidUtf8(absl::string_view text, size_t* bad_at) {
 absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string bytes, const std::string& where) {
   switch (kind) {
     case v1::CLASS:
-    case v1::CLASSES:
-      return EncodeClasses(kind, bytes, where);
+    case v1::CLASSES: return EncodeClasses(kind, bytes, where);
     case v1::TEXT: {
       size_t bad_at = 0;
       if (!IsValidUtf8(bytes, &bad_at)) return BadField(where, absl::StrCat("not UTF-8 (byte ", bad_at, ")"));
@@ -158,10 +158,8 @@ absl::StatusOr<std::string> EncodeFieldValue(v1::FieldKind kind, std::string byt
       // overflow the stack.
       if (!nlohmann::json::accept(bytes)) return BadField(where, "JSON that does not parse");
       return bytes;
-    case v1::BYTES:
-      return bytes;
-    default:
-      return BadField(where, absl::StrCat("kind ", kind, " is not a value field"));
+    case v1::BYTES: return bytes;
+    default: return BadField(where, absl::StrCat("kind ", kind, " is not a value field"));
   }
 }
 
@@ -180,8 +178,11 @@ absl::Status CheckSampleFieldBytes(const std::vector<v1::FieldSpec>& fields, con
     absl::StrAppend(&each, each.empty() ? "" : ", ", fields[f].name(), " ", values[f].size());
   }
   return DecodeError(DecodeFailure::kTooLarge,
-                     absl::StrCat(where, ": its fields hold ", total, " bytes (", each, "); a sample of this session may "
-                                  "hold at most ", limit, " (boxes 1 MiB, keypoints 16 MiB, masks 256 MiB, classes 4096 "
+                     absl::StrCat(where, ": its fields hold ", total, " bytes (", each,
+                                  "); a sample of this session may "
+                                  "hold at most ",
+                                  limit,
+                                  " (boxes 1 MiB, keypoints 16 MiB, masks 256 MiB, classes 4096 "
                                   "ids, text, bytes and json max_field_bytes each)"));
 }
 
@@ -197,8 +198,9 @@ absl::StatusOr<std::string> CheckReplacedField(v1::FieldKind kind, std::string v
                        absl::StrCat(where, " holds ", bytes, " bytes; the session's max_field_bytes is ", max_bytes));
   }
   if (bytes % element != 0) {
-    return DecodeError(DecodeFailure::kTransform,
-                       absl::StrCat(where, " holds ", bytes, " bytes, not a whole number of ", element, "-byte values"));
+    return DecodeError(
+        DecodeFailure::kTransform,
+        absl::StrCat(where, " holds ", bytes, " bytes, not a whole number of ", element, "-byte values"));
   }
   const int64_t n = bytes / element;
   if ((kind == v1::CLASS || kind == v1::NUMBER) && n != 1) {
@@ -218,8 +220,8 @@ absl::StatusOr<std::string> CheckReplacedField(v1::FieldKind kind, std::string v
 }
 
 absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
-                              const std::vector<TargetRole>& roles, int64_t max_bytes,
-                              std::vector<std::string>* values, const Tokenizer* tokenizer, int max_tokens) {
+                              const std::vector<TargetRole>& roles, int64_t max_bytes, std::vector<std::string>* values,
+                              const Tokenizer* tokenizer, int max_tokens) {
   values->resize(fields.size());
   static const std::vector<std::string> kClassMember = {"cls"};
   for (size_t f = 0; f < fields.size(); ++f) {
@@ -233,14 +235,16 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
       continue;
     }
     const std::vector<std::string> extensions =
-        spec.extensions().empty() ? kClassMember : std::vector<std::string>(spec.extensions().begin(), spec.extensions().end());
+        spec.extensions().empty() ? kClassMember
+                                  : std::vector<std::string>(spec.extensions().begin(), spec.extensions().end());
     std::string which;
     absl::StatusOr<std::string> bytes = source.ReadField(index, extensions, &which, max_bytes);
     if (!bytes.ok()) return bytes.status();
     const std::string where = absl::StrCat(source.Describe(index), ".", which, " (field '", spec.name(), "')");
     if (static_cast<int64_t>(bytes->size()) > max_bytes) {
-      return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(where, " holds ", bytes->size(),
-                                                                " bytes; the session's max_field_bytes is ", max_bytes));
+      return DecodeError(
+          DecodeFailure::kTooLarge,
+          absl::StrCat(where, " holds ", bytes->size(), " bytes; the session's max_field_bytes is ", max_bytes));
     }
     if (!spec.json_path().empty()) {
       absl::StatusOr<std::string> value = ExtractJsonField(spec.kind(), *bytes, spec.json_path(), where);
@@ -255,8 +259,8 @@ absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const s
       if (tokenizer == nullptr) return DecodeError(DecodeFailure::kBadField, absl::StrCat(where, ": no tokenizer"));
       if (absl::Status s = tokenizer->Encode(*text, max_tokens, where, &ids); !s.ok()) return s;
       if (static_cast<int64_t>(ids.size()) > max_bytes) {  // NFKC can make more ids than bytes: the client's bound
-        return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(where, ": ", ids.size(),
-                                                                  " tokens; at most max_field_bytes (", max_bytes, ")"));
+        return DecodeError(DecodeFailure::kTooLarge,
+                           absl::StrCat(where, ": ", ids.size(), " tokens; at most max_field_bytes (", max_bytes, ")"));
       }
       for (int32_t id : ids) AppendInt32(id, &out);
       continue;
@@ -273,19 +277,20 @@ absl::Status CheckFieldsFitSource(const std::string& dataset, const SampleSource
   for (const v1::FieldSpec& f : fields) {
     const bool annotation = f.kind() == v1::BOXES || f.kind() == v1::MASKS || f.kind() == v1::KEYPOINTS;
     if (annotation && !source.has_annotations()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "field '", f.name(), "' (", FieldKindName(f.kind()), ") comes from annotations, and dataset '", dataset,
-          "' has none: give the session annotations (a COCO instances file under --data-root)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", f.name(), "' (", FieldKindName(f.kind()), ") comes from annotations, and dataset '",
+                       dataset, "' has none: give the session annotations (a COCO instances file under --data-root)"));
     }
     if (f.kind() == v1::KEYPOINTS && source.keypoints_per_box() == 0) {
       return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' (keypoints): the annotations of '",
                                                      dataset, "' name no keypoints in their categories"));
     }
     if (f.kind() == v1::MASK && (f.extensions().empty() ? !source.has_masks() : !source.has_members())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "field '", f.name(), "' (mask) comes from a segmentation dataset (images/ and masks/) without an extension, "
-          "or from a WebDataset member with one (e.g. '", f.name(), "=mask:seg.png'); dataset '", dataset,
-          "' is neither"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", f.name(),
+                       "' (mask) comes from a segmentation dataset (images/ and masks/) without an extension, "
+                       "or from a WebDataset member with one (e.g. '",
+                       f.name(), "=mask:seg.png'); dataset '", dataset, "' is neither"));
     }
     if (source.has_annotations() && f.kind() != v1::IMAGE && !annotation &&
         !(f.kind() == v1::CLASSES && f.extensions().empty())) {

@@ -15,10 +15,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/sample/sample_source.h"
 #include "dataplane/fields/target_fields.h"
 #include "dataplane/fields/tokenizer.h"
+#include "dataplane/sample/sample_source.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
@@ -33,9 +33,8 @@ inline constexpr int kMaxClassesPerSample = 4096;
 // Fields of kind tokens are tokenised with `tokenizer` (at most `max_tokens`
 // ids each, 0: all); it must be set when there are any.
 absl::Status ReadSampleFields(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
-                              const std::vector<TargetRole>& roles, int64_t max_bytes,
-                              std::vector<std::string>* values, const Tokenizer* tokenizer = nullptr,
-                              int max_tokens = 0);
+                              const std::vector<TargetRole>& roles, int64_t max_bytes, std::vector<std::string>* values,
+                              const Tokenizer* tokenizer = nullptr, int max_tokens = 0);
 
 // The value at `json_path` of the JSON document `bytes`, typed by `kind`
 // (see FieldSpec.json_path in stoker.proto); bad_field naming `where` and the

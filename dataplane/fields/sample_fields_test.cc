@@ -9,14 +9,14 @@
 #include "absl/synchronization/notification.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
-#include "dataplane/sessions/data_service_core.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/sessions/data_service_core.h"
 #include "dataplane/sources/tar_shards.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "tests/testdata/image_set.h"
-#include "tests/testdata/tar_writer.h"
 #include "tests/testdata/one_batch.h"
+#include "tests/testdata/tar_writer.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -268,7 +268,8 @@ TEST_F(FieldSessionTest, ASampleWithoutItsFieldIsReplacedWithTheReplacementsFiel
   EXPECT_EQ(failed[3].reason().rfind("missing_field: ", 0), 0u) << failed[3].reason();
   EXPECT_NE(failed[3].reason().find("has no member txt"), std::string::npos) << failed[3].reason();
   EXPECT_EQ(failed[4].reason().rfind("bad_field: ", 0), 0u) << failed[4].reason();
-  const absl::string_view region = absl::string_view(*batch.data).substr(static_cast<size_t>(batch.header.total_bytes()));
+  const absl::string_view region =
+      absl::string_view(*batch.data).substr(static_cast<size_t>(batch.header.total_bytes()));
   for (int slot = 0; slot < 2; ++slot) {
     const int64_t by = failed[slot == 0 ? 3 : 4].replaced_by();
     ASSERT_GE(by, 0);
@@ -292,7 +293,8 @@ TEST_F(FieldSessionTest, ACaptionOverTheSessionsLimitIsTooLarge) {
   // Every caption is over the limit: no replacement either.
   EXPECT_TRUE(absl::IsDataLoss(batch.status)) << batch.status;
   ASSERT_EQ(batch.header.failed_samples_size(), 1);
-  EXPECT_NE(batch.header.failed_samples(0).reason().find("too_large: a-000000.tar:s0.txt holds 16 bytes; the session's max_field_bytes is 10"),
+  EXPECT_NE(batch.header.failed_samples(0).reason().find(
+                "too_large: a-000000.tar:s0.txt holds 16 bytes; the session's max_field_bytes is 10"),
             std::string::npos)
       << batch.header.failed_samples(0).reason();
 }
@@ -321,7 +323,8 @@ TEST_F(FieldSessionTest, SessionsThatCannotBeServedAreRefusedByName) {
   const FinishedBatch batch = Run(synthetic, {0, 1, 2});
   ASSERT_TRUE(batch.status.ok()) << batch.status;
   ASSERT_EQ(batch.header.fields_size(), 1);
-  const absl::string_view region = absl::string_view(*batch.data).substr(static_cast<size_t>(batch.header.total_bytes()));
+  const absl::string_view region =
+      absl::string_view(*batch.data).substr(static_cast<size_t>(batch.header.total_bytes()));
   for (int i = 0; i < 3; ++i) {
     const int32_t label = batch.header.labels(i);
     EXPECT_EQ(FieldValue(batch.header.fields(0), region, i), std::string(reinterpret_cast<const char*>(&label), 4));

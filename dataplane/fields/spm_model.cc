@@ -54,8 +54,8 @@ STOKER_SPM_EXPORT int stoker_spm_encode(void* model, const char* text, size_t le
                                         char* error, size_t error_size) {
   std::vector<int> out;
   try {
-    const auto status = static_cast<sentencepiece::SentencePieceProcessor*>(model)->Encode(
-        std::string_view(text, length), &out);
+    const auto status =
+        static_cast<sentencepiece::SentencePieceProcessor*>(model)->Encode(std::string_view(text, length), &out);
     if (!status.ok()) {
       Copy(status.ToString(), error, error_size);
       return 1;

@@ -21,7 +21,8 @@ void AppendMask(const cv::Mat& m, int height, int width, std::string* out) {
     out->append(static_cast<size_t>(height) * static_cast<size_t>(width), '\0');
     return;
   }
-  for (int y = 0; y < height; ++y) out->append(reinterpret_cast<const char*>(m.ptr<uint8_t>(y)), static_cast<size_t>(width));
+  for (int y = 0; y < height; ++y)
+    out->append(reinterpret_cast<const char*>(m.ptr<uint8_t>(y)), static_cast<size_t>(width));
 }
 
 struct PngReader {
@@ -125,15 +126,15 @@ absl::Status DecodeMaskMember(const std::string& bytes, const std::string& where
   }
   bool too_large = false;
   if (!DecodeIndexedPng(bytes, &mask, what, max_pixels, &too_large)) {
-    return DecodeError(too_large ? DecodeFailure::kTooLarge : DecodeFailure::kBadField, absl::StrCat(where, ": ", what));
+    return DecodeError(too_large ? DecodeFailure::kTooLarge : DecodeFailure::kBadField,
+                       absl::StrCat(where, ": ", what));
   }
   targets->mask = std::move(mask);
   return absl::OkStatus();
 }
 
 absl::Status ReadSampleTargets(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
-                               const std::vector<TargetRole>& roles, const TargetNeeds& needs,
-                               SampleTargets* targets) {
+                               const std::vector<TargetRole>& roles, const TargetNeeds& needs, SampleTargets* targets) {
   if (needs.boxes || needs.masks || needs.keypoints || needs.mask) {
     if (absl::Status s = source.ReadTargets(index, needs, targets); !s.ok()) return s;
   }
@@ -156,12 +157,27 @@ void EncodeTargets(const SampleTargets& t, const std::vector<TargetRole>& roles,
     switch (roles[f]) {
       case TargetRole::kMember:
       case TargetRole::kAudioTrack: continue;
-      case TargetRole::kBoxes: out.clear(); Append(t.boxes.data(), t.boxes.size(), &out); break;
-      case TargetRole::kLabels: out.clear(); Append(t.labels.data(), t.labels.size(), &out); break;
-      case TargetRole::kCrowd: out.clear(); Append(t.crowd.data(), t.crowd.size(), &out); break;
-      case TargetRole::kKeypoints: out.clear(); Append(t.keypoints.data(), t.keypoints.size(), &out); break;
+      case TargetRole::kBoxes:
+        out.clear();
+        Append(t.boxes.data(), t.boxes.size(), &out);
+        break;
+      case TargetRole::kLabels:
+        out.clear();
+        Append(t.labels.data(), t.labels.size(), &out);
+        break;
+      case TargetRole::kCrowd:
+        out.clear();
+        Append(t.crowd.data(), t.crowd.size(), &out);
+        break;
+      case TargetRole::kKeypoints:
+        out.clear();
+        Append(t.keypoints.data(), t.keypoints.size(), &out);
+        break;
       case TargetRole::kMask:
-      case TargetRole::kSourceMask: out.clear(); AppendMask(t.mask, height, width, &out); break;
+      case TargetRole::kSourceMask:
+        out.clear();
+        AppendMask(t.mask, height, width, &out);
+        break;
       case TargetRole::kMasks:
         out.clear();
         for (const cv::Mat& m : t.instance_masks) AppendMask(m, height, width, &out);

@@ -19,15 +19,15 @@
 namespace stoker {
 
 enum class TargetRole {
-  kMember,     // not a target: a WebDataset member (or an ImageFolder class), sample_fields.h
+  kMember,  // not a target: a WebDataset member (or an ImageFolder class), sample_fields.h
   kBoxes,
-  kLabels,     // a classes field without extensions on an annotated source
-  kCrowd,      // ... named "iscrowd"
+  kLabels,  // a classes field without extensions on an annotated source
+  kCrowd,   // ... named "iscrowd"
   kMasks,
-  kMask,       // the per-pixel mask, from a WebDataset member (PNG, lossless)
-  kSourceMask, // the per-pixel mask of a segmentation source (images/ + masks/)
+  kMask,        // the per-pixel mask, from a WebDataset member (PNG, lossless)
+  kSourceMask,  // the per-pixel mask of a segmentation source (images/ + masks/)
   kKeypoints,
-  kAudioTrack, // a video's audio track (AUDIO_TRACK): made by Pipeline::ProduceVideo, not a target
+  kAudioTrack,  // a video's audio track (AUDIO_TRACK): made by Pipeline::ProduceVideo, not a target
 };
 
 // One role per field of `fields` (the value fields, in order).
@@ -39,8 +39,7 @@ TargetNeeds NeedsOf(const std::vector<TargetRole>& roles);
 // annotations (boxes, labels, crowd flags, instance masks, keypoints) and a
 // mask member. Errors are decode failures naming the sample.
 absl::Status ReadSampleTargets(const SampleSource& source, int64_t index, const std::vector<v1::FieldSpec>& fields,
-                               const std::vector<TargetRole>& roles, const TargetNeeds& needs,
-                               SampleTargets* targets);
+                               const std::vector<TargetRole>& roles, const TargetNeeds& needs, SampleTargets* targets);
 
 // Decodes a mask member (PNG: palette indices or 8-bit gray, never
 // resampled through colour) into targets->mask. kBadField when it is not an

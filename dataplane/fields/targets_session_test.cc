@@ -8,9 +8,9 @@
 #include "absl/synchronization/notification.h"
 #include "common/field_layout.h"
 #include "common/field_spec.h"
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/sessions/data_service_core.h"
-#include "dataplane/decode/image_decoder.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "tests/testdata/image_set.h"
@@ -71,10 +71,11 @@ class TargetsSessionTest : public ::testing::Test {
 TEST_F(TargetsSessionTest, ResizePadAndFlipMoveBoxesMasksAndKeypoints) {
   // 64x48 -> resize_pad(32): scale 0.5 to 32x24, padded to 32x32; then a
   // flip of the whole 32x32 (p = 1).
-  const FinishedBatch b = Run(Config("resize_pad(32), random_horizontal_flip(1)",
-                                     "image, boxes, labels, iscrowd, masks, keypoints"));
+  const FinishedBatch b =
+      Run(Config("resize_pad(32), random_horizontal_flip(1)", "image, boxes, labels, iscrowd, masks, keypoints"));
   ASSERT_TRUE(b.status.ok()) << b.status;
-  std::vector<v1::FieldSpec> fields = ValueFields(Config("center_crop(8)", "image, boxes, labels, iscrowd, masks, keypoints").fields());
+  std::vector<v1::FieldSpec> fields =
+      ValueFields(Config("center_crop(8)", "image, boxes, labels, iscrowd, masks, keypoints").fields());
   ASSERT_TRUE(CheckFieldLayout(b.header, fields).ok()) << CheckFieldLayout(b.header, fields);
   EXPECT_EQ(std::vector<int64_t>(b.header.fields(0).item_shape().begin(), b.header.fields(0).item_shape().end()),
             (std::vector<int64_t>{4}));
@@ -91,7 +92,8 @@ TEST_F(TargetsSessionTest, ResizePadAndFlipMoveBoxesMasksAndKeypoints) {
   // columns 20..27, rows 2..11 after the scale and flip.
   for (int y = 0; y < 32; ++y) {
     for (int x = 0; x < 32; ++x) {
-      EXPECT_EQ(mask[static_cast<size_t>(y * 32 + x)], (x >= 20 && x < 28 && y >= 2 && y < 12) ? 1 : 0) << x << "," << y;
+      EXPECT_EQ(mask[static_cast<size_t>(y * 32 + x)], (x >= 20 && x < 28 && y >= 2 && y < 12) ? 1 : 0)
+          << x << "," << y;
     }
   }
   // The image without annotations: no boxes, no masks.
@@ -143,12 +145,15 @@ TEST_F(TargetsSessionTest, AnnotationsForAnotherImageSizeFailTheSample) {
   const FinishedBatch out = testing::MakeOneBatch(*core_, c, {0});
   EXPECT_TRUE(absl::IsDataLoss(out.status)) << out.status;
   EXPECT_NE(out.status.message().find("annotations are for an image of 80x80; the image decodes to 40x40"),
-            std::string::npos) << out.status;
+            std::string::npos)
+      << out.status;
 }
 
 TEST_F(TargetsSessionTest, BoxesAreDeterministicPerSeedEpochAndIndex) {
-  v1::SessionConfig c = Config("random_resized_crop(24, scale=0.5:1), random_vertical_flip(0.5), "
-                               "random_horizontal_flip(0.5)", "image, boxes, masks");
+  v1::SessionConfig c = Config(
+      "random_resized_crop(24, scale=0.5:1), random_vertical_flip(0.5), "
+      "random_horizontal_flip(0.5)",
+      "image, boxes, masks");
   c.set_seed(11);
   const FinishedBatch a = Run(c), b = Run(c);
   ASSERT_TRUE(a.status.ok() && b.status.ok());
@@ -245,7 +250,8 @@ TEST_F(TargetsSessionTest, AnImageWithMoreBoxesThanAClientAcceptsIsATooLargeSamp
   dir_.Write("many/img/b.jpg", testing::EncodeJpeg(testing::SyntheticImage(40, 40, 2), 90));
   dir_.Write("many/ann.json", absl::StrCat(R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 64, "height": 48},
       {"id": 2, "file_name": "b.jpg", "width": 40, "height": 40}],
-      "categories": [{"id": 20, "name": "b"}], "annotations": [)", annotations, "]}"));
+      "categories": [{"id": 20, "name": "b"}], "annotations": [)",
+                                           annotations, "]}"));
   v1::SessionConfig config = Config("resize_pad(32)", "image, boxes, labels");
   config.set_dataset("many/img");
   config.set_annotations("many/ann.json");

@@ -7,8 +7,8 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "dataplane/decode/image_decoder.h"
 #include "dataplane/base/data_root.h"
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/spm_model.h"
 
 namespace stoker {
@@ -124,8 +124,10 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> TokenizerCache::Get(const std::
   if (stat(path->c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat("tokenizer '", name, "' cannot be read"));
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat("tokenizer '", name, "' is not a file"));
   if (st.st_size > max_model_bytes_) {  // before anything is read
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer '", name, "' has ", st.st_size, " bytes; a SentencePiece "
-                                                   "model file may have at most ", max_model_bytes_, " here"));
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer '", name, "' has ", st.st_size,
+                                                   " bytes; a SentencePiece "
+                                                   "model file may have at most ",
+                                                   max_model_bytes_, " here"));
   }
   const int64_t mtime = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
   std::promise<Result> promise;

@@ -4,8 +4,8 @@
 #ifndef STOKER_DATAPLANE_FIELDS_TOKENIZER_H_
 #define STOKER_DATAPLANE_FIELDS_TOKENIZER_H_
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <future>
 #include <map>

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <cstring>
 
+#include <opencv2/core.hpp>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "dataplane/decode/audio_decoder.h"
 #include "dataplane/decode/media_loader.h"
 #include "dataplane/ops/pipeline.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 namespace {
@@ -39,9 +39,8 @@ absl::Status CheckAudio(const std::string& where, v1::Audio& a) {
         absl::StrCat(where, ".audio.channels = ", a.channels(), "; allowed range is 1..", kMaxChannels));
   }
   if (!(a.seconds() > 0 && a.seconds() <= kMaxSeconds) || std::llround(double{a.seconds()} * a.rate()) < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s.audio.seconds = %g; allowed range is (0, %g] and at least one sample", where, a.seconds(),
-                        kMaxSeconds));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s.audio.seconds = %g; allowed range is (0, %g] and at least one sample", where, a.seconds(), kMaxSeconds));
   }
   if (!v1::Audio::Crop_IsValid(a.crop()) || !v1::Audio::Pad_IsValid(a.pad())) {
     return absl::InvalidArgumentError(absl::StrCat(where, ".audio: crop is random, center or start; pad is zero"));
@@ -50,7 +49,8 @@ absl::Status CheckAudio(const std::string& where, v1::Audio& a) {
 }
 
 bool IsAudioPipeline(const google::protobuf::RepeatedPtrField<v1::Op>& ops) {
-  return std::any_of(ops.begin(), ops.end(), [](const v1::Op& op) { return op.has_audio() || op.has_mel_spectrogram(); });
+  return std::any_of(ops.begin(), ops.end(),
+                     [](const v1::Op& op) { return op.has_audio() || op.has_mel_spectrogram(); });
 }
 
 int64_t AudioWindowStart(int64_t frames, int64_t window, v1::Audio::Crop crop, Rng& rng) {
@@ -74,8 +74,8 @@ void AudioWindow(const float* samples, int channels, int64_t frames, int64_t win
 absl::Status MelSpectrogram::Check(const std::string& where, int rate, v1::MelSpectrogram& op) {
   if (op.n_fft() == 0) op.set_n_fft(400);
   if (op.n_fft() < kMinFft || op.n_fft() > kMaxFft) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".mel_spectrogram.n_fft = ", op.n_fft(),
-                                                   "; allowed range is ", kMinFft, "..", kMaxFft));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".mel_spectrogram.n_fft = ", op.n_fft(), "; allowed range is ", kMinFft, "..", kMaxFft));
   }
   if (op.hop() == 0) op.set_hop(op.n_fft() / 2);
   if (op.hop() < 1 || op.hop() > op.n_fft()) {
@@ -91,9 +91,8 @@ absl::Status MelSpectrogram::Check(const std::string& where, int rate, v1::MelSp
   const float nyquist = static_cast<float>(rate / 2);
   if (op.f_max() == 0) op.set_f_max(nyquist);
   if (!(op.f_max() > 0 && op.f_max() <= nyquist)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s.mel_spectrogram.f_max = %g Hz; allowed range is (0, %g] (half the rate)", where,
-                        op.f_max(), nyquist));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s.mel_spectrogram.f_max = %g Hz; allowed range is (0, %g] (half the rate)", where, op.f_max(), nyquist));
   }
   if (!(op.f_min() >= 0 && op.f_min() < op.f_max())) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -185,8 +184,9 @@ absl::StatusOr<AudioPipeline> AudioPipeline::Create(std::vector<v1::Op>* ops, in
     v1::Op& op = (*ops)[i];
     if (!op.has_mel_spectrogram() || p.mel_) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": after audio(...) an audio pipeline has at most one mel_spectrogram(...); image ops do not apply "
-                 "to audio"));
+          where,
+          ": after audio(...) an audio pipeline has at most one mel_spectrogram(...); image ops do not apply "
+          "to audio"));
     }
     if (auto s = MelSpectrogram::Check(where, p.audio_.rate(), *op.mutable_mel_spectrogram()); !s.ok()) return s;
     if (p.window_ <= op.mel_spectrogram().n_fft() / 2) {
@@ -197,10 +197,10 @@ absl::StatusOr<AudioPipeline> AudioPipeline::Create(std::vector<v1::Op>* ops, in
     // The frames' windowed copies (frames x n_fft floats) are the work.
     const int64_t work = (1 + p.window_ / op.mel_spectrogram().hop()) * int64_t{op.mel_spectrogram().n_fft()} * 4;
     if (work > kMaxSpectrogramBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ".mel_spectrogram: ", 1 + p.window_ / op.mel_spectrogram().hop(), " frames of n_fft ",
-          op.mel_spectrogram().n_fft(), " are ", work, " bytes of work per sample; at most ", kMaxSpectrogramBytes,
-          " (a larger hop or a shorter window)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".mel_spectrogram: ", 1 + p.window_ / op.mel_spectrogram().hop(), " frames of n_fft ",
+                       op.mel_spectrogram().n_fft(), " are ", work, " bytes of work per sample; at most ",
+                       kMaxSpectrogramBytes, " (a larger hop or a shorter window)"));
     }
     if (p.audio_.format() == v1::Audio::INT16) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -85,8 +85,7 @@ class AudioPipeline {
 
   // Decodes `encoded` (at most `max_seconds` of stream, else too_large) and
   // writes the sample (sample_bytes()) to dst.
-  absl::Status Produce(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst,
-                       SampleTimes* times) const;
+  absl::Status Produce(absl::string_view encoded, Rng& rng, double max_seconds, uint8_t* dst, SampleTimes* times) const;
 
  private:
   v1::Audio audio_;

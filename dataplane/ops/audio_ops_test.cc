@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/decode/audio_decoder.h"
-#include "dataplane/sources/dataset.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/sources/dataset.h"
 #include "gtest/gtest.h"
 #include "tests/testdata/ffmpeg_files.h"
 
@@ -178,8 +178,7 @@ TEST(AudioDecoderTest, EachKindOfBadInputFailsWithItsReason) {
   absl::StatusOr<Waveform> listed = DecodeAudio(list, o);
   ASSERT_FALSE(listed.ok());
   EXPECT_EQ(DecodeFailureOf(listed.status()), DecodeFailure::kCorrupt);
-  EXPECT_NE(listed.status().message().find("LIST chunk states 4294967295 bytes"), std::string::npos)
-      << listed.status();
+  EXPECT_NE(listed.status().message().find("LIST chunk states 4294967295 bytes"), std::string::npos) << listed.status();
   // 500 Hz is no real audio, and upsampling it 32x from a few bytes is huge.
   EXPECT_EQ(reason(Wav(Sine(500, 500, 50, 0.5), 500, 1)), "corrupt");
   // A header announcing about 18 hours (0x7fffffff bytes at 16 kHz mono).
@@ -249,8 +248,8 @@ std::vector<double> ReferenceMel(const std::vector<float>& x, int rate, int n_ff
       const double power = std::norm(s);
       const double f = static_cast<double>(rate / 2) * k / (n_freqs - 1);
       for (int m = 0; m < n_mels; ++m) {
-        const double w = std::max(0.0, std::min((f - pts[m]) / (pts[m + 1] - pts[m]),
-                                                (pts[m + 2] - f) / (pts[m + 2] - pts[m + 1])));
+        const double w =
+            std::max(0.0, std::min((f - pts[m]) / (pts[m + 1] - pts[m]), (pts[m + 2] - f) / (pts[m + 2] - pts[m + 1])));
         out[static_cast<size_t>(m) * frames + t] += w * power;
       }
     }
@@ -348,8 +347,7 @@ TEST(AudioPipelineTest, RefusesWhatDoesNotApplyToAudio) {
   EXPECT_NE(error("audio(seconds=0.01), mel_spectrogram(n_fft=400)").find("longer than n_fft / 2"), std::string::npos);
   EXPECT_NE(error("audio(), mel_spectrogram(), mel_spectrogram()").find("at most one"), std::string::npos);
   // The spectrogram's work is bounded: 9.6 M frames of n_fft 16384.
-  EXPECT_NE(error("audio(seconds=600), mel_spectrogram(n_fft=16384, hop=1)").find("bytes of work"),
-            std::string::npos);
+  EXPECT_NE(error("audio(seconds=600), mel_spectrogram(n_fft=16384, hop=1)").find("bytes of work"), std::string::npos);
   v1::SessionConfig c = Session("center_crop(8)");
   c.set_layout(v1::AUDIO);
   EXPECT_FALSE(Pipeline::Create(c).ok());
@@ -386,8 +384,8 @@ TEST(AudioPipelineTest, ProducesTheWindowOfTheDecodedStream) {
 }
 
 TEST(AudioPipelineTest, Int16WaveformsAreTheFloatOnesConvertedAsFfmpegDoes) {
-  const float in[] = {0.0f, 1.0f, -1.0f, 1.5f, -2.0f, 0.5f / 32768, 1.5f / 32768, -0.5f / 32768, 1000.0f / 32768,
-                      32767.4f / 32768};
+  const float in[] = {
+      0.0f, 1.0f, -1.0f, 1.5f, -2.0f, 0.5f / 32768, 1.5f / 32768, -0.5f / 32768, 1000.0f / 32768, 32767.4f / 32768};
   int16_t out[10];
   FloatToInt16(in, 10, out);
   // round(x * 32768) (half to even, as lrintf), clamped.
@@ -411,8 +409,10 @@ TEST(AudioPipelineTest, Int16WaveformsAreTheFloatOnesConvertedAsFfmpegDoes) {
   EXPECT_EQ(b, want);  // the same window, converted
   EXPECT_GT(*std::max_element(b.begin(), b.end()), 20000);
   // A spectrogram is float32 only; images are never int16.
-  EXPECT_NE(Pipeline::Create(Session("audio(format=int16), mel_spectrogram()")).status().message().find(
-                "a mel spectrogram is float32"),
+  EXPECT_NE(Pipeline::Create(Session("audio(format=int16), mel_spectrogram()"))
+                .status()
+                .message()
+                .find("a mel spectrogram is float32"),
             std::string::npos);
   v1::SessionConfig c = Session("center_crop(8)");
   c.set_dtype(v1::INT16);

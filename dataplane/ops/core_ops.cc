@@ -11,15 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dataplane/ops/detection_ops.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/ops/detection_ops.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/resample.h"
 #include "dataplane/ops/transforms.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 namespace {
@@ -221,12 +221,13 @@ absl::Status CheckIouCrop(const std::string& where, v1::Op& op, OpShape* shape) 
                                                       where, o.min_scale(), o.max_scale()));
   }
   if (!(o.min_aspect_ratio() > 0 && o.min_aspect_ratio() <= o.max_aspect_ratio() && o.max_aspect_ratio() <= 100)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s.random_iou_crop.aspect_ratio = %g:%g; need 0 < min <= max <= 100", where, o.min_aspect_ratio(),
-        o.max_aspect_ratio()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s.random_iou_crop.aspect_ratio = %g:%g; need 0 < min <= max <= 100", where,
+                        o.min_aspect_ratio(), o.max_aspect_ratio()));
   }
   if (o.trials() < 1 || o.trials() > 1000) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".random_iou_crop.trials = ", o.trials(), "; allowed 1..1000"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".random_iou_crop.trials = ", o.trials(), "; allowed 1..1000"));
   }
   if (o.sampler_options_size() > 32) {
     return absl::InvalidArgumentError(
@@ -284,9 +285,8 @@ const std::vector<OpEntry>& CoreOps() {
        kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)},
       {v1::Op::kColorJitter, "transforms.ColorJitter", CheckColorJitter, Always, ApplyColorJitterOp, kUntouched,
        nullptr,
-       FirstOpsText({{"brightness", "brightness"}, {"contrast", "contrast"}, {"saturation", "saturation"},
-                     {"hue", "hue"}},
-                    4)},
+       FirstOpsText(
+           {{"brightness", "brightness"}, {"contrast", "contrast"}, {"saturation", "saturation"}, {"hue", "hue"}}, 4)},
       {v1::Op::kNormalize, "transforms.Normalize (on the client's device)", CheckNormalize, Never, ApplyNormalize,
        kUntouched, nullptr, FirstOpsText({{"mean", "mean"}, {"std", "std"}}, 0)},
       {v1::Op::kResizePad, "none (letterbox: Resize of the longer side + Pad)", CheckResizePad, Never, ApplyResizePad,

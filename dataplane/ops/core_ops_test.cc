@@ -67,8 +67,8 @@ TEST(CoreOpsTest, AnOpsOwnTextFormCoversItsMessage) {
       EXPECT_TRUE(names.insert(a.name).second) << op->field(i)->name() << " has two arguments " << a.name;
     }
     for (int f = 0; f < d->field_count(); ++f) {
-      EXPECT_EQ(named.count(d->field(f)->name()), 1u) << op->field(i)->name() << "'s text leaves out "
-                                                      << d->field(f)->name();
+      EXPECT_EQ(named.count(d->field(f)->name()), 1u)
+          << op->field(i)->name() << "'s text leaves out " << d->field(f)->name();
     }
     EXPECT_LE(e->text.bare, static_cast<int>(e->text.arguments.size()));
   }
@@ -130,7 +130,7 @@ TEST(CoreOpsTest, ResizeRefusesWhatWouldPassMaxPixels) {
   op.mutable_resize()->set_shorter_side(1000);
   const OpEntry& e = Entry(v1::Op::kResize);
   ASSERT_NE(e.limit, nullptr);
-  EXPECT_TRUE(e.limit(op, cv::Size(200, 100), 2'000'000).ok());  // 2000 x 1000
+  EXPECT_TRUE(e.limit(op, cv::Size(200, 100), 2'000'000).ok());       // 2000 x 1000
   const absl::Status s = e.limit(op, cv::Size(300, 100), 2'000'000);  // 3000 x 1000
   EXPECT_EQ(DecodeFailureOf(s), DecodeFailure::kTooLarge) << s;
   EXPECT_NE(s.message().find("resize(1000) of 300x100"), std::string::npos) << s;

@@ -7,10 +7,10 @@
 #include <optional>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "common/rng.h"
 #include "dataplane/ops/transforms.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 

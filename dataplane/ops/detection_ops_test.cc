@@ -10,7 +10,7 @@ TEST(DetectionOpsTest, ResizePadScalesTheLongerSide) {
   EXPECT_EQ(ResizePadSize(480, 640, 512), cv::Size(512, 384));
   EXPECT_EQ(ResizePadSize(640, 480, 512), cv::Size(384, 512));
   EXPECT_EQ(ResizePadSize(50, 64, 56), cv::Size(56, 44));  // 43.75 rounds to 44
-  EXPECT_EQ(ResizePadSize(1, 1000, 10), cv::Size(10, 1));   // never below 1
+  EXPECT_EQ(ResizePadSize(1, 1000, 10), cv::Size(10, 1));  // never below 1
 }
 
 v1::RandomIoUCrop Defaults(std::vector<float> options) {
@@ -36,8 +36,10 @@ TEST(DetectionOpsTest, IouCropHoldsABoxCentreWithTheDrawnOverlap) {
     for (size_t i = 0; i < boxes.size(); i += 4) {
       const double cx = 0.5 * (boxes[i] + boxes[i + 2]), cy = 0.5 * (boxes[i + 1] + boxes[i + 3]);
       if (!(box->left < cx && cx < box->left + box->width && box->top < cy && cy < box->top + box->height)) continue;
-      const double iw = std::max(0.0, std::min<double>(boxes[i + 2], box->left + box->width) - std::max<double>(boxes[i], box->left));
-      const double ih = std::max(0.0, std::min<double>(boxes[i + 3], box->top + box->height) - std::max<double>(boxes[i + 1], box->top));
+      const double iw =
+          std::max(0.0, std::min<double>(boxes[i + 2], box->left + box->width) - std::max<double>(boxes[i], box->left));
+      const double ih = std::max(
+          0.0, std::min<double>(boxes[i + 3], box->top + box->height) - std::max<double>(boxes[i + 1], box->top));
       const double area = (boxes[i + 2] - boxes[i]) * static_cast<double>(boxes[i + 3] - boxes[i + 1]);
       best = std::max(best, iw * ih / (area + box->width * static_cast<double>(box->height) - iw * ih));
     }

@@ -45,7 +45,8 @@ absl::Status CheckErasing(const std::string& where, v1::Op& op, OpShape*) {
         absl::StrFormat("%s.ratio = %g:%g; need 0.01 <= min <= max <= 100", w, o.ratio_min(), o.ratio_max()));
   }
   if (o.value_size() != 0 && o.value_size() != 1 && o.value_size() != 3) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s.value has %d values; give 1 or 3 (R:G:B)", w, o.value_size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s.value has %d values; give 1 or 3 (R:G:B)", w, o.value_size()));
   }
   for (float v : o.value()) {
     if (!(v >= 0 && v <= 255)) {

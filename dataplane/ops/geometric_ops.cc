@@ -4,13 +4,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include <opencv2/imgproc.hpp>
 #include "absl/strings/str_format.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/simd.h"
 #include "dataplane/ops/transforms.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 
@@ -131,7 +131,7 @@ cv::Mat WarpAffine(const cv::Mat& image, const std::array<double, 6>& m, bool bi
   // error far below a rounding step: the output is the input shifted, with
   // the fill (masked) or 0 where nothing comes in. Copied, not sampled.
   const bool whole_fill = !masked || (fill[0] == std::trunc(fill[0]) && fill[1] == std::trunc(fill[1]) &&
-                                       fill[2] == std::trunc(fill[2]));  // rounded and truncated alike
+                                      fill[2] == std::trunc(fill[2]));  // rounded and truncated alike
   if (m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == std::trunc(m[2]) && m[5] == std::trunc(m[5]) &&
       std::abs(m[2]) < w && std::abs(m[5]) < h && whole_fill) {
     const int dx = static_cast<int>(m[2]), dy = static_cast<int>(m[5]);  // output (x, y) reads input (x + dx, y + dy)
@@ -186,7 +186,8 @@ cv::Mat WarpPerspective(const cv::Mat& image, const std::array<double, 8>& c, bo
   float k[8];
   for (int i = 0; i < 8; ++i) k[i] = static_cast<float>(c[static_cast<size_t>(i)]);
   std::vector<float> xs(static_cast<size_t>(w));  // the columns' centres, once
-  for (int i = 0; i < w; ++i) xs[static_cast<size_t>(i)] = TorchLinspace(0.5f, static_cast<float>(w) + 0.5f - 1.0f, w, i);
+  for (int i = 0; i < w; ++i)
+    xs[static_cast<size_t>(i)] = TorchLinspace(0.5f, static_cast<float>(w) + 0.5f - 1.0f, w, i);
   const float kw[6] = {k[0] / half_w, k[1] / half_w, k[2] / half_w, k[3] / half_h, k[4] / half_h, k[5] / half_h};
   cv::Mat out(h, w, CV_8UC3);
   std::vector<float> gx(static_cast<size_t>(w)), gy(static_cast<size_t>(w));
@@ -263,7 +264,8 @@ cv::Scalar FillOf(const google::protobuf::RepeatedField<float>& fill) {
 
 absl::Status CheckRange(const std::string& where, float lo, float hi, float min, float max) {
   if (!(lo >= min && lo <= hi && hi <= max)) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s = %g:%g; need %g <= min <= max <= %g", where, lo, hi, min, max));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s = %g:%g; need %g <= min <= max <= %g", where, lo, hi, min, max));
   }
   return absl::OkStatus();
 }
@@ -275,12 +277,15 @@ absl::Status CheckPadding(const std::string& where, const google::protobuf::Repe
                         where, padding.size()));
   }
   for (int v : padding) {
-    if (v < 0 || v > 8192) return absl::InvalidArgumentError(absl::StrFormat("%s.padding has %d; each in 0..8192", where, v));
+    if (v < 0 || v > 8192)
+      return absl::InvalidArgumentError(absl::StrFormat("%s.padding has %d; each in 0..8192", where, v));
   }
   return absl::OkStatus();
 }
 
-std::vector<int> Ints(const google::protobuf::RepeatedField<int32_t>& r) { return std::vector<int>(r.begin(), r.end()); }
+std::vector<int> Ints(const google::protobuf::RepeatedField<int32_t>& r) {
+  return std::vector<int>(r.begin(), r.end());
+}
 
 double Draw(float lo, float hi, Rng& rng) { return lo < hi ? rng.Uniform(lo, hi) : lo; }
 
@@ -325,8 +330,8 @@ const std::vector<OpEntry>& GeometricOps() {
          if (auto s = CheckRange(w + ".shear_x", o.shear_x_min(), o.shear_x_max(), -89, 89); !s.ok()) return s;
          if (auto s = CheckRange(w + ".shear_y", o.shear_y_min(), o.shear_y_max(), -89, 89); !s.ok()) return s;
          if (!(o.translate_x() >= 0 && o.translate_x() <= 1 && o.translate_y() >= 0 && o.translate_y() <= 1)) {
-           return absl::InvalidArgumentError(absl::StrFormat("%s.translate = %g, %g; each 0..1 of the side", w,
-                                                             o.translate_x(), o.translate_y()));
+           return absl::InvalidArgumentError(
+               absl::StrFormat("%s.translate = %g, %g; each 0..1 of the side", w, o.translate_x(), o.translate_y()));
          }
          if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
          if (auto s = CheckFill(w, o.fill()); !s.ok()) return s;
@@ -334,9 +339,8 @@ const std::vector<OpEntry>& GeometricOps() {
        },
        [](const v1::Op& op) {
          const auto& o = op.affine();
-         return IsGated(o) || o.degrees_min() < o.degrees_max() || o.translate_x() > 0 ||
-                o.translate_y() > 0 || o.scale_min() < o.scale_max() || o.shear_x_min() < o.shear_x_max() ||
-                o.shear_y_min() < o.shear_y_max();
+         return IsGated(o) || o.degrees_min() < o.degrees_max() || o.translate_x() > 0 || o.translate_y() > 0 ||
+                o.scale_min() < o.scale_max() || o.shear_x_min() < o.shear_x_max() || o.shear_y_min() < o.shear_y_max();
        },
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.affine();
@@ -375,15 +379,16 @@ const std::vector<OpEntry>& GeometricOps() {
          const auto& o = op.perspective();
          if (!PassesGate(true, o.p(), 1, rng)) return;
          const int w = image.cols, h = image.rows;
-         const int dw = static_cast<int>(o.distortion_scale() * (w / 2)), dh = static_cast<int>(o.distortion_scale() * (h / 2));
+         const int dw = static_cast<int>(o.distortion_scale() * (w / 2)),
+                   dh = static_cast<int>(o.distortion_scale() * (h / 2));
          auto pick = [&](int lo, int hi) { return static_cast<double>(rng.UniformInt(lo, hi)); };  // [lo, hi]
          std::array<cv::Point2d, 4> end;
          end[0] = {pick(0, dw), pick(0, dh)};
          end[1] = {pick(w - dw - 1, w - 1), pick(0, dh)};
          end[2] = {pick(w - dw - 1, w - 1), pick(h - dh - 1, h - 1)};
          end[3] = {pick(0, dw), pick(h - dh - 1, h - 1)};
-         const std::array<cv::Point2d, 4> start = {cv::Point2d(0, 0), cv::Point2d(w - 1, 0),
-                                                   cv::Point2d(w - 1, h - 1), cv::Point2d(0, h - 1)};
+         const std::array<cv::Point2d, 4> start = {cv::Point2d(0, 0), cv::Point2d(w - 1, 0), cv::Point2d(w - 1, h - 1),
+                                                   cv::Point2d(0, h - 1)};
          const bool bilinear = !o.has_interpolation() || o.interpolation() == v1::BILINEAR;
          const std::array<double, 8> coefficients = PerspectiveCoefficients(start, end);
          if (geometry != nullptr) geometry->Step(PerspectiveWarpStep(coefficients, w, h));

@@ -10,10 +10,10 @@
 
 #include "dataplane/ops/policy_ops.h"
 
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -188,9 +188,9 @@ TEST(GeometricOpsTest, WarpsMoveBoxesMasksAndKeypointsWithThePixels) {
 
 TEST(GeometricOpsTest, ThePoliciesWarpsMoveTheTargetsToo) {
   using P = PolicyOp;
-  for (const PolicyStep step : {PolicyStep{P::kShearX, 0.3}, PolicyStep{P::kShearY, -0.25},
-                                PolicyStep{P::kTranslateX, 9.7}, PolicyStep{P::kTranslateY, -6},
-                                PolicyStep{P::kRotate, 25}}) {
+  for (const PolicyStep step :
+       {PolicyStep{P::kShearX, 0.3}, PolicyStep{P::kShearY, -0.25}, PolicyStep{P::kTranslateX, 9.7},
+        PolicyStep{P::kTranslateY, -6}, PolicyStep{P::kRotate, 25}}) {
     Marked m = MarkedRectangle();
     GeometrySink sink;
     sink.targets = &m.targets;

@@ -24,8 +24,8 @@ absl::Status CheckAudioOp(const std::string& where, v1::Op& op, OpShape*) {
 // Never runs today (an audio pipeline is checked whole, and a prefix refuses
 // media ops): mel_spectrogram has no check of its own.
 absl::Status CheckMelAlone(const std::string& where, v1::Op&, OpShape*) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      where, ".mel_spectrogram follows audio(...) in an audio pipeline: its bins depend on audio's rate"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ".mel_spectrogram follows audio(...) in an audio pipeline: its bins depend on audio's rate"));
 }
 
 bool ClipIsRandom(const v1::Op& op) { return op.video_clip().mode() == v1::VideoClip::RANDOM; }
@@ -42,8 +42,8 @@ const std::vector<OpEntry>& MediaOps() {
       {v1::Op::kAudio, "torchaudio.load + transforms.Resample (libswresample), a window", CheckAudioOp, AudioIsRandom,
        nullptr, kNone, nullptr},
       // f_min and f_max are two arguments, as torchaudio names them, not one range f=lo:hi.
-      {v1::Op::kMelSpectrogram, "torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)", CheckMelAlone,
-       Never, nullptr, kNone, nullptr,
+      {v1::Op::kMelSpectrogram, "torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)", CheckMelAlone, Never,
+       nullptr, kNone, nullptr,
        OpText{{{"n_fft", "n_fft"},
                {"hop", "hop"},
                {"n_mels", "n_mels"},

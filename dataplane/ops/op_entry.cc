@@ -16,10 +16,12 @@ absl::Status CheckProbability(const std::string& where, bool has_p, float p) {
 
 absl::Status CheckFill(const std::string& where, const google::protobuf::RepeatedField<float>& fill) {
   if (fill.size() != 0 && fill.size() != 1 && fill.size() != 3) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %d values; give 1 or 3 (R:G:B)", where, fill.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s.fill has %d values; give 1 or 3 (R:G:B)", where, fill.size()));
   }
   for (float v : fill) {
-    if (!(v >= 0 && v <= 255)) return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %g; each in 0..255", where, v));
+    if (!(v >= 0 && v <= 255))
+      return absl::InvalidArgumentError(absl::StrFormat("%s.fill has %g; each in 0..255", where, v));
   }
   return absl::OkStatus();
 }

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "absl/status/status.h"
 #include "common/rng.h"
 #include "dataplane/sample/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
@@ -57,8 +57,8 @@ absl::Status LimitPaddedPixels(const v1::Op& op, cv::Size input, int64_t max_pix
 struct OpText {
   struct Argument {
     const char* name;
-    const char* field;           // the message's field it sets
-    const char* max = nullptr;   // with `field`: a range name=lo:hi of two fields
+    const char* field;          // the message's field it sets
+    const char* max = nullptr;  // with `field`: a range name=lo:hi of two fields
   };
   std::vector<Argument> arguments;  // in positional order
   // The first ops keep the text they had before the text form was read from

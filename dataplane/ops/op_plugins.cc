@@ -52,7 +52,8 @@ struct Replaced {
 
 int32_t Replace(void* host, int32_t index, const uint8_t* data, int64_t size) {
   auto* r = static_cast<Replaced*>(host);
-  if (index < 0 || static_cast<size_t>(index) >= r->values.size() || size < 0 || (data == nullptr && size > 0)) return 1;
+  if (index < 0 || static_cast<size_t>(index) >= r->values.size() || size < 0 || (data == nullptr && size > 0))
+    return 1;
   r->values[static_cast<size_t>(index)] = std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(size));
   return 0;
 }
@@ -80,7 +81,8 @@ absl::StatusOr<std::shared_ptr<const OpPlugins>> OpPlugins::Load(const std::file
       return absl::InvalidArgumentError(absl::StrCat(where, " has no ", STOKER_OP_PLUGIN_ENTRY, "() entry point"));
     }
     const StokerPluginInfo* info = entry();
-    if (info == nullptr) return absl::InvalidArgumentError(absl::StrCat(where, ": ", STOKER_OP_PLUGIN_ENTRY, "() returned null"));
+    if (info == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", STOKER_OP_PLUGIN_ENTRY, "() returned null"));
     if (info->abi_version != STOKER_OP_PLUGIN_ABI_VERSION) {
       return absl::InvalidArgumentError(absl::StrCat(where, " was built for op plugin ABI version ", info->abi_version,
                                                      "; this server has version ", STOKER_OP_PLUGIN_ABI_VERSION,
@@ -99,7 +101,8 @@ absl::StatusOr<std::shared_ptr<const OpPlugins>> OpPlugins::Load(const std::file
         return absl::InvalidArgumentError(absl::StrCat(where, ": op ", op.name, " lacks create, apply or destroy"));
       }
       if (!plugins->ops_.emplace(op.name, &op).second) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": op ", op.name, " is already registered by another plugin"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": op ", op.name, " is already registered by another plugin"));
       }
     }
     LOG(INFO) << "op plugin " << file.filename().string() << " (" << (info->name ? info->name : "unnamed")
@@ -124,13 +127,13 @@ std::vector<std::string> OpPlugins::Names() const {
 }
 
 absl::StatusOr<std::shared_ptr<const PluginInstance>> PluginInstance::Create(const std::string& where,
-                                                                              const v1::PluginOp& op,
-                                                                              const UserOps& user) {
+                                                                             const v1::PluginOp& op,
+                                                                             const UserOps& user) {
   const StokerOpInfo* info = user.plugins ? user.plugins->Find(op.name()) : nullptr;
   if (info == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": no op '", op.name(), "' on this server; its plugin ops: ",
-        user.plugins && !user.plugins->Names().empty() ? absl::StrJoin(user.plugins->Names(), ", ")
+    return absl::InvalidArgumentError(absl::StrCat(where, ": no op '", op.name(), "' on this server; its plugin ops: ",
+                                                   user.plugins && !user.plugins->Names().empty()
+                                                       ? absl::StrJoin(user.plugins->Names(), ", ")
                                                        : "none (the operator loads them with --op-plugins DIR)"));
   }
   if (op.has_p() && !(op.p() >= 0 && op.p() <= 1)) {
@@ -182,7 +185,8 @@ int PluginInstance::OutputSize(int* height, int* width) const {
 
 absl::StatusOr<cv::Mat> PluginInstance::Apply(cv::Mat image, Rng& rng, int64_t max_pixels, UserOpIo* io) const {
   if (image.type() != CV_8UC3) {
-    return DecodeError(DecodeFailure::kTransform, absl::StrCat(info_->name, " was given an image that is not 8-bit RGB"));
+    return DecodeError(DecodeFailure::kTransform,
+                       absl::StrCat(info_->name, " was given an image that is not 8-bit RGB"));
   }
   StokerImage in{image.data, image.rows, image.cols, 3, static_cast<int64_t>(image.step[0])};
   StokerRng generator{&rng, &NextFromRng};

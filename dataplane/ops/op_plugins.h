@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "absl/status/statusor.h"
 #include "common/rng.h"
 #include "dataplane/ops/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "stoker/op_plugin.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
@@ -43,8 +43,8 @@ class PluginInstance {
  public:
   // INVALID_ARGUMENT naming `where` when the op is unknown or the plugin
   // refuses the arguments (with its message).
-  static absl::StatusOr<std::shared_ptr<const PluginInstance>> Create(const std::string& where,
-                                                                       const v1::PluginOp& op, const UserOps& user);
+  static absl::StatusOr<std::shared_ptr<const PluginInstance>> Create(const std::string& where, const v1::PluginOp& op,
+                                                                      const UserOps& user);
   ~PluginInstance();
   const StokerOpInfo& info() const { return *info_; }
   // StokerOutputSize, and the size when it is fixed.

@@ -104,8 +104,8 @@ void AdjustSharpness(cv::Mat& image, double factor) {
   const float f = static_cast<float>(factor), g = 1.0f - f;
   const cv::Mat source = image.clone();
   for (int y = 1; y + 1 < image.rows; ++y) {
-    SharpenRow(source.ptr<uint8_t>(y - 1), source.ptr<uint8_t>(y), source.ptr<uint8_t>(y + 1), 3,
-               (image.cols - 1) * 3, f, g, image.ptr<uint8_t>(y));
+    SharpenRow(source.ptr<uint8_t>(y - 1), source.ptr<uint8_t>(y), source.ptr<uint8_t>(y + 1), 3, (image.cols - 1) * 3,
+               f, g, image.ptr<uint8_t>(y));
   }
   // The border: blended with itself, i.e. f x v + (1 - f) x v, truncated.
   auto keep = [&](uint8_t* p) {
@@ -155,7 +155,8 @@ void GaussianBlur(cv::Mat& image, int kernel_size, double sigma) {
   for (int y = 0; y < image.rows; ++y) {
     const float* s = blurred.ptr<float>(y);
     uint8_t* d = image.ptr<uint8_t>(y);
-    for (int x = 0; x < image.cols * 3; ++x) d[x] = static_cast<uint8_t>(std::clamp(std::nearbyint(s[x]), 0.0f, 255.0f));
+    for (int x = 0; x < image.cols * 3; ++x)
+      d[x] = static_cast<uint8_t>(std::clamp(std::nearbyint(s[x]), 0.0f, 255.0f));
   }
 }
 
@@ -170,8 +171,8 @@ OpEntry FactorOp(const char* torchvision) {
           [](const std::string& w, v1::Op& op, OpShape*) {
             const auto& o = (op.*kGet)();
             if (!(o.factor() >= 0 && o.factor() <= 1000)) {
-              return absl::InvalidArgumentError(absl::StrFormat("%s.%s.factor = %g; allowed range is 0..1000", w,
-                                                                OpName(kCase), o.factor()));
+              return absl::InvalidArgumentError(
+                  absl::StrFormat("%s.%s.factor = %g; allowed range is 0..1000", w, OpName(kCase), o.factor()));
             }
             return CheckProbability(w + "." + OpName(kCase), o.has_p(), o.p());
           },
@@ -234,7 +235,8 @@ const std::vector<OpEntry>& PhotometricOps() {
        [](const std::string& w, v1::Op& op, OpShape*) {
          const auto& o = op.posterize();
          if (o.bits() < 0 || o.bits() > 8) {
-           return absl::InvalidArgumentError(absl::StrFormat("%s.posterize.bits = %d; allowed range is 0..8", w, o.bits()));
+           return absl::InvalidArgumentError(
+               absl::StrFormat("%s.posterize.bits = %d; allowed range is 0..8", w, o.bits()));
          }
          return CheckProbability(w + ".posterize", o.has_p(), o.p());
        },
@@ -264,8 +266,8 @@ const std::vector<OpEntry>& PhotometricOps() {
          if (o.sigma_min() == 0) o.set_sigma_min(0.1f);
          if (o.sigma_max() == 0) o.set_sigma_max(2.0f);
          if (o.kernel_size() < 1 || o.kernel_size() > 101 || o.kernel_size() % 2 == 0) {
-           return absl::InvalidArgumentError(absl::StrFormat(
-               "%s.gaussian_blur.kernel_size = %d; need an odd number in 1..101", w, o.kernel_size()));
+           return absl::InvalidArgumentError(
+               absl::StrFormat("%s.gaussian_blur.kernel_size = %d; need an odd number in 1..101", w, o.kernel_size()));
          }
          if (!(o.sigma_min() > 0 && o.sigma_min() <= o.sigma_max() && o.sigma_max() <= 100)) {
            return absl::InvalidArgumentError(absl::StrFormat(

@@ -5,9 +5,9 @@
 // torchvision itself is the reference in python/tests/test_augment_ops.py.
 #include "dataplane/ops/photometric_ops.h"
 
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -48,7 +48,7 @@ TEST(PhotometricOpsTest, EqualizeSpreadsAHistogramAndAutocontrastStretchesEachCh
   Autocontrast(m);
   EXPECT_EQ(m.at<cv::Vec3b>(0, 0)[0], 0);
   EXPECT_EQ(m.at<cv::Vec3b>(0, 3)[0], 255);
-  EXPECT_EQ(m.at<cv::Vec3b>(0, 1)[0], 85);  // (11 - 10) x 255 / 3
+  EXPECT_EQ(m.at<cv::Vec3b>(0, 1)[0], 85);   // (11 - 10) x 255 / 3
   EXPECT_EQ(m.at<cv::Vec3b>(0, 0)[2], 200);  // flat: kept
 }
 

@@ -27,9 +27,9 @@ absl::Status CheckMediaMembers(const v1::FieldSpec& f, const std::set<std::strin
   if (f.kind() != v1::IMAGE) return absl::OkStatus();
   for (const std::string& ext : f.extensions()) {
     if (allowed.count("." + ext) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' is the sample, read from member '.", ext,
-                                                     "'; the sample of a ", first_op,
-                                                     " pipeline is a member with one of: ", absl::StrJoin(allowed, " ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", f.name(), "' is the sample, read from member '.", ext, "'; the sample of a ",
+                       first_op, " pipeline is a member with one of: ", absl::StrJoin(allowed, " ")));
     }
   }
   return absl::OkStatus();
@@ -43,12 +43,12 @@ bool IsTargetKind(v1::FieldKind kind) {
 // most kMaxPipelineOps ops, a batch size in range, a known dtype and layout.
 absl::Status CheckSessionBasics(const v1::SessionConfig& config) {
   if (config.pipeline_size() > kMaxPipelineOps) {
-    return absl::InvalidArgumentError(absl::StrCat("the pipeline has ", config.pipeline_size(), " ops; at most ",
-                                                   kMaxPipelineOps, " are allowed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the pipeline has ", config.pipeline_size(), " ops; at most ", kMaxPipelineOps, " are allowed"));
   }
   if (config.batch_size() < 1 || config.batch_size() > kMaxBatchSize) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_size = ", config.batch_size(),
-                                                   "; allowed range is 1..", kMaxBatchSize));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size = ", config.batch_size(), "; allowed range is 1..", kMaxBatchSize));
   }
   if (!v1::DType_IsValid(config.dtype())) {
     return absl::InvalidArgumentError(absl::StrCat("dtype = ", config.dtype(), "; supported: UINT8, FLOAT16, FLOAT32"));
@@ -57,7 +57,8 @@ absl::Status CheckSessionBasics(const v1::SessionConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("layout = ", config.layout(), "; supported: NHWC, NCHW"));
   }
   if (config.pipeline().empty()) {
-    return absl::InvalidArgumentError("pipeline is empty; it must end in a fixed size (add center_crop or random_resized_crop)");
+    return absl::InvalidArgumentError(
+        "pipeline is empty; it must end in a fixed size (add center_crop or random_resized_crop)");
   }
   return absl::OkStatus();
 }
@@ -72,7 +73,8 @@ absl::Status CheckAudioFields(const v1::SessionConfig& config) {
     }
     if (absl::Status s = CheckMediaMembers(f, AudioExtensions(), "audio(...)"); !s.ok()) return s;
     if (f.kind() == v1::AUDIO_TRACK) {
-      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio track; "
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name(),
+                                                     "' of kind audio is a video's audio track; "
                                                      "an audio(...) pipeline's sample is the field of kind image"));
     }
   }
@@ -92,9 +94,9 @@ absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config) {
           "pipeline[", i, "].random_iou_crop chooses its crop by the boxes: the session needs a field of kind boxes"));
     }
     if (has_targets && (config.pipeline(i).has_python() || config.pipeline(i).has_plugin())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline[", i, "] ", PipelineToText({config.pipeline(i)}),
-          " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline[", i, "] ", PipelineToText({config.pipeline(i)}),
+                       " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
     }
     const OpEntry* entry = FindOp(config.pipeline(i).op_case());
     if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
@@ -109,8 +111,8 @@ absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config) {
 
 absl::Status BatchTooLarge(const v1::SessionConfig& config, int64_t sample_bytes) {
   return absl::InvalidArgumentError(absl::StrCat("batch_size x sample bytes = ", config.batch_size(), " x ",
-                                                 sample_bytes, " bytes; a batch may hold at most ",
-                                                 kMaxBatchBytes, " bytes"));
+                                                 sample_bytes, " bytes; a batch may hold at most ", kMaxBatchBytes,
+                                                 " bytes"));
 }
 
 }  // namespace
@@ -145,7 +147,8 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
   if (!p.video_) {
     for (const v1::FieldSpec& f : config.fields()) {
       if (f.kind() == v1::AUDIO_TRACK) {
-        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(), "' of kind audio is a video's audio "
+        return absl::InvalidArgumentError(absl::StrCat("field '", f.name(),
+                                                       "' of kind audio is a video's audio "
                                                        "track: the pipeline must start with video_clip(...)"));
       }
     }
@@ -160,8 +163,9 @@ absl::Status Pipeline::CreateAudio(const v1::SessionConfig& config) {
   absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&ops_, config.batch_size());
   if (!audio.ok()) return audio.status();
   if (config.cache_mode() == v1::CACHE_DECODED) {
-    return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
-                                      "CACHE_RAW or CACHE_BATCH");
+    return absl::InvalidArgumentError(
+        "cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
+        "CACHE_RAW or CACHE_BATCH");
   }
   audio_ = std::make_shared<const AudioPipeline>(*std::move(audio));
   layout_ = v1::AUDIO;
@@ -173,8 +177,8 @@ absl::Status Pipeline::CheckImageOps(const v1::SessionConfig& config, bool& fixe
   for (int i = 0; i < config.pipeline_size(); ++i) {
     v1::Op op = config.pipeline(i);
     if (op.has_video_clip() && i > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
     }
     if (auto s = CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed); !s.ok()) {
       return s;
@@ -203,8 +207,9 @@ absl::Status Pipeline::CheckVideoSession(const v1::SessionConfig& config) {
   std::string why;
   if (LoadMediaModule(&why) == nullptr) return absl::FailedPreconditionError(why);
   if (config.cache_mode() == v1::CACHE_DECODED) {
-    return absl::InvalidArgumentError("cache_mode CACHE_DECODED keeps decoded images; a video_clip session can "
-                                      "use CACHE_RAW or CACHE_BATCH");
+    return absl::InvalidArgumentError(
+        "cache_mode CACHE_DECODED keeps decoded images; a video_clip session can "
+        "use CACHE_RAW or CACHE_BATCH");
   }
   for (const v1::FieldSpec& f : config.fields()) {
     if (IsTargetKind(f.kind())) {
@@ -223,8 +228,8 @@ absl::Status Pipeline::CheckVideoSession(const v1::SessionConfig& config) {
 
 absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, UserOps user) {
   if (ops.size() > static_cast<size_t>(kMaxPipelineOps)) {
-    return absl::InvalidArgumentError(absl::StrCat("the stored prefix has ", ops.size(), " ops; at most ",
-                                                   kMaxPipelineOps, " are allowed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the stored prefix has ", ops.size(), " ops; at most ", kMaxPipelineOps, " are allowed"));
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].has_audio() || ops[i].has_mel_spectrogram() || ops[i].has_video_clip()) {
@@ -240,9 +245,10 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
     const std::string where = absl::StrCat("prefix[", i, "]");
     if (auto s = p.CheckOpAt(where, i, op, fixed); !s.ok()) return s;
     const OpEntry* entry = FindOp(op.op_case());
-    if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) || (entry != nullptr && entry->random(op))) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " ", PipelineToText({op}),
-                                                     " is random: random ops stay online (after the prefix)"));
+    if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) ||
+        (entry != nullptr && entry->random(op))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " ", PipelineToText({op}), " is random: random ops stay online (after the prefix)"));
     }
     if (op.has_normalize()) {
       if (i + 1 != ops.size()) {
@@ -348,8 +354,8 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   const v1::Op& first = first_op < ops_.size() ? ops_[first_op] : kNoOp;
   if (first.has_random_resized_crop()) {
     const auto& o = first.random_resized_crop();
-    region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(),
-                                  o.ratio_max(), rng);
+    region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(), o.ratio_max(),
+                                  rng);
     scale = DctScaleFor(std::min(region.height, region.width), o.size(), o.antialias());
     next_op = first_op + 1;
   } else if (first.has_center_crop() && info->height >= first.center_crop().size() &&
@@ -357,8 +363,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
     region = CenterCropBox(info->height, info->width, first.center_crop().size());
     next_op = first_op + 1;
   } else if (first.has_resize()) {
-    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side(),
-                        first.resize().antialias());
+    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side(), first.resize().antialias());
     next_op = first_op + 1;
   }
   absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
@@ -413,8 +418,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
       case v1::Op::kPlugin:
         if (absl::Status s = ApplyUserOp(i, image, rng, max_pixels, io); !s.ok()) return s;
         break;
-      case v1::Op::OP_NOT_SET:
-        break;
+      case v1::Op::OP_NOT_SET: break;
       default:  // op_registry.h
         if (const OpEntry* entry = FindOp(op.op_case()); entry != nullptr && entry->apply != nullptr) {
           if (entry->limit != nullptr) {
@@ -433,8 +437,7 @@ void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size 
                         cv::Size after) {
   // An op that sets the size (or changes it) frees the user ops before it.
   int unused_h = 0, unused_w = 0;
-  const bool plugin_fixed =
-      op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
+  const bool plugin_fixed = op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
   const bool sets_size = op.has_random_resized_crop() || op.has_center_crop() || op.has_resize_pad() ||
                          op.has_random_crop() || plugin_fixed || !fixed_after || after != before || !fixed_before;
   if (sets_size) keeps_size_.clear();

@@ -14,29 +14,29 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "absl/strings/string_view.h"
-#include "common/rng.h"
-#include "dataplane/ops/audio_ops.h"
-#include "dataplane/sample/geometry.h"
-#include "dataplane/decode/video_decoder.h"
-#include "dataplane/ops/user_ops.h"
-#include "proto/stoker/v1/stoker.pb.h"
 #include <opencv2/core.hpp>
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/rng.h"
+#include "dataplane/decode/video_decoder.h"
+#include "dataplane/ops/audio_ops.h"
+#include "dataplane/ops/user_ops.h"
+#include "dataplane/sample/geometry.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
 class PluginInstance;
 
 // Limits on session parameters; part of the documented contract.
-inline constexpr int kMaxImageSide = 8192;     // pixels, for every size argument
-inline constexpr int kMaxBatchSize = 65536;    // samples
+inline constexpr int kMaxImageSide = 8192;                   // pixels, for every size argument
+inline constexpr int kMaxBatchSize = 65536;                  // samples
 inline constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch's image buffer
 // Most ops a pipeline may have: each is checked, copied and kept per
 // session (500,000 took 820 MB at open); real pipelines have a dozen.
 inline constexpr int kMaxPipelineOps = 1024;
-inline constexpr size_t kMaxClipBytes = size_t{1} << 30;      // one video clip's decoded RGB frames
+inline constexpr size_t kMaxClipBytes = size_t{1} << 30;  // one video clip's decoded RGB frames
 
 // Worker time one sample spent per stage.
 struct SampleTimes {
@@ -163,7 +163,7 @@ class Pipeline {
   std::shared_ptr<const AudioPipeline> audio_;
   bool video_ = false;
   std::vector<int64_t> audio_track_shape_;  // [K,] C, L
-  int64_t frame_bytes() const;  // one image (a video's frame) in the session's layout and dtype
+  int64_t frame_bytes() const;              // one image (a video's frame) in the session's layout and dtype
   UserOps user_;
   // A user op's output must keep this size: the pipeline's size was fixed
   // before it and no later op sets one (by op position).

@@ -4,9 +4,9 @@
 #include "dataplane/ops/pipeline_checks.h"
 
 #include "absl/strings/str_cat.h"
-#include "dataplane/ops/pipeline_text.h"
-#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/op_plugins.h"
+#include "dataplane/ops/op_registry.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/python_stage.h"
 
 namespace stoker {
@@ -16,7 +16,7 @@ namespace {
 // A plugin op: the plugin checks its arguments (making the instance the
 // pipeline keeps, *plugin); its output size.
 absl::Status CheckPluginOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
-                                   std::shared_ptr<const PluginInstance>* plugin) {
+                           std::shared_ptr<const PluginInstance>* plugin) {
   absl::StatusOr<std::shared_ptr<const PluginInstance>> instance = PluginInstance::Create(where, op.plugin(), user);
   if (!instance.ok()) return instance.status();
   *plugin = *instance;
@@ -31,11 +31,8 @@ absl::Status CheckPluginOp(const std::string& where, v1::Op& op, bool& fixed, in
       h = oh;
       w = ow;
       break;
-    case STOKER_SIZE_VARIES:
-      fixed = false;
-      break;
-    default:
-      break;
+    case STOKER_SIZE_VARIES: fixed = false; break;
+    default: break;
   }
   return absl::OkStatus();
 }
@@ -57,10 +54,8 @@ absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, 
             ": this server runs no Python transforms (the operator starts it with --python-transforms MODULES)"));
       }
       return user.python->Check(where, op.python());  // the size stays as it was (checked when it runs)
-    case v1::Op::kPlugin:
-      return CheckPluginOp(where, op, fixed, h, w, user, plugin);
-    case v1::Op::OP_NOT_SET:
-      break;
+    case v1::Op::kPlugin: return CheckPluginOp(where, op, fixed, h, w, user, plugin);
+    case v1::Op::OP_NOT_SET: break;
     default:
       if (const OpEntry* entry = FindOp(op.op_case())) {  // op_registry.h
         OpShape shape{fixed, h, w};

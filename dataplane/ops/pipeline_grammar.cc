@@ -19,16 +19,10 @@ std::string KindOf(const FieldDescriptor* f) {
   std::string kind;
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_FLOAT:
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      kind = "float";
-      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE: kind = "float"; break;
     case FieldDescriptor::CPPTYPE_INT32:
-    case FieldDescriptor::CPPTYPE_INT64:
-      kind = "int";
-      break;
-    case FieldDescriptor::CPPTYPE_BOOL:
-      kind = "bool";
-      break;
+    case FieldDescriptor::CPPTYPE_INT64: kind = "int"; break;
+    case FieldDescriptor::CPPTYPE_BOOL: kind = "bool"; break;
     case FieldDescriptor::CPPTYPE_ENUM: {
       std::vector<std::string> names;
       for (int i = 0; i < f->enum_type()->value_count(); ++i) {
@@ -37,11 +31,8 @@ std::string KindOf(const FieldDescriptor* f) {
       kind = absl::StrJoin(names, "|");
       break;
     }
-    case FieldDescriptor::CPPTYPE_STRING:
-      kind = "string";
-      break;
-    default:
-      kind = "message";
+    case FieldDescriptor::CPPTYPE_STRING: kind = "string"; break;
+    default: kind = "message";
   }
   return f->is_repeated() ? kind + " list" : kind;
 }

@@ -4,17 +4,17 @@
 #include <cstring>
 #include <optional>
 
+#include <opencv2/imgproc.hpp>
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dataplane/decode/audio_decoder.h"
 #include "dataplane/decode/decoder_threads.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/decode/media_loader.h"
+#include "dataplane/decode/video_decoder.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/resample.h"
-#include "dataplane/decode/video_decoder.h"
 #include "dataplane/ops/video_ops.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 
@@ -65,10 +65,10 @@ absl::Status Pipeline::CheckAudioTrack(const v1::SessionConfig& config) {
   if (clip.audio_channels() == 0) clip.set_audio_channels(1);  // their ranges: CheckVideoClip
   const int64_t window = std::llround(double{clip.audio_seconds()} * clip.audio_rate());
   if (!(clip.audio_seconds() > 0) || clip.audio_seconds() > 600 || window < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline[0].video_clip.audio_seconds = ", clip.audio_seconds(),
-        ": a field of kind audio needs each clip's window length, 0..600 s (e.g. video_clip(frames=16, "
-        "audio_seconds=1.0))"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline[0].video_clip.audio_seconds = ", clip.audio_seconds(),
+                     ": a field of kind audio needs each clip's window length, 0..600 s (e.g. video_clip(frames=16, "
+                     "audio_seconds=1.0))"));
   }
   audio_track_shape_.clear();
   if (clip.clips() > 1) audio_track_shape_.push_back(clip.clips());
@@ -76,8 +76,8 @@ absl::Status Pipeline::CheckAudioTrack(const v1::SessionConfig& config) {
   const int64_t bytes = int64_t{clip.clips()} * clip.audio_channels() * window * 4;
   if (config.batch_size() * (sample_bytes() + bytes) > kMaxBatchBytes) {
     return absl::InvalidArgumentError(absl::StrCat("batch_size x (clip bytes + audio bytes) = ", config.batch_size(),
-                                                   " x (", sample_bytes(), " + ", bytes,
-                                                   "); a batch may hold at most ", kMaxBatchBytes, " bytes"));
+                                                   " x (", sample_bytes(), " + ", bytes, "); a batch may hold at most ",
+                                                   kMaxBatchBytes, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -87,8 +87,8 @@ absl::Status Pipeline::ProduceVideo(absl::string_view encoded, Rng& rng, const V
   if (!video_) return absl::FailedPreconditionError("not a video_clip pipeline");
   const absl::Time t0 = absl::Now();
   // One time limit for the whole sample: the index and every clip's decode.
-  const absl::Time deadline = limits.max_wall_seconds > 0 ? t0 + absl::Seconds(limits.max_wall_seconds)
-                                                          : absl::InfiniteFuture();
+  const absl::Time deadline =
+      limits.max_wall_seconds > 0 ? t0 + absl::Seconds(limits.max_wall_seconds) : absl::InfiniteFuture();
   auto within = [&]() -> absl::StatusOr<VideoLimits> {
     VideoLimits l = limits;
     if (deadline == absl::InfiniteFuture()) return l;

@@ -3,9 +3,9 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
-#include "dataplane/decode/image_decoder.h"
 #include "tests/testdata/image_set.h"
 
 namespace stoker {
@@ -141,7 +141,6 @@ TEST(PipelineTest, FloatOutputsNormalizeInEitherLayout) {
   EXPECT_FLOAT_EQ(out[2], 0.2f);
 }
 
-
 // A PNG with an eXIf chunk saying "rotate 90° clockwise" (orientation 6).
 std::string PngWithExifOrientation(const cv::Mat& rgb) {
   cv::Mat bgr;
@@ -157,9 +156,7 @@ std::string PngWithExifOrientation(const cv::Mat& rgb) {
     }
     return c ^ 0xffffffffu;
   };
-  auto be32 = [](uint32_t v) {
-    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-  };
+  auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
   const std::string body = "eXIf" + exif;
   const std::string chunk = be32(static_cast<uint32_t>(exif.size())) + body + be32(crc(body));
   std::string out(png.begin(), png.end());
@@ -310,8 +307,7 @@ TEST(PipelineTest, StoreWritesNhwcAndNchw) {
   two.at<cv::Vec3b>(1, 1) = {10, 11, 12};
   uint8_t planar[12];
   ASSERT_TRUE(nchw->Store(two, planar).ok());
-  EXPECT_EQ(std::vector<uint8_t>(planar, planar + 12),
-            (std::vector<uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
+  EXPECT_EQ(std::vector<uint8_t>(planar, planar + 12), (std::vector<uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
   EXPECT_EQ(nchw->SampleShape(), (std::vector<int64_t>{3, 2, 2}));
 }
 
@@ -319,12 +315,13 @@ TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {
   struct Case {
     std::string text, fragment;
   };
-  for (const Case& c : std::vector<Case>{
-           {"resize(256), random_resized_crop(224)", "prefix[1] random_resized_crop(224"},
-           {"random_horizontal_flip(0.5)", "prefix[0] random_horizontal_flip"},
-           {"center_crop(224), color_jitter(0.4)", "prefix[1] color_jitter"},
-           {"resize(256), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225), center_crop(224)", "prefix[1] normalize must be the last op of the prefix"},
-           {"resize(0)", "prefix[0].resize.shorter_side = 0"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"resize(256), random_resized_crop(224)", "prefix[1] random_resized_crop(224"},
+                         {"random_horizontal_flip(0.5)", "prefix[0] random_horizontal_flip"},
+                         {"center_crop(224), color_jitter(0.4)", "prefix[1] color_jitter"},
+                         {"resize(256), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225), center_crop(224)",
+                          "prefix[1] normalize must be the last op of the prefix"},
+                         {"resize(0)", "prefix[0].resize.shorter_side = 0"}}) {
     absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(c.text);
     ASSERT_TRUE(ops.ok()) << c.text << ": " << ops.status();
     absl::StatusOr<Pipeline> p = Pipeline::CreatePrefix(*ops);
@@ -336,7 +333,8 @@ TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->ops().size(), 2u);
   EXPECT_TRUE(Pipeline::CreatePrefix(*ParsePipelineText("resize(256)")).ok());  // output size need not be fixed
-  absl::StatusOr<Pipeline> floats = Pipeline::CreatePrefix(*ParsePipelineText("resize(256), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)"));
+  absl::StatusOr<Pipeline> floats = Pipeline::CreatePrefix(
+      *ParsePipelineText("resize(256), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225)"));
   ASSERT_TRUE(floats.ok()) << floats.status();  // stored as float32 pixels
   EXPECT_TRUE(floats->normalizes());
   EXPECT_EQ(floats->dtype(), v1::FLOAT32);

@@ -107,8 +107,7 @@ absl::Status SetScalar(absl::string_view v, const FieldDescriptor* f, google::pr
       r->SetEnum(m, f, value);
       return absl::OkStatus();
     }
-    default:
-      return absl::InvalidArgumentError("an argument of a type the text form does not have");
+    default: return absl::InvalidArgumentError("an argument of a type the text form does not have");
   }
 }
 
@@ -163,15 +162,13 @@ std::string ScalarText(const google::protobuf::Message& m, const FieldDescriptor
     }
     case FieldDescriptor::CPPTYPE_INT32:
       return absl::StrCat(index < 0 ? r->GetInt32(m, f) : r->GetRepeatedInt32(m, f, index));
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return r->GetBool(m, f) ? "true" : "false";
+    case FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(m, f) ? "true" : "false";
     case FieldDescriptor::CPPTYPE_ENUM: {
       const google::protobuf::EnumValueDescriptor* v = f->enum_type()->FindValueByNumber(r->GetEnumValue(m, f));
       if (v == nullptr && first_ops) v = f->enum_type()->value(0);
       return v != nullptr ? absl::AsciiStrToLower(v->name()) : absl::StrCat(r->GetEnumValue(m, f));
     }
-    default:
-      return "?";
+    default: return "?";
   }
 }
 
@@ -294,8 +291,8 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   }
   known.erase(std::remove(known.begin(), known.end(), "plugin"), known.end());
   std::sort(known.begin(), known.end());
-  return absl::InvalidArgumentError(absl::StrCat("pipeline: unknown op '", name, "'; known ops: ",
-                                                 absl::StrJoin(known, ", "),
+  return absl::InvalidArgumentError(absl::StrCat("pipeline: unknown op '", name,
+                                                 "'; known ops: ", absl::StrJoin(known, ", "),
                                                  " (and plugin ops the server loaded, named team.op)"));
 }
 
@@ -319,15 +316,9 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
   for (const v1::Op& op : ops) {
     switch (op.op_case()) {
       case v1::Op::kPython:
-      case v1::Op::kPlugin:
-        parts.push_back(UserOpText(op));
-        break;
-      case v1::Op::OP_NOT_SET:
-        parts.push_back("<unset>");
-        break;
-      default:
-        parts.push_back(OpToText(op, v1::Op::descriptor()->FindFieldByNumber(op.op_case())));
-        break;
+      case v1::Op::kPlugin: parts.push_back(UserOpText(op)); break;
+      case v1::Op::OP_NOT_SET: parts.push_back("<unset>"); break;
+      default: parts.push_back(OpToText(op, v1::Op::descriptor()->FindFieldByNumber(op.op_case()))); break;
     }
   }
   return absl::StrJoin(parts, ", ");

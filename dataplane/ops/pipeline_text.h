@@ -18,8 +18,7 @@ namespace stoker {
 
 // The standard ImageNet training transform: RandomResizedCrop(224) and
 // RandomHorizontalFlip(0.5).
-constexpr absl::string_view kDefaultTrainPipeline =
-    "random_resized_crop(224), random_horizontal_flip(0.5)";
+constexpr absl::string_view kDefaultTrainPipeline = "random_resized_crop(224), random_horizontal_flip(0.5)";
 
 // INVALID_ARGUMENT naming the op or argument that does not parse. Values are
 // not range-checked here; the server validates them.

@@ -18,7 +18,8 @@ TEST(PipelineTextTest, DefaultTrainPipelineParses) {
 }
 
 TEST(PipelineTextTest, NamedArgumentsAndRanges) {
-  auto ops = ParsePipelineText("random_resized_crop(size=160, scale=0.25:1, ratio=0.5:2), resize(256), center_crop(224)");
+  auto ops =
+      ParsePipelineText("random_resized_crop(size=160, scale=0.25:1, ratio=0.5:2), resize(256), center_crop(224)");
   ASSERT_TRUE(ops.ok()) << ops.status();
   ASSERT_EQ(ops->size(), 3u);
   const auto& rrc = (*ops)[0].random_resized_crop();
@@ -148,8 +149,11 @@ TEST(PipelineTextTest, TheFirstOpsPrintAsTheyAlwaysHave) {
   EXPECT_EQ(PipelineToText({nan}), "normalize(mean=nan)");
   EXPECT_NE(ParsePipelineText("resize(256, nearest, true, 4)").status().message().find("takes at most 3 arguments"),
             std::string::npos);
-  EXPECT_NE(ParsePipelineText("center_crop(sides=3)").status().message().find("center_crop has no argument 'sides'; "
-                                                                               "it takes size"),
+  EXPECT_NE(ParsePipelineText("center_crop(sides=3)")
+                .status()
+                .message()
+                .find("center_crop has no argument 'sides'; "
+                      "it takes size"),
             std::string::npos);
   EXPECT_NE(ParsePipelineText("resize(big)").status().message().find("pipeline: resize.size: 'big' is not an integer"),
             std::string::npos);

@@ -43,26 +43,23 @@ absl::StatusOr<v1::OpArgument> ParseArgumentValue(absl::string_view v) {
 
 std::string ArgumentValueText(const v1::OpArgument& a) {
   switch (a.value_case()) {
-    case v1::OpArgument::kIntValue:
-      return absl::StrCat(a.int_value());
+    case v1::OpArgument::kIntValue: return absl::StrCat(a.int_value());
     case v1::OpArgument::kFloatValue: {
       std::string text = DoubleText(a.float_value());
       // Keep it a float when read back ("2" would be an integer).
       if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
       return text;
     }
-    case v1::OpArgument::kBoolValue:
-      return a.bool_value() ? "true" : "false";
+    case v1::OpArgument::kBoolValue: return a.bool_value() ? "true" : "false";
     case v1::OpArgument::kStringValue: {
       auto back = ParseArgumentValue(a.string_value());
       const bool bare = back.ok() && back->has_string_value() && back->string_value() == a.string_value() &&
                         absl::StripAsciiWhitespace(a.string_value()) == a.string_value();
       if (bare) return a.string_value();
       return absl::StrContains(a.string_value(), '\'') ? absl::StrCat("\"", a.string_value(), "\"")
-                                                        : absl::StrCat("'", a.string_value(), "'");
+                                                       : absl::StrCat("'", a.string_value(), "'");
     }
-    default:
-      return "''";
+    default: return "''";
   }
 }
 
@@ -94,7 +91,8 @@ absl::StatusOr<v1::Op> ParseUserOp(const std::string& name, absl::string_view te
         if (eq != absl::string_view::npos) {
           key = std::string(absl::StripAsciiWhitespace(arg.substr(0, eq)));
           value = absl::StripAsciiWhitespace(arg.substr(eq + 1));
-          if (key.empty()) return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ": '", arg, "' has no name"));
+          if (key.empty())
+            return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ": '", arg, "' has no name"));
         }
         const int here = position++;
         if (python && here == 0 && key.empty()) {
@@ -102,19 +100,22 @@ absl::StatusOr<v1::Op> ParseUserOp(const std::string& name, absl::string_view te
           continue;
         }
         if (python && key.empty()) {
-          return absl::InvalidArgumentError(absl::StrCat("pipeline: python takes the function and then name=value "
-                                                         "arguments only; '", arg, "' has no name"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("pipeline: python takes the function and then name=value "
+                           "arguments only; '",
+                           arg, "' has no name"));
         }
         if (key == "p") {
           auto f = ParseFloat(value);
-          if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ".p: ", f.status().message()));
+          if (!f.ok())
+            return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ".p: ", f.status().message()));
           python ? op.mutable_python()->set_p(*f) : op.mutable_plugin()->set_p(*f);
           continue;
         }
         auto a = ParseArgumentValue(value);
         if (!a.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ".", key.empty() ? absl::StrCat("[", here, "]") : key,
-                                                         ": ", a.status().message()));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "pipeline: ", name, ".", key.empty() ? absl::StrCat("[", here, "]") : key, ": ", a.status().message()));
         }
         a->set_name(key);
         *(python ? op.mutable_python()->add_kwargs() : op.mutable_plugin()->add_args()) = *std::move(a);

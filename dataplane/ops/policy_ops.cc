@@ -31,16 +31,16 @@ struct SpaceOp {
 
 // The spaces' op orders (torchvision's dict orders; the index drawn picks one).
 const std::vector<SpaceOp> kAutoAugmentSpace = {
-    {P::kShearX, true, true},      {P::kShearY, true, true},     {P::kTranslateX, true, true},
-    {P::kTranslateY, true, true},  {P::kRotate, true, true},     {P::kBrightness, true, true},
-    {P::kColor, true, true},       {P::kContrast, true, true},   {P::kSharpness, true, true},
-    {P::kPosterize, true, false},  {P::kSolarize, true, false},  {P::kAutoContrast, false, false},
-    {P::kEqualize, false, false},  {P::kInvert, false, false}};
+    {P::kShearX, true, true},     {P::kShearY, true, true},    {P::kTranslateX, true, true},
+    {P::kTranslateY, true, true}, {P::kRotate, true, true},    {P::kBrightness, true, true},
+    {P::kColor, true, true},      {P::kContrast, true, true},  {P::kSharpness, true, true},
+    {P::kPosterize, true, false}, {P::kSolarize, true, false}, {P::kAutoContrast, false, false},
+    {P::kEqualize, false, false}, {P::kInvert, false, false}};
 const std::vector<SpaceOp> kRandAugmentSpace = {
-    {P::kIdentity, false, false},  {P::kShearX, true, true},     {P::kShearY, true, true},
-    {P::kTranslateX, true, true},  {P::kTranslateY, true, true}, {P::kRotate, true, true},
-    {P::kBrightness, true, true},  {P::kColor, true, true},      {P::kContrast, true, true},
-    {P::kSharpness, true, true},   {P::kPosterize, true, false}, {P::kSolarize, true, false},
+    {P::kIdentity, false, false},     {P::kShearX, true, true},     {P::kShearY, true, true},
+    {P::kTranslateX, true, true},     {P::kTranslateY, true, true}, {P::kRotate, true, true},
+    {P::kBrightness, true, true},     {P::kColor, true, true},      {P::kContrast, true, true},
+    {P::kSharpness, true, true},      {P::kPosterize, true, false}, {P::kSolarize, true, false},
     {P::kAutoContrast, false, false}, {P::kEqualize, false, false}};
 
 enum class Space { kAutoAugment, kRandAugment, kTrivialWide, kAugMix };
@@ -49,25 +49,24 @@ float Magnitude(Space space, P op, int bins, int i, int height, int width) {
   const bool wide = space == Space::kTrivialWide;
   switch (op) {
     case P::kShearX:
-    case P::kShearY:
-      return TorchLinspace(0, wide ? 0.99f : 0.3f, bins, i);
+    case P::kShearY: return TorchLinspace(0, wide ? 0.99f : 0.3f, bins, i);
     case P::kTranslateX:
       return TorchLinspace(0, wide ? 32.0f : space == Space::kAugMix ? width / 3.0f : 150.0f / 331.0f * width, bins, i);
     case P::kTranslateY:
-      return TorchLinspace(0, wide ? 32.0f : space == Space::kAugMix ? height / 3.0f : 150.0f / 331.0f * height, bins, i);
-    case P::kRotate:
-      return TorchLinspace(0, wide ? 135.0f : 30.0f, bins, i);
+      return TorchLinspace(0,
+                           wide                      ? 32.0f
+                           : space == Space::kAugMix ? height / 3.0f
+                                                     : 150.0f / 331.0f * height,
+                           bins, i);
+    case P::kRotate: return TorchLinspace(0, wide ? 135.0f : 30.0f, bins, i);
     case P::kBrightness:
     case P::kColor:
     case P::kContrast:
-    case P::kSharpness:
-      return TorchLinspace(0, wide ? 0.99f : 0.9f, bins, i);
+    case P::kSharpness: return TorchLinspace(0, wide ? 0.99f : 0.9f, bins, i);
     case P::kPosterize:
       return space == Space::kAugMix ? PosterizeBits(4, 4, bins, i) : PosterizeBits(8, wide ? 6 : 4, bins, i);
-    case P::kSolarize:
-      return TorchLinspace(255, 0, bins, i);
-    default:
-      return 0;
+    case P::kSolarize: return TorchLinspace(255, 0, bins, i);
+    default: return 0;
   }
 }
 
@@ -82,33 +81,44 @@ using Policy = std::vector<std::pair<SubPolicy, SubPolicy>>;
 // torchvision's order.
 const Policy& PolicyTable(v1::AutoAugmentPolicy which) {
   static const Policy imagenet = {
-      {{P::kPosterize, 0.4f, 8}, {P::kRotate, 0.6f, 9}},      {{P::kSolarize, 0.6f, 5}, {P::kAutoContrast, 0.6f, -1}},
-      {{P::kEqualize, 0.8f, -1}, {P::kEqualize, 0.6f, -1}},   {{P::kPosterize, 0.6f, 7}, {P::kPosterize, 0.6f, 6}},
-      {{P::kEqualize, 0.4f, -1}, {P::kSolarize, 0.2f, 4}},    {{P::kEqualize, 0.4f, -1}, {P::kRotate, 0.8f, 8}},
-      {{P::kSolarize, 0.6f, 3}, {P::kEqualize, 0.6f, -1}},    {{P::kPosterize, 0.8f, 5}, {P::kEqualize, 1.0f, -1}},
-      {{P::kRotate, 0.2f, 3}, {P::kSolarize, 0.6f, 8}},       {{P::kEqualize, 0.6f, -1}, {P::kPosterize, 0.4f, 6}},
-      {{P::kRotate, 0.8f, 8}, {P::kColor, 0.4f, 0}},          {{P::kRotate, 0.4f, 9}, {P::kEqualize, 0.6f, -1}},
-      {{P::kEqualize, 0.0f, -1}, {P::kEqualize, 0.8f, -1}},   {{P::kInvert, 0.6f, -1}, {P::kEqualize, 1.0f, -1}},
-      {{P::kColor, 0.6f, 4}, {P::kContrast, 1.0f, 8}},        {{P::kRotate, 0.8f, 8}, {P::kColor, 1.0f, 2}},
-      {{P::kColor, 0.8f, 8}, {P::kSolarize, 0.8f, 7}},        {{P::kSharpness, 0.4f, 7}, {P::kInvert, 0.6f, -1}},
-      {{P::kShearX, 0.6f, 5}, {P::kEqualize, 1.0f, -1}},      {{P::kColor, 0.4f, 0}, {P::kEqualize, 0.6f, -1}},
-      {{P::kEqualize, 0.4f, -1}, {P::kSolarize, 0.2f, 4}},    {{P::kSolarize, 0.6f, 5}, {P::kAutoContrast, 0.6f, -1}},
-      {{P::kInvert, 0.6f, -1}, {P::kEqualize, 1.0f, -1}},     {{P::kColor, 0.6f, 4}, {P::kContrast, 1.0f, 8}},
+      {{P::kPosterize, 0.4f, 8}, {P::kRotate, 0.6f, 9}},    {{P::kSolarize, 0.6f, 5}, {P::kAutoContrast, 0.6f, -1}},
+      {{P::kEqualize, 0.8f, -1}, {P::kEqualize, 0.6f, -1}}, {{P::kPosterize, 0.6f, 7}, {P::kPosterize, 0.6f, 6}},
+      {{P::kEqualize, 0.4f, -1}, {P::kSolarize, 0.2f, 4}},  {{P::kEqualize, 0.4f, -1}, {P::kRotate, 0.8f, 8}},
+      {{P::kSolarize, 0.6f, 3}, {P::kEqualize, 0.6f, -1}},  {{P::kPosterize, 0.8f, 5}, {P::kEqualize, 1.0f, -1}},
+      {{P::kRotate, 0.2f, 3}, {P::kSolarize, 0.6f, 8}},     {{P::kEqualize, 0.6f, -1}, {P::kPosterize, 0.4f, 6}},
+      {{P::kRotate, 0.8f, 8}, {P::kColor, 0.4f, 0}},        {{P::kRotate, 0.4f, 9}, {P::kEqualize, 0.6f, -1}},
+      {{P::kEqualize, 0.0f, -1}, {P::kEqualize, 0.8f, -1}}, {{P::kInvert, 0.6f, -1}, {P::kEqualize, 1.0f, -1}},
+      {{P::kColor, 0.6f, 4}, {P::kContrast, 1.0f, 8}},      {{P::kRotate, 0.8f, 8}, {P::kColor, 1.0f, 2}},
+      {{P::kColor, 0.8f, 8}, {P::kSolarize, 0.8f, 7}},      {{P::kSharpness, 0.4f, 7}, {P::kInvert, 0.6f, -1}},
+      {{P::kShearX, 0.6f, 5}, {P::kEqualize, 1.0f, -1}},    {{P::kColor, 0.4f, 0}, {P::kEqualize, 0.6f, -1}},
+      {{P::kEqualize, 0.4f, -1}, {P::kSolarize, 0.2f, 4}},  {{P::kSolarize, 0.6f, 5}, {P::kAutoContrast, 0.6f, -1}},
+      {{P::kInvert, 0.6f, -1}, {P::kEqualize, 1.0f, -1}},   {{P::kColor, 0.6f, 4}, {P::kContrast, 1.0f, 8}},
       {{P::kEqualize, 0.8f, -1}, {P::kEqualize, 0.6f, -1}}};
-  static const Policy cifar10 = {
-      {{P::kInvert, 0.1f, -1}, {P::kContrast, 0.2f, 6}},      {{P::kRotate, 0.7f, 2}, {P::kTranslateX, 0.3f, 9}},
-      {{P::kSharpness, 0.8f, 1}, {P::kSharpness, 0.9f, 3}},   {{P::kShearY, 0.5f, 8}, {P::kTranslateY, 0.7f, 9}},
-      {{P::kAutoContrast, 0.5f, -1}, {P::kEqualize, 0.9f, -1}}, {{P::kShearY, 0.2f, 7}, {P::kPosterize, 0.3f, 7}},
-      {{P::kColor, 0.4f, 3}, {P::kBrightness, 0.6f, 7}},      {{P::kSharpness, 0.3f, 9}, {P::kBrightness, 0.7f, 9}},
-      {{P::kEqualize, 0.6f, -1}, {P::kEqualize, 0.5f, -1}},   {{P::kContrast, 0.6f, 7}, {P::kSharpness, 0.6f, 5}},
-      {{P::kColor, 0.7f, 7}, {P::kTranslateX, 0.5f, 8}},      {{P::kEqualize, 0.3f, -1}, {P::kAutoContrast, 0.4f, -1}},
-      {{P::kTranslateY, 0.4f, 3}, {P::kSharpness, 0.2f, 6}},  {{P::kBrightness, 0.9f, 6}, {P::kColor, 0.2f, 8}},
-      {{P::kSolarize, 0.5f, 2}, {P::kInvert, 0.0f, -1}},      {{P::kEqualize, 0.2f, -1}, {P::kAutoContrast, 0.6f, -1}},
-      {{P::kEqualize, 0.2f, -1}, {P::kEqualize, 0.6f, -1}},   {{P::kColor, 0.9f, 9}, {P::kEqualize, 0.6f, -1}},
-      {{P::kAutoContrast, 0.8f, -1}, {P::kSolarize, 0.2f, 8}}, {{P::kBrightness, 0.1f, 3}, {P::kColor, 0.7f, 0}},
-      {{P::kSolarize, 0.4f, 5}, {P::kAutoContrast, 0.9f, -1}}, {{P::kTranslateY, 0.9f, 9}, {P::kTranslateY, 0.7f, 9}},
-      {{P::kAutoContrast, 0.9f, -1}, {P::kSolarize, 0.8f, 3}}, {{P::kEqualize, 0.8f, -1}, {P::kInvert, 0.1f, -1}},
-      {{P::kTranslateY, 0.7f, 9}, {P::kAutoContrast, 0.9f, -1}}};
+  static const Policy cifar10 = {{{P::kInvert, 0.1f, -1}, {P::kContrast, 0.2f, 6}},
+                                 {{P::kRotate, 0.7f, 2}, {P::kTranslateX, 0.3f, 9}},
+                                 {{P::kSharpness, 0.8f, 1}, {P::kSharpness, 0.9f, 3}},
+                                 {{P::kShearY, 0.5f, 8}, {P::kTranslateY, 0.7f, 9}},
+                                 {{P::kAutoContrast, 0.5f, -1}, {P::kEqualize, 0.9f, -1}},
+                                 {{P::kShearY, 0.2f, 7}, {P::kPosterize, 0.3f, 7}},
+                                 {{P::kColor, 0.4f, 3}, {P::kBrightness, 0.6f, 7}},
+                                 {{P::kSharpness, 0.3f, 9}, {P::kBrightness, 0.7f, 9}},
+                                 {{P::kEqualize, 0.6f, -1}, {P::kEqualize, 0.5f, -1}},
+                                 {{P::kContrast, 0.6f, 7}, {P::kSharpness, 0.6f, 5}},
+                                 {{P::kColor, 0.7f, 7}, {P::kTranslateX, 0.5f, 8}},
+                                 {{P::kEqualize, 0.3f, -1}, {P::kAutoContrast, 0.4f, -1}},
+                                 {{P::kTranslateY, 0.4f, 3}, {P::kSharpness, 0.2f, 6}},
+                                 {{P::kBrightness, 0.9f, 6}, {P::kColor, 0.2f, 8}},
+                                 {{P::kSolarize, 0.5f, 2}, {P::kInvert, 0.0f, -1}},
+                                 {{P::kEqualize, 0.2f, -1}, {P::kAutoContrast, 0.6f, -1}},
+                                 {{P::kEqualize, 0.2f, -1}, {P::kEqualize, 0.6f, -1}},
+                                 {{P::kColor, 0.9f, 9}, {P::kEqualize, 0.6f, -1}},
+                                 {{P::kAutoContrast, 0.8f, -1}, {P::kSolarize, 0.2f, 8}},
+                                 {{P::kBrightness, 0.1f, 3}, {P::kColor, 0.7f, 0}},
+                                 {{P::kSolarize, 0.4f, 5}, {P::kAutoContrast, 0.9f, -1}},
+                                 {{P::kTranslateY, 0.9f, 9}, {P::kTranslateY, 0.7f, 9}},
+                                 {{P::kAutoContrast, 0.9f, -1}, {P::kSolarize, 0.8f, 3}},
+                                 {{P::kEqualize, 0.8f, -1}, {P::kInvert, 0.1f, -1}},
+                                 {{P::kTranslateY, 0.7f, 9}, {P::kAutoContrast, 0.9f, -1}}};
   static const Policy svhn = {
       {{P::kShearX, 0.9f, 4}, {P::kInvert, 0.2f, -1}},        {{P::kShearY, 0.9f, 8}, {P::kInvert, 0.7f, -1}},
       {{P::kEqualize, 0.6f, -1}, {P::kSolarize, 0.6f, 6}},    {{P::kInvert, 0.9f, -1}, {P::kEqualize, 0.6f, -1}},
@@ -128,11 +138,16 @@ const Policy& PolicyTable(v1::AutoAugmentPolicy which) {
 
 bool IsSigned(P op) {
   switch (op) {
-    case P::kShearX: case P::kShearY: case P::kTranslateX: case P::kTranslateY: case P::kRotate:
-    case P::kBrightness: case P::kColor: case P::kContrast: case P::kSharpness:
-      return true;
-    default:
-      return false;
+    case P::kShearX:
+    case P::kShearY:
+    case P::kTranslateX:
+    case P::kTranslateY:
+    case P::kRotate:
+    case P::kBrightness:
+    case P::kColor:
+    case P::kContrast:
+    case P::kSharpness: return true;
+    default: return false;
   }
 }
 
@@ -155,9 +170,9 @@ const std::vector<SpaceOp>& AugMixSpace(bool all_ops) {
 }  // namespace
 
 const char* PolicyOpName(PolicyOp op) {
-  static const char* kNames[] = {"Identity", "ShearX",    "ShearY",   "TranslateX", "TranslateY",
-                                 "Rotate",   "Brightness", "Color",    "Contrast",   "Sharpness",
-                                 "Posterize", "Solarize",  "AutoContrast", "Equalize", "Invert"};
+  static const char* kNames[] = {"Identity",  "ShearX",     "ShearY",       "TranslateX", "TranslateY",
+                                 "Rotate",    "Brightness", "Color",        "Contrast",   "Sharpness",
+                                 "Posterize", "Solarize",   "AutoContrast", "Equalize",   "Invert"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -218,7 +233,8 @@ std::vector<PolicyStep> DrawRandAugment(const v1::RandAugment& o, int height, in
   std::vector<PolicyStep> steps;
   for (int n = 0; n < o.num_ops(); ++n) {
     const SpaceOp& s = kRandAugmentSpace[static_cast<size_t>(RandInt(static_cast<int>(kRandAugmentSpace.size()), rng))];
-    float magnitude = s.has_bins ? Magnitude(Space::kRandAugment, s.op, o.num_magnitude_bins(), o.magnitude(), height, width) : 0;
+    float magnitude =
+        s.has_bins ? Magnitude(Space::kRandAugment, s.op, o.num_magnitude_bins(), o.magnitude(), height, width) : 0;
     if (s.signed_ && RandInt(2, rng) == 1) magnitude = -magnitude;
     steps.push_back({s.op, magnitude});
   }
@@ -290,7 +306,8 @@ absl::Status CheckPolicyFill(const std::string& where, const google::protobuf::R
 bool Bilinear(bool has, v1::Interpolation i) { return has && i == v1::BILINEAR; }
 
 absl::Status IntRange(const std::string& where, int v, int lo, int hi) {
-  if (v < lo || v > hi) return absl::InvalidArgumentError(absl::StrFormat("%s = %d; allowed range is %d..%d", where, v, lo, hi));
+  if (v < lo || v > hi)
+    return absl::InvalidArgumentError(absl::StrFormat("%s = %d; allowed range is %d..%d", where, v, lo, hi));
   return absl::OkStatus();
 }
 
@@ -307,8 +324,7 @@ const std::vector<OpEntry>& PolicyOps() {
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.auto_augment();
          for (const PolicyStep& s : DrawAutoAugment(o.policy(), image.rows, image.cols, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
-                         geometry);
+           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()), geometry);
          }
        },
        OpTargets::kMoved},
@@ -328,8 +344,7 @@ const std::vector<OpEntry>& PolicyOps() {
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.rand_augment();
          for (const PolicyStep& s : DrawRandAugment(o, image.rows, image.cols, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
-                         geometry);
+           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()), geometry);
          }
        },
        OpTargets::kMoved},
@@ -345,8 +360,7 @@ const std::vector<OpEntry>& PolicyOps() {
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
          const auto& o = op.trivial_augment_wide();
          for (const PolicyStep& s : DrawTrivialAugmentWide(o, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
-                         geometry);
+           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()), geometry);
          }
        },
        OpTargets::kMoved},
@@ -373,8 +387,8 @@ const std::vector<OpEntry>& PolicyOps() {
        // A blend of chains warped differently has no one place for a box: refused with targets.
        [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
          const auto& o = op.augmix();
-         ApplyAugMix(image, DrawAugMix(o, image.rows, image.cols, rng), Bilinear(o.has_interpolation(), o.interpolation()),
-                     PolicyFill(o.fill()));
+         ApplyAugMix(image, DrawAugMix(o, image.rows, image.cols, rng),
+                     Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()));
        },
        OpTargets::kRefused},
   };

@@ -12,16 +12,29 @@
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "common/rng.h"
 #include "dataplane/sample/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
 enum class PolicyOp {
-  kIdentity, kShearX, kShearY, kTranslateX, kTranslateY, kRotate, kBrightness, kColor, kContrast, kSharpness,
-  kPosterize, kSolarize, kAutoContrast, kEqualize, kInvert,
+  kIdentity,
+  kShearX,
+  kShearY,
+  kTranslateX,
+  kTranslateY,
+  kRotate,
+  kBrightness,
+  kColor,
+  kContrast,
+  kSharpness,
+  kPosterize,
+  kSolarize,
+  kAutoContrast,
+  kEqualize,
+  kInvert,
 };
 // torchvision's name ("ShearX", ...).
 const char* PolicyOpName(PolicyOp op);
@@ -45,8 +58,8 @@ std::vector<PolicyStep> DrawTrivialAugmentWide(const v1::TrivialAugmentWide& opt
 
 // AugMix's mixing weights and chains, drawn as torchvision draws them.
 struct AugMixDraw {
-  double original = 0;               // m[0]
-  std::vector<double> weights;       // per chain: Dirichlet(alpha) x m[1]
+  double original = 0;          // m[0]
+  std::vector<double> weights;  // per chain: Dirichlet(alpha) x m[1]
   std::vector<std::vector<PolicyStep>> chains;
 };
 AugMixDraw DrawAugMix(const v1::AugMix& options, int height, int width, Rng& rng);

@@ -7,9 +7,9 @@
 
 #include <set>
 
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
@@ -25,11 +25,13 @@ TEST(PolicyOpsTest, RandAugmentsDefaultMagnitudeIsBinNineOfThirtyOne) {
   for (const PolicyStep& s : DrawRandAugment(o, 224, 224, rng)) {
     const float m = std::fabs(s.magnitude);
     switch (s.op) {
-      case PolicyOp::kRotate: EXPECT_FLOAT_EQ(m, 9.0f); break;             // 30 x 9 / 30
-      case PolicyOp::kShearX: EXPECT_NEAR(m, 0.09f, 1e-6); break;          // 0.3 x 9 / 30
-      case PolicyOp::kPosterize: EXPECT_EQ(m, 7.0f); break;                 // 8 - round(9 / 7.5)
-      case PolicyOp::kSolarize: EXPECT_NEAR(m, 178.5f, 1e-3); break;        // 255 - 255 x 9 / 30
-      case PolicyOp::kIdentity: case PolicyOp::kEqualize: case PolicyOp::kAutoContrast: EXPECT_EQ(m, 0); break;
+      case PolicyOp::kRotate: EXPECT_FLOAT_EQ(m, 9.0f); break;        // 30 x 9 / 30
+      case PolicyOp::kShearX: EXPECT_NEAR(m, 0.09f, 1e-6); break;     // 0.3 x 9 / 30
+      case PolicyOp::kPosterize: EXPECT_EQ(m, 7.0f); break;           // 8 - round(9 / 7.5)
+      case PolicyOp::kSolarize: EXPECT_NEAR(m, 178.5f, 1e-3); break;  // 255 - 255 x 9 / 30
+      case PolicyOp::kIdentity:
+      case PolicyOp::kEqualize:
+      case PolicyOp::kAutoContrast: EXPECT_EQ(m, 0); break;
       default: break;
     }
     seen.insert(PolicyOpName(s.op));
@@ -100,8 +102,10 @@ TEST(PolicyOpsTest, PoliciesArePipelineOpsValidatedByName) {
     EXPECT_EQ(out->size(), cv::Size(32, 32));
     EXPECT_FALSE(Pipeline::CreatePrefix({p->ops()[1]}).ok()) << text << " is random";
   }
-  EXPECT_NE(Make("center_crop(32), rand_augment(magnitude=31)").status().message().find(
-                "rand_augment.magnitude = 31; allowed range is 0..30"),
+  EXPECT_NE(Make("center_crop(32), rand_augment(magnitude=31)")
+                .status()
+                .message()
+                .find("rand_augment.magnitude = 31; allowed range is 0..30"),
             std::string::npos);
   EXPECT_NE(Make("center_crop(32), augmix(alpha=0)").status().message().find("augmix.alpha"), std::string::npos);
   EXPECT_TRUE(Make("center_crop(32), trivial_augment_wide()", true).ok()) << "the policies move targets";

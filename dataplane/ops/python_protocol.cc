@@ -106,7 +106,8 @@ std::string StringField(const nlohmann::json& m, const char* key, const std::str
 
 // How a process ended, from waitpid's status.
 std::string ExitText(int status) {
-  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  if (WIFSIGNALED(status))
+    return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
   return "ended";
 }

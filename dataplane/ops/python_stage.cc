@@ -49,7 +49,7 @@ using python_protocol::WriteAll;
 
 namespace {
 
-constexpr int64_t kAlign = 64;                    // load-bearing: python_worker.py's ALIGN
+constexpr int64_t kAlign = 64;  // load-bearing: python_worker.py's ALIGN
 
 nlohmann::json ArgumentJson(const v1::OpArgument& a) {
   switch (a.value_case()) {
@@ -89,8 +89,8 @@ absl::StatusOr<std::unique_ptr<PythonStage>> PythonStage::Start(PythonStageConfi
     return absl::InvalidArgumentError("--python-transform-timeout-ms must be > 0");
   }
   for (const std::string& m : config.modules) {
-    if (m.empty() || m.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
-                         std::string::npos) {
+    if (m.empty() ||
+        m.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat("--python-transforms: '", m, "' is not a module name"));
     }
   }
@@ -156,9 +156,12 @@ absl::Status PythonStage::Spawn(Worker& w) {
   posix_spawn_file_actions_addclosefrom_np(&actions, 5);
   const std::string size = std::to_string(config_.shared_bytes);
   const std::string modules = absl::StrJoin(config_.modules, ",");
-  std::vector<char*> argv = {const_cast<char*>(config_.executable.c_str()), const_cast<char*>("-c"),
-                             const_cast<char*>(script_.c_str()), const_cast<char*>(size.c_str()),
-                             const_cast<char*>(modules.c_str()), nullptr};
+  std::vector<char*> argv = {const_cast<char*>(config_.executable.c_str()),
+                             const_cast<char*>("-c"),
+                             const_cast<char*>(script_.c_str()),
+                             const_cast<char*>(size.c_str()),
+                             const_cast<char*>(modules.c_str()),
+                             nullptr};
   // The server blocks SIGTERM and SIGINT in its threads (one thread waits
   // for them); the child starts with no signal blocked and default handlers.
   posix_spawnattr_t attributes;
@@ -192,8 +195,8 @@ absl::Status PythonStage::Spawn(Worker& w) {
   if (spawned != 0) {
     close(ends[0]);
     close(reader);
-    return absl::InvalidArgumentError(absl::StrCat("--python-executable ", config_.executable,
-                                                   " does not start: ", std::strerror(spawned)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--python-executable ", config_.executable, " does not start: ", std::strerror(spawned)));
   }
   w.pid = pid;
   w.spawner = getpid();
@@ -209,8 +212,8 @@ absl::Status PythonStage::Spawn(Worker& w) {
   if (r != ReadResult::kOk || !BoolField(ready, "ready")) {
     std::string why = r == ReadResult::kTimeout ? absl::StrCat("did not import its modules within ",
                                                                absl::FormatDuration(config_.start_timeout))
-                      : r == ReadResult::kOk   ? StringField(ready, "error", "said it is not ready")
-                                               : (problem.empty() ? "ended before it was ready" : problem);
+                      : r == ReadResult::kOk    ? StringField(ready, "error", "said it is not ready")
+                                                : (problem.empty() ? "ended before it was ready" : problem);
     Stop(w);
     const std::string what = absl::StrCat("python transforms (", config_.executable, " with ", modules, "): ", why);
     // A start past its timeout depends on the load (a first start's failure stops the server anyway).
@@ -313,7 +316,8 @@ std::vector<pid_t> PythonStage::Pids() const {
 
 int PythonStage::Acquire() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](std::deque<int>* free) { return !free->empty(); }, &free_));
+  mu_.Await(absl::Condition(
+      +[](std::deque<int>* free) { return !free->empty(); }, &free_));
   const int slot = free_.front();
   free_.pop_front();
   return slot;
@@ -331,11 +335,12 @@ absl::StatusOr<cv::Mat> PythonStage::Run(const v1::PythonTransform& op, size_t p
   absl::StatusOr<cv::Mat> out;
   try {
     out = Call(w, op, position, origin, image, max_pixels, io);
-  } catch (const std::exception& e) {  // a reply nlohmann cannot read, an allocation: the sample's, and the process is replaced
+  } catch (const std::exception&
+               e) {  // a reply nlohmann cannot read, an allocation: the sample's, and the process is replaced
     Stop(w);
     if (metrics_) metrics_->PythonReplaced("protocol").Increment();
-    out = Failure(op, absl::StrCat("failed in the server's side of the call (", e.what(),
-                                   "); the worker process was replaced"));
+    out = Failure(
+        op, absl::StrCat("failed in the server's side of the call (", e.what(), "); the worker process was replaced"));
   }
   Release(slot);
   return out;

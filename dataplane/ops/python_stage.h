@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -33,7 +34,6 @@
 #include "dataplane/ops/user_ops.h"
 #include "nlohmann/json_fwd.hpp"
 #include "proto/stoker/v1/stoker.pb.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
@@ -41,9 +41,9 @@ struct PythonStageConfig {
   // Importable modules whose public functions sessions may name
   // (stoker-server --python-transforms); empty: no stage.
   std::vector<std::string> modules;
-  int processes = 1;                      // --python-workers
-  std::string executable = "python3";     // --python-executable, found on PATH
-  absl::Duration timeout = absl::Seconds(10);        // one call (--python-transform-timeout-ms)
+  int processes = 1;                                  // --python-workers
+  std::string executable = "python3";                 // --python-executable, found on PATH
+  absl::Duration timeout = absl::Seconds(10);         // one call (--python-transform-timeout-ms)
   absl::Duration start_timeout = absl::Seconds(120);  // a process importing the modules
   // Shared memory per process, for the image in and the image out.
   int64_t shared_bytes = int64_t{256} << 20;
@@ -100,8 +100,8 @@ class PythonStage {
   // Why w's process ended, once it has ("killed by signal 9").
   std::string Reap(Worker& w);
   // One call on a worker this thread holds.
-  absl::StatusOr<cv::Mat> Call(Worker& w, const v1::PythonTransform& op, size_t position,
-                               const Rng::Origin& origin, const cv::Mat& image, int64_t max_pixels, UserOpIo* io);
+  absl::StatusOr<cv::Mat> Call(Worker& w, const v1::PythonTransform& op, size_t position, const Rng::Origin& origin,
+                               const cv::Mat& image, int64_t max_pixels, UserOpIo* io);
   // Call's steps: replaces a process that ended while idle and starts one
   // where none runs; copies the image and io's fields into w's shared
   // memory, returning the fields' description and where the inputs end; reads

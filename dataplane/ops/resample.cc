@@ -10,8 +10,8 @@
 #include <immintrin.h>
 #endif
 
-#include "dataplane/ops/transforms.h"
 #include <opencv2/imgproc.hpp>
+#include "dataplane/ops/transforms.h"
 
 namespace stoker {
 namespace {
@@ -79,8 +79,7 @@ inline uint8_t Clip8(int32_t sum) { return static_cast<uint8_t>(std::clamp(sum >
 // One output row: the rounded, clipped sum of n input rows times their
 // fixed-point weights, bytes [from, width). Integer arithmetic: every path
 // gives the same bytes.
-void WeightedRowsScalar(const uint8_t* const* rows, const int32_t* weights, int n, int from, int width,
-                        uint8_t* dst) {
+void WeightedRowsScalar(const uint8_t* const* rows, const int32_t* weights, int n, int from, int width, uint8_t* dst) {
   for (int i = from; i < width; ++i) {
     int32_t acc = 1 << (kPrecisionBits - 1);
     for (int k = 0; k < n; ++k) acc += static_cast<int32_t>(rows[k][i]) * weights[k];
@@ -92,7 +91,7 @@ void WeightedRowsScalar(const uint8_t* const* rows, const int32_t* weights, int 
 // The same with AVX2: 32 bytes at a time, their sums kept in four registers
 // of eight 32-bit lanes across the taps. Returns how many bytes it did.
 __attribute__((target("avx2"))) int WeightedRowsAvx2(const uint8_t* const* rows, const int32_t* weights, int n,
-                                                      int width, uint8_t* dst) {
+                                                     int width, uint8_t* dst) {
   const __m256i half = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
   int i = 0;
   for (; i + 32 <= width; i += 32) {

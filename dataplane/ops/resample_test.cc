@@ -72,8 +72,8 @@ TEST(ResampleTest, TheAvx2SumsGiveThePlainSumsBytes) {
   for (const cv::Size in : {cv::Size(301, 217), cv::Size(97, 131), cv::Size(640, 480)}) {
     cv::Mat image(in, CV_8UC3);
     rng.fill(image, cv::RNG::UNIFORM, 0, 256);
-    for (const cv::Size out : {cv::Size(224, 224), cv::Size(in.width / 3, in.height), cv::Size(in.width, in.height / 2),
-                               cv::Size(37, 61)}) {
+    for (const cv::Size out :
+         {cv::Size(224, 224), cv::Size(in.width / 3, in.height), cv::Size(in.width, in.height / 2), cv::Size(37, 61)}) {
       if (out.width > in.width || out.height > in.height) continue;
       for (int interpolation : {0, 2}) {
         SetResampleSimdForTesting(false);

@@ -43,8 +43,8 @@ absl::Status SampleWatch::Check() {
     return absl::CancelledError("another sample failed the batch; the sample was stopped");
   }
   if (w->cpu_deadline_ns_ != std::numeric_limits<int64_t>::max() && ThreadCpuNanos() > w->cpu_deadline_ns_) {
-    return TimerError(absl::StrCat("took more than ", absl::FormatDuration(w->cpu_limit_),
-                                   " of CPU time (--max-sample-seconds)"));
+    return TimerError(
+        absl::StrCat("took more than ", absl::FormatDuration(w->cpu_limit_), " of CPU time (--max-sample-seconds)"));
   }
   return absl::OkStatus();
 }

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include <opencv2/imgproc.hpp>
 #include "dataplane/ops/resample.h"
 #include "dataplane/ops/simd.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 namespace {
@@ -14,8 +14,8 @@ namespace {
 int PyRound(double x) { return static_cast<int>(std::nearbyint(x)); }
 }  // namespace
 
-CropBox RandomResizedCropBox(int height, int width, double scale_min, double scale_max,
-                             double ratio_min, double ratio_max, Rng& rng) {
+CropBox RandomResizedCropBox(int height, int width, double scale_min, double scale_max, double ratio_min,
+                             double ratio_max, Rng& rng) {
   const double area = static_cast<double>(height) * width;
   const double log_lo = std::log(ratio_min), log_hi = std::log(ratio_max);
   for (int attempt = 0; attempt < 10; ++attempt) {
@@ -64,8 +64,8 @@ cv::Mat CenterCrop(const cv::Mat& image, int size) {
   cv::Mat src = image;
   if (image.rows < size || image.cols < size) {
     const int pad_h = std::max(0, size - image.rows), pad_w = std::max(0, size - image.cols);
-    cv::copyMakeBorder(image, src, pad_h / 2, (pad_h + 1) / 2, pad_w / 2, (pad_w + 1) / 2,
-                       cv::BORDER_CONSTANT, cv::Scalar::all(0));
+    cv::copyMakeBorder(image, src, pad_h / 2, (pad_h + 1) / 2, pad_w / 2, (pad_w + 1) / 2, cv::BORDER_CONSTANT,
+                       cv::Scalar::all(0));
   }
   const CropBox box = CenterCropBox(src.rows, src.cols, size);
   return src(cv::Rect(box.left, box.top, size, size)).clone();
@@ -149,9 +149,7 @@ cv::Mat Grayscale(const cv::Mat& image) {
 
 void AdjustBrightness(cv::Mat& image, double factor) { Blend(image, cv::Mat(), 0.0, factor); }
 
-void AdjustContrast(cv::Mat& image, double factor) {
-  Blend(image, cv::Mat(), cv::mean(Grayscale(image))[0], factor);
-}
+void AdjustContrast(cv::Mat& image, double factor) { Blend(image, cv::Mat(), cv::mean(Grayscale(image))[0], factor); }
 
 void AdjustSaturation(cv::Mat& image, double factor) { Blend(image, Grayscale(image), 0.0, factor); }
 

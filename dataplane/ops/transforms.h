@@ -4,9 +4,9 @@
 #ifndef STOKER_DATAPLANE_OPS_TRANSFORMS_H_
 #define STOKER_DATAPLANE_OPS_TRANSFORMS_H_
 
+#include <opencv2/core.hpp>
 #include "common/rng.h"
 #include "dataplane/base/crop_box.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
@@ -24,8 +24,8 @@ inline float RoundHalfEven(float v) {
 // fraction in [scale_min, scale_max] and a log-uniform aspect ratio in
 // [ratio_min, ratio_max]; if none fits, the central box clamped to the ratio
 // range.
-CropBox RandomResizedCropBox(int height, int width, double scale_min, double scale_max,
-                             double ratio_min, double ratio_max, Rng& rng);
+CropBox RandomResizedCropBox(int height, int width, double scale_min, double scale_max, double ratio_min,
+                             double ratio_max, Rng& rng);
 
 // OpenCV interpolation flags for stoker.v1.Interpolation values
 // (0 bilinear, 1 nearest, 2 bicubic).
@@ -33,8 +33,7 @@ int InterpolationFlag(int interpolation);
 
 // The box cut out and resized to size x size (antialiased when shrinking
 // if asked: resample.h).
-cv::Mat ResizedCrop(const cv::Mat& image, const CropBox& box, int size, int interpolation = 0,
-                    bool antialias = false);
+cv::Mat ResizedCrop(const cv::Mat& image, const CropBox& box, int size, int interpolation = 0, bool antialias = false);
 
 // torchvision CenterCrop's box for an image at least size x size:
 // top = int(round((H - size) / 2)), left likewise (round half to even).

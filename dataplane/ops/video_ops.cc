@@ -43,8 +43,8 @@ std::vector<int64_t> ClipFrames(const v1::VideoClip& clip, int64_t frames, Rng& 
     } else if (clip.clips() == 1) {
       start = room / 2;
     } else {
-      start = static_cast<int64_t>(std::llround(static_cast<double>(k) * static_cast<double>(room) /
-                                                (clip.clips() - 1)));
+      start =
+          static_cast<int64_t>(std::llround(static_cast<double>(k) * static_cast<double>(room) / (clip.clips() - 1)));
     }
     for (int t = 0; t < clip.frames(); ++t) {
       out.push_back(std::min(frames - 1, start + int64_t{t} * clip.stride()));

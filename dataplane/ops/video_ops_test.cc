@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/decode/image_decoder.h"
-#include "dataplane/ops/pipeline.h"
 #include "dataplane/decode/video_decoder.h"
+#include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "tests/testdata/ffmpeg_files.h"
 #include "tests/testdata/peak_rss.h"
@@ -72,8 +72,10 @@ TEST(VideoDecoderTest, EveryCodecIndexesAndDecodesTheSameFramesFromASeek) {
       {"av1.mkv", absl::StrCat(kPattern, " -c:v libaom-av1 -cpu-used 8", keys)},
       {"mpeg4.avi", absl::StrCat(kPattern, " -c:v mpeg4", keys)},
       // Variable frame rate: frame N at N (N + 40) / 1000 s.
-      {"vfr.mkv", absl::StrCat(kPattern, " -vf settb=1/1000,setpts='N*(N+40)/1000/TB' -fps_mode passthrough "
-                                         "-enc_time_base 1/1000 -c:v libx264", keys)},
+      {"vfr.mkv", absl::StrCat(kPattern,
+                               " -vf settb=1/1000,setpts='N*(N+40)/1000/TB' -fps_mode passthrough "
+                               "-enc_time_base 1/1000 -c:v libx264",
+                               keys)},
   };
   VideoLimits limits;
   for (const Case& c : cases) {
@@ -254,17 +256,18 @@ TEST(VideoPipelineTest, OneRandomDrawPerClipAndDeterminism) {
   EXPECT_GT(times.decode, absl::ZeroDuration());
   // The same crop on every frame of a clip: a clip of one frame repeated
   // (a still video) gives equal frames.
-  const std::string still = Made("-f lavfi -i color=c=red:size=64x48:rate=25:duration=0.4,"
-                                 "drawbox=x=10:y=5:w=20:h=30:color=blue@1:t=fill -c:v libx264 -qp 0 -pix_fmt yuv444p",
-                                 "s.mp4");
+  const std::string still = Made(
+      "-f lavfi -i color=c=red:size=64x48:rate=25:duration=0.4,"
+      "drawbox=x=10:y=5:w=20:h=30:color=blue@1:t=fill -c:v libx264 -qp 0 -pix_fmt yuv444p",
+      "s.mp4");
   for (uint64_t sample = 0; sample < 6; ++sample) {
     Rng r = Rng::ForSample(5, 0, sample);
     ASSERT_TRUE(p->ProduceVideo(still, r, limits, a.data(), &times).ok());
     const size_t frame = 24 * 24 * 3;
     for (int k = 0; k < 2; ++k) {
       for (int t = 1; t < 3; ++t) {
-        ASSERT_TRUE(std::equal(a.begin() + (k * 3 + t) * frame, a.begin() + (k * 3 + t + 1) * frame,
-                               a.begin() + k * 3 * frame))
+        ASSERT_TRUE(
+            std::equal(a.begin() + (k * 3 + t) * frame, a.begin() + (k * 3 + t + 1) * frame, a.begin() + k * 3 * frame))
             << "sample " << sample << " clip " << k << " frame " << t;
       }
     }
@@ -276,15 +279,18 @@ TEST(VideoPipelineTest, OneRandomDrawPerClipAndDeterminism) {
 // bytes are checked against PyAV and torchvision in python/tests).
 TEST(VideoPipelineTest, AClipHoldsOneDecodedFrameAtATime) {
   if (!HaveFfmpeg()) GTEST_SKIP() << "Debian's ffmpeg tool is not installed";
-  const std::string video = Made("-f lavfi -i testsrc2=size=1920x1080:rate=25:duration=1 -c:v libx264 -g 50", "big.mp4");
-  absl::StatusOr<Pipeline> p = Pipeline::Create(Session("video_clip(frames=16, mode=uniform), resize(32), center_crop(32)"));
+  const std::string video =
+      Made("-f lavfi -i testsrc2=size=1920x1080:rate=25:duration=1 -c:v libx264 -g 50", "big.mp4");
+  absl::StatusOr<Pipeline> p =
+      Pipeline::Create(Session("video_clip(frames=16, mode=uniform), resize(32), center_crop(32)"));
   ASSERT_TRUE(p.ok()) << p.status();
   std::vector<uint8_t> clip(static_cast<size_t>(p->sample_bytes()));
   SampleTimes times;
   VideoLimits limits;
   Rng rng = Rng::ForSample(1, 0, 0);
   absl::Status made;
-  const int64_t growth = testing::PeakRssGrowth([&] { made = p->ProduceVideo(video, rng, limits, clip.data(), &times); });
+  const int64_t growth =
+      testing::PeakRssGrowth([&] { made = p->ProduceVideo(video, rng, limits, clip.data(), &times); });
   ASSERT_TRUE(made.ok()) << made;
   EXPECT_NE(std::count(clip.begin(), clip.end(), 0), static_cast<std::ptrdiff_t>(clip.size()));
   if (growth < 0) GTEST_SKIP() << testing::PeakRssSkipReason();

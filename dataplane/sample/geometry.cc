@@ -50,7 +50,8 @@ void KeepBoxes(const std::vector<bool>& keep, SampleTargets* t) {
   const size_t p = static_cast<size_t>(t->points_per_box);
   for (size_t i = 0; i < n; ++i) {
     if (!keep[i]) continue;
-    std::copy_n(t->boxes.begin() + static_cast<std::ptrdiff_t>(4 * i), 4, t->boxes.begin() + static_cast<std::ptrdiff_t>(4 * out));
+    std::copy_n(t->boxes.begin() + static_cast<std::ptrdiff_t>(4 * i), 4,
+                t->boxes.begin() + static_cast<std::ptrdiff_t>(4 * out));
     if (i < t->labels.size()) t->labels[out] = t->labels[i];
     if (i < t->crowd.size()) t->crowd[out] = t->crowd[i];
     if (i < t->instance_masks.size()) t->instance_masks[out] = t->instance_masks[i];
@@ -271,16 +272,12 @@ void ApplyStep(const GeometryStep& step, int in_width, int in_height, const Targ
     case GeometryStep::Kind::kCrop:
       Crop(step.box, step.drop_outside_centers, step.padding_mode, options, targets);
       break;
-    case GeometryStep::Kind::kResize:
-      Resize(in_width, in_height, step.width, step.height, targets);
-      break;
+    case GeometryStep::Kind::kResize: Resize(in_width, in_height, step.width, step.height, targets); break;
     case GeometryStep::Kind::kFlipHorizontal:
     case GeometryStep::Kind::kFlipVertical:
       Flip(step.kind == GeometryStep::Kind::kFlipHorizontal, in_width, in_height, targets);
       break;
-    case GeometryStep::Kind::kWarp:
-      Warp(step, options, targets);
-      break;
+    case GeometryStep::Kind::kWarp: Warp(step, options, targets); break;
   }
 }
 
@@ -306,9 +303,9 @@ void GeometrySink::Step(const GeometryStep& step) {
   if (targets != nullptr && status.ok()) {
     const int64_t masks = static_cast<int64_t>(targets->instance_masks.size()) + (targets->mask.empty() ? 0 : 1);
     if (masks * step.width * step.height > kMaxTargetMaskBytes) {
-      status = DecodeError(DecodeFailure::kTooLarge,
-                           absl::StrCat(masks, " masks of ", step.width, "x", step.height, " would take more than ",
-                                        kMaxTargetMaskBytes, " bytes"));
+      status =
+          DecodeError(DecodeFailure::kTooLarge, absl::StrCat(masks, " masks of ", step.width, "x", step.height,
+                                                             " would take more than ", kMaxTargetMaskBytes, " bytes"));
     } else {
       ApplyStep(step, width, height, options, targets);
     }

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "absl/status/status.h"
 #include "dataplane/base/crop_box.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
@@ -28,7 +28,7 @@ struct GeometryStep {
     kWarp,            // a projective warp to the same size (rotate, affine, perspective, the policies' shears)
   };
   Kind kind = Kind::kCrop;
-  CropBox box;            // kCrop
+  CropBox box;                // kCrop
   int width = 0, height = 0;  // the size after the step
   // kCrop: boxes whose centre falls outside the crop are dropped too
   // (random_iou_crop, as torchvision's RandomIoUCrop).
@@ -78,8 +78,8 @@ struct SampleTargets {
   std::vector<int32_t> labels;  // one per box
   std::vector<int32_t> crowd;   // one per box (0 or 1)
   int points_per_box = 0;
-  std::vector<float> keypoints;  // 3 per point: x, y, visibility (0: not labelled, 1: hidden, 2: visible)
-  cv::Mat mask;                  // CV_8U per-pixel classes, the image's size (empty: none)
+  std::vector<float> keypoints;         // 3 per point: x, y, visibility (0: not labelled, 1: hidden, 2: visible)
+  cv::Mat mask;                         // CV_8U per-pixel classes, the image's size (empty: none)
   std::vector<cv::Mat> instance_masks;  // CV_8U 0/1, one per box, the image's size (empty: none)
   // The image size the annotations were made for (0: not known); the
   // decoded image must have it, or its boxes would land elsewhere.

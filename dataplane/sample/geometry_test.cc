@@ -11,8 +11,8 @@ namespace {
 
 SampleTargets TwoBoxes() {
   SampleTargets t;
-  t.boxes = {10, 10, 30, 20,   // inside
-             90, 5, 110, 15};  // half outside a crop at x < 100
+  t.boxes = {10, 10, 30,  20,   // inside
+             90, 5,  110, 15};  // half outside a crop at x < 100
   t.labels = {3, 7};
   t.crowd = {0, 1};
   t.points_per_box = 1;
@@ -47,9 +47,10 @@ TEST(GeometryTest, ResizeScalesAndFlipsMirrorAroundTheImageEdges) {
   SampleTargets t = TwoBoxes();
   t.points_per_box = 0;
   t.keypoints.clear();
-  GeometryLog log{200, 100,
-                  {GeometryStep::Resize(100, 200), GeometryStep::FlipHorizontal(100, 200),
-                   GeometryStep::FlipVertical(100, 200)}};
+  GeometryLog log{
+      200,
+      100,
+      {GeometryStep::Resize(100, 200), GeometryStep::FlipHorizontal(100, 200), GeometryStep::FlipVertical(100, 200)}};
   ASSERT_TRUE(ApplyGeometry(log, {}, &t).ok());
   // Resize: x * 0.5, y * 2; then x -> 100 - x (swapping x1, x2), y -> 200 - y.
   EXPECT_EQ(t.boxes, (std::vector<float>{85, 160, 95, 180, 45, 170, 55, 190}));
@@ -63,8 +64,8 @@ TEST(GeometryTest, MasksAreCutPaddedResizedNearestAndFlipped) {
   }
   t.instance_masks.push_back(t.mask.clone());
   t.boxes = {0, 0, 6, 4};
-  GeometryLog log{6, 4, {GeometryStep::Crop({-1, 4, 3, 3}), GeometryStep::FlipHorizontal(3, 3),
-                         GeometryStep::Resize(6, 6)}};
+  GeometryLog log{
+      6, 4, {GeometryStep::Crop({-1, 4, 3, 3}), GeometryStep::FlipHorizontal(3, 3), GeometryStep::Resize(6, 6)}};
   ASSERT_TRUE(ApplyGeometry(log, {}, &t).ok());
   // Crop rows -1..1, cols 4..6 (col 6 and row -1 are padding), flip, then
   // nearest neighbour doubles each pixel.
@@ -156,7 +157,8 @@ TEST(GeometryTest, MasksThatWouldGrowPastTheBoundStopTheSampleAndSizesMustMatch)
   const absl::Status s = other.Start(320, 240);
   EXPECT_EQ(DecodeFailureOf(s), DecodeFailure::kBadField);
   EXPECT_NE(s.message().find("annotations are for an image of 640x480; the image decodes to 320x240"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 }
 
 TEST(GeometryTest, AKeypointOnTheFarEdgeStaysVisibleThroughAFlip) {

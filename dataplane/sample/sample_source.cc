@@ -18,8 +18,9 @@ std::vector<int64_t> SampleSource::ShardSizes() const {
 }
 
 absl::Status SampleSource::ReadTargets(int64_t index, const TargetNeeds&, SampleTargets*) const {
-  return DecodeError(DecodeFailure::kMissingField,
-                     absl::StrCat(Describe(index), " has no annotations: this dataset has no boxes, masks or keypoints"));
+  return DecodeError(
+      DecodeFailure::kMissingField,
+      absl::StrCat(Describe(index), " has no annotations: this dataset has no boxes, masks or keypoints"));
 }
 
 absl::StatusOr<std::string> SampleSource::ReadField(int64_t index, const std::vector<std::string>& extensions,

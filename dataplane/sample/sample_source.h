@@ -12,10 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/base/file_stamp.h"
 #include "dataplane/sample/geometry.h"
 #include "dataplane/sample/stored_sample.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
@@ -25,8 +25,8 @@ enum class MediaKind { kImage, kAudio, kVideo };
 // (a session's pipeline must begin with them) and how they are stored.
 // Which targets a session wants from ReadTargets (decoding masks costs).
 struct TargetNeeds {
-  bool boxes = false;      // boxes, labels and crowd flags
-  bool masks = false;      // instance masks
+  bool boxes = false;  // boxes, labels and crowd flags
+  bool masks = false;  // instance masks
   bool keypoints = false;
   bool mask = false;       // the per-pixel mask of a segmentation source
   int64_t max_pixels = 0;  // largest mask decoded (width x height; 0: no limit)

@@ -29,8 +29,7 @@ constexpr size_t kNpyMagicLen = 6;
 absl::StatusOr<int> ParseLevel(absl::string_view text, absl::string_view what, int lo, int hi) {
   int v = 0;
   if (!absl::SimpleAtoi(text, &v) || v < lo || v > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " '", text, "' is not an integer in ", lo, "..", hi));
+    return absl::InvalidArgumentError(absl::StrCat(what, " '", text, "' is not an integer in ", lo, "..", hi));
   }
   return v;
 }
@@ -68,8 +67,8 @@ absl::StatusOr<std::string> DecompressLz4(absl::string_view bytes, int64_t max_b
   size_t hint = LZ4F_getFrameInfo(ctx.get(), &info, bytes.data(), &consumed);
   if (LZ4F_isError(hint)) return absl::DataLossError(absl::StrCat("lz4 frame: ", LZ4F_getErrorName(hint)));
   if (info.contentSize == 0 || static_cast<int64_t>(info.contentSize) > max_bytes) {
-    return absl::DataLossError(absl::StrCat("lz4 frame declares ", info.contentSize,
-                                            " bytes of content; expected 1..", max_bytes));
+    return absl::DataLossError(
+        absl::StrCat("lz4 frame declares ", info.contentSize, " bytes of content; expected 1..", max_bytes));
   }
   std::string out(info.contentSize, '\0');
   size_t in_pos = consumed, out_pos = 0;
@@ -311,8 +310,8 @@ absl::StatusOr<cv::Mat> ParseNpyImage(absl::string_view bytes, int64_t max_pixel
     return absl::DataLossError(absl::StrCat(".npy shape (", shape_text, ") is not (height, width, 3)"));
   }
   if (max_pixels > 0 && shape[0] * shape[1] > max_pixels) {
-    return absl::ResourceExhaustedError(absl::StrCat(".npy image ", shape[1], "x", shape[0], " exceeds --max-pixels ",
-                                            max_pixels));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(".npy image ", shape[1], "x", shape[0], " exceeds --max-pixels ", max_pixels));
   }
   const size_t data_at = dict_at + dict_len;
   const int64_t need = shape[0] * shape[1] * 3 * (float32 ? 4 : 1);
@@ -331,8 +330,10 @@ absl::StatusOr<std::string> EncodeStoredSample(const cv::Mat& rgb, const StoredF
         absl::StrCat("stored samples are 8-bit or float32 RGB; got OpenCV type ", rgb.type()));
   }
   if (float32 && format.encoding != StoredEncoding::kRaw) {
-    return absl::InvalidArgumentError(absl::StrCat("float pixels (a prefix ending in normalize) are stored raw only, "
-                                                   "not as ", format.EncodingText()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("float pixels (a prefix ending in normalize) are stored raw only, "
+                     "not as ",
+                     format.EncodingText()));
   }
   std::string plain;
   if (format.encoding == StoredEncoding::kRaw) {
@@ -351,19 +352,17 @@ absl::StatusOr<std::string> EncodeStoredSample(const cv::Mat& rgb, const StoredF
 
 absl::StatusOr<std::string> Decompress(absl::string_view bytes, StoredCompression compression, int64_t max_bytes) {
   switch (compression) {
-    case StoredCompression::kNone:
-      return std::string(bytes);
-    case StoredCompression::kLz4:
-      return DecompressLz4(bytes, max_bytes);
-    case StoredCompression::kZstd:
-      break;
+    case StoredCompression::kNone: return std::string(bytes);
+    case StoredCompression::kLz4: return DecompressLz4(bytes, max_bytes);
+    case StoredCompression::kZstd: break;
   }
   const unsigned long long size = ZSTD_getFrameContentSize(bytes.data(), bytes.size());
   if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
     return absl::DataLossError("zstd frame is damaged or does not declare its content size");
   }
   if (size == 0 || size > static_cast<unsigned long long>(max_bytes)) {
-    return absl::DataLossError(absl::StrCat("zstd frame declares ", size, " bytes of content; expected 1..", max_bytes));
+    return absl::DataLossError(
+        absl::StrCat("zstd frame declares ", size, " bytes of content; expected 1..", max_bytes));
   }
   std::string out(size, '\0');
   const size_t n = ZSTD_decompress(out.data(), out.size(), bytes.data(), bytes.size());
@@ -383,8 +382,8 @@ std::string StoredFieldsChecksums(const std::vector<StoredField>& fields) {
 }
 
 bool IsStorableField(absl::string_view extension, const StoredFormat& format) {
-  return !extension.empty() && extension != format.Field() && extension != "cls" &&
-         extension != kStoredChecksumField && !absl::EndsWith(extension, ".xxh3");
+  return !extension.empty() && extension != format.Field() && extension != "cls" && extension != kStoredChecksumField &&
+         !absl::EndsWith(extension, ".xxh3");
 }
 
 namespace {
@@ -426,8 +425,9 @@ std::string PackStoredRecord(absl::string_view image, const std::vector<StoredFi
 absl::Status UnpackStoredRecord(absl::string_view packed, size_t max_parts, std::string* image,
                                 std::vector<StoredField>* fields) {
   if (!absl::StartsWith(packed, kRecordMagic)) {
-    return absl::DataLossError("a stored record without its header: the server sent a bare sample (a server older "
-                               "than this tool, which does not send fields?)");
+    return absl::DataLossError(
+        "a stored record without its header: the server sent a bare sample (a server older "
+        "than this tool, which does not send fields?)");
   }
   packed.remove_prefix(kRecordMagic.size());
   fields->clear();
@@ -443,8 +443,8 @@ absl::Status UnpackStoredRecord(absl::string_view packed, size_t max_parts, std:
     const absl::string_view name = packed.substr(0, static_cast<size_t>(name_size));
     packed.remove_prefix(static_cast<size_t>(name_size));
     if (!TakeLE(&packed, 8, &size) || size > packed.size()) {
-      return absl::DataLossError(absl::StrCat("a stored record's part '", absl::CHexEscape(name.substr(0, 64)),
-                                              "' runs past its end"));
+      return absl::DataLossError(
+          absl::StrCat("a stored record's part '", absl::CHexEscape(name.substr(0, 64)), "' runs past its end"));
     }
     const absl::string_view bytes = packed.substr(0, static_cast<size_t>(size));
     packed.remove_prefix(static_cast<size_t>(size));

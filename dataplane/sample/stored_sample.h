@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 

@@ -4,9 +4,9 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/sources/manifest.h"
+#include "gtest/gtest.h"
 #include "tests/testdata/image_set.h"
 
 namespace stoker {
@@ -221,8 +221,8 @@ TEST(StoredSampleTest, ARecordWithFieldsRoundTripsAndDamageIsDataLossNamingIt) {
   EXPECT_NE(bare.message().find("without its header"), std::string::npos) << bare;
   const absl::Status many = UnpackStoredRecord(packed, 2, &image, &got);
   EXPECT_NE(many.message().find("more than 2 parts"), std::string::npos) << many;
-  const absl::Status no_image = UnpackStoredRecord(PackStoredRecord("", {}).substr(0, 6) + packed.substr(26), 8,
-                                                   &image, &got);
+  const absl::Status no_image =
+      UnpackStoredRecord(PackStoredRecord("", {}).substr(0, 6) + packed.substr(26), 8, &image, &got);
   EXPECT_NE(no_image.message().find("does not begin with its image"), std::string::npos) << no_image;
   // A record without fields is the image alone.
   ASSERT_TRUE(UnpackStoredRecord(PackStoredRecord("px", {}), 8, &image, &got).ok());

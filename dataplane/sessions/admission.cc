@@ -6,10 +6,11 @@ namespace stoker {
 
 absl::StatusOr<std::unique_ptr<Admission::Ticket>> Admission::Admit(const std::string& job) {
   absl::MutexLock lock(&mu_);
-  const std::string retry = absl::StrCat("; retry in ", absl::FormatDuration(kFullRetryAfter), " or use another server");
+  const std::string retry =
+      absl::StrCat("; retry in ", absl::FormatDuration(kFullRetryAfter), " or use another server");
   if (limits_.max_streams > 0 && streams_ >= limits_.max_streams) {
-    return absl::ResourceExhaustedError(absl::StrCat("server full: ", streams_,
-                                                     " streams open (--max-streams ", limits_.max_streams, ")", retry));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server full: ", streams_, " streams open (--max-streams ", limits_.max_streams, ")", retry));
   }
   if (limits_.max_sessions > 0 && !jobs_.count(job) && static_cast<int>(jobs_.size()) >= limits_.max_sessions) {
     return absl::ResourceExhaustedError(absl::StrCat("server full: ", jobs_.size(), " jobs served (--max-sessions ",

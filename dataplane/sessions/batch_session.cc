@@ -13,13 +13,13 @@
 #include "common/field_spec.h"
 #include "common/job_name.h"
 #include "common/rng.h"
-#include "dataplane/sessions/batch_session_internal.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/sample_fields.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/sample_watch.h"
-#include "dataplane/sessions/store_output.h"
 #include "dataplane/sample/stored_sample.h"
+#include "dataplane/sessions/batch_session_internal.h"
+#include "dataplane/sessions/store_output.h"
 #include "glog/logging.h"
 
 namespace stoker {
@@ -87,12 +87,12 @@ absl::Status BatchSession::Submit(const v1::BatchRequest& request, DoneCallback 
   const int64_t n = request.sample_indices_size();
   if (n < 1 || n > config_.batch_size()) {
     return absl::InvalidArgumentError(absl::StrCat("batch ", request.batch_index(), ": ", n,
-                                                   " sample_indices; allowed 1..batch_size (",
-                                                   config_.batch_size(), ")"));
+                                                   " sample_indices; allowed 1..batch_size (", config_.batch_size(),
+                                                   ")"));
   }
   if (request.epoch() < 0 || request.batch_index() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("epoch = ", request.epoch(), ", batch_index = ",
-                                                   request.batch_index(), "; both must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("epoch = ", request.epoch(), ", batch_index = ", request.batch_index(), "; both must be >= 0"));
   }
   for (int64_t idx : request.sample_indices()) {
     if (idx < 0 || idx >= source_->size()) {
@@ -159,10 +159,8 @@ bool BatchSession::TryShared(const std::shared_ptr<Job>& job, const v1::BatchReq
         job->done(std::move(hit));
       });
       return true;
-    case BatchCache::Outcome::kJoined:
-      return true;
-    case BatchCache::Outcome::kMake:
-      return false;  // Complete hands it to the cache
+    case BatchCache::Outcome::kJoined: return true;
+    case BatchCache::Outcome::kMake: return false;  // Complete hands it to the cache
   }
   return false;
 }
@@ -288,10 +286,13 @@ void BatchSession::ChargeFields(Job& job, const std::vector<std::string>& values
   }
   absl::MutexLock lock(&job.mu);
   if (job.error.ok()) {
-    job.error = absl::ResourceExhaustedError(absl::StrCat(
-        "batch ", job.header.batch_index(), ": its fields need ", bytes, " more bytes and the server's budget for "
-        "batches in flight (", budget_->limit(), " bytes, --max-inflight-bytes) is used up; retry later or on "
-        "another server"));
+    job.error =
+        absl::ResourceExhaustedError(absl::StrCat("batch ", job.header.batch_index(), ": its fields need ", bytes,
+                                                  " more bytes and the server's budget for "
+                                                  "batches in flight (",
+                                                  budget_->limit(),
+                                                  " bytes, --max-inflight-bytes) is used up; retry later or on "
+                                                  "another server"));
   }
 }
 
@@ -504,9 +505,9 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
       if (static_cast<int64_t>(total) > kMaxBatchBytes) {
         absl::MutexLock lock(&job->mu);
         if (job->error.ok()) {
-          job->error = absl::ResourceExhaustedError(absl::StrCat(
-              "batch ", job->header.batch_index(), " holds ", total, " bytes of stored samples; a batch may hold at most ",
-              kMaxBatchBytes, ": ask for fewer samples per batch"));
+          job->error = absl::ResourceExhaustedError(absl::StrCat("batch ", job->header.batch_index(), " holds ", total,
+                                                                 " bytes of stored samples; a batch may hold at most ",
+                                                                 kMaxBatchBytes, ": ask for fewer samples per batch"));
         }
       }
     }
@@ -519,7 +520,8 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
   } catch (const std::bad_alloc&) {
     job->data.reset();
     absl::MutexLock lock(&job->mu);
-    if (job->error.ok()) job->error = OutOfMemory(job->header.batch_index(), job->header.total_bytes(), budget_->limit());
+    if (job->error.ok())
+      job->error = OutOfMemory(job->header.batch_index(), job->header.total_bytes(), budget_->limit());
   }
   absl::Status status;
   {
@@ -540,7 +542,8 @@ void BatchSession::Complete(const std::shared_ptr<Job>& job) {
       budget_->Release(charge);
     }
   }
-  if (config_.cache_mode() == v1::CACHE_BATCH && status.ok()) caches_.KeepBatch(job->data, job->header.sample_indices_size());
+  if (config_.cache_mode() == v1::CACHE_BATCH && status.ok())
+    caches_.KeepBatch(job->data, job->header.sample_indices_size());
   FinishedBatch batch{status, std::move(job->header), std::move(job->data), absl::Now()};
   if (!job->cache_key.empty()) {
     // Sessions waiting for this batch get it (or, if this session was

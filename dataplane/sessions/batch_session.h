@@ -20,21 +20,21 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "proto/stoker/v1/stoker.pb.h"
-#include "dataplane/sessions/admission.h"
-#include "dataplane/sessions/batch_cache.h"
-#include "dataplane/sessions/session_caches.h"
-#include "dataplane/sources/dataset.h"
-#include "dataplane/sessions/memory_budget.h"
+#include "dataplane/base/server_metrics.h"
+#include "dataplane/base/worker_pool.h"
+#include "dataplane/fields/target_fields.h"
+#include "dataplane/fields/tokenizer.h"
 #include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/python_stage.h"
-#include "dataplane/base/server_metrics.h"
 #include "dataplane/sample/stored_sample.h"
+#include "dataplane/sessions/admission.h"
+#include "dataplane/sessions/batch_cache.h"
+#include "dataplane/sessions/memory_budget.h"
+#include "dataplane/sessions/session_caches.h"
 #include "dataplane/sessions/stream_session.h"
-#include "dataplane/fields/target_fields.h"
-#include "dataplane/fields/tokenizer.h"
-#include "dataplane/base/worker_pool.h"
+#include "dataplane/sources/dataset.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
@@ -121,7 +121,6 @@ class FailureLog;
 
 class BatchSession final : public StreamSession {
  public:
-
   // `store` is set for a materialising session (SessionConfig.store): then
   // `pipeline` is its prefix and samples are sent encoded in that format.
   BatchSession(v1::SessionConfig config, std::shared_ptr<const SampleSource> source, Pipeline pipeline,
@@ -229,7 +228,7 @@ class BatchSession final : public StreamSession {
   // Which value fields are targets (target_fields.h), what the source must
   // read for them, and their item shapes in the header.
   const std::vector<TargetRole> target_roles_;
-  const bool has_targets_;  // some role is a target (neither kMember nor kAudioTrack)
+  const bool has_targets_;       // some role is a target (neither kMember nor kAudioTrack)
   const int audio_track_field_;  // the value field of kind AUDIO_TRACK, or value_fields_.size()
   const TargetNeeds target_needs_;
   const std::vector<std::vector<int64_t>> item_shapes_;

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
 #include "absl/strings/str_cat.h"
 #include "common/field_spec.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/sample_watch.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 namespace batch_session_internal {
@@ -29,9 +29,11 @@ bool IsOutOfMemory(const std::exception& e) {
 // What a sample's processing threw, as its status.
 absl::Status ProcessingError(const std::exception& e, absl::string_view what) {
   if (!IsOutOfMemory(e)) return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(what, " failed: ", e.what()));
-  absl::Status status = absl::ResourceExhaustedError(
-      absl::StrCat("out of memory while ", what, " (the process is at its cgroup, RLIMIT_AS or RLIMIT_DATA limit; "
-                   "lower --max-inflight-bytes or ask for smaller batches): ", e.what()));
+  absl::Status status =
+      absl::ResourceExhaustedError(absl::StrCat("out of memory while ", what,
+                                                " (the process is at its cgroup, RLIMIT_AS or RLIMIT_DATA limit; "
+                                                "lower --max-inflight-bytes or ask for smaller batches): ",
+                                                e.what()));
   status.SetPayload(kOutOfMemoryPayload, absl::Cord("1"));
   return status;
 }
@@ -43,10 +45,11 @@ bool FailsTheBatch(const absl::Status& status) { return IsOutOfMemory(status) ||
 // A batch whose memory could not be allocated: the batch's failure, with
 // what the operator can change.
 absl::Status OutOfMemory(int64_t batch_index, int64_t bytes, int64_t budget) {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "batch ", batch_index, ": could not allocate ", bytes, " bytes (the process is at a memory limit: its "
-      "cgroup, RLIMIT_AS or RLIMIT_DATA); the server's budget for batches in flight is ", budget,
-      " bytes (--max-inflight-bytes): lower it, or ask for smaller batches"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("batch ", batch_index, ": could not allocate ", bytes,
+                   " bytes (the process is at a memory limit: its "
+                   "cgroup, RLIMIT_AS or RLIMIT_DATA); the server's budget for batches in flight is ",
+                   budget, " bytes (--max-inflight-bytes): lower it, or ask for smaller batches"));
 }
 
 int64_t Nanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "dataplane/sessions/batch_session.h"
 #include "dataplane/decode/video_index_cache.h"
+#include "dataplane/sessions/batch_session.h"
 
 namespace stoker {
 
@@ -33,9 +33,8 @@ absl::Status BatchSession::ProduceMedia(int64_t index, const std::string& encode
   }
   const std::string key = home ? home->sidecar.string() : absl::StrCat(source_->fingerprint(), "#", index);
   const FileStamp stamp = home ? home->stamp : FileStamp{static_cast<int64_t>(encoded.size()), 0};
-  absl::StatusOr<std::shared_ptr<const VideoIndex>> video_index =
-      VideoIndexCache::Shared().Get(key, stamp, home ? home->sidecar : std::filesystem::path(), limits,
-                                    [&] { return IndexVideo(encoded, limits); });
+  absl::StatusOr<std::shared_ptr<const VideoIndex>> video_index = VideoIndexCache::Shared().Get(
+      key, stamp, home ? home->sidecar : std::filesystem::path(), limits, [&] { return IndexVideo(encoded, limits); });
   times->decode += absl::Now() - start;
   if (!video_index.ok()) return video_index.status();
   return pipeline_.ProduceVideo(encoded, rng, limits, dst, times, track, video_index->get());

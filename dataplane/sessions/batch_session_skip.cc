@@ -61,8 +61,8 @@ absl::Status BatchSession::Replace(int64_t epoch, int64_t index, uint8_t* dst, s
     // A timer or a stop is no verdict on the candidate: the batch fails instead.
     if (FailsTheBatch(s) || cancelled_.load() || job.abandoned.load()) return s;
   }
-  return absl::DataLossError(absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1),
-                                          " after it in the epoch's order"));
+  return absl::DataLossError(
+      absl::StrCat("no decodable sample among the ", std::min(kMaxTries, n - 1), " after it in the epoch's order"));
 }
 
 }  // namespace stoker

@@ -12,8 +12,8 @@
 
 #include "common/rng.h"
 #include "dataplane/decode/image_decoder.h"
-#include "dataplane/sessions/store_output.h"
 #include "dataplane/sample/stored_sample.h"
+#include "dataplane/sessions/store_output.h"
 #include "glog/logging.h"
 
 namespace stoker {

@@ -127,7 +127,7 @@ TEST_F(BatchSessionCacheTest, BatchesCarryTheServersCapacityFromMeasuredWorkerTi
   v1::BatchHeader header;
   ASSERT_TRUE(RunBatch(**session, 0, &header).ok());
   const double capacity = header.stage_times().capacity_images_per_second();
-  EXPECT_GT(capacity, 100);   // the delay dominates a 64x64 decode
+  EXPECT_GT(capacity, 100);  // the delay dominates a 64x64 decode
   EXPECT_LE(capacity, 200);
   EXPECT_DOUBLE_EQ(metrics_.capacity->ImagesPerSecond(), capacity);
 }

@@ -8,10 +8,10 @@
 #include "common/await.h"
 #include "common/field_spec.h"
 #include "common/job_name.h"
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/fields/sample_fields.h"
-#include "dataplane/sessions/store_output.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/sample/stored_sample.h"
+#include "dataplane/sessions/store_output.h"
 
 namespace stoker {
 
@@ -22,7 +22,10 @@ absl::StatusOr<std::unique_ptr<DataServiceCore>> DataServiceCore::Create(CoreCon
 }
 
 DataServiceCore::DataServiceCore(CoreConfig config, ServerMetrics* metrics, UserOps user)
-    : config_(std::move(config)), metrics_(metrics), user_(std::move(user)), catalog_(config_.data_root, config_.catalog),
+    : config_(std::move(config)),
+      metrics_(metrics),
+      user_(std::move(user)),
+      catalog_(config_.data_root, config_.catalog),
       budget_(config_.max_inflight_bytes),
       admission_(config_.admission),
       batch_cache_(config_.batch_cache_bytes > 0 ? std::make_unique<BatchCache>(config_.batch_cache_bytes, metrics)
@@ -80,18 +83,20 @@ absl::Status CheckStoredFields(const std::string& dataset, const SampleSource& s
   const StoredForm* stored = source.stored();
   if (stored == nullptr) return absl::OkStatus();
   for (const v1::FieldSpec& f : fields) {
-    const bool of_tree = f.kind() == v1::IMAGE || ((f.kind() == v1::CLASS || f.kind() == v1::CLASSES) &&
-                                                   f.extensions().empty());
+    const bool of_tree =
+        f.kind() == v1::IMAGE || ((f.kind() == v1::CLASS || f.kind() == v1::CLASSES) && f.extensions().empty());
     if (of_tree) continue;
     if (!source.has_members()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "field '", f.name(), "': dataset '", dataset, "' was materialised before datasets stored their samples' "
+          "field '", f.name(), "': dataset '", dataset,
+          "' was materialised before datasets stored their samples' "
           "fields (its manifest lists none); materialise its source again to have them, or read the source"));
     }
     if (f.kind() == v1::MASK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "field '", f.name(), "' (mask): dataset '", dataset, "' is materialised, and it stores its members as "
-          "they were, not moved with the pixels; read the mask from the source dataset"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("field '", f.name(), "' (mask): dataset '", dataset,
+                       "' is materialised, and it stores its members as "
+                       "they were, not moved with the pixels; read the mask from the source dataset"));
     }
   }
   return absl::OkStatus();
@@ -112,7 +117,8 @@ absl::Status CheckSessionFields(const v1::SessionConfig& config, int64_t max_fie
         "a field of kind tokens needs the session's tokenizer: a SentencePiece model file under --data-root");
   }
   if (config.max_tokens() < 0 || config.max_tokens() > 65536) {
-    return absl::InvalidArgumentError(absl::StrCat("max_tokens = ", config.max_tokens(), "; allowed 0 (all) up to 65536"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens = ", config.max_tokens(), "; allowed 0 (all) up to 65536"));
   }
   const float v = config.box_min_visibility();
   if (!(v >= 0 && v <= 1)) {
@@ -140,14 +146,13 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
   if (!config.expected_fingerprint().empty() && config.expected_fingerprint() != fingerprint) {
     metrics_->rejected_sessions->Increment();
     return absl::FailedPreconditionError(absl::StrCat(
-        "dataset '", config.dataset(), "' on this server has fingerprint ", fingerprint,
-        "; the session expects ", config.expected_fingerprint(),
-        ": this server has another copy or version of the dataset"));
+        "dataset '", config.dataset(), "' on this server has fingerprint ", fingerprint, "; the session expects ",
+        config.expected_fingerprint(), ": this server has another copy or version of the dataset"));
   }
   if (config.has_store() && (*source)->stored() != nullptr) {
     metrics_->rejected_sessions->Increment();
-    return absl::FailedPreconditionError(absl::StrCat("dataset '", config.dataset(),
-                                                      "' is materialised already; materialise its source instead"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset '", config.dataset(), "' is materialised already; materialise its source instead"));
   }
   if (absl::Status fits = CheckStoredPrefix(config.dataset(), **source, pipeline); !fits.ok()) {
     metrics_->rejected_sessions->Increment();
@@ -180,8 +185,8 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     return fits;
   }
   const MediaKind wants = pipeline.audio() != nullptr ? MediaKind::kAudio
-                          : pipeline.video()           ? MediaKind::kVideo
-                                                       : MediaKind::kImage;
+                          : pipeline.video()          ? MediaKind::kVideo
+                                                      : MediaKind::kImage;
   if (wants != (*source)->media()) {
     metrics_->rejected_sessions->Increment();
     static const char* const kHolds[] = {"images", "audio files", "video files"};
@@ -189,7 +194,8 @@ absl::StatusOr<DataServiceCore::Prepared> DataServiceCore::Prepare(const v1::Ses
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", config.dataset(), "' holds ", kHolds[static_cast<int>((*source)->media())],
         ": its pipeline starts with ", kStarts[static_cast<int>((*source)->media())], ", not ",
-        kStarts[static_cast<int>(wants)], " (a class-per-folder tree of .wav/.flac/.mp3/.ogg/.opus/.m4a files, or "
+        kStarts[static_cast<int>(wants)],
+        " (a class-per-folder tree of .wav/.flac/.mp3/.ogg/.opus/.m4a files, or "
         "tar shards whose samples have such a member and no image, is audio; of .mp4/.mkv/.webm/.avi/.mov files "
         "video)"));
   }
@@ -224,9 +230,9 @@ void DataServiceCore::PrepareAsync(const v1::SessionConfig& config, absl::Durati
                                                        kMaxShardWindow));
   }
   if (pipeline.ok() && config.cache_mode() != v1::CACHE_NONE && !config_.allow_cache_modes) {
-    pipeline = absl::FailedPreconditionError(absl::StrCat(
-        "cache_mode ", v1::CacheMode_Name(config.cache_mode()),
-        " is turned off on this server (--allow-cache-modes=false); use CACHE_NONE"));
+    pipeline = absl::FailedPreconditionError(
+        absl::StrCat("cache_mode ", v1::CacheMode_Name(config.cache_mode()),
+                     " is turned off on this server (--allow-cache-modes=false); use CACHE_NONE"));
   }
   if (!pipeline.ok()) {  // refused before any scan starts
     metrics_->rejected_sessions->Increment();
@@ -263,22 +269,24 @@ void DataServiceCore::OpenSessionAsync(const v1::SessionConfig& config, absl::Du
 }
 
 void DataServiceCore::StartSessionAsync(const v1::SessionConfig& config, std::function<void(SessionOrError)> done) {
-  PrepareAsync(config, absl::InfiniteDuration(), [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
-    if (!prepared.ok()) return done(prepared.status());
-    absl::StatusOr<std::unique_ptr<Admission::Ticket>> ticket = admission_.Admit(config.job());
-    if (!ticket.ok()) {
-      metrics_->full_refusals->Increment();
-      return done(ticket.status());
-    }
-    SessionPlace place;
-    place.share = pool_.Join(config.job().empty() ? "unnamed" : config.job(), config.weight() > 0 ? config.weight() : 1.0);
-    place.ticket = *std::move(ticket);
-    place.cache = batch_cache_.get();
-    place.tokenizer = prepared->tokenizer;
-    done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
-                                        metrics_, &failure_log_, &budget_, config_, std::move(prepared->store),
-                                        std::move(place)));
-  });
+  PrepareAsync(
+      config, absl::InfiniteDuration(), [this, config, done = std::move(done)](absl::StatusOr<Prepared> prepared) {
+        if (!prepared.ok()) return done(prepared.status());
+        absl::StatusOr<std::unique_ptr<Admission::Ticket>> ticket = admission_.Admit(config.job());
+        if (!ticket.ok()) {
+          metrics_->full_refusals->Increment();
+          return done(ticket.status());
+        }
+        SessionPlace place;
+        place.share =
+            pool_.Join(config.job().empty() ? "unnamed" : config.job(), config.weight() > 0 ? config.weight() : 1.0);
+        place.ticket = *std::move(ticket);
+        place.cache = batch_cache_.get();
+        place.tokenizer = prepared->tokenizer;
+        done(std::make_unique<BatchSession>(config, std::move(prepared->source), std::move(prepared->pipeline), &pool_,
+                                            metrics_, &failure_log_, &budget_, config_, std::move(prepared->store),
+                                            std::move(place)));
+      });
 }
 
 DataServiceCore::SessionOrError DataServiceCore::StartSession(const v1::SessionConfig& config) {

@@ -65,7 +65,7 @@ class DataServiceCore {
   struct Prepared {
     Pipeline pipeline;
     std::shared_ptr<const SampleSource> source;
-    std::optional<StoredFormat> store;  // a materialising session's format (SessionConfig.store)
+    std::optional<StoredFormat> store;           // a materialising session's format (SessionConfig.store)
     std::shared_ptr<const Tokenizer> tokenizer;  // SessionConfig.tokenizer
   };
   using PreparedDone = std::function<void(absl::StatusOr<Prepared>)>;

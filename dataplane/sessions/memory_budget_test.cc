@@ -13,9 +13,7 @@ namespace {
 
 using ::stoker::testing::TempDir;
 
-void Write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(MemoryBudgetTest, CgroupV2LimitOfTheProcesssOwnCgroup) {
   TempDir dir;

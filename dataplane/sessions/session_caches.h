@@ -14,10 +14,10 @@
 #include <memory>
 #include <string>
 
+#include <opencv2/core.hpp>
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "dataplane/sessions/memory_budget.h"
-#include <opencv2/core.hpp>
 
 namespace stoker {
 
@@ -59,8 +59,8 @@ class SessionCaches {
   std::shared_ptr<const std::string> batch_ ABSL_GUARDED_BY(mu_);  // CACHE_BATCH
   int64_t batch_samples_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, std::shared_ptr<const std::string>> raw_ ABSL_GUARDED_BY(mu_);  // slot -> bytes
-  std::map<int64_t, cv::Mat> decoded_ ABSL_GUARDED_BY(mu_);                        // slot -> image
-  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // taken from budget_
+  std::map<int64_t, cv::Mat> decoded_ ABSL_GUARDED_BY(mu_);                         // slot -> image
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;                                          // taken from budget_
   bool full_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -21,8 +21,8 @@ TEST(SessionCachesTest, RawSlotsAreIndexModuloSlotsAndTheirBytesComeFromTheBudge
     caches.KeepRaw(3, Bytes(100, 'a'));
     ASSERT_NE(caches.FindRaw(3), nullptr);
     EXPECT_EQ(*caches.FindRaw(3 + SessionCaches::kSlots), std::string(100, 'a'));  // the same slot
-    EXPECT_EQ(caches.FindRaw(4), nullptr);  // not full: another slot is a miss
-    caches.KeepRaw(3 + SessionCaches::kSlots, Bytes(50, 'b'));  // a filled slot is not replaced
+    EXPECT_EQ(caches.FindRaw(4), nullptr);                                         // not full: another slot is a miss
+    caches.KeepRaw(3 + SessionCaches::kSlots, Bytes(50, 'b'));                     // a filled slot is not replaced
     EXPECT_EQ(*caches.FindRaw(3), std::string(100, 'a'));
     EXPECT_EQ(budget.used(), 100);
   }

@@ -20,22 +20,21 @@ absl::StatusOr<Pipeline> StorePipeline(const v1::SessionConfig& config, StoredFo
         "float32 pixels)");
   }
   if (config.cache_mode() != v1::CACHE_NONE) {
-    return absl::InvalidArgumentError(absl::StrCat("store is set: cache_mode must be CACHE_NONE, not ",
-                                                   v1::CacheMode_Name(config.cache_mode())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("store is set: cache_mode must be CACHE_NONE, not ", v1::CacheMode_Name(config.cache_mode())));
   }
   absl::StatusOr<StoredFormat> parsed = ParseStoredFormat(
       config.store().format(), config.store().compression().empty() ? "none" : config.store().compression());
   if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("store: ", parsed.status().message()));
-  absl::StatusOr<Pipeline> prefix =
-      Pipeline::CreatePrefix({config.pipeline().begin(), config.pipeline().end()});
+  absl::StatusOr<Pipeline> prefix = Pipeline::CreatePrefix({config.pipeline().begin(), config.pipeline().end()});
   if (!prefix.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("store is set, so the pipeline is the prefix to materialise: ",
-                                                   prefix.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("store is set, so the pipeline is the prefix to materialise: ", prefix.status().message()));
   }
   if (prefix->normalizes() && parsed->encoding != StoredEncoding::kRaw) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "store.format = ", parsed->EncodingText(),
-        ", but the pipeline ends in normalize: float32 pixels are stored raw only"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("store.format = ", parsed->EncodingText(),
+                     ", but the pipeline ends in normalize: float32 pixels are stored raw only"));
   }
   *format = *parsed;
   return prefix;

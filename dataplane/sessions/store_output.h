@@ -11,10 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/sample/sample_source.h"
 #include "dataplane/sample/stored_sample.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 

@@ -55,7 +55,8 @@ class CocoIndexer {
     if (!root.contains("categories") || !root["categories"].is_array()) return Bad("has no \"categories\" array");
     std::vector<std::pair<int64_t, std::string>> cats;
     for (const json& c : root["categories"]) {
-      if (!c.is_object() || !c.contains("id") || !c["id"].is_number_integer()) return Bad("has a category without an integer \"id\"");
+      if (!c.is_object() || !c.contains("id") || !c["id"].is_number_integer())
+        return Bad("has a category without an integer \"id\"");
       const std::string name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "";
       cats.emplace_back(c["id"].get<int64_t>(), name);
       if (c.contains("keypoints") && c["keypoints"].is_array()) {
@@ -91,7 +92,8 @@ class CocoIndexer {
       CocoSource::Image image;
       image.file_name = im["file_name"].get<std::string>();
       const int64_t w = im["width"].get<int64_t>(), h = im["height"].get<int64_t>();
-      if (!SafeRelative(image.file_name)) return Bad(absl::StrCat("names image file \"", image.file_name, "\" outside its directory"));
+      if (!SafeRelative(image.file_name))
+        return Bad(absl::StrCat("names image file \"", image.file_name, "\" outside its directory"));
       if (w < 1 || h < 1 || w > 65535 || h > 65535) {
         return Bad(absl::StrCat("gives image ", im["id"].get<int64_t>(), " a size of ", w, "x", h));
       }
@@ -216,8 +218,8 @@ class CocoIndexer {
     ann->rle_height = static_cast<int>(std::clamp<int64_t>(seg["size"][0].get<int64_t>(), 0, 65535));
     ann->rle_width = static_cast<int>(std::clamp<int64_t>(seg["size"][1].get<int64_t>(), 0, 65535));
     if (ann->rle_height != img.height || ann->rle_width != img.width) {
-      return MarkBad(ann, absl::StrCat("an RLE mask of ", ann->rle_width, "x", ann->rle_height,
-                                       " for an image of ", img.width, "x", img.height));
+      return MarkBad(ann, absl::StrCat("an RLE mask of ", ann->rle_width, "x", ann->rle_height, " for an image of ",
+                                       img.width, "x", img.height));
     }
     const json& counts = seg["counts"];
     if (counts.is_string()) {
@@ -310,7 +312,8 @@ absl::StatusOr<std::shared_ptr<const CocoSource>> CocoSource::Open(const fs::pat
   }
   FingerprintBuilder fingerprint;
   fingerprint.Add("coco").Add(static_cast<int64_t>(file_hash));
-  for (const Image& im : source->images_) fingerprint.Add(im.file_name).Add(im.width).Add(im.height).Add(im.annotations);
+  for (const Image& im : source->images_)
+    fingerprint.Add(im.file_name).Add(im.width).Add(im.height).Add(im.annotations);
   for (const std::string& name : source->class_names_) fingerprint.Add(name);
   source->fingerprint_ = fingerprint.Finish();
   return std::shared_ptr<const CocoSource>(std::move(source));
@@ -360,9 +363,7 @@ absl::Status CocoSource::ReadTargets(int64_t index, const TargetNeeds& needs, Sa
       case Segmentation::kBad:
         return DecodeError(DecodeFailure::kBadField,
                            absl::StrCat(Describe(index), ": annotation ", a.id, " has ", bad_segmentations_.at(i)));
-      case Segmentation::kNone:
-        mask = cv::Mat::zeros(im.height, im.width, CV_8U);
-        break;
+      case Segmentation::kNone: mask = cv::Mat::zeros(im.height, im.width, CV_8U); break;
       case Segmentation::kPolygons: {
         int64_t at = a.first_coordinate;
         for (int64_t p = a.first; p < a.first + a.count; ++p) {
@@ -386,9 +387,9 @@ absl::Status CocoSource::ReadTargets(int64_t index, const TargetNeeds& needs, Sa
         break;
       }
       case Segmentation::kCompressedRle: {
-        absl::StatusOr<RunLengths> runs =
-            DecodeCompressedRuns(absl::string_view(rle_chars_).substr(static_cast<size_t>(a.first), static_cast<size_t>(a.count)),
-                                 a.rle_height, a.rle_width);
+        absl::StatusOr<RunLengths> runs = DecodeCompressedRuns(
+            absl::string_view(rle_chars_).substr(static_cast<size_t>(a.first), static_cast<size_t>(a.count)),
+            a.rle_height, a.rle_width);
         if (!runs.ok()) {
           return DecodeError(DecodeFailure::kBadField,
                              absl::StrCat(Describe(index), ": annotation ", a.id, ": ", runs.status().message()));

@@ -2,8 +2,8 @@
 // every kind of bad annotation file or annotation.
 #include "dataplane/sources/coco_source.h"
 
-#include "dataplane/fields/coco_masks.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/fields/coco_masks.h"
 #include "gtest/gtest.h"
 #include "tests/testdata/image_set.h"
 #include "tests/testdata/temp_dir.h"
@@ -48,7 +48,7 @@ TEST_F(CocoSourceTest, ImagesInIdOrderWithContiguousLabelsAndClippedXyxyBoxes) {
   ASSERT_TRUE(source.ok()) << source.status();
   const CocoSource& s = **source;
   ASSERT_EQ(s.size(), 2);
-  EXPECT_EQ(s.Describe(0), "sub/a.jpg");  // id 3 before id 7
+  EXPECT_EQ(s.Describe(0), "sub/a.jpg");                                 // id 3 before id 7
   EXPECT_EQ(s.class_names(), (std::vector<std::string>{"cat", "dog"}));  // ids 2, 5
   EXPECT_EQ(s.keypoints_per_box(), 2);
   EXPECT_TRUE(s.Read(0).ok());
@@ -151,9 +151,9 @@ TEST(CocoMasksTest, CompressedRunsDecodeAndBadOnesAreNamed) {
   absl::StatusOr<RunLengths> runs = DecodeCompressedRuns("321", 3, 2);
   ASSERT_TRUE(runs.ok()) << runs.status();
   EXPECT_EQ(runs->counts, (std::vector<uint32_t>{3, 2, 1}));
-  EXPECT_FALSE(DecodeCompressedRuns("32", 3, 2).ok());        // covers 5 of 6 pixels
-  EXPECT_FALSE(DecodeCompressedRuns("3\x7f", 3, 2).ok());     // not in the alphabet
-  EXPECT_FALSE(DecodeCompressedRuns("3P", 3, 2).ok());        // ends inside a number ('P' has the continue bit)
+  EXPECT_FALSE(DecodeCompressedRuns("32", 3, 2).ok());          // covers 5 of 6 pixels
+  EXPECT_FALSE(DecodeCompressedRuns("3\x7f", 3, 2).ok());       // not in the alphabet
+  EXPECT_FALSE(DecodeCompressedRuns("3P", 3, 2).ok());          // ends inside a number ('P' has the continue bit)
   EXPECT_FALSE(DecodeCompressedRuns("ooooooooo1", 3, 2).ok());  // too long a number
 }
 

@@ -6,33 +6,34 @@
 #include <system_error>
 
 #include "absl/strings/ascii.h"
-#include "glog/logging.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/cord.h"
 #include "common/await.h"
-#include "dataplane/sources/coco_source.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/decode/video_index_cache.h"
+#include "dataplane/sources/coco_source.h"
 #include "dataplane/sources/materialized_source.h"
 #include "dataplane/sources/segmentation_source.h"
 #include "dataplane/sources/synthetic_source.h"
 #include "dataplane/sources/tar_shards.h"
-#include "dataplane/decode/video_index_cache.h"
+#include "glog/logging.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
-
 
 absl::StatusOr<fs::path> ResolveDatasetDir(const fs::path& data_root, const std::string& name) {
   return ResolveUnderRoot(data_root, name, "dataset", /*directory=*/true);
 }
 
-
-absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
-    const fs::path& dir, const fs::path& data_root, int64_t max_file_bytes, const std::atomic<bool>* cancelled,
-    MediaKind kind) {
-  const std::set<std::string>& extensions =
-      kind == MediaKind::kAudio ? AudioExtensions() : kind == MediaKind::kVideo ? VideoExtensions() : ImageExtensions();
+absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(const fs::path& dir,
+                                                                               const fs::path& data_root,
+                                                                               int64_t max_file_bytes,
+                                                                               const std::atomic<bool>* cancelled,
+                                                                               MediaKind kind) {
+  const std::set<std::string>& extensions = kind == MediaKind::kAudio   ? AudioExtensions()
+                                            : kind == MediaKind::kVideo ? VideoExtensions()
+                                                                        : ImageExtensions();
   auto stop = [cancelled] { return cancelled != nullptr && cancelled->load(std::memory_order_relaxed); };
   const absl::Status cancel_status = absl::CancelledError(absl::StrCat("scan of ", dir.string(), " cancelled"));
   std::error_code ec;
@@ -70,7 +71,7 @@ absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> ImageFolderIndex::Scan(
       std::string ext = absl::AsciiStrToLower(rit->path().extension().string());
       if (!extensions.count(ext)) continue;
       const fs::path real = fs::canonical(rit->path(), entry_ec);
-      if (entry_ec || !IsUnder(real, root)) continue;  // a symlink out of the root
+      if (entry_ec || !IsUnder(real, root)) continue;            // a symlink out of the root
       const fs::path rel = rit->path().lexically_relative(dir);  // no throwing overload
       const std::uintmax_t size = rit->file_size(entry_ec);
       if (!rel.empty()) files.emplace_back(rel.string(), entry_ec ? -1 : static_cast<int64_t>(size));
@@ -274,7 +275,8 @@ void DatasetCatalog::Stop() {
     }
   }
   for (auto& [name, done] : waiters) {
-    done(absl::UnavailableError(absl::StrCat("dataset '", name, "' was still being opened when this server shut down")));
+    done(
+        absl::UnavailableError(absl::StrCat("dataset '", name, "' was still being opened when this server shut down")));
   }
 }
 
@@ -394,9 +396,11 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     if (absl::IsNotFound(s.status()) && fs::is_regular_file(dir / kManifestFileName, ec)) {
       // Most likely a materialised dataset whose manifest was damaged into
       // other valid JSON (an array, another kind): say so, not "no images".
-      return absl::DataLossError(absl::StrCat(
-          s.status().message(), "; its ", kManifestFileName, " is not a Stoker manifest (not a JSON object whose "
-          "\"kind\" is \"", kManifestKind, "\"): if this is a materialised dataset, its manifest is damaged"));
+      return absl::DataLossError(absl::StrCat(s.status().message(), "; its ", kManifestFileName,
+                                              " is not a Stoker manifest (not a JSON object whose "
+                                              "\"kind\" is \"",
+                                              kManifestKind,
+                                              "\"): if this is a materialised dataset, its manifest is damaged"));
     }
     if (!s.ok()) return s.status();
     return std::shared_ptr<const SampleSource>(*std::move(s));
@@ -407,9 +411,8 @@ SourceOrError DatasetCatalog::OpenUncached(const std::string& name, const std::s
     for (const MediaKind kind : {MediaKind::kAudio, MediaKind::kVideo}) {
       auto a = ImageFolderIndex::Scan(dir, data_root_, options_.max_file_bytes, &stopped_, kind);
       if (a.ok()) {
-        LOG(INFO) << "dataset '" << name << "': " << (*a)->size()
-                  << (kind == MediaKind::kAudio ? " audio" : " video") << " files in " << (*a)->class_names().size()
-                  << " classes";
+        LOG(INFO) << "dataset '" << name << "': " << (*a)->size() << (kind == MediaKind::kAudio ? " audio" : " video")
+                  << " files in " << (*a)->class_names().size() << " classes";
         return std::shared_ptr<const SampleSource>(*std::move(a));
       }
       if (!absl::IsNotFound(a.status())) return a.status();

@@ -20,11 +20,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "dataplane/base/data_root.h"
+#include "dataplane/base/worker_pool.h"
+#include "dataplane/decode/file_kinds.h"
 #include "dataplane/sample/sample_source.h"
 #include "dataplane/sources/tar_shards.h"
-#include "dataplane/base/data_root.h"
-#include "dataplane/decode/file_kinds.h"
-#include "dataplane/base/worker_pool.h"
 
 namespace stoker {
 
@@ -56,9 +56,11 @@ class ImageFolderIndex final : public SampleSource {
   // CANCELLED as soon as `*cancelled` (when given) turns true.
   // With `kind` kAudio or kVideo, the files counted are AudioExtensions()
   // or VideoExtensions() instead (a tree of clips; media() is then `kind`).
-  static absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Scan(
-      const std::filesystem::path& dir, const std::filesystem::path& data_root, int64_t max_file_bytes = 0,
-      const std::atomic<bool>* cancelled = nullptr, MediaKind kind = MediaKind::kImage);
+  static absl::StatusOr<std::shared_ptr<const ImageFolderIndex>> Scan(const std::filesystem::path& dir,
+                                                                      const std::filesystem::path& data_root,
+                                                                      int64_t max_file_bytes = 0,
+                                                                      const std::atomic<bool>* cancelled = nullptr,
+                                                                      MediaKind kind = MediaKind::kImage);
 
   const std::filesystem::path& dir() const { return dir_; }
   const std::vector<SampleRef>& samples() const { return samples_; }
@@ -152,7 +154,7 @@ class DatasetCatalog {
  private:
   struct Entry {
     bool opening = true;
-    std::string name;  // as asked for (for messages)
+    std::string name;         // as asked for (for messages)
     std::string annotations;  // resolved annotation file, or empty
     absl::Status status;
     std::shared_ptr<const SampleSource> source;

@@ -3,8 +3,8 @@
 #include <atomic>
 
 #include "absl/synchronization/notification.h"
-#include "gtest/gtest.h"
 #include "dataplane/sources/synthetic_source.h"
+#include "gtest/gtest.h"
 #include "tests/testdata/temp_dir.h"
 
 namespace stoker {
@@ -17,7 +17,7 @@ TEST(DatasetTest, ImageFolderLabelsFollowSortedClassNames) {
   root.Write("ds/zebra/b.jpg", "x");
   root.Write("ds/zebra/a.JPEG", "x");  // extension matched in any case
   root.Write("ds/apple/1.png", "x");
-  root.Write("ds/apple/notes.txt", "x");  // not an image extension
+  root.Write("ds/apple/notes.txt", "x");        // not an image extension
   root.Write("ds/empty_class/readme.md", "x");  // no images: no class
   auto index = ImageFolderIndex::Scan(root.path() / "ds", root.path());
   ASSERT_TRUE(index.ok()) << index.status();
@@ -144,7 +144,8 @@ struct GatedOpener {
   std::atomic<int> calls{0};
   CatalogOptions Options() {
     CatalogOptions o;
-    o.opener = [this](const std::string& name, const std::string&, const std::atomic<bool>* cancelled) -> SourceOrError {
+    o.opener = [this](const std::string& name, const std::string&,
+                      const std::atomic<bool>* cancelled) -> SourceOrError {
       ++calls;
       while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
         if (cancelled->load()) return absl::CancelledError("cancelled");

@@ -7,28 +7,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dataplane/ops/pipeline_text.h"
-#include "nlohmann/json.hpp"
-#include "dataplane/sources/dataset.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/sources/dataset.h"
 #include "dataplane/sources/json_fields.h"
+#include "nlohmann/json.hpp"
 #include "xxhash.h"
 
 namespace stoker {
 namespace {
 
-using nlohmann::json;
 using json_fields::Array;
 using json_fields::Int;
 using json_fields::String;
 using json_fields::Strings;
+using nlohmann::json;
 
 absl::StatusOr<Manifest> FromJson(const json& j) {
   Manifest m;
   const int64_t version = Int(j, "format_version");
   if (version > kManifestVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("manifest format_version ", version,
-                                                      " is newer than this server reads (", kManifestVersion, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("manifest format_version ", version, " is newer than this server reads (", kManifestVersion, ")"));
   }
   const json& source = json_fields::Field(j, "source");
   m.source_dataset = String(source, "dataset");
@@ -47,8 +47,7 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   absl::StatusOr<Pipeline> checked = Pipeline::CreatePrefix(*prefix);
   if (!checked.ok()) return absl::DataLossError(absl::StrCat("manifest \"prefix\": ", checked.status().message()));
   m.prefix = checked->ops();
-  absl::StatusOr<StoredFormat> format =
-      ParseStoredFormat(String(j, "format"), String(j, "compression"));
+  absl::StatusOr<StoredFormat> format = ParseStoredFormat(String(j, "format"), String(j, "compression"));
   if (!format.ok()) return absl::DataLossError(absl::StrCat("manifest: ", format.status().message()));
   m.format = *format;
   if (String(j, "field") != m.format.Field()) {
@@ -63,8 +62,7 @@ absl::StatusOr<Manifest> FromJson(const json& j) {
   m.created = j.contains("created") && j["created"].is_string() ? j["created"].get<std::string>() : "";
   int64_t total = 0;
   for (const json& s : Array(j, "shards")) {
-    Manifest::Shard shard{String(s, "name"), Int(s, "samples"), Int(s, "bytes"),
-                          String(s, "checksum")};
+    Manifest::Shard shard{String(s, "name"), Int(s, "samples"), Int(s, "bytes"), String(s, "checksum")};
     if (shard.name.empty() || shard.name.find('/') != std::string::npos || shard.name[0] == '.') {
       return absl::DataLossError(absl::StrCat("manifest shard name \"", shard.name, "\" is not a plain file name"));
     }

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/stoker/v1/stoker.pb.h"
 #include "dataplane/sample/stored_sample.h"
+#include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 

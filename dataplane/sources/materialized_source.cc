@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "dataplane/ops/pipeline_text.h"
-#include "nlohmann/json.hpp"
-#include "dataplane/sources/dataset.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/ops/pipeline_text.h"
+#include "dataplane/sources/dataset.h"
 #include "glog/logging.h"
+#include "nlohmann/json.hpp"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -49,8 +49,8 @@ absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Op
     const std::uintmax_t bytes =
         remote != in_store.end() ? static_cast<std::uintmax_t>(remote->second) : fs::file_size(dir / shard.name, ec);
     if (ec) {
-      return absl::DataLossError(absl::StrCat(where, " lists shard ", shard.name, ", which is missing (",
-                                              ec.message(), "): the manifest does not match its shards"));
+      return absl::DataLossError(absl::StrCat(where, " lists shard ", shard.name, ", which is missing (", ec.message(),
+                                              "): the manifest does not match its shards"));
     }
     if (static_cast<int64_t>(bytes) != shard.bytes) {
       return absl::DataLossError(absl::StrCat("shard ", shard.name, " holds ", bytes, " bytes; ", where, " says ",
@@ -63,13 +63,14 @@ absl::StatusOr<std::shared_ptr<const MaterializedSource>> MaterializedSource::Op
       TarShardSource::Open(dir, max_file_bytes, cancelled, &selection, MediaKind::kImage, streamed);
   if (absl::IsNotFound(shards.status())) {  // the shards hold no member of the manifest's format
     return absl::DataLossError(absl::StrCat(where, " says samples are stored as .", selection.image_field, " (format ",
-                                            manifest->format.Name(), "), but its shards hold no such member: the "
+                                            manifest->format.Name(),
+                                            "), but its shards hold no such member: the "
                                             "manifest's format or compression does not match its shards"));
   }
   if (!shards.ok()) return shards.status();
   if (!(*shards)->damage().empty()) {
-    return absl::DataLossError(absl::StrCat("damaged shard in ", dir.string(), ": ",
-                                            absl::StrJoin((*shards)->damage(), "; ")));
+    return absl::DataLossError(
+        absl::StrCat("damaged shard in ", dir.string(), ": ", absl::StrJoin((*shards)->damage(), "; ")));
   }
   std::map<std::string, int64_t> counted;  // shard file name -> samples found
   for (int64_t i = 0; i < (*shards)->size(); ++i) {
@@ -121,10 +122,10 @@ absl::StatusOr<std::string> MaterializedSource::Read(int64_t index) const {
   }
   const std::string actual = StoredChecksum(*bytes);
   if (absl::StripAsciiWhitespace(*expected) != actual) {
-    return DecodeError(DecodeFailure::kCorrupt,
-                       absl::StrCat(Describe(index), ": stored bytes have checksum ", actual, ", the shard says ",
-                                    absl::CHexEscape(expected->substr(0, 32)),
-                                    ": the shard was changed after it was made"));
+    return DecodeError(
+        DecodeFailure::kCorrupt,
+        absl::StrCat(Describe(index), ": stored bytes have checksum ", actual, ", the shard says ",
+                     absl::CHexEscape(expected->substr(0, 32)), ": the shard was changed after it was made"));
   }
   return bytes;
 }
@@ -146,10 +147,10 @@ absl::StatusOr<std::string> MaterializedSource::ReadField(int64_t index, const s
     std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
     if (parts.first != ext) continue;
     if (absl::StripAsciiWhitespace(parts.second) == actual) return bytes;
-    return DecodeError(DecodeFailure::kCorrupt,
-                       absl::StrCat(Describe(index), ".", ext, " has checksum ", actual, ", the shard says ",
-                                    absl::CHexEscape(parts.second.substr(0, 32)),
-                                    ": the shard was changed after it was made"));
+    return DecodeError(
+        DecodeFailure::kCorrupt,
+        absl::StrCat(Describe(index), ".", ext, " has checksum ", actual, ", the shard says ",
+                     absl::CHexEscape(parts.second.substr(0, 32)), ": the shard was changed after it was made"));
   }
   return DecodeError(DecodeFailure::kCorrupt, absl::StrCat(Describe(index), ".", ext, " has no checksum in its .",
                                                            kStoredFieldsChecksumField, " member"));

@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "dataplane/sources/manifest.h"
 #include "dataplane/sample/sample_source.h"
+#include "dataplane/sources/manifest.h"
 #include "dataplane/sources/tar_shards.h"
 
 namespace stoker {
@@ -48,8 +48,8 @@ class MaterializedSource final : public SampleSource {
   // members beside the pixels; ReadField checks each against its checksum
   // (KEY.fields.xxh3): a mismatch or a member without one is corrupt.
   bool has_members() const override { return manifest_.stores_fields; }
-  absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
-                                        std::string* which, int64_t max_bytes = 0) const override;
+  absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions, std::string* which,
+                                        int64_t max_bytes = 0) const override;
 
   const Manifest& manifest() const { return manifest_; }
   // Whether the shards carry per-sample checksums (made since they exist).

@@ -4,9 +4,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "dataplane/sources/dataset.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/target_fields.h"
+#include "dataplane/sources/dataset.h"
 #include "glog/logging.h"
 
 namespace stoker {
@@ -55,9 +55,9 @@ std::string Stem(const std::string& rel) { return fs::path(rel).replace_extensio
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const SegmentationSource>> SegmentationSource::Open(const fs::path& dir,
-                                                                                  const fs::path& data_root,
-                                                                                  int64_t max_file_bytes,
-                                                                                  const std::atomic<bool>* cancelled) {
+                                                                                   const fs::path& data_root,
+                                                                                   int64_t max_file_bytes,
+                                                                                   const std::atomic<bool>* cancelled) {
   std::error_code ec;
   const fs::path root = fs::canonical(data_root, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("--data-root ", data_root.string(), ": ", ec.message()));
@@ -102,7 +102,8 @@ absl::Status SegmentationSource::ReadTargets(int64_t index, const TargetNeeds& n
   const Sample& s = samples_[static_cast<size_t>(index)];
   if (s.mask.empty()) {
     return DecodeError(DecodeFailure::kMissingField,
-                       absl::StrCat(Describe(index), " has no mask (masks/", fs::path(s.image).replace_extension(".png").string(), ")"));
+                       absl::StrCat(Describe(index), " has no mask (masks/",
+                                    fs::path(s.image).replace_extension(".png").string(), ")"));
   }
   absl::StatusOr<std::string> bytes = ReadFileBytes(dir_ / "masks" / s.mask, max_file_bytes_);
   if (!bytes.ok()) return bytes.status();

@@ -1,12 +1,12 @@
 #include "dataplane/sources/synthetic_source.h"
 
+#include <opencv2/imgproc.hpp>
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/rng.h"
 #include "dataplane/decode/image_codecs.h"
-#include <opencv2/imgproc.hpp>
 
 namespace stoker {
 namespace {
@@ -48,14 +48,15 @@ std::string MakeJpeg(int width, int height, uint64_t seed) {
 
 absl::StatusOr<std::shared_ptr<const SyntheticSource>> SyntheticSource::Open(absl::string_view name) {
   const auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset '", name, "': ", why,
-                                                   "; expected synthetic:WIDTHxHEIGHT[:SAMPLES[:CLASSES]]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset '", name, "': ", why, "; expected synthetic:WIDTHxHEIGHT[:SAMPLES[:CLASSES]]"));
   };
   if (!absl::StartsWith(name, kSyntheticPrefix)) return bad("not a synthetic dataset");
   std::vector<absl::string_view> parts = absl::StrSplit(name.substr(kSyntheticPrefix.size()), ':');
   std::vector<absl::string_view> dims = absl::StrSplit(parts[0], 'x');
   int width = 0, height = 0;
-  if (parts.size() > 3 || dims.size() != 2 || !absl::SimpleAtoi(dims[0], &width) || !absl::SimpleAtoi(dims[1], &height)) {
+  if (parts.size() > 3 || dims.size() != 2 || !absl::SimpleAtoi(dims[0], &width) ||
+      !absl::SimpleAtoi(dims[1], &height)) {
     return bad("size does not parse");
   }
   if (width < 1 || width > 8192 || height < 1 || height > 8192) return bad("width and height must be 1..8192");

@@ -151,7 +151,7 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::
   index.skipped = scan->skipped;
   index.first_skipped = scan->first_skipped;
   ExtensionTable table(&index.extensions);
-  std::map<std::string, size_t> by_key;  // key -> position in index.samples
+  std::map<std::string, size_t> by_key;       // key -> position in index.samples
   std::set<std::pair<size_t, int32_t>> seen;  // (sample, extension): duplicates found in O(log n)
   for (const TarMember& m : scan->members) {
     const auto [key, field] = SplitKey(m.name);
@@ -185,10 +185,11 @@ absl::StatusOr<ShardIndex> BuildIndex(const fs::path& shard, int fd, const std::
   }
   // Samples without an image cannot be served; those with a label past the
   // class limit would make every session allocate that many class names.
-  index.samples.erase(std::remove_if(index.samples.begin(), index.samples.end(),
-                                     [](const auto& s) { return s.offset < 0; }),
-                      index.samples.end());
-  const auto bad = std::remove_if(index.samples.begin(), index.samples.end(), [](const auto& s) { return s.label < 0; });
+  index.samples.erase(
+      std::remove_if(index.samples.begin(), index.samples.end(), [](const auto& s) { return s.offset < 0; }),
+      index.samples.end());
+  const auto bad =
+      std::remove_if(index.samples.begin(), index.samples.end(), [](const auto& s) { return s.label < 0; });
   index.bad_labels = index.samples.end() - bad;
   index.samples.erase(bad, index.samples.end());
   return index;
@@ -244,7 +245,6 @@ bool HeaderMatches(const std::string& line, const struct stat& st, const std::st
   return a == b;
 }
 
-
 bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string& image_field, ShardIndex* index,
                  bool any_mtime, const char* suffix) {
   std::ifstream in(SidecarPath(shard, image_field) + suffix);
@@ -256,8 +256,8 @@ bool LoadSidecar(const fs::path& shard, const struct stat& st, const std::string
   while (std::getline(in, line)) {
     TarShardSource::Sample s;
     if (!ParseSidecarLine(line, st, table, &s)) {
-      LOG(WARNING) << "ignoring sidecar " << SidecarPath(shard, image_field) << ": entry malformed or out of range: "
-                   << absl::CHexEscape(line.substr(0, 200));
+      LOG(WARNING) << "ignoring sidecar " << SidecarPath(shard, image_field)
+                   << ": entry malformed or out of range: " << absl::CHexEscape(line.substr(0, 200));
       index->samples.clear();
       index->extensions.clear();
       return false;

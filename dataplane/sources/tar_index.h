@@ -39,11 +39,11 @@ struct ShardIndex {
   std::vector<TarShardSource::Sample> samples;  // Member::extension indexes `extensions`
   std::vector<std::string> extensions;
   std::string damage;
-  int64_t bad_labels = 0;     // samples left out: a .cls beyond kMaxClasses
+  int64_t bad_labels = 0;       // samples left out: a .cls beyond kMaxClasses
   int64_t unparsed_labels = 0;  // a .cls that is not an integer: a bad sample where labels are served
-  int64_t duplicates = 0;     // members whose key and extension came before
+  int64_t duplicates = 0;       // members whose key and extension came before
   std::string first_duplicate;
-  int64_t skipped = 0;        // members ScanTar left out
+  int64_t skipped = 0;  // members ScanTar left out
   std::string first_skipped;
 };
 

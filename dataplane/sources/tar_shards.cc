@@ -14,16 +14,16 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "glog/logging.h"
 #include "common/atomic_file.h"
-#include "dataplane/sources/dataset.h"
-#include "dataplane/sources/tar_index.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/decode/video_index_cache.h"
+#include "dataplane/sources/dataset.h"
+#include "dataplane/sources/tar_index.h"
+#include "glog/logging.h"
 
 namespace stoker {
 namespace fs = std::filesystem;
@@ -51,7 +51,7 @@ absl::StatusOr<std::shared_ptr<const TarShardSource>> TarShardSource::Open(const
   std::shared_ptr<TarShardSource> source(new TarShardSource());
   source->max_file_bytes_ = max_file_bytes;
   source->media_ = media;
-  source->image_field_ = selection != nullptr          ? selection->image_field
+  source->image_field_ = selection != nullptr         ? selection->image_field
                          : media == MediaKind::kAudio ? kAudioMembers
                          : media == MediaKind::kVideo ? kVideoMembers
                                                       : "";
@@ -214,8 +214,9 @@ absl::StatusOr<std::string> TarShardSource::ReadField(int64_t index, const std::
       if (extension_names_[static_cast<size_t>(m.extension)] != ext) continue;
       if (which != nullptr) *which = ext;
       if (max_bytes > 0 && m.size > max_bytes) {
-        return DecodeError(DecodeFailure::kTooLarge, absl::StrCat(Describe(index), ".", ext, " holds ", m.size,
-                                                                  " bytes; the session's max_field_bytes is ", max_bytes));
+        return DecodeError(DecodeFailure::kTooLarge,
+                           absl::StrCat(Describe(index), ".", ext, " holds ", m.size,
+                                        " bytes; the session's max_field_bytes is ", max_bytes));
       }
       return ReadRange(index, ext, m.offset, m.size);
     }
@@ -322,8 +323,8 @@ absl::Status TarShardSource::LabelStatus(int64_t index) const {
   std::string which;
   absl::StatusOr<std::string> text = ReadField(index, {"cls"}, &which, /*max_bytes=*/63);
   const std::string shown = text.ok() ? absl::StrCat("'", absl::CHexEscape(*text), "'") : "over 63 bytes";
-  return DecodeError(DecodeFailure::kBadField, absl::StrCat(Describe(index), ".cls holds ", shown,
-                                                            ", not an integer class label"));
+  return DecodeError(DecodeFailure::kBadField,
+                     absl::StrCat(Describe(index), ".cls holds ", shown, ", not an integer class label"));
 }
 
 absl::StatusOr<std::string> TarShardSource::Read(int64_t index) const {

@@ -119,8 +119,8 @@ class TarShardSource final : public SampleSource {
   const std::string& fingerprint() const override { return fingerprint_; }
   bool has_members() const override { return true; }
   MediaKind media() const override { return media_; }
-  absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions,
-                                        std::string* which, int64_t max_bytes = 0) const override;
+  absl::StatusOr<std::string> ReadField(int64_t index, const std::vector<std::string>& extensions, std::string* which,
+                                        int64_t max_bytes = 0) const override;
   std::vector<std::string> FieldMembers(int64_t index) const override;
   // Videos: <shard>.stoker-index-frames/<offset of the member's data>.
   std::optional<MediaIndexHome> MediaIndexHomeOf(int64_t index) const override;
@@ -146,10 +146,10 @@ class TarShardSource final : public SampleSource {
     std::string key;
     int64_t offset = 0;  // of the image member's data
     int64_t size = 0;
-    int32_t label = 0;   // 0 when unlabeled
-    bool labeled = false;  // has a .cls member with a valid label
+    int32_t label = 0;              // 0 when unlabeled
+    bool labeled = false;           // has a .cls member with a valid label
     bool label_unreadable = false;  // has a .cls member that is not an integer
-    std::vector<Member> members;  // every member, in tar order
+    std::vector<Member> members;    // every member, in tar order
   };
 
  private:

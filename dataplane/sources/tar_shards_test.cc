@@ -129,7 +129,6 @@ TEST(TarShardsTest, CatalogPicksTheSourceByWhatTheDirectoryHolds) {
   EXPECT_EQ(catalog.Open("synthetic:0x5").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-
 // Review 1.5: a pax size near INT64_MAX overflowed `data + size`, passed the
 // bounds check, and the first Read threw std::length_error on a worker thread
 // (the server terminated). Now it is damage at that member.
@@ -169,7 +168,8 @@ TEST(TarShardsTest, ShardsOfVideoOrAudioSamplesServeTheirMediaMemberAndKeepTheir
   auto again = TarShardSource::Open(dir.path() / "clips", 0, nullptr, nullptr, MediaKind::kVideo);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ((*again)->fingerprint(), (*video)->fingerprint());
-  EXPECT_TRUE(absl::IsNotFound(TarShardSource::Open(dir.path() / "clips", 0, nullptr, nullptr, MediaKind::kAudio).status()));
+  EXPECT_TRUE(
+      absl::IsNotFound(TarShardSource::Open(dir.path() / "clips", 0, nullptr, nullptr, MediaKind::kAudio).status()));
   // The catalog finds the kind: images first, then audio, then video.
   DatasetCatalog catalog(dir.path());
   auto clips = catalog.Open("clips");
@@ -203,9 +203,9 @@ TEST(TarShardsTest, HugePaxSizeIsDamageNotACrash) {
 // shifted-out value that may pass the bounds check.
 TEST(TarShardsTest, WideOrNegativeBase256SizeIsMalformed) {
   TempDir dir;
-  for (const std::string& field : {std::string("\x80") + std::string(11, '\xff'),
-                                   std::string("\xff") + std::string(11, '\xff'),
-                                   std::string("\x80\x00\x00\x80", 4) + std::string(8, '\0')}) {
+  for (const std::string& field :
+       {std::string("\x80") + std::string(11, '\xff'), std::string("\xff") + std::string(11, '\xff'),
+        std::string("\x80\x00\x00\x80", 4) + std::string(8, '\0')}) {
     std::string tar = TarArchive({{"a.jpg", "A"}});
     tar.resize(tar.size() - 1024);
     tar += testing::TarMemberRaw("b.jpg", field, '0', "B");
@@ -222,8 +222,10 @@ TEST(TarShardsTest, WideOrNegativeBase256SizeIsMalformed) {
 // Review 1.6: one .cls of 2000000000 made Open push 2e9 class names.
 TEST(TarShardsTest, LabelPastTheClassLimitLeavesTheSampleOut) {
   TempDir dir;
-  dir.Write("ds/s.tar", TarArchive({{"a.jpg", "A"}, {"a.cls", "2000000000"}, {"b.jpg", "B"}, {"b.cls", "4"},
-                                    {"c.jpg", "C"}, {"c.cls", "-3"}}));
+  dir.Write(
+      "ds/s.tar",
+      TarArchive(
+          {{"a.jpg", "A"}, {"a.cls", "2000000000"}, {"b.jpg", "B"}, {"b.cls", "4"}, {"c.jpg", "C"}, {"c.cls", "-3"}}));
   auto source = TarShardSource::Open(dir.path() / "ds");
   ASSERT_TRUE(source.ok()) << source.status();
   ASSERT_EQ((*source)->size(), 1);
@@ -236,9 +238,12 @@ TEST(TarShardsTest, LabelPastTheClassLimitLeavesTheSampleOut) {
 // the member and what it holds, so batches with labels can fail it.
 TEST(TarShardsTest, AClassFileThatIsNotANumberIsAnUnreadableLabelNotClassZero) {
   TempDir dir;
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"abc", "'abc'"}, {"1e3", "'1e3'"}, {"", "''"}, {"0x10", "'0x10'"}, {"99999999999999999999", "'9999"},
-      {std::string(80, '7'), "over 63 bytes"}};
+  const std::vector<std::pair<std::string, std::string>> bad = {{"abc", "'abc'"},
+                                                                {"1e3", "'1e3'"},
+                                                                {"", "''"},
+                                                                {"0x10", "'0x10'"},
+                                                                {"99999999999999999999", "'9999"},
+                                                                {std::string(80, '7'), "over 63 bytes"}};
   std::vector<std::pair<std::string, std::string>> members = {{"good.jpg", "G"}, {"good.cls", " 4\n"}};
   for (size_t i = 0; i < bad.size(); ++i) {
     members.push_back({"b" + std::to_string(i) + ".jpg", "B"});
@@ -255,8 +260,7 @@ TEST(TarShardsTest, AClassFileThatIsNotANumberIsAnUnreadableLabelNotClassZero) {
       const absl::Status status = (*source)->LabelStatus(static_cast<int64_t>(1 + i));
       ASSERT_FALSE(status.ok()) << bad[i].first;
       EXPECT_EQ(DecodeFailureOf(status), DecodeFailure::kBadField);
-      EXPECT_NE(status.message().find("s.tar:b" + std::to_string(i) + ".cls holds " + bad[i].second),
-                std::string::npos)
+      EXPECT_NE(status.message().find("s.tar:b" + std::to_string(i) + ".cls holds " + bad[i].second), std::string::npos)
           << status;
       EXPECT_NE(status.message().find("not an integer class label"), std::string::npos) << status;
     }
@@ -267,8 +271,8 @@ TEST(TarShardsTest, AClassFileThatIsNotANumberIsAnUnreadableLabelNotClassZero) {
 // other, whose sidecar line is read back instead of rebuilt on every open.
 TEST(TarShardsTest, AnEmptyKeyIsASampleAndItsSidecarIsReused) {
   TempDir dir;
-  const auto shard = dir.Write("ds/s.tar", TarArchive({{".jpg", "E"}, {".cls", "1"}, {"..", "x"}, {"...jpg", "F"},
-                                                       {"a.jpg", "A"}}));
+  const auto shard =
+      dir.Write("ds/s.tar", TarArchive({{".jpg", "E"}, {".cls", "1"}, {"..", "x"}, {"...jpg", "F"}, {"a.jpg", "A"}}));
   auto first = TarShardSource::Open(dir.path() / "ds");
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ((*first)->size(), 2);
@@ -305,8 +309,8 @@ TEST(TarShardsTest, SidecarWithOutOfRangeEntriesIsRebuilt) {
   std::getline(in, header);
   std::getline(in, damage);
   in.close();
-  for (const std::string& entry : {"x\t512\t9223372036854775000\t0", "x\t512\t-5\t0", "x\t99999999\t1\t0",
-                                   "x\t512\t1\t2000000000"}) {
+  for (const std::string& entry :
+       {"x\t512\t9223372036854775000\t0", "x\t512\t-5\t0", "x\t99999999\t1\t0", "x\t512\t1\t2000000000"}) {
     std::ofstream(sidecar) << header << "\n" << damage << "\n" << entry << "\n";
     auto source = TarShardSource::Open(dir.path() / "ds");
     ASSERT_TRUE(source.ok()) << source.status();

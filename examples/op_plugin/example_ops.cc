@@ -129,6 +129,6 @@ STOKER_OP_PLUGIN("example",
                  stoker::plugin::Op<Half>("example.half", "every other pixel of every other row", nullptr, false),
                  stoker::plugin::Op<Thumbnail>("example.thumbnail", "nearest-neighbour resize to size x size",
                                                kThumbnailParams, false),
-                 stoker::plugin::Op<AppendText>("example.append_text", "text appended to a text field",
-                                                kAppendParams, false),
+                 stoker::plugin::Op<AppendText>("example.append_text", "text appended to a text field", kAppendParams,
+                                                false),
                  stoker::plugin::Op<Identity>("example.identity", "nothing (a plugin call's own cost)", nullptr, false))

@@ -8,8 +8,8 @@
  *
  * Threading: create/destroy may run more than once per session, and
  * concurrently for different sessions; apply runs on the server's worker
- * threads, concurrently, with the same state: it must only read the state. The image, the arguments and the generator belong to the
- * caller for the duration of the call.
+ * threads, concurrently, with the same state: it must only read the state. The image, the arguments and the generator
+ * belong to the caller for the duration of the call.
  *
  * C++ plugins use the header-only wrapper in stoker/op_plugin.hpp. */
 #ifndef STOKER_OP_PLUGIN_H_
@@ -31,9 +31,9 @@ enum StokerArgumentType { STOKER_ARG_INT = 1, STOKER_ARG_FLOAT = 2, STOKER_ARG_B
  * params in order when given by position. */
 typedef struct StokerArgument {
   const char* name;
-  int32_t type; /* StokerArgumentType */
-  int64_t int_value;   /* STOKER_ARG_INT, and STOKER_ARG_BOOL (0 or 1) */
-  double float_value;  /* STOKER_ARG_FLOAT */
+  int32_t type;             /* StokerArgumentType */
+  int64_t int_value;        /* STOKER_ARG_INT, and STOKER_ARG_BOOL (0 or 1) */
+  double float_value;       /* STOKER_ARG_FLOAT */
   const char* string_value; /* STOKER_ARG_STRING, NUL-terminated */
 } StokerArgument;
 
@@ -89,10 +89,10 @@ enum StokerOutputSize {
 };
 
 typedef struct StokerOpInfo {
-  const char* name;           /* "team.op": lower-case words joined by dots */
-  const char* doc;            /* one line, for the reference */
-  const char* const* params;  /* positional parameter names, NULL-terminated (may be NULL) */
-  int32_t random;             /* nonzero when apply draws from the generator */
+  const char* name;          /* "team.op": lower-case words joined by dots */
+  const char* doc;           /* one line, for the reference */
+  const char* const* params; /* positional parameter names, NULL-terminated (may be NULL) */
+  int32_t random;            /* nonzero when apply draws from the generator */
   /* Parses and checks the arguments; returns the op's state, or NULL with a
    * message (naming the argument and what is allowed) in error. */
   void* (*create)(const StokerArgument* args, int32_t num_args, char* error, size_t error_size);

@@ -32,7 +32,8 @@ absl::Status SessionFromOptions(const Options& o, v1::SessionConfig* s) {
   s->set_dtype(v1::UINT8);
   s->set_layout(v1::NHWC);
   if (o.bad_sample_policy != "skip" && o.bad_sample_policy != "fail") {
-    return absl::InvalidArgumentError(absl::StrCat("bad_sample_policy '", o.bad_sample_policy, "'; expected skip or fail"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad_sample_policy '", o.bad_sample_policy, "'; expected skip or fail"));
   }
   s->set_bad_sample_policy(o.bad_sample_policy == "fail" ? v1::FAIL : v1::SKIP);
   const std::pair<const char*, v1::CacheMode> modes[] = {
@@ -44,7 +45,9 @@ absl::Status SessionFromOptions(const Options& o, v1::SessionConfig* s) {
       known = true;
     }
   }
-  if (!known) return absl::InvalidArgumentError(absl::StrCat("cache_mode '", o.cache_mode, "'; expected none, batch, decoded or raw"));
+  if (!known)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache_mode '", o.cache_mode, "'; expected none, batch, decoded or raw"));
   absl::StatusOr<v1::ShuffleOrder> shuffle = ParseShuffleOrder(o.shuffle);
   if (!shuffle.ok()) return shuffle.status();
   s->set_shuffle(*shuffle);
@@ -61,7 +64,8 @@ absl::Status DeviceFromOptions(const Options& o, DeviceOptions* d) {
   d->device = *device;
   d->gpu = o.gpu;
   if (!ParseTensorType(o.dtype.c_str(), &d->type)) {
-    return absl::InvalidArgumentError(absl::StrCat("dtype '", o.dtype, "'; expected float32, float16, bfloat16 or uint8"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype '", o.dtype, "'; expected float32, float16, bfloat16 or uint8"));
   }
   if (o.layout != "nchw" && o.layout != "nhwc") {
     return absl::InvalidArgumentError(absl::StrCat("layout '", o.layout, "'; expected nchw or nhwc"));
@@ -86,7 +90,8 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   LoaderConfig c;
   ClientConfig& cc = c.client;
   cc.servers = o.servers;
-  if (o.local_workers < 0) return absl::InvalidArgumentError(absl::StrCat("local_workers = ", o.local_workers, "; must be >= 0"));
+  if (o.local_workers < 0)
+    return absl::InvalidArgumentError(absl::StrCat("local_workers = ", o.local_workers, "; must be >= 0"));
   cc.local.workers = o.local_workers;
   cc.session.set_job(o.job);
   cc.session.set_weight(o.weight);
@@ -106,8 +111,8 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.rank = o.rank;
   cc.world_size = o.world_size;
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", o.rank, " of world size ", o.world_size,
-                                                   "; expected 0 <= rank < world_size"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", o.rank, " of world size ", o.world_size, "; expected 0 <= rank < world_size"));
   }
   cc.ordered = o.ordered;
   cc.window_per_server = o.window;
@@ -117,8 +122,8 @@ absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
   cc.streams_per_server = o.streams_per_server;
   cc.prefetch_batches = o.prefetch;
   if (o.prefetch_bytes < 0 || o.max_servers < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("prefetch_bytes ", o.prefetch_bytes, ", max_servers ",
-                                                   o.max_servers, "; expected >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch_bytes ", o.prefetch_bytes, ", max_servers ", o.max_servers, "; expected >= 0"));
   }
   cc.prefetch_bytes = o.prefetch_bytes;
   cc.max_servers = o.max_servers;

@@ -22,12 +22,12 @@
 #include "client/programs/ladder.h"
 #include "client/stoker_client.h"
 #include "client/training_loader.h"
-#include "python/src/loader_options.h"
 #include "common/field_spec.h"
 #include "common/log_level.h"
 #include "common/log_queue.h"
 #include "common/malloc_tuning.h"
 #include "dataplane/ops/pipeline_text.h"
+#include "python/src/loader_options.h"
 
 namespace nb = nanobind;
 
@@ -38,10 +38,9 @@ namespace {
 PyObject* g_errors[17] = {};
 
 const char* const kErrorNames[17] = {
-    "StokerError",      "Cancelled",      "Unknown",           "InvalidArgument",  "DeadlineExceeded",
-    "NotFound",         "AlreadyExists",  "PermissionDenied",  "ResourceExhausted", "FailedPrecondition",
-    "Aborted",          "OutOfRange",     "Unimplemented",     "Internal",          "Unavailable",
-    "DataLoss",         "Unauthenticated"};
+    "StokerError",   "Cancelled",        "Unknown",           "InvalidArgument",    "DeadlineExceeded", "NotFound",
+    "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",          "OutOfRange",
+    "Unimplemented", "Internal",         "Unavailable",       "DataLoss",           "Unauthenticated"};
 
 void AddErrorClasses(nb::module_& m) {
   g_errors[0] = PyErr_NewException("stoker.StokerError", PyExc_RuntimeError, nullptr);
@@ -104,8 +103,7 @@ Array ImagesArray(DeviceTensor tensor, void* consumer_stream, nb::dict& info) {
     info["targets"] = Array(held->targets, targets_shape.size(), targets_shape.data(), owner, nullptr,
                             nb::dtype<float>(), device_type, device_id);
   }
-  return Array(held->data, shape.size(), shape.data(), owner, nullptr, DlpackType(held->type), device_type,
-               device_id);
+  return Array(held->data, shape.size(), shape.data(), owner, nullptr, DlpackType(held->type), device_type, device_id);
 }
 
 template <typename T>
@@ -138,10 +136,10 @@ nb::tuple BatchTuple(DeviceTensor tensor, void* consumer_stream) {
     nb::dict fields;
     for (const v1::FieldData& f : b.fields) {
       const absl::string_view values = absl::string_view(b.field_data).substr(f.offset(), f.bytes());
-      fields[f.name().c_str()] = nb::make_tuple(FieldKindName(f.kind()), nb::bytes(values.data(), values.size()),
-                                                Int64Array(std::vector<int64_t>(f.sample_offsets().begin(),
-                                                                                f.sample_offsets().end())),
-                                                std::vector<int64_t>(f.item_shape().begin(), f.item_shape().end()));
+      fields[f.name().c_str()] =
+          nb::make_tuple(FieldKindName(f.kind()), nb::bytes(values.data(), values.size()),
+                         Int64Array(std::vector<int64_t>(f.sample_offsets().begin(), f.sample_offsets().end())),
+                         std::vector<int64_t>(f.item_shape().begin(), f.item_shape().end()));
     }
     info["fields"] = fields;
   }
@@ -291,7 +289,8 @@ NB_MODULE(_stoker_ext, m) {
       .def_prop_ro("num_samples", [](const TrainingLoader& l) { return l.dataset().num_samples(); })
       .def_prop_ro("class_names",
                    [](const TrainingLoader& l) {
-                     return std::vector<std::string>(l.dataset().class_names().begin(), l.dataset().class_names().end());
+                     return std::vector<std::string>(l.dataset().class_names().begin(),
+                                                     l.dataset().class_names().end());
                    })
       .def_prop_ro("unlabeled_samples", [](const TrainingLoader& l) { return l.dataset().unlabeled_samples(); })
       .def_prop_ro("sample_shape",
@@ -403,7 +402,8 @@ NB_MODULE(_stoker_ext, m) {
       },
       nb::arg("mixup_alpha"), nb::arg("cutmix_alpha"), nb::arg("mix_prob"), nb::arg("switch_prob"), nb::arg("seed"),
       nb::arg("epoch"), nb::arg("batch"), nb::arg("height"), nb::arg("width"),
-      "MixUp/CutMix draws of one batch (client/device/mixup.h): (lam, cutmix, (y_low, y_high, x_low, x_high), raw draws)");
+      "MixUp/CutMix draws of one batch (client/device/mixup.h): (lam, cutmix, (y_low, y_high, x_low, x_high), raw "
+      "draws)");
   m.def("tune_malloc", &TuneMallocForLargeBuffers,
         "Keeps large buffers on the heap for reuse (see common/malloc_tuning.h); call once at start-up");
   m.def("cuda_usable", [](int gpu) {

@@ -70,8 +70,8 @@ int Run() {
   for (uint8_t& v : in) v = static_cast<uint8_t>(rng());
   std::vector<uint8_t> a(in.size() * 4), b(in.size() * 4);
   const int repeats = absl::GetFlag(FLAGS_repeats);
-  std::printf("CPU conversion of %lld images of %lldx%lld (ms per batch, fastest of %d)\n",
-              static_cast<long long>(s.n), static_cast<long long>(s.h), static_cast<long long>(s.w), repeats);
+  std::printf("CPU conversion of %lld images of %lldx%lld (ms per batch, fastest of %d)\n", static_cast<long long>(s.n),
+              static_cast<long long>(s.h), static_cast<long long>(s.w), repeats);
   std::printf("  %-9s %-5s %12s %12s %9s\n", "type", "layout", "per-element", "table", "speed-up");
   for (TensorType type : {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16, TensorType::kUInt8}) {
     for (TensorLayout layout : {TensorLayout::kNCHW, TensorLayout::kNHWC}) {

@@ -16,8 +16,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "common/flag_names.h"
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 
 ABSL_FLAG(std::string, dir, "", "Directory searched recursively for .jpg/.jpeg files");
 ABSL_FLAG(int, limit, 0, "Decode at most this many files; 0: all");

@@ -16,9 +16,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/flag_names.h"
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/python_stage.h"
 #include "dataplane/ops/user_ops.h"
 #include "tests/testdata/image_set.h"
@@ -27,8 +27,7 @@ ABSL_FLAG(std::string, dir, "", "Photos (.jpg, searched recursively) to cut 224x
 ABSL_FLAG(int, images, 64, "Distinct input images");
 ABSL_FLAG(int, rounds, 20, "Times each op runs over the inputs");
 ABSL_FLAG(std::string, json, "", "Also write the figures here as JSON");
-ABSL_FLAG(std::string, ops, "",
-          "Ops to time, separated by ';' (default: every op with typical arguments)");
+ABSL_FLAG(std::string, ops, "", "Ops to time, separated by ';' (default: every op with typical arguments)");
 ABSL_FLAG(std::string, op_plugins, "", "Directory of op plugins to load (as stoker-server --op-plugins)");
 ABSL_FLAG(std::vector<std::string>, python_transforms, {},
           "Python modules for python(...) ops (as stoker-server --python-transforms), run by one worker process");
@@ -37,11 +36,23 @@ ABSL_FLAG(std::string, python_executable, "python3", "Interpreter for --python-t
 namespace {
 
 const char* kDefaultOps[] = {
-    "random_horizontal_flip(1)", "resize(112, antialias=false), center_crop(112)",
+    "random_horizontal_flip(1)",
+    "resize(112, antialias=false), center_crop(112)",
     "resize(112), center_crop(112)",
-    "color_jitter(0.4, 0.4, 0.4, 0.1)", "adjust_brightness(1.3)", "adjust_contrast(1.3)", "adjust_saturation(1.3)",
-    "adjust_hue(0.1)", "solarize(128)", "posterize(4)", "equalize()", "autocontrast()", "adjust_sharpness(2)",
-    "invert()", "grayscale()", "gaussian_blur(23, sigma=0.1:2)", "random_erasing(p=1)",
+    "color_jitter(0.4, 0.4, 0.4, 0.1)",
+    "adjust_brightness(1.3)",
+    "adjust_contrast(1.3)",
+    "adjust_saturation(1.3)",
+    "adjust_hue(0.1)",
+    "solarize(128)",
+    "posterize(4)",
+    "equalize()",
+    "autocontrast()",
+    "adjust_sharpness(2)",
+    "invert()",
+    "grayscale()",
+    "gaussian_blur(23, sigma=0.1:2)",
+    "random_erasing(p=1)",
     "random_erasing(p=1, value_random=true)",
 };
 

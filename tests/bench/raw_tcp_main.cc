@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       if (n <= 0) break;
       off += static_cast<size_t>(n);
     }
-    if (off < batch) break;  // the sender is done
+    if (off < batch) break;           // the sender is done
     if (k == 1) start = absl::Now();  // the first two batches warm up
     if (k >= 2) counted += batch;
   }

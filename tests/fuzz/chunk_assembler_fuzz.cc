@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // What the client's header check guarantees at most: a bounded size.
   stoker::ChunkAssembler assembler("fuzz", nullptr, [](const stoker::v1::BatchHeader& h) {
     return h.total_bytes() <= (1 << 20) && h.field_bytes() <= (1 << 20) ? absl::OkStatus()
-                                                                          : absl::DataLossError("too big");
+                                                                        : absl::DataLossError("too big");
   });
   size_t pos = 0;
   while (pos + 2 <= size) {

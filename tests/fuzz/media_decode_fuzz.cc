@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/rng.h"
-#include "dataplane/ops/audio_ops.h"
 #include "dataplane/decode/media_abi.h"
+#include "dataplane/ops/audio_ops.h"
 
 namespace {
 

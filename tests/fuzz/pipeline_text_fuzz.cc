@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

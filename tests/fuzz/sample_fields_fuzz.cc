@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string path = newline == std::string::npos ? "a" : bytes.substr(0, newline);
     const std::string doc = newline == std::string::npos ? bytes : bytes.substr(newline + 1);
     static constexpr stoker::v1::FieldKind kPathKinds[] = {stoker::v1::CLASS, stoker::v1::CLASSES, stoker::v1::TEXT,
-                                                           stoker::v1::JSON, stoker::v1::NUMBER, stoker::v1::BYTES};
+                                                           stoker::v1::JSON,  stoker::v1::NUMBER,  stoker::v1::BYTES};
     const stoker::v1::FieldKind path_kind = kPathKinds[data[0] % 6];
     auto value = stoker::ExtractJsonField(path_kind, doc, path, "fuzz");
     if (value.ok() && (path_kind == stoker::v1::CLASS || path_kind == stoker::v1::NUMBER) && value->size() != 4) {

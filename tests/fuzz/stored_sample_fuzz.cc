@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "dataplane/sources/manifest.h"
 #include "dataplane/sample/stored_sample.h"
+#include "dataplane/sources/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -11,8 +11,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "prometheus/registry.h"
 #include "dataplane/sessions/data_service_core.h"
+#include "prometheus/registry.h"
 #include "server/stream_state.h"
 
 namespace {

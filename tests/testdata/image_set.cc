@@ -8,10 +8,10 @@
 
 #include <jpeglib.h>
 
-#include "absl/strings/str_format.h"
-#include "common/rng.h"
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include "absl/strings/str_format.h"
+#include "common/rng.h"
 
 namespace stoker::testing {
 
@@ -36,7 +36,8 @@ cv::Mat SyntheticImage(int height, int width, uint64_t seed) {
     if (i % 2) {
       cv::circle(img, p, static_cast<int>(rng.UniformInt(5, std::max(6, height / 4))), color, cv::FILLED);
     } else {
-      const cv::Point q(static_cast<int>(rng.UniformInt(0, width - 1)), static_cast<int>(rng.UniformInt(0, height - 1)));
+      const cv::Point q(static_cast<int>(rng.UniformInt(0, width - 1)),
+                        static_cast<int>(rng.UniformInt(0, height - 1)));
       cv::rectangle(img, p, q, color, cv::FILLED);
     }
   }
@@ -51,7 +52,8 @@ std::string EncodeJpeg(const cv::Mat& rgb, int quality, bool progressive) {
   cv::Mat bgr;
   cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
   std::vector<uint8_t> buf;
-  cv::imencode(".jpg", bgr, buf, {cv::IMWRITE_JPEG_QUALITY, quality, cv::IMWRITE_JPEG_PROGRESSIVE, progressive ? 1 : 0});
+  cv::imencode(".jpg", bgr, buf,
+               {cv::IMWRITE_JPEG_QUALITY, quality, cv::IMWRITE_JPEG_PROGRESSIVE, progressive ? 1 : 0});
   return std::string(buf.begin(), buf.end());
 }
 
@@ -87,7 +89,8 @@ void AppendChunk(std::string& png, const char* type, const std::string& data) {
   for (int s = 24; s >= 0; s -= 8) png.push_back(static_cast<char>((len >> s) & 0xff));
   std::string body = std::string(type, 4) + data;
   png += body;
-  const uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+  const uint32_t crc =
+      static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
   for (int s = 24; s >= 0; s -= 8) png.push_back(static_cast<char>((crc >> s) & 0xff));
 }
 }  // namespace
@@ -101,7 +104,8 @@ std::string EncodePalettePng(const cv::Mat& indices, const std::vector<cv::Vec3b
   ihdr += std::string("\x08\x03\x00\x00\x00", 5);  // 8-bit, palette, deflate, no filter, no interlace
   AppendChunk(png, "IHDR", ihdr);
   std::string plte;
-  for (const cv::Vec3b& c : palette) plte += std::string{static_cast<char>(c[0]), static_cast<char>(c[1]), static_cast<char>(c[2])};
+  for (const cv::Vec3b& c : palette)
+    plte += std::string{static_cast<char>(c[0]), static_cast<char>(c[1]), static_cast<char>(c[2])};
   AppendChunk(png, "PLTE", plte);
   std::string raw;
   for (int y = 0; y < indices.rows; ++y) {
@@ -110,7 +114,8 @@ std::string EncodePalettePng(const cv::Mat& indices, const std::vector<cv::Vec3b
   }
   uLongf size = compressBound(static_cast<uLong>(raw.size()));
   std::string z(size, '\0');
-  compress(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(raw.data()), static_cast<uLong>(raw.size()));
+  compress(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(raw.data()),
+           static_cast<uLong>(raw.size()));
   z.resize(size);
   AppendChunk(png, "IDAT", z);
   AppendChunk(png, "IEND", "");

@@ -9,17 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include <opencv2/core.hpp>
+#include "absl/status/status.h"
 
 namespace stoker::testing {
 
 struct ImageSetOptions {
   int classes = 4;
   int per_class = 16;
-  int min_side = 200;   // pixels
-  int max_side = 500;   // pixels
-  int quality = 90;     // JPEG quality
+  int min_side = 200;  // pixels
+  int max_side = 500;  // pixels
+  int quality = 90;    // JPEG quality
   uint64_t seed = 1;
 };
 

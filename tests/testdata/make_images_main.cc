@@ -14,8 +14,7 @@ ABSL_FLAG(int, max_side, 500, "Largest image side in pixels");
 ABSL_FLAG(uint64_t, seed, 1, "Seed; the same seed writes the same files");
 
 int main(int argc, char** argv) {
-  stoker::ParseFlags(argc, argv,
-      "Writes a synthetic ImageFolder tree: stoker-make-images --out DIR");
+  stoker::ParseFlags(argc, argv, "Writes a synthetic ImageFolder tree: stoker-make-images --out DIR");
   if (absl::GetFlag(FLAGS_out).empty()) {
     std::fprintf(stderr, "stoker-make-images: --out is required\n");
     return 2;

@@ -13,18 +13,18 @@
 #include <map>
 #include <string>
 
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/flag_names.h"
-#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/policy_ops.h"
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 ABSL_FLAG(std::string, policy, "", "One policy op in pipeline text");
 ABSL_FLAG(int, draws, 0, "Applications to draw and count");
@@ -46,7 +46,8 @@ std::string Key(const PolicyStep& s) { return absl::StrFormat("%s:%.4f", stoker:
 
 std::string StepsJson(const std::vector<PolicyStep>& steps) {
   std::vector<std::string> parts;
-  for (const PolicyStep& s : steps) parts.push_back(absl::StrFormat("[\"%s\", %.9g]", stoker::PolicyOpName(s.op), s.magnitude));
+  for (const PolicyStep& s : steps)
+    parts.push_back(absl::StrFormat("[\"%s\", %.9g]", stoker::PolicyOpName(s.op), s.magnitude));
   return "[" + absl::StrJoin(parts, ", ") + "]";
 }
 
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
   };
   if (!absl::GetFlag(FLAGS_apply).empty()) {
     std::map<std::string, PolicyOp> names;
-    for (int i = 0; i <= static_cast<int>(PolicyOp::kInvert); ++i) names[stoker::PolicyOpName(PolicyOp(i))] = PolicyOp(i);
+    for (int i = 0; i <= static_cast<int>(PolicyOp::kInvert); ++i)
+      names[stoker::PolicyOpName(PolicyOp(i))] = PolicyOp(i);
     std::optional<cv::Scalar> fill;
     if (!absl::GetFlag(FLAGS_fill).empty()) {
       std::vector<std::string> v = absl::StrSplit(absl::GetFlag(FLAGS_fill), ':');
@@ -101,7 +103,8 @@ int main(int argc, char** argv) {
     if (op.has_rand_augment()) return stoker::DrawRandAugment(op.rand_augment(), h, w, rng);
     if (op.has_trivial_augment_wide()) return stoker::DrawTrivialAugmentWide(op.trivial_augment_wide(), rng);
     std::vector<PolicyStep> all;
-    for (const auto& chain : stoker::DrawAugMix(op.augmix(), h, w, rng).chains) all.insert(all.end(), chain.begin(), chain.end());
+    for (const auto& chain : stoker::DrawAugMix(op.augmix(), h, w, rng).chains)
+      all.insert(all.end(), chain.begin(), chain.end());
     return all;
   };
   if (absl::GetFlag(FLAGS_draws) > 0) {
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> parts;
     for (const auto& [k, v] : counts) parts.push_back(absl::StrFormat("\"%s\": %d", k, v));
     absl::PrintF("{\"applications\": %d, \"steps\": %d, \"counts\": {%s}}\n", absl::GetFlag(FLAGS_draws), steps,
-                absl::StrJoin(parts, ", "));
+                 absl::StrJoin(parts, ", "));
     return 0;
   }
   if (image.empty()) return Fail("give --draws, or --in and --out");
@@ -122,8 +125,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> chains, weights;
     for (const auto& c : d.chains) chains.push_back(StepsJson(c));
     for (double x : d.weights) weights.push_back(absl::StrFormat("%.17g", x));
-    absl::PrintF("{\"original\": %.17g, \"weights\": [%s], \"chains\": [%s]}\n", d.original, absl::StrJoin(weights, ", "),
-                absl::StrJoin(chains, ", "));
+    absl::PrintF("{\"original\": %.17g, \"weights\": [%s], \"chains\": [%s]}\n", d.original,
+                 absl::StrJoin(weights, ", "), absl::StrJoin(chains, ", "));
     const auto& o = op.augmix();
     stoker::ApplyAugMix(image, d, o.has_interpolation() && o.interpolation() == stoker::v1::BILINEAR, std::nullopt);
     return write();

@@ -62,7 +62,8 @@ absl::StatusOr<std::string> Subprocess::WaitForLine(const std::string& needle, a
     // Every line it printed is read and none matched: it never will.
     if (exited_) return absl::NotFoundError(absl::StrCat("process exited before printing '", needle, "'"));
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("no line with '", needle, "' after ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("no line with '", needle, "' after ", absl::FormatDuration(timeout)));
     }
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {

@@ -35,8 +35,8 @@ namespace {
 // inline namespace is Debian's ABI tag (debian3 in bookworm).
 std::string Mangled(const char* cls, const char* fn, const char* params, bool is_const) {
   const std::string ns = ABSL_OPTION_INLINE_NAMESPACE_NAME_STR;
-  return std::string(is_const ? "_ZNK4absl" : "_ZN4absl") + std::to_string(ns.size()) + ns + std::to_string(std::strlen(cls)) + cls +
-         std::to_string(std::strlen(fn)) + fn + params;
+  return std::string(is_const ? "_ZNK4absl" : "_ZN4absl") + std::to_string(ns.size()) + ns +
+         std::to_string(std::strlen(cls)) + cls + std::to_string(std::strlen(fn)) + fn + params;
 }
 
 template <typename F>
@@ -63,7 +63,6 @@ bool EvalAnnotated(Annotated* a) {
 }
 
 }  // namespace
-
 
 namespace absl {
 ABSL_NAMESPACE_BEGIN
@@ -116,7 +115,7 @@ void Mutex::Await(const Condition& cond) {
 }
 bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, absl::Duration)>("Mutex", "AwaitWithTimeout",
-                                                                               STOKER_CONDITION "NS0_8DurationE");
+                                                                              STOKER_CONDITION "NS0_8DurationE");
   Annotated a{this, &cond};
   __tsan_release(this);
   const bool r = real(this, Condition(&EvalAnnotated, &a), timeout);
@@ -124,8 +123,8 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
   return r;
 }
 bool Mutex::AwaitWithDeadline(const Condition& cond, absl::Time deadline) {
-  static auto real = Real<bool (*)(Mutex*, const Condition&, absl::Time)>("Mutex", "AwaitWithDeadline",
-                                                                           STOKER_CONDITION "NS0_4TimeE");
+  static auto real =
+      Real<bool (*)(Mutex*, const Condition&, absl::Time)>("Mutex", "AwaitWithDeadline", STOKER_CONDITION "NS0_4TimeE");
   Annotated a{this, &cond};
   __tsan_release(this);
   const bool r = real(this, Condition(&EvalAnnotated, &a), deadline);
@@ -146,7 +145,7 @@ void Mutex::ReaderLockWhen(const Condition& cond) {
 }
 bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, absl::Duration)>("Mutex", "LockWhenWithTimeout",
-                                                                               STOKER_CONDITION "NS0_8DurationE");
+                                                                              STOKER_CONDITION "NS0_8DurationE");
   Annotated a{this, &cond};
   const bool r = real(this, Condition(&EvalAnnotated, &a), timeout);
   __tsan_acquire(this);
@@ -154,7 +153,7 @@ bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
 }
 bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, absl::Time)>("Mutex", "LockWhenWithDeadline",
-                                                                           STOKER_CONDITION "NS0_4TimeE");
+                                                                          STOKER_CONDITION "NS0_4TimeE");
   Annotated a{this, &cond};
   const bool r = real(this, Condition(&EvalAnnotated, &a), deadline);
   __tsan_acquire(this);
@@ -168,16 +167,16 @@ void CondVar::Wait(Mutex* mu) {
   __tsan_acquire(mu);
 }
 bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
-  static auto real = Real<bool (*)(CondVar*, Mutex*, absl::Duration)>("CondVar", "WaitWithTimeout",
-                                                                       "EPNS0_5MutexENS0_8DurationE");
+  static auto real =
+      Real<bool (*)(CondVar*, Mutex*, absl::Duration)>("CondVar", "WaitWithTimeout", "EPNS0_5MutexENS0_8DurationE");
   __tsan_release(mu);
   const bool r = real(this, mu, timeout);
   __tsan_acquire(mu);
   return r;
 }
 bool CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
-  static auto real = Real<bool (*)(CondVar*, Mutex*, absl::Time)>("CondVar", "WaitWithDeadline",
-                                                                   "EPNS0_5MutexENS0_4TimeE");
+  static auto real =
+      Real<bool (*)(CondVar*, Mutex*, absl::Time)>("CondVar", "WaitWithDeadline", "EPNS0_5MutexENS0_4TimeE");
   __tsan_release(mu);
   const bool r = real(this, mu, deadline);
   __tsan_acquire(mu);
@@ -205,8 +204,8 @@ bool Notification::WaitForNotificationWithTimeout(absl::Duration timeout) const 
   return r;
 }
 bool Notification::WaitForNotificationWithDeadline(absl::Time deadline) const {
-  static auto real = Real<bool (*)(const Notification*, absl::Time)>(
-      "Notification", "WaitForNotificationWithDeadline", "ENS0_4TimeE", true);
+  static auto real = Real<bool (*)(const Notification*, absl::Time)>("Notification", "WaitForNotificationWithDeadline",
+                                                                     "ENS0_4TimeE", true);
   const bool r = real(this, deadline);
   __tsan_acquire(const_cast<Notification*>(this));
   return r;
