@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain
-  cmake ninja-build g++ clang pkg-config make
+  cmake ninja-build g++ clang clang-format pkg-config make
   # gRPC, protobuf, Abseil
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   # decode and augment: libjpeg-turbo and only the OpenCV modules we use
