@@ -261,24 +261,88 @@ OpText FirstOpsText(std::vector<OpText::Argument> arguments, int bare) {
   return OpText{std::move(arguments), bare, /*first_ops_style=*/true};
 }
 
+// The first ops fused with decoding (OpEntry::fused): random_resized_crop
+// and center_crop decode only their box; random_resized_crop and resize
+// decode shrunk in the DCT domain when the region is at least twice the size
+// they resize to, then resize what was decoded.
+bool PlanRandomResizedCrop(const v1::Op& op, int height, int width, Rng& rng, CropBox* region, int* scale) {
+  const auto& o = op.random_resized_crop();
+  *region = RandomResizedCropBox(height, width, o.scale_min(), o.scale_max(), o.ratio_min(), o.ratio_max(), rng);
+  *scale = DctScaleFor(std::min(region->height, region->width), o.size(), o.antialias());
+  return true;
+}
+
+absl::Status FinishRandomResizedCrop(const v1::Op& op, cv::Size original, int64_t max_pixels, cv::Mat& image,
+                                     GeometrySink* geometry) {
+  const auto& o = op.random_resized_crop();
+  image = Resample(image, cv::Size(o.size(), o.size()), o.interpolation(), o.antialias());
+  if (geometry != nullptr) geometry->Step(GeometryStep::Resize(o.size(), o.size()));
+  return absl::OkStatus();
+}
+
+// An image smaller than the crop is padded by `apply`, not fused.
+bool PlanCenterCrop(const v1::Op& op, int height, int width, Rng& rng, CropBox* region, int* scale) {
+  const int size = op.center_crop().size();
+  if (height < size || width < size) return false;
+  *region = CenterCropBox(height, width, size);
+  return true;
+}
+
+absl::Status FinishCenterCrop(const v1::Op&, cv::Size, int64_t, cv::Mat&, GeometrySink*) { return absl::OkStatus(); }
+
+bool PlanResize(const v1::Op& op, int height, int width, Rng& rng, CropBox* region, int* scale) {
+  *scale = DctScaleFor(std::min(height, width), op.resize().shorter_side(), op.resize().antialias());
+  return true;
+}
+
+// The target size comes from the original dimensions, not the scaled ones.
+absl::Status FinishResize(const v1::Op& op, cv::Size original, int64_t max_pixels, cv::Mat& image,
+                          GeometrySink* geometry) {
+  if (absl::Status s = LimitResize(op, original, max_pixels); !s.ok()) return s;
+  const cv::Size target = ShorterSideSize(original.height, original.width, op.resize().shorter_side());
+  if (target != image.size()) image = Resample(image, target, op.resize().interpolation(), op.resize().antialias());
+  if (geometry != nullptr) geometry->Step(GeometryStep::Resize(target.width, target.height));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::vector<OpEntry>& CoreOps() {
   constexpr OpTargets kMoved = OpTargets::kMoved, kUntouched = OpTargets::kUntouched;
   const OpText::Argument interpolation{"interpolation", "interpolation"}, antialias{"antialias", "antialias"};
   static const auto* ops = new std::vector<OpEntry>{
-      {v1::Op::kRandomResizedCrop, "transforms.RandomResizedCrop", CheckRandomResizedCrop, Always,
-       ApplyRandomResizedCrop, kMoved, nullptr,
+      {v1::Op::kRandomResizedCrop,
+       "transforms.RandomResizedCrop",
+       CheckRandomResizedCrop,
+       Always,
+       ApplyRandomResizedCrop,
+       kMoved,
+       nullptr,
        FirstOpsText({{"size", "size"},
                      {"scale", "scale_min", "scale_max"},
                      {"ratio", "ratio_min", "ratio_max"},
                      interpolation,
                      antialias},
-                    1)},
-      {v1::Op::kCenterCrop, "transforms.CenterCrop", CheckCenterCrop, Never, ApplyCenterCrop, kMoved, nullptr,
-       FirstOpsText({{"size", "size"}}, 1)},
-      {v1::Op::kResize, "transforms.Resize (int size: the shorter side)", CheckResize, Never, ApplyResize, kMoved,
-       LimitResize, FirstOpsText({{"size", "shorter_side"}, interpolation, antialias}, 1)},
+                    1),
+       {PlanRandomResizedCrop, FinishRandomResizedCrop}},
+      {v1::Op::kCenterCrop,
+       "transforms.CenterCrop",
+       CheckCenterCrop,
+       Never,
+       ApplyCenterCrop,
+       kMoved,
+       nullptr,
+       FirstOpsText({{"size", "size"}}, 1),
+       {PlanCenterCrop, FinishCenterCrop}},
+      {v1::Op::kResize,
+       "transforms.Resize (int size: the shorter side)",
+       CheckResize,
+       Never,
+       ApplyResize,
+       kMoved,
+       LimitResize,
+       FirstOpsText({{"size", "shorter_side"}, interpolation, antialias}, 1),
+       {PlanResize, FinishResize}},
       {v1::Op::kRandomHorizontalFlip, "transforms.RandomHorizontalFlip", CheckHorizontalFlip, Always,
        ApplyHorizontalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)},
       {v1::Op::kRandomVerticalFlip, "transforms.RandomVerticalFlip", CheckVerticalFlip, Always, ApplyVerticalFlip,

@@ -15,6 +15,7 @@
 #include <opencv2/core.hpp>
 #include "absl/status/status.h"
 #include "common/rng.h"
+#include "dataplane/base/crop_box.h"
 #include "dataplane/sample/geometry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
@@ -86,9 +87,24 @@ struct OpEntry {
   void (*apply)(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& context, GeometrySink* geometry);
   OpTargets targets = OpTargets::kUntouched;
   // Run before `apply` on the image it gets (null: none); resize's also runs
-  // on the decoded size when Pipeline::DecodeAndApply fuses it with decoding.
+  // on the decoded size when the op is fused with decoding.
   absl::Status (*limit)(const v1::Op& op, cv::Size input, int64_t max_pixels) = LimitPaddedPixels;
   OpText text = {};
+  // The op's fused form as a pipeline's first op (both null: none), which
+  // Pipeline::DecodeAndApply runs instead of `apply`: `plan` chooses, from
+  // the encoded image's size (and `rng`, as `apply` would draw), the region
+  // to decode (width 0: all of it) and the DCT scale in eighths (8: full
+  // size), or answers false to leave this image to `apply`; `finish` does
+  // the rest on the decoded pixels (a resize), with the geometry steps after
+  // the crop. The decoder does the cropping and the coarse shrinking: the
+  // pixels are those `apply` makes where no DCT shrinking is chosen, and close
+  // to them where it is (pipeline_test.cc pins both).
+  struct Fused {
+    bool (*plan)(const v1::Op& op, int height, int width, Rng& rng, CropBox* region, int* scale) = nullptr;
+    absl::Status (*finish)(const v1::Op& op, cv::Size original, int64_t max_pixels, cv::Mat& image,
+                           GeometrySink* geometry) = nullptr;
+  };
+  Fused fused = {};
 };
 
 // The probability gate every registered op has ("p", unset: `otherwise`):

@@ -345,48 +345,23 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   if (geometry != nullptr) {
     if (absl::Status s = geometry->Start(info->width, info->height); !s.ok()) return s;
   }
-  // Fuse the first op with decoding: decode only its region, shrunk in the
-  // DCT domain when it is at least twice the size it is resized to.
+  // The first op fused with decoding, when its entry says how (OpEntry::fused):
+  // only its region decoded, shrunk in the DCT domain where it allows.
   CropBox region;
   int scale = 8;  // eighths: full size
-  size_t next_op = first_op;
-  static const v1::Op kNoOp;
-  const v1::Op& first = first_op < ops_.size() ? ops_[first_op] : kNoOp;
-  if (first.has_random_resized_crop()) {
-    const auto& o = first.random_resized_crop();
-    region = RandomResizedCropBox(info->height, info->width, o.scale_min(), o.scale_max(), o.ratio_min(), o.ratio_max(),
-                                  rng);
-    scale = DctScaleFor(std::min(region.height, region.width), o.size(), o.antialias());
-    next_op = first_op + 1;
-  } else if (first.has_center_crop() && info->height >= first.center_crop().size() &&
-             info->width >= first.center_crop().size()) {
-    region = CenterCropBox(info->height, info->width, first.center_crop().size());
-    next_op = first_op + 1;
-  } else if (first.has_resize()) {
-    scale = DctScaleFor(std::min(info->height, info->width), first.resize().shorter_side(), first.resize().antialias());
-    next_op = first_op + 1;
-  }
+  const OpEntry* first = first_op < ops_.size() ? FindOp(ops_[first_op].op_case()) : nullptr;
+  const bool fused = first != nullptr && first->fused.plan != nullptr &&
+                     first->fused.plan(ops_[first_op], info->height, info->width, rng, &region, &scale);
   absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
   if (!decoded.ok()) return decoded.status();
   const absl::Time t1 = absl::Now();
   cv::Mat image = *std::move(decoded);
   if (geometry != nullptr && region.width > 0) geometry->Step(GeometryStep::Crop(region));
-  if (first.has_random_resized_crop()) {
-    const auto& o = first.random_resized_crop();
-    image = Resample(image, cv::Size(o.size(), o.size()), o.interpolation(), o.antialias());
-    if (geometry != nullptr) geometry->Step(GeometryStep::Resize(o.size(), o.size()));
-  } else if (first.has_resize()) {
-    // The target size comes from the original dimensions, not the scaled ones.
-    if (absl::Status s = FindOp(v1::Op::kResize)->limit(first, cv::Size(info->width, info->height), max_pixels);
-        !s.ok()) {
-      return s;
-    }
-    const cv::Size target = ShorterSideSize(info->height, info->width, first.resize().shorter_side());
-    if (target != image.size()) {
-      image = Resample(image, target, first.resize().interpolation(), first.resize().antialias());
-    }
-    if (geometry != nullptr) geometry->Step(GeometryStep::Resize(target.width, target.height));
+  if (fused) {
+    const cv::Size original(info->width, info->height);
+    if (absl::Status s = first->fused.finish(ops_[first_op], original, max_pixels, image, geometry); !s.ok()) return s;
   }
+  const size_t next_op = fused ? first_op + 1 : first_op;
   UserOpIo own;
   if (io == nullptr) io = &own;
   const absl::Duration python_before = io->python_time;

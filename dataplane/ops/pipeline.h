@@ -1,10 +1,11 @@
 // A validated preprocessing pipeline: the session's ops with defaults filled
 // in, the fixed output geometry and dtype, and the code that turns one encoded
 // image into one sample of the batch buffer. The first op is fused with
-// decoding where that saves work: a leading crop decodes only the crop's
-// region of a JPEG, and a crop (or resize) at least twice its output is
-// shrunk in the DCT domain (by 1/2, 1/4 or 1/8) first. Immutable after Create and so thread-safe;
-// shared by all of a session's workers.
+// decoding where its registry entry says how (OpEntry::fused in op_entry.h):
+// a leading crop decodes only the crop's region of a JPEG, and a crop (or
+// resize) at least twice its output is shrunk in the DCT domain (by 1/2, 1/4
+// or 1/8) first. Immutable after Create and so thread-safe; shared by all of
+// a session's workers.
 #ifndef STOKER_DATAPLANE_OPS_PIPELINE_H_
 #define STOKER_DATAPLANE_OPS_PIPELINE_H_
 

@@ -4,6 +4,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 #include "tests/testdata/image_set.h"
@@ -243,6 +244,38 @@ TEST(PipelineTest, FusedDecodeMatchesFullDecodeThenOps) {
       EXPECT_EQ(fused, reference) << text << " seed " << seed;
     }
   }
+}
+
+// The fusion is the entry's: the decode-and-crop first ops say how they
+// fuse (OpEntry::fused), the others have no fused form, and a center crop
+// larger than the image declines, leaving the image to its apply (padding).
+TEST(PipelineTest, AFirstOpFusesThroughItsEntry) {
+  for (v1::Op::OpCase op : {v1::Op::kRandomResizedCrop, v1::Op::kCenterCrop, v1::Op::kResize}) {
+    ASSERT_NE(FindOp(op), nullptr);
+    EXPECT_NE(FindOp(op)->fused.plan, nullptr) << op;
+    EXPECT_NE(FindOp(op)->fused.finish, nullptr) << op;
+  }
+  EXPECT_EQ(FindOp(v1::Op::kRandomHorizontalFlip)->fused.plan, nullptr);
+  EXPECT_EQ(FindOp(v1::Op::kPad)->fused.plan, nullptr);
+  const std::vector<v1::Op> crop = *ParsePipelineText("center_crop(200)");
+  Rng rng(1);
+  CropBox region;
+  int scale = 8;
+  EXPECT_TRUE(FindOp(v1::Op::kCenterCrop)->fused.plan(crop[0], 280, 300, rng, &region, &scale));
+  EXPECT_EQ(region, (CropBox{40, 50, 200, 200}));
+  region = CropBox();
+  EXPECT_FALSE(FindOp(v1::Op::kCenterCrop)->fused.plan(crop[0], 150, 300, rng, &region, &scale));
+  EXPECT_EQ(region.width, 0) << "declined: nothing to decode apart";
+  // A small image is padded by apply, through the same pipeline.
+  const std::string small = testing::EncodeJpeg(testing::SyntheticImage(150, 300, 3), 90);
+  auto p = Pipeline::Create(Config("center_crop(200)"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<uint8_t> out(static_cast<size_t>(p->sample_bytes())), reference(out.size());
+  Rng a(1), b(1);
+  SampleTimes times;
+  ASSERT_TRUE(p->Produce(small, a, 0, out.data(), &times).ok());
+  ASSERT_TRUE(p->Store(*p->Apply(DecodeImage(small)->clone(), b), reference.data()).ok());
+  EXPECT_EQ(out, reference);
 }
 
 TEST(PipelineTest, DctScaledResizeStaysCloseToFullDecode) {
