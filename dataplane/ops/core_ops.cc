@@ -288,8 +288,6 @@ bool PlanCenterCrop(const v1::Op& op, int height, int width, Rng& rng, CropBox* 
   return true;
 }
 
-absl::Status FinishCenterCrop(const v1::Op&, cv::Size, int64_t, cv::Mat&, GeometrySink*) { return absl::OkStatus(); }
-
 bool PlanResize(const v1::Op& op, int height, int width, Rng& rng, CropBox* region, int* scale) {
   *scale = DctScaleFor(std::min(height, width), op.resize().shorter_side(), op.resize().antialias());
   return true;
@@ -333,7 +331,7 @@ const std::vector<OpEntry>& CoreOps() {
        kMoved,
        nullptr,
        FirstOpsText({{"size", "size"}}, 1),
-       {PlanCenterCrop, FinishCenterCrop}},
+       {PlanCenterCrop}},
       {v1::Op::kResize,
        "transforms.Resize (int size: the shorter side)",
        CheckResize,

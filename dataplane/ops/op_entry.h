@@ -90,13 +90,13 @@ struct OpEntry {
   // on the decoded size when the op is fused with decoding.
   absl::Status (*limit)(const v1::Op& op, cv::Size input, int64_t max_pixels) = LimitPaddedPixels;
   OpText text = {};
-  // The op's fused form as a pipeline's first op (both null: none), which
+  // The op's fused form as a pipeline's first op (`plan` null: none), which
   // Pipeline::DecodeAndApply runs instead of `apply`: `plan` chooses, from
   // the encoded image's size (and `rng`, as `apply` would draw), the region
   // to decode (width 0: all of it) and the DCT scale in eighths (8: full
-  // size), or answers false to leave this image to `apply`; `finish` does
-  // the rest on the decoded pixels (a resize), with the geometry steps after
-  // the crop. The decoder does the cropping and the coarse shrinking: the
+  // size), or answers false to leave this image to `apply`; `finish` (null:
+  // nothing more) does the rest on the decoded pixels (a resize), with the
+  // geometry steps after the crop. The decoder does the cropping and the coarse shrinking: the
   // pixels are those `apply` makes where no DCT shrinking is chosen, and close
   // to them where it is (pipeline_test.cc pins both).
   struct Fused {

@@ -357,7 +357,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   const absl::Time t1 = absl::Now();
   cv::Mat image = *std::move(decoded);
   if (geometry != nullptr && region.width > 0) geometry->Step(GeometryStep::Crop(region));
-  if (fused) {
+  if (fused && first->fused.finish != nullptr) {
     const cv::Size original(info->width, info->height);
     if (absl::Status s = first->fused.finish(ops_[first_op], original, max_pixels, image, geometry); !s.ok()) return s;
   }
