@@ -11,7 +11,7 @@
 
 namespace stoker {
 
-absl::Status SessionFromOptions(const Options& o, v1::SessionConfig* s) {
+absl::Status SessionFromOptions(const LoaderOptions& o, v1::SessionConfig* s) {
   if (o.dataset.empty()) return absl::InvalidArgumentError("dataset: a name under the servers' --data-root");
   s->set_dataset(o.dataset);
   // The pipeline text is parsed once: its first op tells how the fields read.
@@ -58,7 +58,7 @@ absl::Status SessionFromOptions(const Options& o, v1::SessionConfig* s) {
   return absl::OkStatus();
 }
 
-absl::Status DeviceFromOptions(const Options& o, DeviceOptions* d) {
+absl::Status DeviceFromOptions(const LoaderOptions& o, DeviceOptions* d) {
   absl::StatusOr<DeviceOptions::Device> device = ParseDevice(o.device);
   if (!device.ok()) return device.status();
   d->device = *device;
@@ -86,7 +86,7 @@ absl::Status DeviceFromOptions(const Options& o, DeviceOptions* d) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoaderConfig> ToConfig(const Options& o) {
+absl::StatusOr<LoaderConfig> ToConfig(const LoaderOptions& o) {
   LoaderConfig c;
   ClientConfig& cc = c.client;
   cc.servers = o.servers;

@@ -15,7 +15,7 @@
 
 namespace stoker {
 
-struct Options {
+struct LoaderOptions {
   std::vector<std::string> servers;
   int local_workers = 0;
   std::string data_root = ".";
@@ -76,11 +76,11 @@ struct Options {
 
 // The session's part of the options (dataset, pipeline, fields, batch,
 // policies, order) into `session`; INVALID_ARGUMENT names the option.
-absl::Status SessionFromOptions(const Options& o, v1::SessionConfig* session);
+absl::Status SessionFromOptions(const LoaderOptions& o, v1::SessionConfig* session);
 // The device's part (device, dtype, layout, normalisation, slots).
-absl::Status DeviceFromOptions(const Options& o, DeviceOptions* d);
+absl::Status DeviceFromOptions(const LoaderOptions& o, DeviceOptions* d);
 // All of it: the client, the session, the device, metrics and MixUp/CutMix.
-absl::StatusOr<LoaderConfig> ToConfig(const Options& o);
+absl::StatusOr<LoaderConfig> ToConfig(const LoaderOptions& o);
 
 }  // namespace stoker
 
