@@ -170,12 +170,6 @@ absl::StatusOr<stoker::ServerConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-media-seconds must be positive (got ", config.core.max_media_seconds, ")"));
   }
-  if (config.core.max_pixels > 0) {
-    // OpenCV's own guard, read at its first decode: a second line behind the
-    // header checks (image_header.cc), should a header reader and OpenCV ever
-    // disagree about a size again.
-    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(config.core.max_pixels).c_str(), /*overwrite=*/1);
-  }
   config.core.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   config.core.allow_cache_modes = absl::GetFlag(FLAGS_allow_cache_modes);
   config.core.max_cache_bytes_per_session = absl::GetFlag(FLAGS_max_cache_bytes_per_session);
@@ -297,6 +291,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   stoker::ServerConfig config = *std::move(configured);
+  if (config.core.max_pixels > 0) {
+    // OpenCV's own guard, read at its first decode: a second line behind the
+    // header checks (image_header.cc), should a header reader and OpenCV ever
+    // disagree about a size again.
+    setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(config.core.max_pixels).c_str(), /*overwrite=*/1);
+  }
   // A remote data root: each dataset is copied whole into the cache as
   // sessions first open it, and read from there (storage/store_mirror.h).
   std::unique_ptr<stoker::StoreMirror> mirror;
