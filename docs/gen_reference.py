@@ -148,15 +148,69 @@ def proto_comments(path):
     return out
 
 
+NUMBER = r"-?\d+(?:\.\d+)?"
+STATED_RANGE = re.compile(rf"(?<![\w.])({NUMBER})\.\.({NUMBER})(?![\w.]| ?[-+*/] ?\w)")
+
+
+def number(v):
+    return str(int(v)) if float(v).is_integer() else format(v, "g")
+
+
+def declared_range(param):
+    unit = f" {param['unit']}" if param["unit"] else ""
+    if param.get("above_lo"):
+        return f"({number(param['lo'])}, {number(param['hi'])}]{unit}"
+    return f"{number(param['lo'])}..{number(param['hi'])}{unit}"
+
+
+def stated_range_problems(op, fields):
+    """A range stoker.proto's comment states for a field (the last one stated) that is not the range the op's
+    entry declares, or that no declaration backs: the page would say one thing and the check do another."""
+    declared = {p["field"]: p for p in op["params"]}
+    problems = []
+    for field, comment in fields.items():
+        stated = STATED_RANGE.findall(comment)
+        if not stated or not any(field in a["fields"] for a in op["arguments"]):
+            continue
+        lo, hi = (float(x) for x in stated[-1])
+        p = declared.get(field)
+        if p is None:
+            problems.append(f"{op['name']}.{field}: stoker.proto states {number(lo)}..{number(hi)} but its entry "
+                            "declares no range (OpParam)")
+        elif (lo, hi) != (float(p["lo"]), float(p["hi"])):
+            problems.append(f"{op['name']}.{field}: stoker.proto states {number(lo)}..{number(hi)}, its entry "
+                            f"declares {declared_range(p)}")
+    return problems
+
+
+def argument_cells(argument, declared):
+    """The Range and Default cells of an argument (one field, or a pair lo:hi) from its fields' declarations."""
+    params = [declared.get(f) for f in argument["fields"]]
+    ranges = sorted({declared_range(p) for p in params if p})
+    if len(ranges) > 1:  # a pair whose ends differ: each named
+        ranges = [f"`{p['field']}` {declared_range(p)}" for p in params if p]
+    default = ":".join(number(p["default"]) if p and "default" in p else "" for p in params).strip(":")
+    if argument["kind"] == "bool" and default:
+        default = "true" if default == "1" else "false"
+    if argument["kind"] == "bool":
+        ranges = []
+    return "; ".join(ranges), default
+
+
 def pipeline_page(build):
     lines = subprocess.run([os.path.join(build, "tools/stoker-pipeline-reference")], capture_output=True, text=True,
                            check=True, timeout=60).stdout.splitlines()
     ops = [json.loads(l) for l in lines]
     comments = proto_comments(os.path.join(HERE, "..", "proto", "stoker", "v1", "stoker.proto"))
+    problems = [p for op in ops for p in stated_range_problems(op, comments.get(op["message"], ("", {}))[1])]
+    if problems:
+        raise SystemExit("gen_reference: the ranges stoker.proto states disagree with the ops' declarations "
+                         "(dataplane/ops, OpParam):\n  " + "\n  ".join(problems))
     out = ["# Pipeline ops\n\n", GENERATED,
            "Every op the pipeline text reads, in stoker.proto's order: its arguments in positional order (or "
-           "`name=value`), their kinds, and what stoker.proto says of each (units, ranges, defaults; `make test` "
-           "checks each stated range against the op's check with docs/check_ranges.py). How the text "
+           "`name=value`), their kinds, the range and default its entry in the op registry declares (what the "
+           "server checks and fills in; each value of a list argument is in the range), and what stoker.proto "
+           "says of each. An argument of a pair lo:hi also needs lo <= hi. How the text "
            "is written and what each op does to pixels and targets: [Pipelines](../concepts/pipelines.md). "
            "`python(...)` and plugin ops: [Your own transforms](../how-to/transforms.md).\n\n",
            "| Op | Arguments | Counterpart | Targets (boxes, masks) |\n|---|---|---|---|\n"]
@@ -174,11 +228,13 @@ def pipeline_page(build):
         if not op["arguments"]:
             out.append("No arguments.\n\n")
             continue
-        out.append("| Argument | Kind | Meaning |\n|---|---|---|\n")
+        declared = {p["field"]: p for p in op["params"]}
+        out.append("| Argument | Kind | Range | Default | Meaning |\n|---|---|---|---|---|\n")
         for a in op["arguments"]:
             meaning = "; ".join(f"`{f}`: {fields[f]}" if len(a["fields"]) > 1 else fields[f]
                                 for f in a["fields"] if fields.get(f))
-            out.append(f"| `{a['name']}` | {cell(a['kind'])} | {cell(meaning)} |\n")
+            allowed, default = argument_cells(a, declared)
+            out.append(f"| `{a['name']}` | {cell(a['kind'])} | {cell(allowed)} | {cell(default)} | {cell(meaning)} |\n")
         out.append("\n")
     return "".join(out).rstrip("\n") + "\n"
 
@@ -219,7 +275,24 @@ def python_page(build):
     return "".join(out).rstrip("\n") + "\n"
 
 
+def self_test():
+    """stated_range_problems finds a stated range that its declaration contradicts or that none backs."""
+    op = {"name": "solarize", "arguments": [{"name": "threshold", "fields": ["threshold"]},
+                                             {"name": "p", "fields": ["p"]}],
+          "params": [{"field": "threshold", "lo": 0, "hi": 256, "unit": ""}]}
+    agree = {"threshold": "pixels at or above it are inverted, 0..256", "p": "the probability"}
+    assert stated_range_problems(op, agree) == [], stated_range_problems(op, agree)
+    disagree = dict(agree, threshold="pixels at or above it are inverted, 0..255")
+    assert "declares 0..256" in stated_range_problems(op, disagree)[0], stated_range_problems(op, disagree)
+    undeclared = dict(agree, p="the probability, 0..1")
+    assert "declares no range" in stated_range_problems(op, undeclared)[0], stated_range_problems(op, undeclared)
+    print("gen_reference self-test ok: stated ranges are checked against the declarations")
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", help="the CMake build directory")
     parser.add_argument("--check", action="store_true", help="compare instead of writing")

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
 
 namespace stoker {
@@ -54,7 +55,11 @@ std::string WeightsText(const Weights& w) { return absl::StrCat(w.preprocessing,
 
 size_t DeterministicPrefixLength(const std::vector<v1::Op>& pipeline) {
   size_t n = 0;
-  while (n < pipeline.size() && (pipeline[n].has_resize() || pipeline[n].has_center_crop())) ++n;
+  auto storable = [](const v1::Op& op) {
+    const OpEntry* entry = FindOp(op.op_case());  // op_entry.h: the ops a stored prefix may hold
+    return entry != nullptr && entry->storable;
+  };
+  while (n < pipeline.size() && storable(pipeline[n])) ++n;
   if (n < pipeline.size() && pipeline[n].has_normalize()) ++n;  // the last op: stored as float32 pixels
   return n;
 }

@@ -3,12 +3,10 @@
 // targets (the op registry), as JSON lines for
 // docs/gen_reference.py, which adds stoker.proto's comments and writes
 // docs/reference/pipeline.md.
-//
-// With --check, reads one op's text per line from stdin and prints, per
-// line, "ok" when the op's entry in the op registry accepts it, or
-// "refused: WHY" / "unparsed: WHY": docs/check_ranges.py probes the ranges
-// the reference states against the checks this way.
-#include <cstring>
+// Each op's declared parameters (OpParam: field, range, default, unit) come
+// with it: the page prints them, and gen_reference.py refuses a range that
+// stoker.proto's comments state otherwise.
+#include <cmath>
 #include <iostream>
 #include <string>
 
@@ -16,33 +14,7 @@
 #include "dataplane/ops/pipeline_text.h"
 #include "nlohmann/json.hpp"
 
-namespace {
-
-int CheckLines() {
-  std::string text;
-  while (std::getline(std::cin, text)) {
-    absl::StatusOr<std::vector<stoker::v1::Op>> ops = stoker::ParsePipelineText(text);
-    if (!ops.ok() || ops->size() != 1) {
-      std::cout << "unparsed: " << (ops.ok() ? "not one op" : std::string(ops.status().message())) << "\n";
-      continue;
-    }
-    stoker::v1::Op& op = ops->front();
-    const stoker::OpEntry* entry = stoker::FindOp(op.op_case());
-    if (entry == nullptr) {
-      std::cout << "unparsed: not a registered op\n";
-      continue;
-    }
-    stoker::OpShape shape;
-    const absl::Status s = entry->check("op", op, &shape);
-    std::cout << (s.ok() ? "ok" : "refused: " + std::string(s.message())) << "\n";
-  }
-  return 0;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--check") == 0) return CheckLines();
+int main() {
   const google::protobuf::Descriptor* op = stoker::v1::Op::descriptor();
   for (const stoker::OpGrammar& g : stoker::PipelineGrammar()) {
     const auto which = static_cast<stoker::v1::Op::OpCase>(op->FindFieldByName(g.name)->number());
@@ -57,6 +29,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     line["counterpart"] = entry->torchvision;
+    line["params"] = nlohmann::json::array();
+    for (const stoker::OpParam& p : entry->params) {
+      nlohmann::json param = {
+          {"field", p.field}, {"lo", p.lo}, {"hi", p.hi}, {"unit", p.unit}, {"above_lo", p.above_lo}};
+      if (!std::isnan(p.fallback)) param["default"] = p.fallback;
+      line["params"].push_back(param);
+    }
     switch (entry->targets) {
       case stoker::OpTargets::kUntouched: line["targets"] = "untouched"; break;
       case stoker::OpTargets::kMoved: line["targets"] = "moved with the pixels"; break;

@@ -14,6 +14,7 @@
 #include "common/flag_names.h"
 #include "common/log_level.h"
 #include "common/malloc_tuning.h"
+#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "glog/logging.h"
 #include "storage/storage_flags.h"

@@ -15,10 +15,6 @@ bool ServersShareCores(const std::vector<std::string>& servers) {
   });
 }
 
-bool StartsWithCrop(const std::vector<v1::Op>& pipeline) {
-  return !pipeline.empty() && (pipeline[0].has_random_resized_crop() || pipeline[0].has_center_crop());
-}
-
 std::vector<LadderStep> LadderSteps() {
   return {
       {"device-cached", "step", 0, 0},             // one batch kept on the device: the training step alone

@@ -43,9 +43,8 @@ std::vector<LadderStep> LadderSteps();
 
 // Inputs of AnalyzeLadder's caveats: whether any server is on this machine
 // (a loopback address), sharing its cores with the client; whether the
-// pipeline starts with a crop (random_resized_crop or center_crop).
+// pipeline starts with a crop is StartsWithCrop (op_registry.h).
 bool ServersShareCores(const std::vector<std::string>& servers);
-bool StartsWithCrop(const std::vector<v1::Op>& pipeline);
 
 // Fills change, picks the bottleneck (a stage adding at least `min_share`,
 // 10% by default, of the full pipeline's time per image, else "none") and

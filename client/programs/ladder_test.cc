@@ -1,4 +1,5 @@
 #include "client/programs/ladder.h"
+#include "dataplane/ops/op_registry.h"
 
 #include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"

@@ -10,15 +10,12 @@
 #include "absl/time/clock.h"
 #include "dataplane/decode/audio_decoder.h"
 #include "dataplane/decode/media_loader.h"
+#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
 
 namespace stoker {
 namespace {
 
-constexpr int kMinRate = 1000, kMaxRate = 384000;
-constexpr int kMaxChannels = 8;
-constexpr float kMaxSeconds = 600;
-constexpr int kMinFft = 16, kMaxFft = 16384;
 constexpr int64_t kMaxSpectrogramBytes = int64_t{256} << 20;
 
 double HzToMel(double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); }
@@ -27,20 +24,21 @@ double MelToHz(double mel) { return 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0)
 }  // namespace
 
 absl::Status CheckAudio(const std::string& where, v1::Audio& a) {
-  if (a.rate() == 0) a.set_rate(16000);
-  if (a.channels() == 0) a.set_channels(1);
-  if (a.seconds() == 0) a.set_seconds(4);
-  if (a.rate() < kMinRate || a.rate() > kMaxRate) {
+  v1::Op op;
+  op.mutable_audio()->Swap(&a);
+  OpShape shape;
+  absl::Status s = CheckOp(*FindOp(v1::Op::kAudio), where, op, &shape);
+  a.Swap(op.mutable_audio());
+  return s;
+}
+
+absl::Status CheckAudioRules(const std::string& where, const v1::Audio& a) {
+  const bool rate_in_range = a.rate() >= kMinAudioRate && a.rate() <= kMaxAudioRate;  // else its range refuses it
+  if (!(a.seconds() > 0 && a.seconds() <= kMaxAudioSeconds) ||
+      (rate_in_range && std::llround(double{a.seconds()} * a.rate()) < 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ".audio.rate = ", a.rate(), " Hz; allowed range is ", kMinRate, "..", kMaxRate));
-  }
-  if (a.channels() < 1 || a.channels() > kMaxChannels) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ".audio.channels = ", a.channels(), "; allowed range is 1..", kMaxChannels));
-  }
-  if (!(a.seconds() > 0 && a.seconds() <= kMaxSeconds) || std::llround(double{a.seconds()} * a.rate()) < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s.audio.seconds = %g; allowed range is (0, %g] and at least one sample", where, a.seconds(), kMaxSeconds));
+        absl::StrFormat("%s.audio.seconds = %g; allowed range is (0, %g] and at least one sample", where, a.seconds(),
+                        kMaxAudioSeconds));
   }
   if (!v1::Audio::Crop_IsValid(a.crop()) || !v1::Audio::Pad_IsValid(a.pad())) {
     return absl::InvalidArgumentError(absl::StrCat(where, ".audio: crop is random, center or start; pad is zero"));
@@ -72,7 +70,7 @@ void AudioWindow(const float* samples, int channels, int64_t frames, int64_t win
 }
 
 absl::Status MelSpectrogram::Check(const std::string& where, int rate, v1::MelSpectrogram& op) {
-  if (op.n_fft() == 0) op.set_n_fft(400);
+  if (op.n_fft() == 0) op.set_n_fft(kDefaultFft);
   if (op.n_fft() < kMinFft || op.n_fft() > kMaxFft) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ".mel_spectrogram.n_fft = ", op.n_fft(), "; allowed range is ", kMinFft, "..", kMaxFft));

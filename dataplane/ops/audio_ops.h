@@ -24,9 +24,20 @@ struct SampleTimes;
 // an audio op: then Create says what is wrong).
 bool IsAudioPipeline(const google::protobuf::RepeatedPtrField<v1::Op>& ops);
 
+// audio(...)'s bounds, which its entry in the op registry declares
+// (media_ops.cc), and mel_spectrogram's n_fft.
+inline constexpr int kMinAudioRate = 1000, kMaxAudioRate = 384000;  // Hz
+inline constexpr int kMaxAudioChannels = 8;
+inline constexpr float kMaxAudioSeconds = 600;
+inline constexpr int kMinFft = 16, kMaxFft = 16384, kDefaultFft = 400;
+
 // audio(...) alone: fills its defaults (16000 Hz, 1 channel, 4 s) and
-// checks its bounds; INVALID_ARGUMENT names `where` (e.g. "pipeline[0]").
+// checks its bounds, as its entry declares; INVALID_ARGUMENT names `where`
+// (e.g. "pipeline[0]").
 absl::Status CheckAudio(const std::string& where, v1::Audio& a);
+// The entry's own check: what its declared ranges do not say (seconds above
+// 0 and at least one sample; crop and pad).
+absl::Status CheckAudioRules(const std::string& where, const v1::Audio& a);
 
 // The first frame of a window of `window` frames in a stream of `frames`:
 // by `crop` (random: uniform over the whole starts, one draw from `rng`;

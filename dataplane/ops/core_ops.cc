@@ -46,14 +46,6 @@ void Step(GeometrySink* geometry, const GeometryStep& s) {
   if (geometry != nullptr) geometry->Step(s);
 }
 
-absl::Status CheckSide(const std::string& field, int value) {
-  if (value < 1 || value > kMaxImageSide) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " = ", value, "; allowed range is 1..", kMaxImageSide, " pixels"));
-  }
-  return absl::OkStatus();
-}
-
 void SetSquare(OpShape* shape, int size) {
   shape->fixed = true;
   shape->height = shape->width = size;
@@ -62,15 +54,11 @@ void SetSquare(OpShape* shape, int size) {
 bool Always(const v1::Op&) { return true; }
 bool Never(const v1::Op&) { return false; }
 
-// random_resized_crop(size, scale, ratio, interpolation, antialias).
+// random_resized_crop(size, scale, ratio, interpolation, antialias): its
+// ranges and defaults are declared (CoreOps), the order within each range
+// checked here.
 absl::Status CheckRandomResizedCrop(const std::string& where, v1::Op& op, OpShape* shape) {
-  auto& o = *op.mutable_random_resized_crop();
-  if (o.scale_min() == 0) o.set_scale_min(0.08f);
-  if (o.scale_max() == 0) o.set_scale_max(1.0f);
-  if (o.ratio_min() == 0) o.set_ratio_min(3.0f / 4.0f);
-  if (o.ratio_max() == 0) o.set_ratio_max(4.0f / 3.0f);
-  if (!o.has_antialias()) o.set_antialias(true);
-  if (auto s = CheckSide(where + ".random_resized_crop.size", o.size()); !s.ok()) return s;
+  const auto& o = op.random_resized_crop();
   if (!(o.scale_min() > 0 && o.scale_min() <= o.scale_max() && o.scale_max() <= 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("%s.random_resized_crop.scale = %g:%g; need 0 < min <= max <= 1",
                                                       where, o.scale_min(), o.scale_max()));
@@ -93,7 +81,6 @@ void ApplyRandomResizedCrop(const v1::Op& op, cv::Mat& image, Rng& rng, const Op
 }
 
 absl::Status CheckCenterCrop(const std::string& where, v1::Op& op, OpShape* shape) {
-  if (auto s = CheckSide(where + ".center_crop.size", op.center_crop().size()); !s.ok()) return s;
   SetSquare(shape, op.center_crop().size());
   return absl::OkStatus();
 }
@@ -106,8 +93,7 @@ void ApplyCenterCrop(const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, G
 // resize(shorter_side): the output size depends on the input's.
 absl::Status CheckResize(const std::string& where, v1::Op& op, OpShape* shape) {
   shape->fixed = false;
-  if (!op.resize().has_antialias()) op.mutable_resize()->set_antialias(true);
-  return CheckSide(where + ".resize.shorter_side", op.resize().shorter_side());
+  return absl::OkStatus();
 }
 
 // The pixels resize(shorter_side) makes of the input, against the limit
@@ -130,14 +116,6 @@ absl::Status LimitResize(const v1::Op& op, cv::Size input, int64_t max_pixels) {
 void ApplyResize(const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, GeometrySink* geometry) {
   image = ResizeShorterSide(image, op.resize().shorter_side(), op.resize().interpolation(), op.resize().antialias());
   Step(geometry, GeometryStep::Resize(image.cols, image.rows));
-}
-
-absl::Status CheckHorizontalFlip(const std::string& where, v1::Op& op, OpShape*) {
-  return CheckProbability(where + ".random_horizontal_flip", true, op.random_horizontal_flip().p());
-}
-
-absl::Status CheckVerticalFlip(const std::string& where, v1::Op& op, OpShape*) {
-  return CheckProbability(where + ".random_vertical_flip", true, op.random_vertical_flip().p());
 }
 
 // The flips always draw, so later ops see the same stream whatever the outcome.
@@ -185,8 +163,6 @@ absl::Status CheckNormalize(const std::string& where, v1::Op& op, OpShape*) {
 void ApplyNormalize(const v1::Op&, cv::Mat&, Rng&, const OpContext&, GeometrySink*) {}
 
 absl::Status CheckResizePad(const std::string& where, v1::Op& op, OpShape* shape) {
-  if (!op.resize_pad().has_antialias()) op.mutable_resize_pad()->set_antialias(true);
-  if (auto s = CheckSide(where + ".resize_pad.size", op.resize_pad().size()); !s.ok()) return s;
   SetSquare(shape, op.resize_pad().size());
   return absl::OkStatus();
 }
@@ -208,14 +184,9 @@ void ApplyResizePad(const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, Ge
 absl::Status CheckIouCrop(const std::string& where, v1::Op& op, OpShape* shape) {
   shape->fixed = false;
   v1::RandomIoUCrop& o = *op.mutable_random_iou_crop();
-  if (o.min_scale() == 0) o.set_min_scale(0.3f);
-  if (o.max_scale() == 0) o.set_max_scale(1.0f);
-  if (o.min_aspect_ratio() == 0) o.set_min_aspect_ratio(0.5f);
-  if (o.max_aspect_ratio() == 0) o.set_max_aspect_ratio(2.0f);
   if (o.sampler_options().empty()) {
     for (float v : {0.0f, 0.1f, 0.3f, 0.5f, 0.7f, 0.9f, 1.0f}) o.add_sampler_options(v);
   }
-  if (o.trials() == 0) o.set_trials(40);
   if (!(o.min_scale() > 0 && o.min_scale() <= o.max_scale() && o.max_scale() <= 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("%s.random_iou_crop.scale = %g:%g; need 0 < min <= max <= 1",
                                                       where, o.min_scale(), o.max_scale()));
@@ -224,10 +195,6 @@ absl::Status CheckIouCrop(const std::string& where, v1::Op& op, OpShape* shape) 
     return absl::InvalidArgumentError(
         absl::StrFormat("%s.random_iou_crop.aspect_ratio = %g:%g; need 0 < min <= max <= 100", where,
                         o.min_aspect_ratio(), o.max_aspect_ratio()));
-  }
-  if (o.trials() < 1 || o.trials() > 1000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ".random_iou_crop.trials = ", o.trials(), "; allowed 1..1000"));
   }
   if (o.sampler_options_size() > 32) {
     return absl::InvalidArgumentError(
@@ -303,62 +270,92 @@ absl::Status FinishResize(const v1::Op& op, cv::Size original, int64_t max_pixel
   return absl::OkStatus();
 }
 
+// The estimates of a stored prefix's pixels (the longer side taken as 4/3
+// of the shorter).
+int64_t CenterCropPixels(const v1::Op& op, int64_t) {
+  return int64_t{op.center_crop().size()} * op.center_crop().size();
+}
+int64_t ResizePixels(const v1::Op& op, int64_t) {
+  return int64_t{op.resize().shorter_side()} * op.resize().shorter_side() * 4 / 3;
+}
+
 }  // namespace
 
 const std::vector<OpEntry>& CoreOps() {
   constexpr OpTargets kMoved = OpTargets::kMoved, kUntouched = OpTargets::kUntouched;
   const OpText::Argument interpolation{"interpolation", "interpolation"}, antialias{"antialias", "antialias"};
+  const OpParam antialias_on{"antialias", 0, 1, 1}, probability{"p", 0, 1};
+  auto side = [](const char* field) { return OpParam{field, 1, kMaxImageSide, kNoDefault, "pixels"}; };
   static const auto* ops = new std::vector<OpEntry>{
-      {v1::Op::kRandomResizedCrop,
-       "transforms.RandomResizedCrop",
-       CheckRandomResizedCrop,
-       Always,
-       ApplyRandomResizedCrop,
-       kMoved,
-       nullptr,
-       FirstOpsText({{"size", "size"},
-                     {"scale", "scale_min", "scale_max"},
-                     {"ratio", "ratio_min", "ratio_max"},
-                     interpolation,
-                     antialias},
-                    1),
-       {PlanRandomResizedCrop, FinishRandomResizedCrop}},
-      {v1::Op::kCenterCrop,
-       "transforms.CenterCrop",
-       CheckCenterCrop,
-       Never,
-       ApplyCenterCrop,
-       kMoved,
-       nullptr,
-       FirstOpsText({{"size", "size"}}, 1),
-       {PlanCenterCrop}},
-      {v1::Op::kResize,
-       "transforms.Resize (int size: the shorter side)",
-       CheckResize,
-       Never,
-       ApplyResize,
-       kMoved,
-       LimitResize,
-       FirstOpsText({{"size", "shorter_side"}, interpolation, antialias}, 1),
-       {PlanResize, FinishResize}},
-      {v1::Op::kRandomHorizontalFlip, "transforms.RandomHorizontalFlip", CheckHorizontalFlip, Always,
-       ApplyHorizontalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)},
-      {v1::Op::kRandomVerticalFlip, "transforms.RandomVerticalFlip", CheckVerticalFlip, Always, ApplyVerticalFlip,
-       kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)},
-      {v1::Op::kColorJitter, "transforms.ColorJitter", CheckColorJitter, Always, ApplyColorJitterOp, kUntouched,
-       nullptr,
-       FirstOpsText(
-           {{"brightness", "brightness"}, {"contrast", "contrast"}, {"saturation", "saturation"}, {"hue", "hue"}}, 4)},
+      WithParams({side("size"),
+                  {"scale_min", 0, 1, 0.08, "", true},
+                  {"scale_max", 0, 1, 1},
+                  {"ratio_min", 0.01, 100, 3.0 / 4},
+                  {"ratio_max", 0.01, 100, 4.0 / 3},
+                  antialias_on},
+                 SetsSize({v1::Op::kRandomResizedCrop,
+                           "transforms.RandomResizedCrop",
+                           CheckRandomResizedCrop,
+                           Always,
+                           ApplyRandomResizedCrop,
+                           kMoved,
+                           nullptr,
+                           FirstOpsText({{"size", "size"},
+                                         {"scale", "scale_min", "scale_max"},
+                                         {"ratio", "ratio_min", "ratio_max"},
+                                         interpolation,
+                                         antialias},
+                                        1),
+                           {PlanRandomResizedCrop, FinishRandomResizedCrop, /*region=*/true}})),
+      WithParams({side("size")}, Storable(CenterCropPixels, SetsSize({v1::Op::kCenterCrop,
+                                                                      "transforms.CenterCrop",
+                                                                      CheckCenterCrop,
+                                                                      Never,
+                                                                      ApplyCenterCrop,
+                                                                      kMoved,
+                                                                      nullptr,
+                                                                      FirstOpsText({{"size", "size"}}, 1),
+                                                                      {PlanCenterCrop, nullptr, /*region=*/true}}))),
+      WithParams({side("shorter_side"), antialias_on},
+                 Storable(ResizePixels, {v1::Op::kResize,
+                                         "transforms.Resize (int size: the shorter side)",
+                                         CheckResize,
+                                         Never,
+                                         ApplyResize,
+                                         kMoved,
+                                         LimitResize,
+                                         FirstOpsText({{"size", "shorter_side"}, interpolation, antialias}, 1),
+                                         {PlanResize, FinishResize}})),
+      WithParams({probability}, {v1::Op::kRandomHorizontalFlip, "transforms.RandomHorizontalFlip", nullptr, Always,
+                                 ApplyHorizontalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)}),
+      WithParams({probability}, {v1::Op::kRandomVerticalFlip, "transforms.RandomVerticalFlip", nullptr, Always,
+                                 ApplyVerticalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)}),
+      WithParams(
+          {{"hue", 0, 0.5}},
+          {v1::Op::kColorJitter, "transforms.ColorJitter", CheckColorJitter, Always, ApplyColorJitterOp, kUntouched,
+           nullptr,
+           FirstOpsText(
+               {{"brightness", "brightness"}, {"contrast", "contrast"}, {"saturation", "saturation"}, {"hue", "hue"}},
+               4)}),
       {v1::Op::kNormalize, "transforms.Normalize (on the client's device)", CheckNormalize, Never, ApplyNormalize,
        kUntouched, nullptr, FirstOpsText({{"mean", "mean"}, {"std", "std"}}, 0)},
-      {v1::Op::kResizePad, "none (letterbox: Resize of the longer side + Pad)", CheckResizePad, Never, ApplyResizePad,
-       kMoved, nullptr, FirstOpsText({{"size", "size"}, interpolation, antialias}, 1)},
-      {v1::Op::kRandomIouCrop, "transforms.v2.RandomIoUCrop", CheckIouCrop, Always, ApplyIouCrop, kMoved, nullptr,
-       FirstOpsText({{"scale", "min_scale", "max_scale"},
-                     {"aspect_ratio", "min_aspect_ratio", "max_aspect_ratio"},
-                     {"options", "sampler_options"},
-                     {"trials", "trials"}},
-                    0)},
+      WithParams(
+          {side("size"), antialias_on},
+          SetsSize({v1::Op::kResizePad, "none (letterbox: Resize of the longer side + Pad)", CheckResizePad, Never,
+                    ApplyResizePad, kMoved, nullptr, FirstOpsText({{"size", "size"}, interpolation, antialias}, 1)})),
+      WithParams(
+          {{"min_scale", 0, 1, 0.3, "", true},
+           {"max_scale", 0, 1, 1},
+           {"min_aspect_ratio", 0, 100, 0.5, "", true},
+           {"max_aspect_ratio", 0, 100, 2},
+           {"trials", 1, 1000, 40},
+           {"sampler_options", 0, 1}},
+          {v1::Op::kRandomIouCrop, "transforms.v2.RandomIoUCrop", CheckIouCrop, Always, ApplyIouCrop, kMoved, nullptr,
+           FirstOpsText({{"scale", "min_scale", "max_scale"},
+                         {"aspect_ratio", "min_aspect_ratio", "max_aspect_ratio"},
+                         {"options", "sampler_options"},
+                         {"trials", "trials"}},
+                        0)}),
   };
   return *ops;
 }

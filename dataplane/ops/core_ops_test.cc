@@ -36,7 +36,7 @@ TEST(CoreOpsTest, EveryOpButTheUserOpsHasOneEntry) {
       continue;
     }
     EXPECT_EQ(e->op, which) << f->name();
-    EXPECT_NE(e->check, nullptr) << f->name();
+    EXPECT_TRUE(e->check != nullptr || !e->params.empty()) << f->name() << " is checked by nothing";
     EXPECT_NE(e->random, nullptr) << f->name();
     EXPECT_TRUE(e->torchvision != nullptr && *e->torchvision != '\0') << f->name();
     // Only the media ops, which make their samples themselves, run no image.
@@ -94,7 +94,7 @@ TEST(CoreOpsTest, ChecksFillDefaultsAndSetTheSize) {
   v1::Op op;
   op.mutable_random_resized_crop()->set_size(224);
   OpShape shape;
-  ASSERT_TRUE(Entry(v1::Op::kRandomResizedCrop).check("pipeline[0]", op, &shape).ok());
+  ASSERT_TRUE(CheckOp(Entry(v1::Op::kRandomResizedCrop), "pipeline[0]", op, &shape).ok());
   EXPECT_FLOAT_EQ(op.random_resized_crop().scale_min(), 0.08f);
   EXPECT_FLOAT_EQ(op.random_resized_crop().ratio_max(), 4.0f / 3.0f);
   EXPECT_TRUE(op.random_resized_crop().antialias());
@@ -103,25 +103,25 @@ TEST(CoreOpsTest, ChecksFillDefaultsAndSetTheSize) {
 
   v1::Op resize;
   resize.mutable_resize()->set_shorter_side(256);
-  ASSERT_TRUE(Entry(v1::Op::kResize).check("pipeline[0]", resize, &shape).ok());
+  ASSERT_TRUE(CheckOp(Entry(v1::Op::kResize), "pipeline[0]", resize, &shape).ok());
   EXPECT_FALSE(shape.fixed);  // the output depends on the input's aspect
 
   v1::Op bad;
   bad.mutable_center_crop()->set_size(0);
-  const absl::Status s = Entry(v1::Op::kCenterCrop).check("pipeline[1]", bad, &shape);
+  const absl::Status s = CheckOp(Entry(v1::Op::kCenterCrop), "pipeline[1]", bad, &shape);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("pipeline[1].center_crop.size = 0"), std::string::npos) << s;
 
   v1::Op normalize;
   normalize.mutable_normalize()->add_mean(1);
   normalize.mutable_normalize()->add_mean(2);
-  const absl::Status two = Entry(v1::Op::kNormalize).check("pipeline[2]", normalize, &shape);
+  const absl::Status two = CheckOp(Entry(v1::Op::kNormalize), "pipeline[2]", normalize, &shape);
   EXPECT_NE(two.message().find("pipeline[2].normalize has 2 mean and 0 std values; need 3 of each"), std::string::npos)
       << two;
 
   v1::Op audio;
   audio.mutable_audio();
-  ASSERT_TRUE(Entry(v1::Op::kAudio).check("pipeline[0]", audio, &shape).ok());
+  ASSERT_TRUE(CheckOp(Entry(v1::Op::kAudio), "pipeline[0]", audio, &shape).ok());
   EXPECT_EQ(audio.audio().rate(), 16000);
 }
 
@@ -152,6 +152,31 @@ TEST(CoreOpsTest, ApplyRunsTheOpAndReportsItsGeometry) {
   EXPECT_EQ(cv::norm(out, CenterCrop(image, 8), cv::NORM_INF), 0);
   ASSERT_EQ(log.steps.size(), 1u);
   EXPECT_EQ(geometry.width, 8);
+}
+
+// What the materialiser, the stored-bytes estimate, the diagnosis ladder and
+// the pipeline's size rules read from the entries rather than from a list of
+// ops of their own.
+TEST(CoreOpsTest, EntriesSayWhatAStoredPrefixHoldsItsPixelsAndWhichFirstOpsDecodeARegion) {
+  std::set<std::string> storable, region, sets_size;
+  const google::protobuf::OneofDescriptor* oneof = v1::Op::descriptor()->FindOneofByName("op");
+  for (int i = 0; i < oneof->field_count(); ++i) {
+    const OpEntry* e = FindOp(static_cast<v1::Op::OpCase>(oneof->field(i)->number()));
+    if (e == nullptr) continue;
+    if (e->storable) storable.insert(oneof->field(i)->name());
+    if (e->fused.region) region.insert(oneof->field(i)->name());
+    if (e->sets_size) sets_size.insert(oneof->field(i)->name());
+    EXPECT_EQ(e->storable, e->pixels != nullptr) << oneof->field(i)->name() << ": a storable op estimates its pixels";
+    EXPECT_FALSE(e->storable && e->random(v1::Op())) << oneof->field(i)->name() << " is random";
+  }
+  EXPECT_EQ(storable, (std::set<std::string>{"center_crop", "resize"}));
+  EXPECT_EQ(region, (std::set<std::string>{"center_crop", "random_resized_crop"}));
+  EXPECT_EQ(sets_size, (std::set<std::string>{"center_crop", "random_crop", "random_resized_crop", "resize_pad"}));
+  v1::Op crop, resize;
+  crop.mutable_center_crop()->set_size(224);
+  resize.mutable_resize()->set_shorter_side(300);
+  EXPECT_EQ(Entry(v1::Op::kCenterCrop).pixels(crop, 1 << 20), 224 * 224);
+  EXPECT_EQ(Entry(v1::Op::kResize).pixels(resize, 1 << 20), 300 * 400);
 }
 
 }  // namespace

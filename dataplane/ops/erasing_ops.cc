@@ -27,15 +27,11 @@ std::optional<CropBox> RandomErasingBox(int height, int width, double scale_min,
 
 namespace {
 
+// The ranges and defaults are declared (ErasingOps); the pairs' order, the
+// value's count and its exclusion with value_random are checked here.
 absl::Status CheckErasing(const std::string& where, v1::Op& op, OpShape*) {
-  auto& o = *op.mutable_random_erasing();
-  if (!o.has_p()) o.set_p(0.5f);
-  if (o.scale_min() == 0) o.set_scale_min(0.02f);
-  if (o.scale_max() == 0) o.set_scale_max(0.33f);
-  if (o.ratio_min() == 0) o.set_ratio_min(0.3f);
-  if (o.ratio_max() == 0) o.set_ratio_max(3.3f);
+  const auto& o = op.random_erasing();
   const std::string w = where + ".random_erasing";
-  if (auto s = CheckProbability(w, true, o.p()); !s.ok()) return s;
   if (!(o.scale_min() > 0 && o.scale_min() <= o.scale_max() && o.scale_max() <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s.scale = %g:%g; need 0 < min <= max <= 1", w, o.scale_min(), o.scale_max()));
@@ -47,11 +43,6 @@ absl::Status CheckErasing(const std::string& where, v1::Op& op, OpShape*) {
   if (o.value_size() != 0 && o.value_size() != 1 && o.value_size() != 3) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s.value has %d values; give 1 or 3 (R:G:B)", w, o.value_size()));
-  }
-  for (float v : o.value()) {
-    if (!(v >= 0 && v <= 255)) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s.value has %g; each in 0..255", w, v));
-    }
   }
   if (o.value_random() && o.value_size() > 0) {
     return absl::InvalidArgumentError(absl::StrCat(w, ": value and value_random exclude each other"));
@@ -98,8 +89,14 @@ void ApplyErasing(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext& c
 
 const std::vector<OpEntry>& ErasingOps() {
   static const auto* ops = new std::vector<OpEntry>{
-      {v1::Op::kRandomErasing, "transforms.RandomErasing", CheckErasing, [](const v1::Op&) { return true; },
-       ApplyErasing},
+      WithParams({{"p", 0, 1, 0.5},
+                  {"scale_min", 0, 1, 0.02, "", true},
+                  {"scale_max", 0, 1, 0.33},
+                  {"ratio_min", 0.01, 100, 0.3},
+                  {"ratio_max", 0.01, 100, 3.3},
+                  {"value", 0, 255}},
+                 {v1::Op::kRandomErasing, "transforms.RandomErasing", CheckErasing, [](const v1::Op&) { return true; },
+                  ApplyErasing}),
   };
   return *ops;
 }

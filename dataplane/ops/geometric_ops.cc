@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/op_registry.h"
+#include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/simd.h"
 #include "dataplane/ops/transforms.h"
@@ -276,11 +277,7 @@ absl::Status CheckPadding(const std::string& where, const google::protobuf::Repe
         absl::StrFormat("%s.padding has %d values; give 1, 2 (left/right:top/bottom) or 4 (left:top:right:bottom)",
                         where, padding.size()));
   }
-  for (int v : padding) {
-    if (v < 0 || v > 8192)
-      return absl::InvalidArgumentError(absl::StrFormat("%s.padding has %d; each in 0..8192", where, v));
-  }
-  return absl::OkStatus();
+  return absl::OkStatus();  // each value's range is declared (kPadding)
 }
 
 std::vector<int> Ints(const google::protobuf::RepeatedField<int32_t>& r) {
@@ -294,172 +291,186 @@ void Step(GeometrySink* geometry, const GeometryStep& step) {
   if (geometry != nullptr) geometry->Step(step);
 }
 
+// The warps' own checks: the pairs' order, the translation, the fill's count and the interpolation.
+absl::Status CheckRotate(const std::string& where, v1::Op& op, OpShape*) {
+  const auto& o = op.rotate();
+  const std::string w = where + ".rotate";
+  if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
+  if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
+  return CheckFill(w, o.fill());
+}
+
+absl::Status CheckAffine(const std::string& where, v1::Op& op, OpShape*) {
+  auto& o = *op.mutable_affine();
+  const std::string w = where + ".affine";
+  if (o.scale_min() == 0 && o.scale_max() == 0) o.set_scale_min(1), o.set_scale_max(1);
+  if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".scale", o.scale_min(), o.scale_max(), 0.01f, 100); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".shear_x", o.shear_x_min(), o.shear_x_max(), -89, 89); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".shear_y", o.shear_y_min(), o.shear_y_max(), -89, 89); !s.ok()) return s;
+  if (!(o.translate_x() >= 0 && o.translate_x() <= 1 && o.translate_y() >= 0 && o.translate_y() <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s.translate = %g, %g; each 0..1 of the side", w, o.translate_x(), o.translate_y()));
+  }
+  if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
+  return CheckFill(w, o.fill());
+}
+
+absl::Status CheckPerspective(const std::string& where, v1::Op& op, OpShape*) {
+  const auto& o = op.perspective();
+  const std::string w = where + ".perspective";
+  if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
+  return CheckFill(w, o.fill());
+}
+
 }  // namespace
 
 const std::vector<OpEntry>& GeometricOps() {
+  // The declared ranges (OpParam); the pairs' order, the counts of fill and
+  // padding and the warps' interpolation are checked by the entries.
+  const OpParam kFill{"fill", 0, 255}, kPadding{"padding", 0, kMaxImageSide}, kProbability{"p", 0, 1};
+  auto degrees = [](const char* field) { return OpParam{field, -360, 360}; };
   static const auto* ops = new std::vector<OpEntry>{
-      {v1::Op::kRotate, "transforms.RandomRotation / F.rotate",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         const auto& o = op.rotate();
-         const std::string w = where + ".rotate";
-         if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
-         if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
-         if (auto s = CheckFill(w, o.fill()); !s.ok()) return s;
-         return CheckProbability(w, o.has_p(), o.p());
-       },
-       [](const v1::Op& op) {
-         const auto& o = op.rotate();
-         return IsGated(o) || o.degrees_min() < o.degrees_max();
-       },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.rotate();
-         if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
-         const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
-         const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
-         image = WarpAffineMoving(image, InverseAffineMatrix(-angle, 0, 0, 1, 0, 0), bilinear, FillOf(o.fill()), true,
-                                  geometry);
-       },
-       OpTargets::kMoved},
-      {v1::Op::kAffine, "transforms.RandomAffine",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         auto& o = *op.mutable_affine();
-         const std::string w = where + ".affine";
-         if (o.scale_min() == 0 && o.scale_max() == 0) o.set_scale_min(1), o.set_scale_max(1);
-         if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
-         if (auto s = CheckRange(w + ".scale", o.scale_min(), o.scale_max(), 0.01f, 100); !s.ok()) return s;
-         if (auto s = CheckRange(w + ".shear_x", o.shear_x_min(), o.shear_x_max(), -89, 89); !s.ok()) return s;
-         if (auto s = CheckRange(w + ".shear_y", o.shear_y_min(), o.shear_y_max(), -89, 89); !s.ok()) return s;
-         if (!(o.translate_x() >= 0 && o.translate_x() <= 1 && o.translate_y() >= 0 && o.translate_y() <= 1)) {
-           return absl::InvalidArgumentError(
-               absl::StrFormat("%s.translate = %g, %g; each 0..1 of the side", w, o.translate_x(), o.translate_y()));
-         }
-         if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
-         if (auto s = CheckFill(w, o.fill()); !s.ok()) return s;
-         return CheckProbability(w, o.has_p(), o.p());
-       },
-       [](const v1::Op& op) {
-         const auto& o = op.affine();
-         return IsGated(o) || o.degrees_min() < o.degrees_max() || o.translate_x() > 0 || o.translate_y() > 0 ||
-                o.scale_min() < o.scale_max() || o.shear_x_min() < o.shear_x_max() || o.shear_y_min() < o.shear_y_max();
-       },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.affine();
-         if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
-         const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
-         double tx = 0, ty = 0;
-         if (o.translate_x() > 0 || o.translate_y() > 0) {
-           const double dx = o.translate_x() * image.cols, dy = o.translate_y() * image.rows;
-           tx = std::nearbyint(rng.Uniform(-dx, dx));
-           ty = std::nearbyint(rng.Uniform(-dy, dy));
-         }
-         const double scale = Draw(o.scale_min(), o.scale_max(), rng);
-         const double shear_x = Draw(o.shear_x_min(), o.shear_x_max(), rng);
-         const double shear_y = Draw(o.shear_y_min(), o.shear_y_max(), rng);
-         const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
-         image = WarpAffineMoving(image, InverseAffineMatrix(angle, tx, ty, scale, shear_x, shear_y), bilinear,
-                                  FillOf(o.fill()), true, geometry);
-       },
-       OpTargets::kMoved},
-      {v1::Op::kPerspective, "transforms.RandomPerspective",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         auto& o = *op.mutable_perspective();
-         const std::string w = where + ".perspective";
-         if (!o.has_distortion_scale()) o.set_distortion_scale(0.5f);
-         if (!o.has_p()) o.set_p(0.5f);
-         if (!(o.distortion_scale() >= 0 && o.distortion_scale() <= 1)) {
-           return absl::InvalidArgumentError(
-               absl::StrFormat("%s.distortion_scale = %g; allowed range is 0..1", w, o.distortion_scale()));
-         }
-         if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
-         if (auto s = CheckFill(w, o.fill()); !s.ok()) return s;
-         return CheckProbability(w, true, o.p());
-       },
-       [](const v1::Op& op) { return true; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.perspective();
-         if (!PassesGate(true, o.p(), 1, rng)) return;
-         const int w = image.cols, h = image.rows;
-         const int dw = static_cast<int>(o.distortion_scale() * (w / 2)),
-                   dh = static_cast<int>(o.distortion_scale() * (h / 2));
-         auto pick = [&](int lo, int hi) { return static_cast<double>(rng.UniformInt(lo, hi)); };  // [lo, hi]
-         std::array<cv::Point2d, 4> end;
-         end[0] = {pick(0, dw), pick(0, dh)};
-         end[1] = {pick(w - dw - 1, w - 1), pick(0, dh)};
-         end[2] = {pick(w - dw - 1, w - 1), pick(h - dh - 1, h - 1)};
-         end[3] = {pick(0, dw), pick(h - dh - 1, h - 1)};
-         const std::array<cv::Point2d, 4> start = {cv::Point2d(0, 0), cv::Point2d(w - 1, 0), cv::Point2d(w - 1, h - 1),
-                                                   cv::Point2d(0, h - 1)};
-         const bool bilinear = !o.has_interpolation() || o.interpolation() == v1::BILINEAR;
-         const std::array<double, 8> coefficients = PerspectiveCoefficients(start, end);
-         if (geometry != nullptr) geometry->Step(PerspectiveWarpStep(coefficients, w, h));
-         image = WarpPerspective(image, coefficients, bilinear, FillOf(o.fill()));
-       },
-       OpTargets::kMoved},
-      {v1::Op::kPad, "transforms.Pad / F.pad",
-       [](const std::string& where, v1::Op& op, OpShape* shape) {
-         const auto& o = op.pad();
-         if (o.padding().empty()) {
-           return absl::InvalidArgumentError(absl::StrCat(where, ".pad has no padding; give 1, 2 or 4 values"));
-         }
-         if (auto s = CheckPadding(where + ".pad", o.padding()); !s.ok()) return s;
-         shape->fixed = false;  // the size now depends on the input
-         return CheckFill(where + ".pad", o.fill());
-       },
-       [](const v1::Op&) { return false; },
-       [](const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.pad();
-         const std::array<int, 4> p = PaddingSides(Ints(o.padding()));
-         Step(geometry,
-              GeometryStep::Pad({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]}, o.padding_mode()));
-         image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
-       },
-       OpTargets::kMoved},
-      {v1::Op::kRandomCrop, "transforms.RandomCrop",
-       [](const std::string& where, v1::Op& op, OpShape* shape) {
-         const auto& o = op.random_crop();
-         if (o.size() < 1 || o.size() > 8192) {
-           return absl::InvalidArgumentError(
-               absl::StrFormat("%s.random_crop.size = %d; allowed range is 1..8192 pixels", where, o.size()));
-         }
-         if (auto s = CheckPadding(where + ".random_crop", o.padding()); !s.ok()) return s;
-         shape->fixed = true;
-         shape->height = shape->width = o.size();
-         return CheckFill(where + ".random_crop", o.fill());
-       },
-       [](const v1::Op&) { return true; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.random_crop();
-         std::array<int, 4> p = PaddingSides(Ints(o.padding()));
-         const int size = o.size();
-         // Then up to size (pad_if_needed, or always: torchvision raises there).
-         const int grow_w = std::max(0, size - (image.cols + p[0] + p[2]));
-         const int grow_h = std::max(0, size - (image.rows + p[1] + p[3]));
-         p[0] += grow_w, p[2] += grow_w, p[1] += grow_h, p[3] += grow_h;
-         if (p[0] || p[1] || p[2] || p[3]) {
-           Step(geometry, GeometryStep::Pad({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]},
-                                            o.padding_mode()));
-           image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
-         }
-         int top = 0, left = 0;
-         if (image.rows != size || image.cols != size) {
-           top = static_cast<int>(rng.UniformInt(0, image.rows - size));
-           left = static_cast<int>(rng.UniformInt(0, image.cols - size));
-         }
-         Step(geometry, GeometryStep::Crop({top, left, size, size}));
-         image = image(cv::Rect(left, top, size, size)).clone();
-       },
-       OpTargets::kMoved},
-      {v1::Op::kVerticalFlip, "F.vflip / transforms.RandomVerticalFlip",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         return CheckProbability(where + ".vertical_flip", op.vertical_flip().has_p(), op.vertical_flip().p());
-       },
-       [](const v1::Op& op) { return IsGated(op.vertical_flip()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         if (!PassesGate(op.vertical_flip().has_p(), op.vertical_flip().p(), 1, rng)) return;
-         cv::flip(image, image, 0);
-         Step(geometry, GeometryStep::FlipVertical(image.cols, image.rows));
-       },
-       OpTargets::kMoved},
+      WithParams({degrees("degrees_min"), degrees("degrees_max"), kFill, kProbability},
+                 {v1::Op::kRotate, "transforms.RandomRotation / F.rotate", CheckRotate,
+                  [](const v1::Op& op) {
+                    const auto& o = op.rotate();
+                    return IsGated(o) || o.degrees_min() < o.degrees_max();
+                  },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                    const auto& o = op.rotate();
+                    if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
+                    const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
+                    const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
+                    image = WarpAffineMoving(image, InverseAffineMatrix(-angle, 0, 0, 1, 0, 0), bilinear,
+                                             FillOf(o.fill()), true, geometry);
+                  },
+                  OpTargets::kMoved}),
+      WithParams({degrees("degrees_min"),
+                  degrees("degrees_max"),
+                  {"translate_x", 0, 1},
+                  {"translate_y", 0, 1},
+                  {"scale_min", 0.01, 100},
+                  {"scale_max", 0.01, 100},
+                  {"shear_x_min", -89, 89},
+                  {"shear_x_max", -89, 89},
+                  {"shear_y_min", -89, 89},
+                  {"shear_y_max", -89, 89},
+                  kFill,
+                  kProbability},
+                 {v1::Op::kAffine, "transforms.RandomAffine", CheckAffine,
+                  [](const v1::Op& op) {
+                    const auto& o = op.affine();
+                    return IsGated(o) || o.degrees_min() < o.degrees_max() || o.translate_x() > 0 ||
+                           o.translate_y() > 0 || o.scale_min() < o.scale_max() || o.shear_x_min() < o.shear_x_max() ||
+                           o.shear_y_min() < o.shear_y_max();
+                  },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                    const auto& o = op.affine();
+                    if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
+                    const double angle = Draw(o.degrees_min(), o.degrees_max(), rng);
+                    double tx = 0, ty = 0;
+                    if (o.translate_x() > 0 || o.translate_y() > 0) {
+                      const double dx = o.translate_x() * image.cols, dy = o.translate_y() * image.rows;
+                      tx = std::nearbyint(rng.Uniform(-dx, dx));
+                      ty = std::nearbyint(rng.Uniform(-dy, dy));
+                    }
+                    const double scale = Draw(o.scale_min(), o.scale_max(), rng);
+                    const double shear_x = Draw(o.shear_x_min(), o.shear_x_max(), rng);
+                    const double shear_y = Draw(o.shear_y_min(), o.shear_y_max(), rng);
+                    const bool bilinear = o.has_interpolation() && o.interpolation() == v1::BILINEAR;
+                    image = WarpAffineMoving(image, InverseAffineMatrix(angle, tx, ty, scale, shear_x, shear_y),
+                                             bilinear, FillOf(o.fill()), true, geometry);
+                  },
+                  OpTargets::kMoved}),
+      WithParams({{"distortion_scale", 0, 1, 0.5}, kFill, {"p", 0, 1, 0.5}},
+                 {v1::Op::kPerspective, "transforms.RandomPerspective", CheckPerspective,
+                  [](const v1::Op& op) { return true; },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                    const auto& o = op.perspective();
+                    if (!PassesGate(true, o.p(), 1, rng)) return;
+                    const int w = image.cols, h = image.rows;
+                    const int dw = static_cast<int>(o.distortion_scale() * (w / 2)),
+                              dh = static_cast<int>(o.distortion_scale() * (h / 2));
+                    auto pick = [&](int lo, int hi) {
+                      return static_cast<double>(rng.UniformInt(lo, hi));
+                    };  // [lo, hi]
+                    std::array<cv::Point2d, 4> end;
+                    end[0] = {pick(0, dw), pick(0, dh)};
+                    end[1] = {pick(w - dw - 1, w - 1), pick(0, dh)};
+                    end[2] = {pick(w - dw - 1, w - 1), pick(h - dh - 1, h - 1)};
+                    end[3] = {pick(0, dw), pick(h - dh - 1, h - 1)};
+                    const std::array<cv::Point2d, 4> start = {cv::Point2d(0, 0), cv::Point2d(w - 1, 0),
+                                                              cv::Point2d(w - 1, h - 1), cv::Point2d(0, h - 1)};
+                    const bool bilinear = !o.has_interpolation() || o.interpolation() == v1::BILINEAR;
+                    const std::array<double, 8> coefficients = PerspectiveCoefficients(start, end);
+                    if (geometry != nullptr) geometry->Step(PerspectiveWarpStep(coefficients, w, h));
+                    image = WarpPerspective(image, coefficients, bilinear, FillOf(o.fill()));
+                  },
+                  OpTargets::kMoved}),
+      WithParams({kPadding, kFill},
+                 {v1::Op::kPad, "transforms.Pad / F.pad",
+                  [](const std::string& where, v1::Op& op, OpShape* shape) {
+                    const auto& o = op.pad();
+                    if (o.padding().empty()) {
+                      return absl::InvalidArgumentError(
+                          absl::StrCat(where, ".pad has no padding; give 1, 2 or 4 values"));
+                    }
+                    if (auto s = CheckPadding(where + ".pad", o.padding()); !s.ok()) return s;
+                    shape->fixed = false;  // the size now depends on the input
+                    return CheckFill(where + ".pad", o.fill());
+                  },
+                  [](const v1::Op&) { return false; },
+                  [](const v1::Op& op, cv::Mat& image, Rng&, const OpContext&, GeometrySink* geometry) {
+                    const auto& o = op.pad();
+                    const std::array<int, 4> p = PaddingSides(Ints(o.padding()));
+                    Step(geometry, GeometryStep::Pad({-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]},
+                                                     o.padding_mode()));
+                    image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
+                  },
+                  OpTargets::kMoved}),
+      WithParams({{"size", 1, kMaxImageSide, kNoDefault, "pixels"}, kPadding, kFill},
+                 SetsSize({v1::Op::kRandomCrop, "transforms.RandomCrop",
+                           [](const std::string& where, v1::Op& op, OpShape* shape) {
+                             const auto& o = op.random_crop();
+                             if (auto s = CheckPadding(where + ".random_crop", o.padding()); !s.ok()) return s;
+                             shape->fixed = true;
+                             shape->height = shape->width = o.size();
+                             return CheckFill(where + ".random_crop", o.fill());
+                           },
+                           [](const v1::Op&) { return true; },
+                           [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                             const auto& o = op.random_crop();
+                             std::array<int, 4> p = PaddingSides(Ints(o.padding()));
+                             const int size = o.size();
+                             // Then up to size (pad_if_needed, or always: torchvision raises there).
+                             const int grow_w = std::max(0, size - (image.cols + p[0] + p[2]));
+                             const int grow_h = std::max(0, size - (image.rows + p[1] + p[3]));
+                             p[0] += grow_w, p[2] += grow_w, p[1] += grow_h, p[3] += grow_h;
+                             if (p[0] || p[1] || p[2] || p[3]) {
+                               Step(geometry, GeometryStep::Pad(
+                                                  {-p[1], -p[0], image.rows + p[1] + p[3], image.cols + p[0] + p[2]},
+                                                  o.padding_mode()));
+                               image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
+                             }
+                             int top = 0, left = 0;
+                             if (image.rows != size || image.cols != size) {
+                               top = static_cast<int>(rng.UniformInt(0, image.rows - size));
+                               left = static_cast<int>(rng.UniformInt(0, image.cols - size));
+                             }
+                             Step(geometry, GeometryStep::Crop({top, left, size, size}));
+                             image = image(cv::Rect(left, top, size, size)).clone();
+                           },
+                           OpTargets::kMoved})),
+      WithParams({kProbability},
+                 {v1::Op::kVerticalFlip, "F.vflip / transforms.RandomVerticalFlip", nullptr,
+                  [](const v1::Op& op) { return IsGated(op.vertical_flip()); },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                    if (!PassesGate(op.vertical_flip().has_p(), op.vertical_flip().p(), 1, rng)) return;
+                    cv::flip(image, image, 0);
+                    Step(geometry, GeometryStep::FlipVertical(image.cols, image.rows));
+                  },
+                  OpTargets::kMoved}),
   };
   return *ops;
 }

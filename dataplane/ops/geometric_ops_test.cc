@@ -93,7 +93,7 @@ void RunOps(const std::string& text, cv::Mat& image, SampleTargets* targets, Rng
     const OpEntry* entry = FindOp(op.op_case());
     ASSERT_NE(entry, nullptr);
     OpShape shape;
-    ASSERT_TRUE(entry->check("op", op, &shape).ok());
+    ASSERT_TRUE(CheckOp(*entry, "op", op, &shape).ok());
     entry->apply(op, image, rng, OpContext{}, &sink);
   }
   ASSERT_TRUE(sink.status.ok());

@@ -14,12 +14,10 @@ namespace {
 
 // Each frame keeps the video's size.
 absl::Status CheckClip(const std::string& where, v1::Op& op, OpShape*) {
-  return CheckVideoClip(where, *op.mutable_video_clip());
+  return CheckVideoClipRules(where, op.video_clip());
 }
 
-absl::Status CheckAudioOp(const std::string& where, v1::Op& op, OpShape*) {
-  return CheckAudio(where, *op.mutable_audio());
-}
+absl::Status CheckAudioOp(const std::string& where, v1::Op& op, OpShape*) { return CheckAudioRules(where, op.audio()); }
 
 // Never runs today (an audio pipeline is checked whole, and a prefix refuses
 // media ops): mel_spectrogram has no check of its own.
@@ -37,19 +35,31 @@ bool Never(const v1::Op&) { return false; }
 const std::vector<OpEntry>& MediaOps() {
   constexpr OpTargets kNone = OpTargets::kNone;
   static const auto* ops = new std::vector<OpEntry>{
-      {v1::Op::kVideoClip, "none (torchvision.io.read_video + clip sampling)", CheckClip, ClipIsRandom, nullptr, kNone,
-       nullptr},
-      {v1::Op::kAudio, "torchaudio.load + transforms.Resample (libswresample), a window", CheckAudioOp, AudioIsRandom,
-       nullptr, kNone, nullptr},
+      // The audio track's rate and channels: 0, their default, is filled in
+      // when a field asks for the track (pipeline_media.cc).
+      WithParams({{"frames", 1, 512, 8},
+                  {"stride", 1, 1000, 1},
+                  {"clips", 1, 64, 1},
+                  {"audio_rate", kMinAudioRate, kMaxAudioRate, 0, "Hz"},
+                  {"audio_channels", 1, kMaxAudioChannels, 0}},
+                 {v1::Op::kVideoClip, "none (torchvision.io.read_video + clip sampling)", CheckClip, ClipIsRandom,
+                  nullptr, kNone, nullptr}),
+      WithParams({{"rate", kMinAudioRate, kMaxAudioRate, 16000, "Hz"},
+                  {"channels", 1, kMaxAudioChannels, 1},
+                  {"seconds", 0, kMaxAudioSeconds, 4, "s", true}},
+                 {v1::Op::kAudio, "torchaudio.load + transforms.Resample (libswresample), a window", CheckAudioOp,
+                  AudioIsRandom, nullptr, kNone, nullptr}),
       // f_min and f_max are two arguments, as torchaudio names them, not one range f=lo:hi.
-      {v1::Op::kMelSpectrogram, "torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)", CheckMelAlone, Never,
-       nullptr, kNone, nullptr,
-       OpText{{{"n_fft", "n_fft"},
-               {"hop", "hop"},
-               {"n_mels", "n_mels"},
-               {"f_min", "f_min"},
-               {"f_max", "f_max"},
-               {"log", "log"}}}},
+      // Its n_fft is declared for the reference; AudioPipeline checks it with the rest (MelSpectrogram::Check).
+      WithParams({{"n_fft", kMinFft, kMaxFft, kDefaultFft}},
+                 {v1::Op::kMelSpectrogram, "torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)",
+                  CheckMelAlone, Never, nullptr, kNone, nullptr,
+                  OpText{{{"n_fft", "n_fft"},
+                          {"hop", "hop"},
+                          {"n_mels", "n_mels"},
+                          {"f_min", "f_min"},
+                          {"f_max", "f_max"},
+                          {"log", "log"}}}}),
   };
   return *ops;
 }

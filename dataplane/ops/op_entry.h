@@ -8,6 +8,7 @@
 #ifndef STOKER_DATAPLANE_OPS_OP_ENTRY_H_
 #define STOKER_DATAPLANE_OPS_OP_ENTRY_H_
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,26 @@ struct OpText {
   bool first_ops_style = false;
 };
 
+// One numeric or bool field of an op's message, declared as data: the
+// values it allows (lo..hi, inclusive; each value of a repeated field), its
+// default and its unit. CheckOp fills the default where the field is unset
+// (a field with presence: optional) or 0 (one without: "0 means the
+// default"), and refuses a value outside lo..hi as "WHERE.OP.FIELD = V;
+// allowed range is LO..HI UNIT" ("WHERE.OP.FIELD has V; each in LO..HI" for
+// a repeated field); the default itself is always allowed (a sentinel such
+// as augmix's chain_depth -1, "random"). The text form's messages, the reference page
+// (tools/stoker-pipeline-reference) and op_params_test.cc read the same
+// declaration. A rule between fields (min <= max, an odd kernel) stays in
+// the entry's `check`.
+inline constexpr double kNoDefault = std::numeric_limits<double>::quiet_NaN();
+struct OpParam {
+  const char* field;
+  double lo, hi;
+  double fallback = kNoDefault;  // the default (NaN: none; a bool's is 0 or 1)
+  const char* unit = "";         // e.g. "pixels"
+  bool above_lo = false;         // lo itself refused: (lo, hi]
+};
+
 struct OpEntry {
   v1::Op::OpCase op;
   const char* torchvision;  // the counterpart, for documentation
@@ -103,9 +124,40 @@ struct OpEntry {
     bool (*plan)(const v1::Op& op, int height, int width, Rng& rng, CropBox* region, int* scale) = nullptr;
     absl::Status (*finish)(const v1::Op& op, cv::Size original, int64_t max_pixels, cv::Mat& image,
                            GeometrySink* geometry) = nullptr;
+    // Whether `plan` decodes a region (a crop) rather than only a smaller
+    // scale: the diagnosis ladder's decoded-cache step cannot (ladder.h).
+    bool region = false;
   };
   Fused fused = {};
+  // The message's fields as data (OpParam; in the order their checks run).
+  std::vector<OpParam> params = {};
+  // Whether a materialised dataset may store the op's output: the ops of the
+  // deterministic prefix a materialiser may split at (materialize/strategy.h),
+  // with their estimate of the output's pixels for an input of `pixels`
+  // (store_output.h; null: unchanged).
+  bool storable = false;
+  int64_t (*pixels)(const v1::Op& op, int64_t pixels) = nullptr;
+  // Whether the op makes its output's size whatever its input's (a crop or a
+  // letterbox to a given size): the user ops before it are then free to
+  // change the size (Pipeline::NoteSize).
+  bool sets_size = false;
 };
+
+// `entry` with its parameters declared (for the families' tables).
+OpEntry WithParams(std::vector<OpParam> params, OpEntry entry);
+// `entry` as setting the output's size (for the families' tables).
+OpEntry SetsSize(OpEntry entry);
+// `entry` as storable, with its pixel estimate (for the families' tables).
+OpEntry Storable(int64_t (*pixels)(const v1::Op& op, int64_t pixels), OpEntry entry);
+
+// The entry's whole check of `op`, as Pipeline::Create runs it: the declared
+// defaults filled in, then the entry's own `check` (its rules between fields;
+// null: none), then the declared ranges. INVALID_ARGUMENT names `where`.
+absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape);
+
+// "lo..hi unit" ("(lo, hi] unit" above lo) of a declared parameter, as the messages and the reference
+// page write it.
+std::string ParamRange(const OpParam& param);
 
 // The probability gate every registered op has ("p", unset: `otherwise`):
 // INVALID_ARGUMENT unless 0..1; ApplyGate draws only when p < 1, so that a

@@ -17,4 +17,9 @@ const OpEntry* FindOp(v1::Op::OpCase op) {
   return it == table->end() ? nullptr : &it->second;
 }
 
+bool StartsWithCrop(const std::vector<v1::Op>& pipeline) {
+  const OpEntry* first = pipeline.empty() ? nullptr : FindOp(pipeline[0].op_case());
+  return first != nullptr && first->fused.region;
+}
+
 }  // namespace stoker

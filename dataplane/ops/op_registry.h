@@ -24,6 +24,11 @@ namespace stoker {
 // The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET.
 const OpEntry* FindOp(v1::Op::OpCase op);
 
+// Whether the pipeline starts with a crop: an op whose fused form decodes
+// only a region (OpEntry::Fused::region: random_resized_crop, center_crop),
+// which the diagnosis ladder's decoded-cache step cannot (ladder.h).
+bool StartsWithCrop(const std::vector<v1::Op>& pipeline);
+
 // The families' tables (defined in their files).
 const std::vector<OpEntry>& CoreOps();
 const std::vector<OpEntry>& MediaOps();

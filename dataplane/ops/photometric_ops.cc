@@ -162,38 +162,27 @@ void GaussianBlur(cv::Mat& image, int kernel_size, double sigma) {
 
 namespace {
 
-std::string OpName(v1::Op::OpCase c) { return v1::Op::descriptor()->FindFieldByNumber(c)->name(); }
+const OpParam kProbability{"p", 0, 1};
 
 // An op whose message is {factor 0..1000, p}: kApply(image, factor).
 template <v1::Op::OpCase kCase, auto kGet, void (*kApply)(cv::Mat&, double)>
 OpEntry FactorOp(const char* torchvision) {
-  return {kCase, torchvision,
-          [](const std::string& w, v1::Op& op, OpShape*) {
-            const auto& o = (op.*kGet)();
-            if (!(o.factor() >= 0 && o.factor() <= 1000)) {
-              return absl::InvalidArgumentError(
-                  absl::StrFormat("%s.%s.factor = %g; allowed range is 0..1000", w, OpName(kCase), o.factor()));
-            }
-            return CheckProbability(w + "." + OpName(kCase), o.has_p(), o.p());
-          },
-          [](const v1::Op& op) { return IsGated((op.*kGet)()); },
-          [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-            const auto& o = (op.*kGet)();
-            if (PassesGate(o.has_p(), o.p(), 1, rng)) kApply(image, o.factor());
-          }};
+  return WithParams({{"factor", 0, 1000}, kProbability},
+                    {kCase, torchvision, nullptr, [](const v1::Op& op) { return IsGated((op.*kGet)()); },
+                     [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                       const auto& o = (op.*kGet)();
+                       if (PassesGate(o.has_p(), o.p(), 1, rng)) kApply(image, o.factor());
+                     }});
 }
 
 // An op whose message is {p}: kApply(image).
 template <v1::Op::OpCase kCase, auto kGet, void (*kApply)(cv::Mat&)>
 OpEntry GatedOp(const char* torchvision) {
-  return {kCase, torchvision,
-          [](const std::string& w, v1::Op& op, OpShape*) {
-            return CheckProbability(w + "." + OpName(kCase), (op.*kGet)().has_p(), (op.*kGet)().p());
-          },
-          [](const v1::Op& op) { return IsGated((op.*kGet)()); },
-          [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-            if (PassesGate((op.*kGet)().has_p(), (op.*kGet)().p(), 1, rng)) kApply(image);
-          }};
+  return WithParams({kProbability},
+                    {kCase, torchvision, nullptr, [](const v1::Op& op) { return IsGated((op.*kGet)()); },
+                     [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                       if (PassesGate((op.*kGet)().has_p(), (op.*kGet)().p(), 1, rng)) kApply(image);
+                     }});
 }
 
 }  // namespace
@@ -203,87 +192,62 @@ const std::vector<OpEntry>& PhotometricOps() {
       FactorOp<v1::Op::kAdjustBrightness, &v1::Op::adjust_brightness, AdjustBrightness>("F.adjust_brightness"),
       FactorOp<v1::Op::kAdjustContrast, &v1::Op::adjust_contrast, AdjustContrast>("F.adjust_contrast"),
       FactorOp<v1::Op::kAdjustSaturation, &v1::Op::adjust_saturation, AdjustSaturation>("F.adjust_saturation"),
-      {v1::Op::kAdjustHue, "F.adjust_hue",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         const auto& o = op.adjust_hue();
-         if (!(o.factor() >= -0.5f && o.factor() <= 0.5f)) {
-           return absl::InvalidArgumentError(
-               absl::StrFormat("%s.adjust_hue.factor = %g; allowed range is -0.5..0.5", w, o.factor()));
-         }
-         return CheckProbability(w + ".adjust_hue", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return IsGated(op.adjust_hue()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.adjust_hue();
-         if (PassesGate(o.has_p(), o.p(), 1, rng) && o.factor() != 0) AdjustHue(image, o.factor());
-       }},
-      {v1::Op::kSolarize, "F.solarize",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         const auto& o = op.solarize();
-         if (!(o.threshold() >= 0 && o.threshold() <= 256)) {
-           return absl::InvalidArgumentError(
-               absl::StrFormat("%s.solarize.threshold = %g; allowed range is 0..256", w, o.threshold()));
-         }
-         return CheckProbability(w + ".solarize", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return IsGated(op.solarize()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.solarize();
-         if (PassesGate(o.has_p(), o.p(), 1, rng)) Solarize(image, o.threshold());
-       }},
-      {v1::Op::kPosterize, "F.posterize",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         const auto& o = op.posterize();
-         if (o.bits() < 0 || o.bits() > 8) {
-           return absl::InvalidArgumentError(
-               absl::StrFormat("%s.posterize.bits = %d; allowed range is 0..8", w, o.bits()));
-         }
-         return CheckProbability(w + ".posterize", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return IsGated(op.posterize()); },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.posterize();
-         if (PassesGate(o.has_p(), o.p(), 1, rng)) Posterize(image, o.bits());
-       }},
+      WithParams(
+          {{"factor", -0.5, 0.5}, kProbability},
+          {v1::Op::kAdjustHue, "F.adjust_hue", nullptr, [](const v1::Op& op) { return IsGated(op.adjust_hue()); },
+           [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+             const auto& o = op.adjust_hue();
+             if (PassesGate(o.has_p(), o.p(), 1, rng) && o.factor() != 0) AdjustHue(image, o.factor());
+           }}),
+      WithParams({{"threshold", 0, 256}, kProbability},
+                 {v1::Op::kSolarize, "F.solarize", nullptr, [](const v1::Op& op) { return IsGated(op.solarize()); },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                    const auto& o = op.solarize();
+                    if (PassesGate(o.has_p(), o.p(), 1, rng)) Solarize(image, o.threshold());
+                  }}),
+      WithParams({{"bits", 0, 8}, kProbability},
+                 {v1::Op::kPosterize, "F.posterize", nullptr, [](const v1::Op& op) { return IsGated(op.posterize()); },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                    const auto& o = op.posterize();
+                    if (PassesGate(o.has_p(), o.p(), 1, rng)) Posterize(image, o.bits());
+                  }}),
       GatedOp<v1::Op::kEqualize, &v1::Op::equalize, Equalize>("F.equalize"),
       GatedOp<v1::Op::kAutocontrast, &v1::Op::autocontrast, Autocontrast>("F.autocontrast"),
       FactorOp<v1::Op::kAdjustSharpness, &v1::Op::adjust_sharpness, AdjustSharpness>("F.adjust_sharpness"),
       GatedOp<v1::Op::kInvert, &v1::Op::invert, Invert>("F.invert"),
       GatedOp<v1::Op::kGrayscale, &v1::Op::grayscale, GrayscaleInPlace>("F.rgb_to_grayscale(num_output_channels=3)"),
-      {v1::Op::kRandomGrayscale, "transforms.RandomGrayscale",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         auto& o = *op.mutable_random_grayscale();
-         if (!o.has_p()) o.set_p(0.1f);
-         return CheckProbability(w + ".random_grayscale", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) { return op.random_grayscale().p() < 1; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         if (PassesGate(true, op.random_grayscale().p(), 1, rng)) GrayscaleInPlace(image);
-       }},
-      {v1::Op::kGaussianBlur, "transforms.GaussianBlur",
-       [](const std::string& w, v1::Op& op, OpShape*) {
-         auto& o = *op.mutable_gaussian_blur();
-         if (o.sigma_min() == 0) o.set_sigma_min(0.1f);
-         if (o.sigma_max() == 0) o.set_sigma_max(2.0f);
-         if (o.kernel_size() < 1 || o.kernel_size() > 101 || o.kernel_size() % 2 == 0) {
-           return absl::InvalidArgumentError(
-               absl::StrFormat("%s.gaussian_blur.kernel_size = %d; need an odd number in 1..101", w, o.kernel_size()));
-         }
-         if (!(o.sigma_min() > 0 && o.sigma_min() <= o.sigma_max() && o.sigma_max() <= 100)) {
-           return absl::InvalidArgumentError(absl::StrFormat(
-               "%s.gaussian_blur.sigma = %g:%g; need 0 < min <= max <= 100", w, o.sigma_min(), o.sigma_max()));
-         }
-         return CheckProbability(w + ".gaussian_blur", o.has_p(), o.p());
-       },
-       [](const v1::Op& op) {
-         return IsGated(op.gaussian_blur()) || op.gaussian_blur().sigma_min() < op.gaussian_blur().sigma_max();
-       },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.gaussian_blur();
-         if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
-         const double sigma = o.sigma_min() < o.sigma_max() ? rng.Uniform(o.sigma_min(), o.sigma_max()) : o.sigma_min();
-         GaussianBlur(image, o.kernel_size(), sigma);
-       }},
+      WithParams({{"p", 0, 1, 0.1}}, {v1::Op::kRandomGrayscale, "transforms.RandomGrayscale", nullptr,
+                                      [](const v1::Op& op) { return op.random_grayscale().p() < 1; },
+                                      [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                                        if (PassesGate(true, op.random_grayscale().p(), 1, rng))
+                                          GrayscaleInPlace(image);
+                                      }}),
+      WithParams(
+          {{"kernel_size", 1, 101}, {"sigma_min", 0, 100, 0.1, "", true}, {"sigma_max", 0, 100, 2}, kProbability},
+          {v1::Op::kGaussianBlur, "transforms.GaussianBlur",
+           [](const std::string& w, v1::Op& op, OpShape*) {
+             // The ranges are declared; an odd kernel and the sigmas' order are checked here.
+             const auto& o = op.gaussian_blur();
+             if (o.kernel_size() < 1 || o.kernel_size() > 101 || o.kernel_size() % 2 == 0) {
+               return absl::InvalidArgumentError(absl::StrFormat(
+                   "%s.gaussian_blur.kernel_size = %d; need an odd number in 1..101", w, o.kernel_size()));
+             }
+             if (!(o.sigma_min() > 0 && o.sigma_min() <= o.sigma_max() && o.sigma_max() <= 100)) {
+               return absl::InvalidArgumentError(absl::StrFormat(
+                   "%s.gaussian_blur.sigma = %g:%g; need 0 < min <= max <= 100", w, o.sigma_min(), o.sigma_max()));
+             }
+             return absl::OkStatus();
+           },
+           [](const v1::Op& op) {
+             return IsGated(op.gaussian_blur()) || op.gaussian_blur().sigma_min() < op.gaussian_blur().sigma_max();
+           },
+           [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+             const auto& o = op.gaussian_blur();
+             if (!PassesGate(o.has_p(), o.p(), 1, rng)) return;
+             const double sigma =
+                 o.sigma_min() < o.sigma_max() ? rng.Uniform(o.sigma_min(), o.sigma_max()) : o.sigma_min();
+             GaussianBlur(image, o.kernel_size(), sigma);
+           }}),
   };
   return *ops;
 }

@@ -59,7 +59,7 @@ absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, 
     default:
       if (const OpEntry* entry = FindOp(op.op_case())) {  // op_registry.h
         OpShape shape{fixed, h, w};
-        absl::Status s = entry->check(where, op, &shape);
+        absl::Status s = CheckOp(*entry, where, op, &shape);
         fixed = shape.fixed;
         h = shape.height;
         w = shape.width;

@@ -217,6 +217,17 @@ std::string OpToText(const v1::Op& op, const FieldDescriptor* which) {
   return absl::StrCat(which->name(), "(", absl::StrJoin(args, ", "), ")");
 }
 
+// "; allowed range is LO..HI UNIT" when the op's entry declares the
+// argument's field (OpParam), for a message about a value that did not read.
+std::string DeclaredRange(const FieldDescriptor* which, const TextParam& param) {
+  const OpEntry* entry = FindOp(static_cast<v1::Op::OpCase>(which->number()));
+  if (entry == nullptr || param.field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL) return "";
+  for (const OpParam& p : entry->params) {
+    if (p.field == param.field->name()) return absl::StrCat("; allowed range is ", ParamRange(p));
+  }
+  return "";
+}
+
 // `open` is the position of '(' in `text`, or npos (no arguments).
 absl::StatusOr<v1::Op> ParseRegisteredOp(const std::string& name, absl::string_view text, size_t open,
                                          const FieldDescriptor* which) {
@@ -255,7 +266,8 @@ absl::StatusOr<v1::Op> ParseRegisteredOp(const std::string& name, absl::string_v
     }
     ++position;
     if (absl::Status s = SetParam(value, *param, m); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ".", param->name, ": ", s.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline: ", name, ".", param->name, ": ", s.message(), DeclaredRange(which, *param)));
     }
   }
   return op;

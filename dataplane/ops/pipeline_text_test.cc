@@ -157,6 +157,11 @@ TEST(PipelineTextTest, TheFirstOpsPrintAsTheyAlwaysHave) {
             std::string::npos);
   EXPECT_NE(ParsePipelineText("resize(big)").status().message().find("pipeline: resize.size: 'big' is not an integer"),
             std::string::npos);
+  // A value that does not read is told the range its op's entry declares (OpParam).
+  EXPECT_EQ(ParsePipelineText("center_crop(big)").status().message(),
+            "pipeline: center_crop.size: 'big' is not an integer; allowed range is 1..8192 pixels");
+  EXPECT_EQ(ParsePipelineText("solarize(threshold=dark)").status().message(),
+            "pipeline: solarize.threshold: 'dark' is not a number; allowed range is 0..256");
 }
 
 TEST(PipelineTextTest, OpsReadFromTheirMessagesRoundTripAndNameTheirArguments) {

@@ -314,83 +314,86 @@ absl::Status IntRange(const std::string& where, int v, int lo, int hi) {
 }  // namespace
 
 const std::vector<OpEntry>& PolicyOps() {
+  // The declared ranges (OpParam); the fill's count and the interpolation are checked by the entries.
+  const OpParam kFill{"fill", 0, 255}, kBins{"num_magnitude_bins", 2, 1000, 31};
   static const auto* ops = new std::vector<OpEntry>{
-      {v1::Op::kAutoAugment, "transforms.AutoAugment",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         const auto& o = op.auto_augment();
-         return CheckPolicyFill(where + ".auto_augment", o.fill(), o.has_interpolation(), o.interpolation());
-       },
-       [](const v1::Op&) { return true; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.auto_augment();
-         for (const PolicyStep& s : DrawAutoAugment(o.policy(), image.rows, image.cols, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()), geometry);
-         }
-       },
-       OpTargets::kMoved},
-      {v1::Op::kRandAugment, "transforms.RandAugment",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         auto& o = *op.mutable_rand_augment();
-         const std::string w = where + ".rand_augment";
-         if (!o.has_num_ops()) o.set_num_ops(2);
-         if (!o.has_magnitude()) o.set_magnitude(9);
-         if (!o.has_num_magnitude_bins()) o.set_num_magnitude_bins(31);
-         if (auto s = IntRange(w + ".num_ops", o.num_ops(), 0, 16); !s.ok()) return s;
-         if (auto s = IntRange(w + ".num_magnitude_bins", o.num_magnitude_bins(), 2, 1000); !s.ok()) return s;
-         if (auto s = IntRange(w + ".magnitude", o.magnitude(), 0, o.num_magnitude_bins() - 1); !s.ok()) return s;
-         return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
-       },
-       [](const v1::Op& op) { return op.rand_augment().num_ops() > 0; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.rand_augment();
-         for (const PolicyStep& s : DrawRandAugment(o, image.rows, image.cols, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()), geometry);
-         }
-       },
-       OpTargets::kMoved},
-      {v1::Op::kTrivialAugmentWide, "transforms.TrivialAugmentWide",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         auto& o = *op.mutable_trivial_augment_wide();
-         const std::string w = where + ".trivial_augment_wide";
-         if (!o.has_num_magnitude_bins()) o.set_num_magnitude_bins(31);
-         if (auto s = IntRange(w + ".num_magnitude_bins", o.num_magnitude_bins(), 2, 1000); !s.ok()) return s;
-         return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
-       },
-       [](const v1::Op&) { return true; },
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-         const auto& o = op.trivial_augment_wide();
-         for (const PolicyStep& s : DrawTrivialAugmentWide(o, rng)) {
-           ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()), geometry);
-         }
-       },
-       OpTargets::kMoved},
-      {v1::Op::kAugmix, "transforms.AugMix",
-       [](const std::string& where, v1::Op& op, OpShape*) {
-         auto& o = *op.mutable_augmix();
-         const std::string w = where + ".augmix";
-         if (!o.has_severity()) o.set_severity(3);
-         if (!o.has_mixture_width()) o.set_mixture_width(3);
-         if (!o.has_chain_depth()) o.set_chain_depth(-1);
-         if (!o.has_alpha()) o.set_alpha(1.0f);
-         if (!o.has_all_ops()) o.set_all_ops(true);
-         if (auto s = IntRange(w + ".severity", o.severity(), 1, 10); !s.ok()) return s;
-         if (auto s = IntRange(w + ".mixture_width", o.mixture_width(), 1, 16); !s.ok()) return s;
-         if (o.chain_depth() != -1) {
-           if (auto s = IntRange(w + ".chain_depth", o.chain_depth(), 1, 16); !s.ok()) return s;
-         }
-         if (!(o.alpha() > 0 && o.alpha() <= 1000)) {
-           return absl::InvalidArgumentError(absl::StrFormat("%s.alpha = %g; need 0 < alpha <= 1000", w, o.alpha()));
-         }
-         return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
-       },
-       [](const v1::Op&) { return true; },
-       // A blend of chains warped differently has no one place for a box: refused with targets.
-       [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-         const auto& o = op.augmix();
-         ApplyAugMix(image, DrawAugMix(o, image.rows, image.cols, rng),
-                     Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()));
-       },
-       OpTargets::kRefused},
+      WithParams({kFill}, {v1::Op::kAutoAugment, "transforms.AutoAugment",
+                           [](const std::string& where, v1::Op& op, OpShape*) {
+                             const auto& o = op.auto_augment();
+                             return CheckPolicyFill(where + ".auto_augment", o.fill(), o.has_interpolation(),
+                                                    o.interpolation());
+                           },
+                           [](const v1::Op&) { return true; },
+                           [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                             const auto& o = op.auto_augment();
+                             for (const PolicyStep& s : DrawAutoAugment(o.policy(), image.rows, image.cols, rng)) {
+                               ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()),
+                                             PolicyFill(o.fill()), geometry);
+                             }
+                           },
+                           OpTargets::kMoved}),
+      WithParams({{"num_ops", 0, 16, 2}, {"magnitude", 0, 999, 9}, kBins, kFill},
+                 {v1::Op::kRandAugment, "transforms.RandAugment",
+                  [](const std::string& where, v1::Op& op, OpShape*) {
+                    const auto& o = op.rand_augment();
+                    const std::string w = where + ".rand_augment";
+                    // A magnitude is one of the bins (the bins' own range is declared).
+                    if (o.num_magnitude_bins() >= 2) {
+                      if (auto s = IntRange(w + ".magnitude", o.magnitude(), 0, o.num_magnitude_bins() - 1); !s.ok())
+                        return s;
+                    }
+                    return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
+                  },
+                  [](const v1::Op& op) { return op.rand_augment().num_ops() > 0; },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                    const auto& o = op.rand_augment();
+                    for (const PolicyStep& s : DrawRandAugment(o, image.rows, image.cols, rng)) {
+                      ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
+                                    geometry);
+                    }
+                  },
+                  OpTargets::kMoved}),
+      WithParams({kBins, kFill},
+                 {v1::Op::kTrivialAugmentWide, "transforms.TrivialAugmentWide",
+                  [](const std::string& where, v1::Op& op, OpShape*) {
+                    const auto& o = op.trivial_augment_wide();
+                    const std::string w = where + ".trivial_augment_wide";
+                    return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
+                  },
+                  [](const v1::Op&) { return true; },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                    const auto& o = op.trivial_augment_wide();
+                    for (const PolicyStep& s : DrawTrivialAugmentWide(o, rng)) {
+                      ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
+                                    geometry);
+                    }
+                  },
+                  OpTargets::kMoved}),
+      // chain_depth's default, -1, draws a depth of 1..3 per chain.
+      WithParams({{"severity", 1, 10, 3},
+                  {"mixture_width", 1, 16, 3},
+                  {"chain_depth", 1, 16, -1},
+                  {"alpha", 0, 1000, 1, "", true},
+                  {"all_ops", 0, 1, 1},
+                  kFill},
+                 {v1::Op::kAugmix, "transforms.AugMix",
+                  [](const std::string& where, v1::Op& op, OpShape*) {
+                    const auto& o = op.augmix();
+                    const std::string w = where + ".augmix";
+                    if (!(o.alpha() > 0 && o.alpha() <= 1000)) {
+                      return absl::InvalidArgumentError(
+                          absl::StrFormat("%s.alpha = %g; need 0 < alpha <= 1000", w, o.alpha()));
+                    }
+                    return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
+                  },
+                  [](const v1::Op&) { return true; },
+                  // A blend of chains warped differently has no one place for a box: refused with targets.
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                    const auto& o = op.augmix();
+                    ApplyAugMix(image, DrawAugMix(o, image.rows, image.cols, rng),
+                                Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()));
+                  },
+                  OpTargets::kRefused}),
   };
   return *ops;
 }

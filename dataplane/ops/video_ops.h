@@ -15,9 +15,12 @@
 
 namespace stoker {
 
-// Fills in video_clip's defaults and checks it (INVALID_ARGUMENT names
-// `where` and the range).
+// Fills in video_clip's defaults and checks it, as its entry in the op
+// registry declares (media_ops.cc; INVALID_ARGUMENT names `where` and the
+// range).
 absl::Status CheckVideoClip(const std::string& where, v1::VideoClip& clip);
+// The entry's own check: what its declared ranges do not say (the mode).
+absl::Status CheckVideoClipRules(const std::string& where, const v1::VideoClip& clip);
 
 // The frame numbers (0-based, presentation order) of each of the op's
 // clips in a video of `frames` frames: clips x frames numbers, clip-major.

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/rng.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/ops/op_registry.h"
 
 namespace stoker {
 
@@ -74,8 +75,8 @@ absl::StatusOr<std::vector<StoredField>> ReadStoredFields(const SampleSource& so
 int64_t EstimatedStoredBytes(const Pipeline& prefix) {
   int64_t pixels = int64_t{1024} * 768;
   for (const v1::Op& op : prefix.ops()) {
-    if (op.has_center_crop()) pixels = int64_t{op.center_crop().size()} * op.center_crop().size();
-    if (op.has_resize()) pixels = int64_t{op.resize().shorter_side()} * op.resize().shorter_side() * 4 / 3;
+    const OpEntry* entry = FindOp(op.op_case());  // op_entry.h: each op's estimate
+    if (entry != nullptr && entry->pixels != nullptr) pixels = entry->pixels(op, pixels);
   }
   return pixels * 3 * (prefix.normalizes() ? 4 : 1) + 128;  // + the .npy header
 }

@@ -26,6 +26,7 @@
 #include "common/log_level.h"
 #include "common/log_queue.h"
 #include "common/malloc_tuning.h"
+#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "python/src/loader_options.h"
 

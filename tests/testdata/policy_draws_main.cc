@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   const stoker::OpEntry* entry = stoker::FindOp(op.op_case());
   stoker::OpShape shape;
   if (entry == nullptr) return Fail("not a policy op");
-  if (absl::Status s = entry->check("policy", op, &shape); !s.ok()) return Fail(std::string(s.message()));
+  if (absl::Status s = stoker::CheckOp(*entry, "policy", op, &shape); !s.ok()) return Fail(std::string(s.message()));
   stoker::Rng rng(absl::GetFlag(FLAGS_seed));
   const int h = image.empty() ? absl::GetFlag(FLAGS_height) : image.rows;
   const int w = image.empty() ? absl::GetFlag(FLAGS_width) : image.cols;
