@@ -23,14 +23,7 @@ double MelToHz(double mel) { return 700.0 * (std::pow(10.0, mel / 2595.0) - 1.0)
 
 }  // namespace
 
-absl::Status CheckAudio(const std::string& where, v1::Audio& a) {
-  v1::Op op;
-  op.mutable_audio()->Swap(&a);
-  OpShape shape;
-  absl::Status s = CheckOp(*FindOp(v1::Op::kAudio), where, op, &shape);
-  a.Swap(op.mutable_audio());
-  return s;
-}
+absl::Status CheckAudio(const std::string& where, v1::Audio& a) { return CheckOpBody(v1::Op::kAudio, where, a); }
 
 absl::Status CheckAudioRules(const std::string& where, const v1::Audio& a) {
   const bool rate_in_range = a.rate() >= kMinAudioRate && a.rate() <= kMaxAudioRate;  // else its range refuses it

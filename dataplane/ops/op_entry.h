@@ -74,7 +74,7 @@ struct OpText {
 
 // One numeric or bool field of an op's message, declared as data: the
 // values it allows (lo..hi, inclusive; each value of a repeated field), its
-// default and its unit. CheckOp fills the default where the field is unset
+// default and its unit. CheckOp (op_registry.h) fills the default where the field is unset
 // (a field with presence: optional) or 0 (one without: "0 means the
 // default"), and refuses a value outside lo..hi as "WHERE.OP.FIELD = V;
 // allowed range is LO..HI UNIT" ("WHERE.OP.FIELD has V; each in LO..HI" for
@@ -149,15 +149,6 @@ OpEntry WithParams(std::vector<OpParam> params, OpEntry entry);
 OpEntry SetsSize(OpEntry entry);
 // `entry` as storable, with its pixel estimate (for the families' tables).
 OpEntry Storable(int64_t (*pixels)(const v1::Op& op, int64_t pixels), OpEntry entry);
-
-// The entry's whole check of `op`, as Pipeline::Create runs it: the declared
-// defaults filled in, then the entry's own `check` (its rules between fields;
-// null: none), then the declared ranges. INVALID_ARGUMENT names `where`.
-absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape);
-
-// "lo..hi unit" ("(lo, hi] unit" above lo) of a declared parameter, as the messages and the reference
-// page write it.
-std::string ParamRange(const OpParam& param);
 
 // The probability gate every registered op has ("p", unset: `otherwise`):
 // INVALID_ARGUMENT unless 0..1; ApplyGate draws only when p < 1, so that a

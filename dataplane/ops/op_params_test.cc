@@ -193,6 +193,21 @@ TEST(OpParamsTest, CheckOpFillsDefaultsAndWritesTheRange) {
   EXPECT_EQ(CheckOp(wrong, "p", op, &shape).code(), absl::StatusCode::kInternal);
   wrong.params.back().field = "no_such_field";
   EXPECT_EQ(CheckOp(wrong, "p", op, &shape).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(CheckOp(*FindOp(v1::Op::kCenterCrop), "p", op, &shape).code(), absl::StatusCode::kInternal)
+      << "another op's entry";
+}
+
+TEST(OpParamsTest, CheckOpBodyChecksAMessageHeldAlone) {
+  v1::Audio audio;
+  ASSERT_TRUE(CheckOpBody(v1::Op::kAudio, "pipeline[0]", audio).ok());
+  EXPECT_EQ(audio.rate(), 16000);  // the declared defaults, filled in place
+  EXPECT_EQ(audio.channels(), 1);
+  audio.set_rate(5);
+  EXPECT_EQ(CheckOpBody(v1::Op::kAudio, "pipeline[0]", audio).message(),
+            "pipeline[0].audio.rate = 5; allowed range is 1000..384000 Hz");
+  EXPECT_EQ(audio.rate(), 5);  // the caller's message, not a copy
+  v1::VideoClip clip;
+  EXPECT_EQ(CheckOpBody(v1::Op::kAudio, "p", clip).code(), absl::StatusCode::kInternal);
 }
 
 }  // namespace

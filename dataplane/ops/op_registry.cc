@@ -1,8 +1,144 @@
 #include "dataplane/ops/op_registry.h"
 
+#include <cmath>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace stoker {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+namespace {
+
+// A numeric or bool field's value as a double (`index` < 0: a singular field).
+double Value(const Message& m, const FieldDescriptor* f, int index) {
+  const Reflection* r = m.GetReflection();
+  const bool one = index < 0;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: return one ? r->GetInt32(m, f) : r->GetRepeatedInt32(m, f, index);
+    case FieldDescriptor::CPPTYPE_INT64:
+      return static_cast<double>(one ? r->GetInt64(m, f) : r->GetRepeatedInt64(m, f, index));
+    case FieldDescriptor::CPPTYPE_UINT32: return one ? r->GetUInt32(m, f) : r->GetRepeatedUInt32(m, f, index);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return static_cast<double>(one ? r->GetUInt64(m, f) : r->GetRepeatedUInt64(m, f, index));
+    case FieldDescriptor::CPPTYPE_FLOAT: return one ? r->GetFloat(m, f) : r->GetRepeatedFloat(m, f, index);
+    case FieldDescriptor::CPPTYPE_DOUBLE: return one ? r->GetDouble(m, f) : r->GetRepeatedDouble(m, f, index);
+    case FieldDescriptor::CPPTYPE_BOOL: return (one ? r->GetBool(m, f) : r->GetRepeatedBool(m, f, index)) ? 1 : 0;
+    default: return std::nan("");
+  }
+}
+
+void SetValue(Message& m, const FieldDescriptor* f, double v) {
+  const Reflection* r = m.GetReflection();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(&m, f, static_cast<int32_t>(v)); break;
+    case FieldDescriptor::CPPTYPE_INT64: r->SetInt64(&m, f, static_cast<int64_t>(v)); break;
+    case FieldDescriptor::CPPTYPE_UINT32: r->SetUInt32(&m, f, static_cast<uint32_t>(v)); break;
+    case FieldDescriptor::CPPTYPE_UINT64: r->SetUInt64(&m, f, static_cast<uint64_t>(v)); break;
+    case FieldDescriptor::CPPTYPE_FLOAT: r->SetFloat(&m, f, static_cast<float>(v)); break;
+    case FieldDescriptor::CPPTYPE_DOUBLE: r->SetDouble(&m, f, v); break;
+    case FieldDescriptor::CPPTYPE_BOOL: r->SetBool(&m, f, v != 0); break;
+    default: break;
+  }
+}
+
+// A value as the messages write it: an integer field's as an integer, a
+// float's as %g.
+std::string Written(const FieldDescriptor* f, double v) {
+  const bool integer =
+      f->cpp_type() != FieldDescriptor::CPPTYPE_FLOAT && f->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE;
+  if (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 || f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64) {
+    return absl::StrFormat("%.0f", v);  // no cast: a uint64 may not fit an int64
+  }
+  return integer ? absl::StrCat(static_cast<int64_t>(v)) : absl::StrFormat("%g", v);
+}
+
+// Whether `v` is in the declared range or is the default (a float field's
+// bounds compared as floats: 0.01 is the float nearest it).
+bool Allowed(const FieldDescriptor* f, double v, const OpParam& param) {
+  double lo = param.lo, hi = param.hi, fallback = param.fallback;
+  if (f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) {
+    lo = static_cast<float>(lo), hi = static_cast<float>(hi), fallback = static_cast<float>(fallback);
+  }
+  return ((param.above_lo ? v > lo : v >= lo) && v <= hi) || v == fallback;
+}
+
+// The op's message and the declared field's descriptor, or INTERNAL for a
+// declaration that names no numeric field of it (op_params_test.cc checks
+// every entry's).
+absl::StatusOr<std::pair<Message*, const FieldDescriptor*>> Field(v1::Op& op, const OpParam& param) {
+  const FieldDescriptor* which = v1::Op::descriptor()->FindFieldByNumber(op.op_case());
+  if (which == nullptr) return absl::InternalError("an op with no message set");
+  Message* m = op.GetReflection()->MutableMessage(&op, which);
+  const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(param.field);
+  if (f == nullptr || f->cpp_type() == FieldDescriptor::CPPTYPE_ENUM ||
+      f->cpp_type() == FieldDescriptor::CPPTYPE_STRING || f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+    return absl::InternalError(absl::StrCat(which->name(), " declares a parameter '", param.field,
+                                            "' that is not a numeric field of its message"));
+  }
+  if (f->cpp_type() == FieldDescriptor::CPPTYPE_BOOL && !f->has_presence() && !std::isnan(param.fallback)) {
+    // Its 0 would read as unset: it could never be turned off.
+    return absl::InternalError(
+        absl::StrCat(which->name(), " declares a default for '", param.field, "', a bool that is not optional"));
+  }
+  return std::make_pair(m, f);
+}
+
+}  // namespace
+
+std::string ParamRange(const OpParam& param) {
+  std::string out =
+      param.above_lo ? absl::StrFormat("(%g, %g]", param.lo, param.hi) : absl::StrFormat("%g..%g", param.lo, param.hi);
+  if (*param.unit != '\0') absl::StrAppend(&out, " ", param.unit);
+  return out;
+}
+
+absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape) {
+  if (op.op_case() != entry.op) return absl::InternalError(absl::StrCat(where, ": checked by another op's entry"));
+  std::vector<std::pair<Message*, const FieldDescriptor*>> fields;
+  for (const OpParam& param : entry.params) {
+    auto field = Field(op, param);
+    if (!field.ok()) return field.status();
+    fields.push_back(*field);
+    auto [m, f] = *field;
+    if (std::isnan(param.fallback) || f->is_repeated()) continue;
+    const bool unset = f->has_presence() ? !m->GetReflection()->HasField(*m, f) : Value(*m, f, -1) == 0;
+    if (unset) SetValue(*m, f, param.fallback);
+  }
+  if (entry.check != nullptr) {
+    if (absl::Status s = entry.check(where, op, shape); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const OpParam& param = entry.params[i];
+    auto [m, f] = fields[i];
+    const std::string at =
+        absl::StrCat(where, ".", v1::Op::descriptor()->FindFieldByNumber(op.op_case())->name(), ".", f->name());
+    if (f->is_repeated()) {
+      for (int j = 0; j < m->GetReflection()->FieldSize(*m, f); ++j) {
+        const double v = Value(*m, f, j);
+        if (!Allowed(f, v, param)) {
+          return absl::InvalidArgumentError(absl::StrCat(at, " has ", Written(f, v), "; each in ", ParamRange(param)));
+        }
+      }
+      continue;
+    }
+    if (f->has_presence() && !m->GetReflection()->HasField(*m, f)) continue;  // unset, no default: the op's own
+    const double v = Value(*m, f, -1);
+    if (!Allowed(f, v, param)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, " = ", Written(f, v), "; allowed range is ", ParamRange(param)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 const OpEntry* FindOp(v1::Op::OpCase op) {
   static const auto* table = [] {
@@ -15,6 +151,21 @@ const OpEntry* FindOp(v1::Op::OpCase op) {
   }();
   auto it = table->find(op);
   return it == table->end() ? nullptr : &it->second;
+}
+
+absl::Status CheckOpBody(v1::Op::OpCase which, const std::string& where, google::protobuf::Message& body) {
+  const OpEntry* entry = FindOp(which);
+  const google::protobuf::FieldDescriptor* field = v1::Op::descriptor()->FindFieldByNumber(which);
+  if (entry == nullptr || field == nullptr || field->message_type() != body.GetDescriptor()) {
+    return absl::InternalError(absl::StrCat(where, ": not the message of a registered op"));
+  }
+  v1::Op op;
+  google::protobuf::Message* m = op.GetReflection()->MutableMessage(&op, field);
+  m->GetReflection()->Swap(m, &body);
+  OpShape shape;
+  absl::Status s = CheckOp(*entry, where, op, &shape);
+  m->GetReflection()->Swap(m, &body);
+  return s;
 }
 
 bool StartsWithCrop(const std::vector<v1::Op>& pipeline) {

@@ -8,12 +8,15 @@
 // core_ops.cc (crops, resizes, flips, color_jitter, normalize, the detection
 // crop), photometric_ops.h, erasing_ops.h, geometric_ops.h, policy_ops.h and
 // media_ops.cc (video_clip, audio, mel_spectrogram). The table is immutable;
-// thread-safe. What an entry holds is op_entry.h; the registry only gathers
-// the families' tables (it includes none of them, and nothing of the text
-// form).
+// thread-safe. What an entry holds is op_entry.h; the registry gathers the
+// families' tables (it includes none of them, and nothing of the text form),
+// finds an op's entry and checks an op by it (CheckOp: its declared
+// parameters and its own rules), so that a session's op is found and checked
+// in this one file.
 #ifndef STOKER_DATAPLANE_OPS_OP_REGISTRY_H_
 #define STOKER_DATAPLANE_OPS_OP_REGISTRY_H_
 
+#include <string>
 #include <vector>
 
 #include "dataplane/ops/op_entry.h"
@@ -23,6 +26,20 @@ namespace stoker {
 
 // The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET.
 const OpEntry* FindOp(v1::Op::OpCase op);
+
+// The entry's whole check of `op`, as Pipeline::Create runs it: the declared
+// defaults filled in, then the entry's own `check` (its rules between fields;
+// null: none), then the declared ranges. INVALID_ARGUMENT names `where`.
+absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape);
+
+// "lo..hi unit" ("(lo, hi] unit" above lo) of a declared parameter, as the messages and the reference
+// page write it.
+std::string ParamRange(const OpParam& param);
+
+// Checks `body`, the message of an op `which` (e.g. a v1::Audio for
+// kAudio), as its entry does (CheckOp), in place: for the callers that hold
+// the message alone.
+absl::Status CheckOpBody(v1::Op::OpCase which, const std::string& where, google::protobuf::Message& body);
 
 // Whether the pipeline starts with a crop: an op whose fused form decodes
 // only a region (OpEntry::Fused::region: random_resized_crop, center_crop),

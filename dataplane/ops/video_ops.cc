@@ -16,12 +16,7 @@ absl::Status CheckVideoClipRules(const std::string& where, const v1::VideoClip& 
 }
 
 absl::Status CheckVideoClip(const std::string& where, v1::VideoClip& clip) {
-  v1::Op op;
-  op.mutable_video_clip()->Swap(&clip);
-  OpShape shape;
-  absl::Status s = CheckOp(*FindOp(v1::Op::kVideoClip), where, op, &shape);
-  clip.Swap(op.mutable_video_clip());
-  return s;
+  return CheckOpBody(v1::Op::kVideoClip, where, clip);
 }
 
 std::vector<int64_t> ClipFrames(const v1::VideoClip& clip, int64_t frames, Rng& rng) {
