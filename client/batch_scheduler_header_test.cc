@@ -9,14 +9,8 @@
 #include "gtest/gtest.h"
 
 namespace stoker {
+namespace batch_scheduler_test {  // the shared fixtures (batch_scheduler_test_util.h)
 namespace {
-
-using batch_scheduler_test::BatchFor;
-using batch_scheduler_test::Header;
-using batch_scheduler_test::kSampleBytes;
-using batch_scheduler_test::kT0;
-using batch_scheduler_test::Options;
-using batch_scheduler_test::Plan;
 
 // Review 1.7: the header is checked before any buffer is allocated.
 TEST(BatchSchedulerTest, HeadersThatDisagreeWithTheRequestAreRefused) {
@@ -131,4 +125,5 @@ TEST(BatchSchedulerTest, ALateCopyOnTheOldStreamIsRefusedAndTheBatchIsDeliveredO
 }
 
 }  // namespace
+}  // namespace batch_scheduler_test
 }  // namespace stoker

@@ -10,14 +10,8 @@
 #include "gtest/gtest.h"
 
 namespace stoker {
+namespace batch_scheduler_test {  // the shared fixtures (batch_scheduler_test_util.h)
 namespace {
-
-using batch_scheduler_test::BatchFor;
-using batch_scheduler_test::Header;
-using batch_scheduler_test::kSampleBytes;
-using batch_scheduler_test::kT0;
-using batch_scheduler_test::Options;
-using batch_scheduler_test::Plan;
 
 // Review 1.2: under FAIL a bad batch ended each server's stream with
 // DATA_LOSS, went back to pending, and was retried for ever.
@@ -314,9 +308,11 @@ TEST(BatchSchedulerTest, UnorderedCurrentBatchIsRequestedWhenTheNextEpochFillsTh
 }
 
 }  // namespace
+}  // namespace batch_scheduler_test
 }  // namespace stoker
 
 namespace stoker {
+namespace batch_scheduler_test {  // the shared fixtures (batch_scheduler_test_util.h)
 namespace {
 
 // A full server (admission) turns a lane away: its live lane keeps getting
@@ -449,9 +445,11 @@ TEST(BatchSchedulerTest, ABatchThisProcessCannotAllocateEndsTheEpochWithoutAskin
 }
 
 }  // namespace
+}  // namespace batch_scheduler_test
 }  // namespace stoker
 
 namespace stoker {
+namespace batch_scheduler_test {  // the shared fixtures (batch_scheduler_test_util.h)
 namespace {
 
 // Issue 50: in the shard-aware order a batch goes to its lane's server when
@@ -530,4 +528,5 @@ TEST(BatchSchedulerTest, ShardAwareBatchesGoToTheirLanesServerAndNeverWaitForAGo
 }
 
 }  // namespace
+}  // namespace batch_scheduler_test
 }  // namespace stoker
