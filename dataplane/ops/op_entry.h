@@ -95,9 +95,12 @@ struct OpParam {
 struct OpEntry {
   v1::Op::OpCase op;
   const char* torchvision;  // the counterpart, for documentation
-  // Fills in defaults and validates; INVALID_ARGUMENT names `where` (e.g.
-  // "pipeline[2].solarize.threshold") and the allowed range. Updates
-  // `shape` when the op changes the image's size.
+  // The op's own rules, which its declared parameters (`params`) cannot say:
+  // between fields (min <= max), counts, enums, defaults that depend on
+  // another field. CheckOp runs it after filling the declared defaults and
+  // before the declared ranges (null: none). INVALID_ARGUMENT names `where`
+  // (e.g. "pipeline[2].gaussian_blur.kernel_size"). Updates `shape` when the
+  // op changes the image's size.
   absl::Status (*check)(const std::string& where, v1::Op& op, OpShape* shape);
   // Whether the (checked) op draws random numbers.
   bool (*random)(const v1::Op& op);
@@ -150,10 +153,10 @@ OpEntry SetsSize(OpEntry entry);
 // `entry` as storable, with its pixel estimate (for the families' tables).
 OpEntry Storable(int64_t (*pixels)(const v1::Op& op, int64_t pixels), OpEntry entry);
 
-// The probability gate every registered op has ("p", unset: `otherwise`):
-// INVALID_ARGUMENT unless 0..1; ApplyGate draws only when p < 1, so that a
-// deterministic op never moves the random stream of the ops after it.
-absl::Status CheckProbability(const std::string& where, bool has_p, float p);
+// The probability gate every registered op has ("p", unset: `otherwise`;
+// its range 0..1 is declared with the op's parameters): PassesGate draws
+// only when p < 1, so that a deterministic op never moves the random stream
+// of the ops after it.
 bool PassesGate(bool has_p, float p, float otherwise, Rng& rng);
 // Whether an op message's own gate (an optional p, unset: 1) makes it random.
 template <typename Message>
@@ -162,7 +165,8 @@ bool IsGated(const Message& m) {
 }
 
 // A warp's or pad's `fill` (repeated float: empty, one level, or R:G:B):
-// INVALID_ARGUMENT naming `where` unless 0, 1 or 3 values in 0..255.
+// INVALID_ARGUMENT naming `where` unless 0, 1 or 3 values (each value's
+// range, 0..255, is declared with the op's parameters: {"fill", 0, 255}).
 absl::Status CheckFill(const std::string& where, const google::protobuf::RepeatedField<float>& fill);
 // The fill as a colour (empty: none, which callers read as 0 or as
 // torchvision's fill=None).
