@@ -156,13 +156,6 @@ def number(v):
     return str(int(v)) if float(v).is_integer() else format(v, "g")
 
 
-def declared_range(param):
-    unit = f" {param['unit']}" if param["unit"] else ""
-    if param.get("above_lo"):
-        return f"({number(param['lo'])}, {number(param['hi'])}]{unit}"
-    return f"{number(param['lo'])}..{number(param['hi'])}{unit}"
-
-
 def stated_range_problems(op, fields):
     """A range stoker.proto's comment states for a field (the last one stated) that is not the range the op's
     entry declares, or that no declaration backs: the page would say one thing and the check do another."""
@@ -179,16 +172,16 @@ def stated_range_problems(op, fields):
                             "declares no range (OpParam)")
         elif (lo, hi) != (float(p["lo"]), float(p["hi"])):
             problems.append(f"{op['name']}.{field}: stoker.proto states {number(lo)}..{number(hi)}, its entry "
-                            f"declares {declared_range(p)}")
+                            f"declares {p['range']}")
     return problems
 
 
 def argument_cells(argument, declared):
     """The Range and Default cells of an argument (one field, or a pair lo:hi) from its fields' declarations."""
     params = [declared.get(f) for f in argument["fields"]]
-    ranges = sorted({declared_range(p) for p in params if p})
+    ranges = sorted({p["range"] for p in params if p})
     if len(ranges) > 1:  # a pair whose ends differ: each named
-        ranges = [f"`{p['field']}` {declared_range(p)}" for p in params if p]
+        ranges = [f"`{p['field']}` {p['range']}" for p in params if p]
     default = ":".join(number(p["default"]) if p and "default" in p else "" for p in params).strip(":")
     if argument["kind"] == "bool" and default:
         default = "true" if default == "1" else "false"
@@ -279,7 +272,7 @@ def self_test():
     """stated_range_problems finds a stated range that its declaration contradicts or that none backs."""
     op = {"name": "solarize", "arguments": [{"name": "threshold", "fields": ["threshold"]},
                                              {"name": "p", "fields": ["p"]}],
-          "params": [{"field": "threshold", "lo": 0, "hi": 256, "unit": ""}]}
+          "params": [{"field": "threshold", "lo": 0, "hi": 256, "range": "0..256"}]}
     agree = {"threshold": "pixels at or above it are inverted, 0..256", "p": "the probability"}
     assert stated_range_problems(op, agree) == [], stated_range_problems(op, agree)
     disagree = dict(agree, threshold="pixels at or above it are inverted, 0..255")

@@ -31,8 +31,8 @@ int main() {
     line["counterpart"] = entry->torchvision;
     line["params"] = nlohmann::json::array();
     for (const stoker::OpParam& p : entry->params) {
-      nlohmann::json param = {
-          {"field", p.field}, {"lo", p.lo}, {"hi", p.hi}, {"unit", p.unit}, {"above_lo", p.above_lo}};
+      // "range" as the server's messages write it (ParamRange), for the page.
+      nlohmann::json param = {{"field", p.field}, {"lo", p.lo}, {"hi", p.hi}, {"range", stoker::ParamRange(p)}};
       if (!std::isnan(p.fallback)) param["default"] = p.fallback;
       line["params"].push_back(param);
     }

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -71,14 +70,11 @@ bool Allowed(const FieldDescriptor* f, double v, const OpParam& param) {
   return ((param.above_lo ? v > lo : v >= lo) && v <= hi) || v == fallback;
 }
 
-// The op's message and the declared field's descriptor, or INTERNAL for a
-// declaration that names no numeric field of it (op_params_test.cc checks
-// every entry's).
-absl::StatusOr<std::pair<Message*, const FieldDescriptor*>> Field(v1::Op& op, const OpParam& param) {
-  const FieldDescriptor* which = v1::Op::descriptor()->FindFieldByNumber(op.op_case());
-  if (which == nullptr) return absl::InternalError("an op with no message set");
-  Message* m = op.GetReflection()->MutableMessage(&op, which);
-  const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(param.field);
+// The declared field's descriptor in the op's message `m` (of the op
+// `which`), or INTERNAL for a declaration that names no numeric field of it
+// (op_params_test.cc checks every entry's).
+absl::StatusOr<const FieldDescriptor*> Field(const FieldDescriptor* which, const Message& m, const OpParam& param) {
+  const FieldDescriptor* f = m.GetDescriptor()->FindFieldByName(param.field);
   if (f == nullptr || f->cpp_type() == FieldDescriptor::CPPTYPE_ENUM ||
       f->cpp_type() == FieldDescriptor::CPPTYPE_STRING || f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
     return absl::InternalError(absl::StrCat(which->name(), " declares a parameter '", param.field,
@@ -89,7 +85,7 @@ absl::StatusOr<std::pair<Message*, const FieldDescriptor*>> Field(v1::Op& op, co
     return absl::InternalError(
         absl::StrCat(which->name(), " declares a default for '", param.field, "', a bool that is not optional"));
   }
-  return std::make_pair(m, f);
+  return f;
 }
 
 }  // namespace
@@ -102,39 +98,37 @@ std::string ParamRange(const OpParam& param) {
 }
 
 absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape) {
-  if (op.op_case() != entry.op) return absl::InternalError(absl::StrCat(where, ": checked by another op's entry"));
-  std::vector<std::pair<Message*, const FieldDescriptor*>> fields;
+  const FieldDescriptor* which = v1::Op::descriptor()->FindFieldByNumber(op.op_case());
+  if (which == nullptr || op.op_case() != entry.op) {
+    return absl::InternalError(absl::StrCat(where, ": not an op of this entry"));
+  }
+  Message& m = *op.GetReflection()->MutableMessage(&op, which);
+  const Reflection& r = *m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
   for (const OpParam& param : entry.params) {
-    auto field = Field(op, param);
-    if (!field.ok()) return field.status();
-    fields.push_back(*field);
-    auto [m, f] = *field;
-    if (std::isnan(param.fallback) || f->is_repeated()) continue;
-    const bool unset = f->has_presence() ? !m->GetReflection()->HasField(*m, f) : Value(*m, f, -1) == 0;
-    if (unset) SetValue(*m, f, param.fallback);
+    absl::StatusOr<const FieldDescriptor*> f = Field(which, m, param);
+    if (!f.ok()) return f.status();
+    fields.push_back(*f);
+    if (std::isnan(param.fallback) || (*f)->is_repeated()) continue;
+    const bool unset = (*f)->has_presence() ? !r.HasField(m, *f) : Value(m, *f, -1) == 0;
+    if (unset) SetValue(m, *f, param.fallback);
   }
   if (entry.check != nullptr) {
     if (absl::Status s = entry.check(where, op, shape); !s.ok()) return s;
   }
   for (size_t i = 0; i < fields.size(); ++i) {
     const OpParam& param = entry.params[i];
-    auto [m, f] = fields[i];
-    const std::string at =
-        absl::StrCat(where, ".", v1::Op::descriptor()->FindFieldByNumber(op.op_case())->name(), ".", f->name());
-    if (f->is_repeated()) {
-      for (int j = 0; j < m->GetReflection()->FieldSize(*m, f); ++j) {
-        const double v = Value(*m, f, j);
-        if (!Allowed(f, v, param)) {
-          return absl::InvalidArgumentError(absl::StrCat(at, " has ", Written(f, v), "; each in ", ParamRange(param)));
-        }
-      }
-      continue;
-    }
-    if (f->has_presence() && !m->GetReflection()->HasField(*m, f)) continue;  // unset, no default: the op's own
-    const double v = Value(*m, f, -1);
-    if (!Allowed(f, v, param)) {
+    const FieldDescriptor* f = fields[i];
+    const bool repeated = f->is_repeated();
+    if (!repeated && f->has_presence() && !r.HasField(m, f)) continue;  // unset, no default: the op's own
+    // Each value of a repeated field; j = -1: a singular field's one value.
+    for (int j = repeated ? 0 : -1; j < (repeated ? r.FieldSize(m, f) : 0); ++j) {
+      const double v = Value(m, f, j);
+      if (Allowed(f, v, param)) continue;
+      const std::string at = absl::StrCat(where, ".", which->name(), ".", f->name());
       return absl::InvalidArgumentError(
-          absl::StrCat(at, " = ", Written(f, v), "; allowed range is ", ParamRange(param)));
+          repeated ? absl::StrCat(at, " has ", Written(f, v), "; each in ", ParamRange(param))
+                   : absl::StrCat(at, " = ", Written(f, v), "; allowed range is ", ParamRange(param)));
     }
   }
   return absl::OkStatus();
