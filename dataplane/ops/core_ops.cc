@@ -284,7 +284,7 @@ int64_t ResizePixels(const v1::Op& op, int64_t) {
 const std::vector<OpEntry>& CoreOps() {
   constexpr OpTargets kMoved = OpTargets::kMoved, kUntouched = OpTargets::kUntouched;
   const OpText::Argument interpolation{"interpolation", "interpolation"}, antialias{"antialias", "antialias"};
-  const OpParam antialias_on{"antialias", 0, 1, 1}, probability{"p", 0, 1};
+  const OpParam antialias_on{"antialias", 0, 1, 1};
   auto side = [](const char* field) { return OpParam{field, 1, kMaxImageSide, kNoDefault, "pixels"}; };
   static const auto* ops = new std::vector<OpEntry>{
       WithParams({side("size"),
@@ -326,10 +326,10 @@ const std::vector<OpEntry>& CoreOps() {
                                          LimitResize,
                                          FirstOpsText({{"size", "shorter_side"}, interpolation, antialias}, 1),
                                          {PlanResize, FinishResize}})),
-      WithParams({probability}, {v1::Op::kRandomHorizontalFlip, "transforms.RandomHorizontalFlip", nullptr, Always,
-                                 ApplyHorizontalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)}),
-      WithParams({probability}, {v1::Op::kRandomVerticalFlip, "transforms.RandomVerticalFlip", nullptr, Always,
-                                 ApplyVerticalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)}),
+      WithParams({kGateParam}, {v1::Op::kRandomHorizontalFlip, "transforms.RandomHorizontalFlip", nullptr, Always,
+                                ApplyHorizontalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)}),
+      WithParams({kGateParam}, {v1::Op::kRandomVerticalFlip, "transforms.RandomVerticalFlip", nullptr, Always,
+                                ApplyVerticalFlip, kMoved, nullptr, FirstOpsText({{"p", "p"}}, 1)}),
       WithParams(
           {{"hue", 0, 0.5}},
           {v1::Op::kColorJitter, "transforms.ColorJitter", CheckColorJitter, Always, ApplyColorJitterOp, kUntouched,

@@ -328,10 +328,10 @@ absl::Status CheckPerspective(const std::string& where, v1::Op& op, OpShape*) {
 const std::vector<OpEntry>& GeometricOps() {
   // The declared ranges (OpParam); the pairs' order, the counts of fill and
   // padding and the warps' interpolation are checked by the entries.
-  const OpParam kFill{"fill", 0, 255}, kPadding{"padding", 0, kMaxImageSide}, kProbability{"p", 0, 1};
+  const OpParam kPadding{"padding", 0, kMaxImageSide};
   auto degrees = [](const char* field) { return OpParam{field, -360, 360}; };
   static const auto* ops = new std::vector<OpEntry>{
-      WithParams({degrees("degrees_min"), degrees("degrees_max"), kFill, kProbability},
+      WithParams({degrees("degrees_min"), degrees("degrees_max"), kFillParam, kGateParam},
                  {v1::Op::kRotate, "transforms.RandomRotation / F.rotate", CheckRotate,
                   [](const v1::Op& op) {
                     const auto& o = op.rotate();
@@ -356,8 +356,8 @@ const std::vector<OpEntry>& GeometricOps() {
                   {"shear_x_max", -89, 89},
                   {"shear_y_min", -89, 89},
                   {"shear_y_max", -89, 89},
-                  kFill,
-                  kProbability},
+                  kFillParam,
+                  kGateParam},
                  {v1::Op::kAffine, "transforms.RandomAffine", CheckAffine,
                   [](const v1::Op& op) {
                     const auto& o = op.affine();
@@ -383,7 +383,7 @@ const std::vector<OpEntry>& GeometricOps() {
                                              bilinear, FillOf(o.fill()), true, geometry);
                   },
                   OpTargets::kMoved}),
-      WithParams({{"distortion_scale", 0, 1, 0.5}, kFill, {"p", 0, 1, 0.5}},
+      WithParams({{"distortion_scale", 0, 1, 0.5}, kFillParam, {"p", 0, 1, 0.5}},
                  {v1::Op::kPerspective, "transforms.RandomPerspective", CheckPerspective,
                   [](const v1::Op& op) { return true; },
                   [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
@@ -408,7 +408,7 @@ const std::vector<OpEntry>& GeometricOps() {
                     image = WarpPerspective(image, coefficients, bilinear, FillOf(o.fill()));
                   },
                   OpTargets::kMoved}),
-      WithParams({kPadding, kFill},
+      WithParams({kPadding, kFillParam},
                  {v1::Op::kPad, "transforms.Pad / F.pad",
                   [](const std::string& where, v1::Op& op, OpShape* shape) {
                     const auto& o = op.pad();
@@ -429,7 +429,7 @@ const std::vector<OpEntry>& GeometricOps() {
                     image = PadImage(image, p[0], p[1], p[2], p[3], o.padding_mode(), FillOf(o.fill()));
                   },
                   OpTargets::kMoved}),
-      WithParams({{"size", 1, kMaxImageSide, kNoDefault, "pixels"}, kPadding, kFill},
+      WithParams({{"size", 1, kMaxImageSide, kNoDefault, "pixels"}, kPadding, kFillParam},
                  SetsSize({v1::Op::kRandomCrop, "transforms.RandomCrop",
                            [](const std::string& where, v1::Op& op, OpShape* shape) {
                              const auto& o = op.random_crop();
@@ -462,7 +462,7 @@ const std::vector<OpEntry>& GeometricOps() {
                              image = image(cv::Rect(left, top, size, size)).clone();
                            },
                            OpTargets::kMoved})),
-      WithParams({kProbability},
+      WithParams({kGateParam},
                  {v1::Op::kVerticalFlip, "F.vflip / transforms.RandomVerticalFlip", nullptr,
                   [](const v1::Op& op) { return IsGated(op.vertical_flip()); },
                   [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {

@@ -153,6 +153,11 @@ OpEntry SetsSize(OpEntry entry);
 // `entry` as storable, with its pixel estimate (for the families' tables).
 OpEntry Storable(int64_t (*pixels)(const v1::Op& op, int64_t pixels), OpEntry entry);
 
+// The parameters many ops declare alike: the gate's probability (unset: the
+// op's own default) and each level of a fill.
+inline constexpr OpParam kGateParam{"p", 0, 1};
+inline constexpr OpParam kFillParam{"fill", 0, 255};
+
 // The probability gate every registered op has ("p", unset: `otherwise`;
 // its range 0..1 is declared with the op's parameters): PassesGate draws
 // only when p < 1, so that a deterministic op never moves the random stream

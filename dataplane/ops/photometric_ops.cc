@@ -162,12 +162,10 @@ void GaussianBlur(cv::Mat& image, int kernel_size, double sigma) {
 
 namespace {
 
-const OpParam kProbability{"p", 0, 1};
-
 // An op whose message is {factor 0..1000, p}: kApply(image, factor).
 template <v1::Op::OpCase kCase, auto kGet, void (*kApply)(cv::Mat&, double)>
 OpEntry FactorOp(const char* torchvision) {
-  return WithParams({{"factor", 0, 1000}, kProbability},
+  return WithParams({{"factor", 0, 1000}, kGateParam},
                     {kCase, torchvision, nullptr, [](const v1::Op& op) { return IsGated((op.*kGet)()); },
                      [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
                        const auto& o = (op.*kGet)();
@@ -178,11 +176,10 @@ OpEntry FactorOp(const char* torchvision) {
 // An op whose message is {p}: kApply(image).
 template <v1::Op::OpCase kCase, auto kGet, void (*kApply)(cv::Mat&)>
 OpEntry GatedOp(const char* torchvision) {
-  return WithParams({kProbability},
-                    {kCase, torchvision, nullptr, [](const v1::Op& op) { return IsGated((op.*kGet)()); },
-                     [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-                       if (PassesGate((op.*kGet)().has_p(), (op.*kGet)().p(), 1, rng)) kApply(image);
-                     }});
+  return WithParams({kGateParam}, {kCase, torchvision, nullptr, [](const v1::Op& op) { return IsGated((op.*kGet)()); },
+                                   [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                                     if (PassesGate((op.*kGet)().has_p(), (op.*kGet)().p(), 1, rng)) kApply(image);
+                                   }});
 }
 
 }  // namespace
@@ -193,19 +190,19 @@ const std::vector<OpEntry>& PhotometricOps() {
       FactorOp<v1::Op::kAdjustContrast, &v1::Op::adjust_contrast, AdjustContrast>("F.adjust_contrast"),
       FactorOp<v1::Op::kAdjustSaturation, &v1::Op::adjust_saturation, AdjustSaturation>("F.adjust_saturation"),
       WithParams(
-          {{"factor", -0.5, 0.5}, kProbability},
+          {{"factor", -0.5, 0.5}, kGateParam},
           {v1::Op::kAdjustHue, "F.adjust_hue", nullptr, [](const v1::Op& op) { return IsGated(op.adjust_hue()); },
            [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
              const auto& o = op.adjust_hue();
              if (PassesGate(o.has_p(), o.p(), 1, rng) && o.factor() != 0) AdjustHue(image, o.factor());
            }}),
-      WithParams({{"threshold", 0, 256}, kProbability},
+      WithParams({{"threshold", 0, 256}, kGateParam},
                  {v1::Op::kSolarize, "F.solarize", nullptr, [](const v1::Op& op) { return IsGated(op.solarize()); },
                   [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
                     const auto& o = op.solarize();
                     if (PassesGate(o.has_p(), o.p(), 1, rng)) Solarize(image, o.threshold());
                   }}),
-      WithParams({{"bits", 0, 8}, kProbability},
+      WithParams({{"bits", 0, 8}, kGateParam},
                  {v1::Op::kPosterize, "F.posterize", nullptr, [](const v1::Op& op) { return IsGated(op.posterize()); },
                   [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
                     const auto& o = op.posterize();
@@ -223,7 +220,7 @@ const std::vector<OpEntry>& PhotometricOps() {
                                           GrayscaleInPlace(image);
                                       }}),
       WithParams(
-          {{"kernel_size", 1, 101}, {"sigma_min", 0, 100, 0.1, "", true}, {"sigma_max", 0, 100, 2}, kProbability},
+          {{"kernel_size", 1, 101}, {"sigma_min", 0, 100, 0.1, "", true}, {"sigma_max", 0, 100, 2}, kGateParam},
           {v1::Op::kGaussianBlur, "transforms.GaussianBlur",
            [](const std::string& w, v1::Op& op, OpShape*) {
              // The ranges are declared; an odd kernel and the sigmas' order are checked here.

@@ -315,24 +315,24 @@ absl::Status IntRange(const std::string& where, int v, int lo, int hi) {
 
 const std::vector<OpEntry>& PolicyOps() {
   // The declared ranges (OpParam); the fill's count and the interpolation are checked by the entries.
-  const OpParam kFill{"fill", 0, 255}, kBins{"num_magnitude_bins", 2, 1000, 31};
+  const OpParam kBins{"num_magnitude_bins", 2, 1000, 31};
   static const auto* ops = new std::vector<OpEntry>{
-      WithParams({kFill}, {v1::Op::kAutoAugment, "transforms.AutoAugment",
-                           [](const std::string& where, v1::Op& op, OpShape*) {
-                             const auto& o = op.auto_augment();
-                             return CheckPolicyFill(where + ".auto_augment", o.fill(), o.has_interpolation(),
-                                                    o.interpolation());
-                           },
-                           [](const v1::Op&) { return true; },
-                           [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
-                             const auto& o = op.auto_augment();
-                             for (const PolicyStep& s : DrawAutoAugment(o.policy(), image.rows, image.cols, rng)) {
-                               ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()),
-                                             PolicyFill(o.fill()), geometry);
-                             }
-                           },
-                           OpTargets::kMoved}),
-      WithParams({{"num_ops", 0, 16, 2}, {"magnitude", 0, 999, 9}, kBins, kFill},
+      WithParams({kFillParam},
+                 {v1::Op::kAutoAugment, "transforms.AutoAugment",
+                  [](const std::string& where, v1::Op& op, OpShape*) {
+                    const auto& o = op.auto_augment();
+                    return CheckPolicyFill(where + ".auto_augment", o.fill(), o.has_interpolation(), o.interpolation());
+                  },
+                  [](const v1::Op&) { return true; },
+                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink* geometry) {
+                    const auto& o = op.auto_augment();
+                    for (const PolicyStep& s : DrawAutoAugment(o.policy(), image.rows, image.cols, rng)) {
+                      ApplyPolicyOp(image, s, Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()),
+                                    geometry);
+                    }
+                  },
+                  OpTargets::kMoved}),
+      WithParams({{"num_ops", 0, 16, 2}, {"magnitude", 0, 999, 9}, kBins, kFillParam},
                  {v1::Op::kRandAugment, "transforms.RandAugment",
                   [](const std::string& where, v1::Op& op, OpShape*) {
                     const auto& o = op.rand_augment();
@@ -353,7 +353,7 @@ const std::vector<OpEntry>& PolicyOps() {
                     }
                   },
                   OpTargets::kMoved}),
-      WithParams({kBins, kFill},
+      WithParams({kBins, kFillParam},
                  {v1::Op::kTrivialAugmentWide, "transforms.TrivialAugmentWide",
                   [](const std::string& where, v1::Op& op, OpShape*) {
                     const auto& o = op.trivial_augment_wide();
@@ -375,7 +375,7 @@ const std::vector<OpEntry>& PolicyOps() {
                   {"chain_depth", 1, 16, -1},
                   {"alpha", 0, 1000, 1, "", true},
                   {"all_ops", 0, 1, 1},
-                  kFill},
+                  kFillParam},
                  {v1::Op::kAugmix, "transforms.AugMix",
                   [](const std::string& where, v1::Op& op, OpShape*) {
                     const auto& o = op.augmix();
