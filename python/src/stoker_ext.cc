@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/loader_options.h"
 #include "client/programs/ladder.h"
 #include "client/stoker_client.h"
 #include "client/training_loader.h"
@@ -28,7 +29,6 @@
 #include "common/malloc_tuning.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "python/src/loader_options.h"
 
 namespace nb = nanobind;
 
@@ -209,71 +209,27 @@ NB_MODULE(_stoker_ext, m) {
   m.doc() = "Stoker's client as a Python extension (see the stoker package)";
   AddErrorClasses(m);
 
-  nb::class_<LoaderOptions>(m, "Options")
-      .def(nb::init<>())
-      .def_rw("servers", &LoaderOptions::servers)
-      .def_rw("local_workers", &LoaderOptions::local_workers)
-      .def_rw("data_root", &LoaderOptions::data_root)
-      .def_rw("python_transforms", &LoaderOptions::python_transforms)
-      .def_rw("python_workers", &LoaderOptions::python_workers)
-      .def_rw("python_executable", &LoaderOptions::python_executable)
-      .def_rw("python_transform_timeout", &LoaderOptions::python_transform_timeout)
-      .def_rw("op_plugins", &LoaderOptions::op_plugins)
-      .def_rw("job", &LoaderOptions::job)
-      .def_rw("weight", &LoaderOptions::weight)
-      .def_rw("tls_ca", &LoaderOptions::tls_ca)
-      .def_rw("tls_cert", &LoaderOptions::tls_cert)
-      .def_rw("tls_key", &LoaderOptions::tls_key)
-      .def_rw("tls_server_name", &LoaderOptions::tls_server_name)
-      .def_rw("auth_token_file", &LoaderOptions::auth_token_file)
-      .def_rw("dataset", &LoaderOptions::dataset)
-      .def_rw("pipeline", &LoaderOptions::pipeline)
-      .def_rw("fields", &LoaderOptions::fields)
-      .def_rw("max_field_bytes", &LoaderOptions::max_field_bytes)
-      .def_rw("annotations", &LoaderOptions::annotations)
-      .def_rw("box_min_visibility", &LoaderOptions::box_min_visibility)
-      .def_rw("tokenizer", &LoaderOptions::tokenizer)
-      .def_rw("max_tokens", &LoaderOptions::max_tokens)
-      .def_rw("batch_size", &LoaderOptions::batch_size)
-      .def_rw("seed", &LoaderOptions::seed)
-      .def_rw("drop_last", &LoaderOptions::drop_last)
-      .def_rw("rank", &LoaderOptions::rank)
-      .def_rw("world_size", &LoaderOptions::world_size)
-      .def_rw("ordered", &LoaderOptions::ordered)
-      .def_rw("window", &LoaderOptions::window)
-      .def_rw("streams_per_server", &LoaderOptions::streams_per_server)
-      .def_rw("prefetch", &LoaderOptions::prefetch)
-      .def_rw("prefetch_bytes", &LoaderOptions::prefetch_bytes)
-      .def_rw("max_servers", &LoaderOptions::max_servers)
-      .def_rw("epochs", &LoaderOptions::epochs)
-      .def_rw("connect_timeout_s", &LoaderOptions::connect_timeout_s)
-      .def_rw("open_timeout_s", &LoaderOptions::open_timeout_s)
-      .def_rw("batch_timeout_s", &LoaderOptions::batch_timeout_s)
-      .def_rw("unavailable_timeout_s", &LoaderOptions::unavailable_timeout_s)
-      .def_rw("resolve_interval_s", &LoaderOptions::resolve_interval_s)
-      .def_rw("bad_sample_policy", &LoaderOptions::bad_sample_policy)
-      .def_rw("cache_mode", &LoaderOptions::cache_mode)
-      .def_rw("shuffle", &LoaderOptions::shuffle)
-      .def_rw("shard_window", &LoaderOptions::shard_window)
-      .def_rw("device", &LoaderOptions::device)
-      .def_rw("gpu", &LoaderOptions::gpu)
-      .def_rw("dtype", &LoaderOptions::dtype)
-      .def_rw("layout", &LoaderOptions::layout)
-      .def_rw("normalize", &LoaderOptions::normalize)
-      .def_rw("mean", &LoaderOptions::mean)
-      .def_rw("std", &LoaderOptions::std)
-      .def_rw("slots", &LoaderOptions::slots)
-      .def_rw("max_slots", &LoaderOptions::max_slots)
-      .def_rw("slot_wait_s", &LoaderOptions::slot_wait_s)
-      .def_rw("metrics_port", &LoaderOptions::metrics_port)
-      .def_rw("metrics_host", &LoaderOptions::metrics_host)
-      .def_rw("test_h2d_delay_ms", &LoaderOptions::test_h2d_delay_ms)
-      .def_rw("mixup_alpha", &LoaderOptions::mixup_alpha)
-      .def_rw("cutmix_alpha", &LoaderOptions::cutmix_alpha)
-      .def_rw("mix_prob", &LoaderOptions::mix_prob)
-      .def_rw("switch_prob", &LoaderOptions::switch_prob)
-      .def_rw("label_smoothing", &LoaderOptions::label_smoothing)
-      .def_rw("num_classes", &LoaderOptions::num_classes);
+  // The options' fields and their table, both from client/loader_options.inc.
+  auto options = nb::class_<LoaderOptions>(m, "Options").def(nb::init<>());
+  ForEachOptionMember([&](const OptionInfo& info, auto member) { options.def_rw(info.name, member); });
+  m.def(
+      "option_table",
+      [] {
+        nb::list table;
+        const LoaderOptions defaults;
+        for (const OptionInfo& info : LoaderOptionTable()) {
+          nb::dict d;
+          d["name"] = info.name;
+          d["type"] = info.type;
+          d["default"] = OptionValueText(defaults, info.name);
+          d["unit"] = info.unit;
+          d["python"] = info.python;
+          d["help"] = info.help;
+          table.append(d);
+        }
+        return table;
+      },
+      "The loader's options as client/loader_options.inc describes them: name, type, default, unit, python, help");
 
   nb::class_<TrainingLoader>(m, "Client")
       .def_static(

@@ -17,6 +17,7 @@ GPU is usable), and hands each batch over without another copy.
 
 import os
 import sys
+import textwrap
 import time
 import warnings
 
@@ -60,127 +61,107 @@ def _servers_list(servers):
     return [str(s) for s in servers]
 
 
+# The Loader's keywords that are not options of the C++ loader
+# (client/loader_options.inc, where every other keyword is described once).
+_PYTHON_ONLY = {
+    "normalize": '"imagenet" (the default), None (value / 255), or (mean, std) per channel. Ignored for uint8.',
+    "framework": '"torch", "jax", "numpy", or "dlpack" (plain objects with __dlpack__); only "torch" imports torch.',
+    "log_level": 'How much the loader logs through Python\'s logging (logger "stoker"): "debug", "info", "warning" '
+                 '(the default), "error", or logging.INFO, ...; None: STOKER_LOG_LEVEL\'s, else warning. The level is '
+                 'the process\'s (stoker.set_log_level sets it too).',
+    "tune_malloc": "Keep large buffers on the heap (docs/how-to/pytorch.md).",
+}
+
+
+def _arguments_doc(width=79):
+    """The Loader's "Arguments" section: each keyword's help from the options'
+    table (its unit in brackets), then the Python-only keywords'."""
+    entries = [(o["python"], o["unit"], o["help"]) for o in _ext.option_table()
+               if o["python"] and not o["python"].startswith("_")]
+    entries += [(name, "", text) for name, text in _PYTHON_ONLY.items()]
+    lines = ["Arguments (a keyword's unit in brackets):"]
+    for name, unit, text in entries:
+        head = f"{name} [{unit}]: " if unit else f"{name}: "
+        lines += textwrap.wrap(head + text, width - 4, initial_indent="  ", subsequent_indent="    ")
+    return "\n".join(lines)
+
+
+def _options(a):
+    """The extension's Options from the Loader's keyword arguments `a` (a dict
+    of every keyword, rank and world_size resolved): each table option from
+    its keyword, converted; the device, normalisation and defaults of None as
+    the keywords' help says. Checks nothing the C++ side checks."""
+    o = _ext.Options()
+    o.servers = _servers_list(a["servers"] or [])
+    o.local_workers = int(a["local_workers"])
+    o.data_root = os.fspath(a["data_root"])
+    # Local mode's own Python transform processes (this interpreter) and
+    # op plugins, as a server's --python-transforms and --op-plugins.
+    transforms = a["python_transforms"]
+    if isinstance(transforms, str):
+        transforms = [m for m in transforms.split(",") if m]
+    o.python_transforms = list(transforms or [])
+    o.python_workers = int(a["python_workers"])
+    o.python_executable = sys.executable
+    o.python_transform_timeout = float(a["python_transform_timeout"])
+    for name in ("op_plugins", "tls_ca", "tls_cert", "tls_key", "auth_token_file", "annotations", "tokenizer"):
+        setattr(o, name, os.fspath(a[name] or ""))
+    o.job, o.tls_server_name, o.dataset = a["job"] or "", a["tls_server_name"] or "", a["dataset"] or ""
+    o.weight = float(a["weight"])
+    o.pipeline = a["pipeline"]
+    o.fields = _fields_text(a["fields"])
+    o.max_field_bytes = int(a["max_field_bytes"])
+    o.box_min_visibility = float(a["box_min_visibility"])
+    o.max_tokens = int(a["max_tokens"])
+    if a["mixup_alpha"] or a["cutmix_alpha"]:
+        o.mixup_alpha, o.cutmix_alpha = float(a["mixup_alpha"]), float(a["cutmix_alpha"])
+        o.mix_prob, o.switch_prob = float(a["mix_prob"]), float(a["switch_prob"])
+        o.label_smoothing, o.num_classes = float(a["label_smoothing"]), int(a["num_classes"] or 0)
+    o.batch_size = int(a["batch_size"])
+    o.seed = int(a["seed"])
+    o.drop_last = bool(a["drop_last"])
+    shuffle = "global" if a["shuffle"] is True else a["shuffle"]
+    if shuffle not in ("global", "shards"):
+        raise ValueError(f"shuffle={shuffle!r}; expected \"global\" (one shuffle of every sample) or \"shards\" "
+                         "(shards shuffled, then samples within a window of them)")
+    o.shuffle, o.shard_window = shuffle, int(a["shard_window"])
+    o.rank, o.world_size = int(a["rank"]), int(a["world_size"])
+    o.ordered = bool(a["ordered"])
+    o.window, o.prefetch = int(a["window"]), int(a["prefetch"])
+    o.prefetch_bytes, o.max_servers = int(a["prefetch_bytes"]), int(a["max_servers"])
+    o.streams_per_server = int(a["streams_per_server"])
+    o.epochs = int(a["epochs"] or 0)
+    o.connect_timeout_s = float(a["connect_timeout"])
+    o.open_timeout_s = float(a["open_timeout"])
+    o.batch_timeout_s = float(a["batch_timeout"])
+    o.unavailable_timeout_s = float(a["unavailable_timeout"])
+    o.resolve_interval_s = float(a["resolve_interval"])
+    o.bad_sample_policy = a["bad_sample_policy"]
+    o.cache_mode = a["cache_mode"] or "none"
+    o.device, o.gpu = _frameworks.parse_device(a["device"])
+    o.dtype = _frameworks.dtype_name(a["dtype"])
+    o.layout = a["layout"]
+    normalize = a["normalize"]
+    if normalize == "imagenet":
+        o.mean, o.std = list(IMAGENET_MEAN), list(IMAGENET_STD)
+    elif normalize in (None, False):
+        o.normalize = False
+    else:
+        mean, std = normalize
+        o.mean, o.std = [float(v) for v in mean], [float(v) for v in std]
+    o.slots = int(a["slots"])
+    o.max_slots = int(a["max_live_batches"])
+    o.slot_wait_s = float(a["slot_wait"])
+    o.metrics_port = -1 if a["metrics_port"] is None else int(a["metrics_port"])
+    o.metrics_host = a["metrics_host"]
+    o.test_h2d_delay_ms = int(a["_test_h2d_delay_ms"])
+    return o
+
+
 class Loader:
     """Iterates over this rank's batches of one epoch as ``(images, labels)``.
 
-    Arguments (times in seconds):
-      servers: "host:port,host:port", a list of them, or "dns:///name:port"
-        (re-resolved every `resolve_interval`; servers join and leave);
-        None or "" for none (then local_workers must be >= 1).
-      local_workers: threads in this process that read, decode and augment
-        too (local mode), as one more producer in the same pull scheduling
-        as the servers; 0 (default) is off. With no servers, the loader is a
-        complete single-machine loader.
-      data_root: where the local workers find `dataset` (as a server's
-        --data-root): a directory, or an ``s3://bucket/prefix`` or
-        ``https://host/path`` URL whose datasets are copied whole into the
-        cache STOKER_CACHE_DIR names (S3 settings and credentials from the
-        AWS variables and files); its copy must be the servers' (same
-        fingerprint).
-      python_transforms: modules (a list or "a,b") whose functions the
-        pipeline's python(module:function) ops may run in local mode, in
-        worker processes of this interpreter (as a server's
-        --python-transforms); python_workers: how many (0: one per local
-        worker); python_transform_timeout: seconds one call may take.
-      op_plugins: a directory of C++ op plugins for local mode (as a
-        server's --op-plugins).
-      log_level: how much the loader logs through Python's logging (logger
-        "stoker"): "debug", "info", "warning" (the default), "error", or
-        logging.INFO, ...; None: STOKER_LOG_LEVEL's, else warning. The level
-        is the process's (stoker.set_log_level sets it too).
-      dataset: a dataset name under the servers' --data-root.
-      job, weight: the training job's name and weight; servers share their
-        workers between jobs in proportion to weight (default: host:pid, 1).
-      tls_ca: PEM bundle of CAs the servers' certificates chain to; set:
-        connect with TLS. tls_cert, tls_key: a client certificate for servers
-        that require mutual TLS. tls_server_name: the name the servers'
-        certificate carries, when not the host in the address.
-      auth_token_file: file whose first line is the servers' bearer token;
-        None: $STOKER_AUTH_TOKEN if set (docs/how-to/security.md).
-      pipeline: the servers' ops, e.g. "resize(256), center_crop(224)".
-      fields: the sample's fields besides the image (docs/concepts/fields.md): a
-        dict {"image": "jpg;png;webp", "caption": "txt", "meta": "json",
-        "label": "cls"}, a list of names ["image", "label"], or the text
-        "image=jpg, caption=txt" ("video" or "audio" for the sample of a
-        video_clip(...) or audio(...) pipeline). Set: each batch is a dict by field name
-        (the image field: the images tensor; class: int64 tensor [N];
-        classes: int64 [N, K] padded with -1 plus NAME_count [N]; text:
-        list[str]; json and bytes: list[bytes]). None: (images, labels).
-        Targets follow every geometric op with the pixels: boxes (float32
-        [N, K, 4] xyxy in output pixels, padded with zeros, plus
-        NAME_count [N]), masks ([N, K, H, W] uint8 per box, + count), mask
-        (the per-pixel classes, uint8 [N, H, W]), keypoints ([N, K, P, 3]:
-        x, y, visibility, + count); on an annotated dataset "labels" are
-        the boxes' classes and "iscrowd" their crowd flags (classes kind);
-        "audio" on a video_clip(..., audio_seconds=S) pipeline: the video's
-        audio track, float32 [N, (K,) C, S x audio_rate] aligned with each
-        clip.
-      max_field_bytes: largest text/json/bytes value per sample; larger
-        ones fail the sample as too_large (0: 1 MiB).
-      annotations: a COCO instances JSON under the servers' --data-root
-        (as CocoDetection's annFile); `dataset` is then its image directory.
-      box_min_visibility: a box with less than this fraction of its area
-        left after a crop is dropped (0: only boxes with no area left).
-      tokenizer, max_tokens: a SentencePiece model file under the servers'
-        --data-root that tokenises fields of kind tokens on the servers
-        ({"ids": "tokens:txt"}), keeping at most max_tokens ids (0: all);
-        they arrive as int64 [N, L] padded with 0, plus NAME_count [N].
-      mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
-        num_classes: MixUp / CutMix as timm's Mixup in batch mode, on the
-        device after the batch arrives, fused into the conversion (a CUDA
-        kernel on a GPU, the CPU otherwise; the same code as the C++
-        client's); either alpha > 0 turns it on, and labels are then soft
-        targets float32 [N, num_classes] (num_classes: the dataset's classes
-        when None). Needs a float dtype and (images, labels) batches; any
-        framework. Deterministic per (seed, epoch, batch); float32 images
-        equal stoker.mixup.Mixup's torch ops (and so timm's) given the same
-        draws, 16-bit ones are mixed in float32 and rounded once.
-      batch_size, seed, drop_last: as DataLoader + DistributedSampler; the
-        order and every random choice come from (seed, epoch, sample).
-      shuffle: the epoch's order. "global" (or True; the default): one
-        shuffle of every sample. "shards": the dataset's shards (its tar
-        shards; blocks of 256 samples otherwise) shuffled, their samples
-        shuffled within a window of `shard_window` shards (4), and each
-        window's batches made by one server, which then reads each shard
-        once per epoch: far fewer store reads for datasets in object
-        storage, at the price of less mixing (docs/how-to/object-storage.md).
-      device: "auto" (the GPU if usable, else the CPU), "cuda", "cuda:N",
-        "cpu"; "cuda" without a usable GPU raises stoker.FailedPrecondition.
-      dtype: float32, float16, bfloat16 or uint8 (a string or torch dtype).
-      layout: "nchw" or "nhwc".
-      normalize: "imagenet", None (value / 255), or (mean, std) per channel.
-        Ignored for uint8.
-      framework: "torch", "jax", "numpy", or "dlpack" (plain objects with
-        __dlpack__); only "torch" imports torch.
-      rank, world_size: this process's share; default from torch.distributed,
-        else RANK / WORLD_SIZE, else 0 / 1.
-      ordered: False hands batches over as they complete.
-      window: batches requested from one server at a time (2).
-      streams_per_server: streams (each its own TCP connection) to each
-        server, sharing its window (2; see docs/transport.md).
-      prefetch: most batches requested or buffered; 0: by time (enough to
-        cover a batch's arrival time, and 2 s of a server failing over, at
-        the rate the loop consumes them, the latter at most 2 x window x
-        servers), at most prefetch_bytes (2 GiB) of batches.
-      max_servers: most servers this rank streams from (32; 0: the whole
-        pool). Each rank streams from a subset sized from its demand, at
-        least 2, chosen so that ranks spread evenly over the pool.
-      epochs: how many epochs the job runs, if known. While an epoch drains,
-        the next one's first batches are requested (so epoch boundaries do
-        not stall); knowing the count avoids fetching past the last epoch.
-      connect_timeout (10), open_timeout (1800: waiting
-        for servers still scanning the dataset), batch_timeout (120), unavailable_timeout (30),
-        resolve_interval (5): as ClientConfig.
-      bad_sample_policy: "skip" (replace undecodable samples) or "fail"
-        (raise stoker.DataLoss).
-      cache_mode: "none"; "batch", "decoded" or "raw" make servers cache
-        (the caching ladder of stoker.diagnose).
-      slots: output buffers allocated at first; max_live_batches: how many
-        yielded batches may be alive at once before the loader waits up to
-        `slot_wait` for one to be freed (then stoker.ResourceExhausted).
-      metrics_port: serve the client's Prometheus metrics on this port (0: a
-        free one, see .metrics_port); None: off.
-      tune_malloc: keep large buffers on the heap (docs/how-to/pytorch.md); True.
+    (The arguments' section is made from the options' table below the class.)
     """
 
     def __init__(self, servers=None, dataset=None, pipeline=DEFAULT_PIPELINE, batch_size=256, seed=0, drop_last=False,
@@ -206,42 +187,15 @@ class Loader:
             rank = auto_rank if rank is None else rank
             world_size = auto_world if world_size is None else world_size
         self._framework = _frameworks.make(framework)
-        kind, gpu = _frameworks.parse_device(device)
-        o = _ext.Options()
-        o.servers = _servers_list(servers or [])
-        o.local_workers = int(local_workers)
-        o.data_root = os.fspath(data_root)
-        # Local mode's own Python transform processes (this interpreter) and
-        # op plugins, as a server's --python-transforms and --op-plugins.
-        if isinstance(python_transforms, str):
-            python_transforms = [m for m in python_transforms.split(",") if m]
-        o.python_transforms = list(python_transforms or [])
-        o.python_workers = int(python_workers)
-        o.python_executable = sys.executable
-        o.python_transform_timeout = float(python_transform_timeout)
-        o.op_plugins = os.fspath(op_plugins or "")
-        o.job = job or ""
-        o.weight = float(weight)
-        o.tls_ca = os.fspath(tls_ca or "")
-        o.tls_cert = os.fspath(tls_cert or "")
-        o.tls_key = os.fspath(tls_key or "")
-        o.tls_server_name = tls_server_name or ""
-        o.auth_token_file = os.fspath(auth_token_file or "")
-        o.dataset = dataset or ""
-        o.pipeline = pipeline
-        o.fields = _fields_text(fields)
-        o.max_field_bytes = int(max_field_bytes)
-        o.annotations = os.fspath(annotations or "")
-        o.box_min_visibility = float(box_min_visibility)
-        o.tokenizer = os.fspath(tokenizer or "")
-        o.max_tokens = int(max_tokens)
+        o = _options(locals())
+        gpu = o.gpu
         # (name, kind) of each field, checked here before any connection.
         self._fields = _ext.parse_fields(o.fields, o.pipeline)
         self._mixup = bool(mixup_alpha or cutmix_alpha)
         if self._mixup:
             if self._fields:
                 raise ValueError("mixup_alpha / cutmix_alpha mix (images, labels) batches; the loader names fields")
-            if _frameworks.dtype_name(dtype) == "uint8":
+            if o.dtype == "uint8":
                 raise ValueError("MixUp and CutMix mix float images: give dtype float32, float16 or bfloat16")
             from .mixup import Mixup
 
@@ -250,47 +204,6 @@ class Loader:
             # conversion: a CUDA kernel on a GPU, the CPU otherwise.
             Mixup(mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
                   num_classes if num_classes is not None else 1, seed)
-            o.mixup_alpha, o.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
-            o.mix_prob, o.switch_prob, o.label_smoothing = float(mix_prob), float(switch_prob), float(label_smoothing)
-            o.num_classes = int(num_classes or 0)
-        o.batch_size = int(batch_size)
-        o.seed = int(seed)
-        o.drop_last = bool(drop_last)
-        if shuffle is True:
-            shuffle = "global"
-        if shuffle not in ("global", "shards"):
-            raise ValueError(f"shuffle={shuffle!r}; expected \"global\" (one shuffle of every sample) or \"shards\" "
-                             "(shards shuffled, then samples within a window of them)")
-        o.shuffle, o.shard_window = shuffle, int(shard_window)
-        o.rank, o.world_size = int(rank), int(world_size)
-        o.ordered = bool(ordered)
-        o.window, o.prefetch = int(window), int(prefetch)
-        o.prefetch_bytes, o.max_servers = int(prefetch_bytes), int(max_servers)
-        o.streams_per_server = int(streams_per_server)
-        o.epochs = int(epochs or 0)
-        o.connect_timeout_s = float(connect_timeout)
-        o.open_timeout_s = float(open_timeout)
-        o.batch_timeout_s = float(batch_timeout)
-        o.unavailable_timeout_s = float(unavailable_timeout)
-        o.resolve_interval_s = float(resolve_interval)
-        o.bad_sample_policy = bad_sample_policy
-        o.cache_mode = cache_mode or "none"
-        o.device, o.gpu = kind, gpu
-        o.dtype = _frameworks.dtype_name(dtype)
-        o.layout = layout
-        if normalize == "imagenet":
-            o.mean, o.std = list(IMAGENET_MEAN), list(IMAGENET_STD)
-        elif normalize in (None, False):
-            o.normalize = False
-        else:
-            mean, std = normalize
-            o.mean, o.std = [float(v) for v in mean], [float(v) for v in std]
-        o.slots = int(slots)
-        o.max_slots = int(max_live_batches)
-        o.slot_wait_s = float(slot_wait)
-        o.metrics_port = -1 if metrics_port is None else int(metrics_port)
-        o.metrics_host = metrics_host
-        o.test_h2d_delay_ms = int(_test_h2d_delay_ms)
         self._options = o
         self._client = _ext.Client.connect(o)
         unlabeled = self._client.unlabeled_samples
@@ -566,3 +479,6 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+Loader.__doc__ = Loader.__doc__.split("\n\n")[0] + "\n\n" + textwrap.indent(_arguments_doc(), "    ") + "\n"

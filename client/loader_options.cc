@@ -1,15 +1,52 @@
-#include "python/src/loader_options.h"
+#include "client/loader_options.h"
 
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "client/programs/ladder.h"
+#include "absl/strings/str_join.h"
 #include "client/stoker_client.h"
 #include "common/field_spec.h"
 #include "dataplane/ops/pipeline_text.h"
 
 namespace stoker {
+namespace {
+
+template <typename T>
+std::string ValueText(const T& v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+std::string ValueText(bool v) { return v ? "true" : "false"; }
+std::string ValueText(const std::string& v) { return absl::StrCat("\"", absl::CEscape(v), "\""); }
+template <typename T>
+std::string ValueText(const std::vector<T>& v) {
+  std::vector<std::string> parts;
+  for (const T& e : v) parts.push_back(ValueText(e));
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+}  // namespace
+
+absl::Span<const OptionInfo> LoaderOptionTable() {
+  static constexpr OptionInfo kTable[] = {
+#define STOKER_OPTION(type, name, default_value, unit, python, help) {#type, #name, unit, python, help},
+#include "client/loader_options.inc"
+#undef STOKER_OPTION
+  };
+  return kTable;
+}
+
+std::string OptionValueText(const LoaderOptions& o, std::string_view name) {
+  std::string text;
+  ForEachOptionMember([&](const OptionInfo& info, auto member) {
+    if (info.name == name) text = ValueText(o.*member);
+  });
+  return text;
+}
 
 absl::Status SessionFromOptions(const LoaderOptions& o, v1::SessionConfig* s) {
   if (o.dataset.empty()) return absl::InvalidArgumentError("dataset: a name under the servers' --data-root");
