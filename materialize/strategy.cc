@@ -56,7 +56,7 @@ std::string WeightsText(const Weights& w) { return absl::StrCat(w.preprocessing,
 size_t DeterministicPrefixLength(const std::vector<v1::Op>& pipeline) {
   size_t n = 0;
   auto storable = [](const v1::Op& op) {
-    const OpEntry* entry = FindOp(op.op_case());  // op_entry.h: the ops a stored prefix may hold
+    const OpEntry* entry = FindOp(op);  // op_entry.h: the ops a stored prefix may hold
     return entry != nullptr && entry->storable;
   };
   while (n < pipeline.size() && storable(pipeline[n])) ++n;

@@ -17,23 +17,27 @@
 int main() {
   const google::protobuf::Descriptor* op = stoker::v1::Op::descriptor();
   for (const stoker::OpGrammar& g : stoker::PipelineGrammar()) {
-    const auto which = static_cast<stoker::v1::Op::OpCase>(op->FindFieldByName(g.name)->number());
+    const google::protobuf::FieldDescriptor* field = op->FindFieldByName(g.name);
     nlohmann::json line = {{"name", g.name}, {"message", g.message}};
     for (const auto& a : g.arguments) {
       line["arguments"].push_back({{"name", a.name}, {"kind", a.kind}, {"fields", a.fields}});
     }
     if (line["arguments"].is_null()) line["arguments"] = nlohmann::json::array();
-    const stoker::OpEntry* entry = stoker::FindOp(which);
+    const stoker::OpEntry* entry = field != nullptr
+                                       ? stoker::FindOp(static_cast<stoker::v1::Op::OpCase>(field->number()))
+                                       : stoker::FindDeclaredOp(g.name);  // a declared op: its entry says it all
     if (entry == nullptr) {
       std::cerr << "stoker-pipeline-reference: op " << g.name << " has no entry in the op registry\n";
       return 1;
     }
     line["counterpart"] = entry->torchvision;
+    if (entry->about != nullptr) line["about"] = entry->about;
     line["params"] = nlohmann::json::array();
     for (const stoker::OpParam& p : entry->params) {
       // "range" as the server's messages write it (ParamRange), for the page.
       nlohmann::json param = {{"field", p.field}, {"lo", p.lo}, {"hi", p.hi}, {"range", stoker::ParamRange(p)}};
       if (!std::isnan(p.fallback)) param["default"] = p.fallback;
+      if (*p.help != '\0') param["help"] = p.help;
       line["params"].push_back(param);
     }
     switch (entry->targets) {

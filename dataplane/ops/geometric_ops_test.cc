@@ -90,7 +90,7 @@ void RunOps(const std::string& text, cv::Mat& image, SampleTargets* targets, Rng
   sink.targets = targets;
   ASSERT_TRUE(sink.Start(image.cols, image.rows).ok());
   for (v1::Op op : *ops) {
-    const OpEntry* entry = FindOp(op.op_case());
+    const OpEntry* entry = FindOp(op);
     ASSERT_NE(entry, nullptr);
     OpShape shape;
     ASSERT_TRUE(CheckOp(*entry, "op", op, &shape).ok());

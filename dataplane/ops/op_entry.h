@@ -90,6 +90,9 @@ struct OpParam {
   double fallback = kNoDefault;  // the default (NaN: none; a bool's is 0 or 1)
   const char* unit = "";         // e.g. "pixels"
   bool above_lo = false;         // lo itself refused: (lo, hi]
+  // What the parameter means: a declared op's (OpEntry::name) reference
+  // page reads it; the others' meanings are stoker.proto's comments.
+  const char* help = "";
 };
 
 struct OpEntry {
@@ -144,7 +147,17 @@ struct OpEntry {
   // letterbox to a given size): the user ops before it are then free to
   // change the size (Pipeline::NoteSize).
   bool sets_size = false;
+  // A declared op (dataplane/ops/declared/): `op` is kDeclared, `name` its
+  // name in the text form and `params` its whole schema, the values a
+  // v1::DeclaredOp carries in their order (DeclaredValue); `about` says what
+  // it does, for the reference page. Null for the ops stoker.proto names.
+  const char* name = nullptr;
+  const char* about = nullptr;
 };
+
+// A checked declared op's value of its `index`th parameter (CheckOp has
+// filled every default).
+inline double DeclaredValue(const v1::Op& op, int index) { return op.declared().values(index); }
 
 // `entry` with its parameters declared (for the families' tables).
 OpEntry WithParams(std::vector<OpParam> params, OpEntry entry);

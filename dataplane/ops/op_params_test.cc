@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "dataplane/ops/op_registry.h"
 #include "gtest/gtest.h"
 
@@ -208,6 +209,59 @@ TEST(OpParamsTest, CheckOpBodyChecksAMessageHeldAlone) {
   EXPECT_EQ(audio.rate(), 5);  // the caller's message, not a copy
   v1::VideoClip clip;
   EXPECT_EQ(CheckOpBody(v1::Op::kAudio, "p", clip).code(), absl::StatusCode::kInternal);
+}
+
+// A declared op (dataplane/ops/declared/) with every value at `end` (1: the
+// lower ends, 2: the upper; 0: none given).
+v1::Op DeclaredAt(const OpEntry& e, int end) {
+  v1::Op op;
+  op.mutable_declared()->set_name(e.name);
+  for (const OpParam& p : e.params) op.mutable_declared()->add_values(end == 0 ? std::nan("") : end == 1 ? p.lo : p.hi);
+  return op;
+}
+
+// The declared ops' declarations are their whole schema: each says what it
+// is, its values' ranges hold at both ends and are refused beyond, and the
+// defaults fill what is not given.
+TEST(OpParamsTest, EachDeclaredOpIsDescribedAndCheckedByItsDeclaration) {
+  ASSERT_FALSE(DeclaredOps().empty());
+  int probes = 0;
+  for (const OpEntry& e : DeclaredOps()) {
+    ASSERT_NE(e.name, nullptr);
+    EXPECT_EQ(e.op, v1::Op::kDeclared) << e.name;
+    EXPECT_EQ(FindDeclaredOp(e.name), &e);
+    EXPECT_EQ(v1::Op::descriptor()->FindFieldByName(e.name), nullptr) << e.name << " is also a message's op";
+    EXPECT_TRUE(e.about != nullptr && *e.about != '\0') << e.name;
+    EXPECT_FALSE(e.params.empty()) << e.name;
+    std::set<std::string> seen;
+    for (const OpParam& p : e.params) {
+      EXPECT_TRUE(seen.insert(p.field).second) << e.name << " declares " << p.field << " twice";
+      EXPECT_LE(p.lo, p.hi) << e.name << "." << p.field;
+      EXPECT_NE(*p.help, '\0') << e.name << "." << p.field << " says nothing of itself";
+    }
+    v1::Op defaults = DeclaredAt(e, 0);
+    ASSERT_TRUE(Check(e, defaults).ok()) << e.name << "'s defaults: " << Check(e, defaults);
+    for (size_t i = 0; i < e.params.size(); ++i) {
+      const OpParam& p = e.params[i];
+      const std::string at = absl::StrCat("op.", e.name, ".", p.field);
+      for (int end : {1, 2}) {
+        v1::Op op = DeclaredAt(e, end);
+        EXPECT_TRUE(Check(e, op).ok()) << at << " at " << (end == 1 ? p.lo : p.hi) << ": " << Check(e, op);
+        ++probes;
+      }
+      const double step = std::max(1e-3 * (p.hi - p.lo), 1e-4);
+      for (double v : {p.above_lo ? p.lo : p.lo - step, p.hi + step}) {
+        if (v == p.fallback) continue;
+        v1::Op op = DeclaredAt(e, 0);
+        op.mutable_declared()->set_values(static_cast<int>(i), v);
+        const absl::Status s = Check(e, op);
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << at << " = " << v << " is outside " << ParamRange(p);
+        EXPECT_NE(s.message().find("op." + std::string(e.name)), std::string::npos) << s;
+        ++probes;
+      }
+    }
+  }
+  EXPECT_GE(probes, 4 * static_cast<int>(DeclaredOps().size()));
 }
 
 }  // namespace

@@ -11,6 +11,12 @@
 
 namespace stoker {
 
+// The declared ops' makers, one per line of declared/ops.inc (each defined
+// in its own file there).
+#define STOKER_DECLARED_OP(make) OpEntry make();
+#include "dataplane/ops/declared/ops.inc"
+#undef STOKER_DECLARED_OP
+
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
@@ -64,10 +70,40 @@ std::string Written(const FieldDescriptor* f, double v) {
 // bounds compared as floats: 0.01 is the float nearest it).
 bool Allowed(const FieldDescriptor* f, double v, const OpParam& param) {
   double lo = param.lo, hi = param.hi, fallback = param.fallback;
-  if (f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) {
+  if (f != nullptr && f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) {
     lo = static_cast<float>(lo), hi = static_cast<float>(hi), fallback = static_cast<float>(fallback);
   }
   return ((param.above_lo ? v > lo : v >= lo) && v <= hi) || v == fallback;
+}
+
+// CheckOp for a declared op (OpEntry::name): its values, one per declared
+// parameter (absent or NaN: the default, which a parameter without one
+// requires), then the entry's own check, then the ranges.
+absl::Status CheckDeclared(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape) {
+  v1::DeclaredOp& d = *op.mutable_declared();
+  const std::string at = absl::StrCat(where, ".", entry.name);
+  const int count = static_cast<int>(entry.params.size());
+  if (d.values_size() > count) {
+    return absl::InvalidArgumentError(absl::StrCat(at, " has ", d.values_size(), " values; it takes ", count));
+  }
+  while (d.values_size() < count) d.add_values(std::nan(""));
+  for (int i = 0; i < count; ++i) {
+    if (!std::isnan(d.values(i))) continue;
+    if (std::isnan(entry.params[i].fallback)) {
+      return absl::InvalidArgumentError(absl::StrCat(at, ".", entry.params[i].field, " is required"));
+    }
+    d.set_values(i, entry.params[i].fallback);
+  }
+  if (entry.check != nullptr) {
+    if (absl::Status s = entry.check(where, op, shape); !s.ok()) return s;
+  }
+  for (int i = 0; i < count; ++i) {
+    const OpParam& param = entry.params[i];
+    if (Allowed(nullptr, d.values(i), param)) continue;
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s.%s = %g; allowed range is %s", at, param.field, d.values(i), ParamRange(param)));
+  }
+  return absl::OkStatus();
 }
 
 // The declared field's descriptor in the op's message `m` (of the op
@@ -99,9 +135,10 @@ std::string ParamRange(const OpParam& param) {
 
 absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape) {
   const FieldDescriptor* which = v1::Op::descriptor()->FindFieldByNumber(op.op_case());
-  if (which == nullptr || op.op_case() != entry.op) {
+  if (which == nullptr || op.op_case() != entry.op || (entry.name != nullptr && op.declared().name() != entry.name)) {
     return absl::InternalError(absl::StrCat(where, ": not an op of this entry"));
   }
+  if (entry.name != nullptr) return CheckDeclared(entry, where, op, shape);
   Message& m = *op.GetReflection()->MutableMessage(&op, which);
   const Reflection& r = *m.GetReflection();
   std::vector<const FieldDescriptor*> fields;
@@ -147,6 +184,26 @@ const OpEntry* FindOp(v1::Op::OpCase op) {
   return it == table->end() ? nullptr : &it->second;
 }
 
+const std::vector<OpEntry>& DeclaredOps() {
+  static const auto* table = new std::vector<OpEntry>{
+#define STOKER_DECLARED_OP(make) make(),
+#include "dataplane/ops/declared/ops.inc"
+#undef STOKER_DECLARED_OP
+  };
+  return *table;
+}
+
+const OpEntry* FindDeclaredOp(absl::string_view name) {
+  for (const OpEntry& e : DeclaredOps()) {
+    if (name == e.name) return &e;
+  }
+  return nullptr;
+}
+
+const OpEntry* FindOp(const v1::Op& op) {
+  return op.op_case() == v1::Op::kDeclared ? FindDeclaredOp(op.declared().name()) : FindOp(op.op_case());
+}
+
 absl::Status CheckOpBody(v1::Op::OpCase which, const std::string& where, google::protobuf::Message& body) {
   const OpEntry* entry = FindOp(which);
   const google::protobuf::FieldDescriptor* field = v1::Op::descriptor()->FindFieldByNumber(which);
@@ -163,7 +220,7 @@ absl::Status CheckOpBody(v1::Op::OpCase which, const std::string& where, google:
 }
 
 bool StartsWithCrop(const std::vector<v1::Op>& pipeline) {
-  const OpEntry* first = pipeline.empty() ? nullptr : FindOp(pipeline[0].op_case());
+  const OpEntry* first = pipeline.empty() ? nullptr : FindOp(pipeline[0]);
   return first != nullptr && first->fused.region;
 }
 

@@ -7,7 +7,9 @@
 // family of ops registers its entries, one file per family with its tests:
 // core_ops.cc (crops, resizes, flips, color_jitter, normalize, the detection
 // crop), photometric_ops.h, erasing_ops.h, geometric_ops.h, policy_ops.h and
-// media_ops.cc (video_clip, audio, mel_spectrogram). The table is immutable;
+// media_ops.cc (video_clip, audio, mel_spectrogram); a declared op is one
+// file in declared/ with one line in declared/ops.inc, its declaration its
+// whole schema (v1::DeclaredOp carries its values). The table is immutable;
 // thread-safe. What an entry holds is op_entry.h; the registry gathers the
 // families' tables (it includes none of them, and nothing of the text form),
 // finds an op's entry and checks an op by it (CheckOp: its declared
@@ -19,13 +21,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "dataplane/ops/op_entry.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {
 
-// The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET.
+// The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET
+// (and kDeclared: a declared op is found by its name).
 const OpEntry* FindOp(v1::Op::OpCase op);
+// The entry for the op `op` is: by its case, or a declared op's by its name
+// (null: a user op, none set, or a declared op this build does not have).
+const OpEntry* FindOp(const v1::Op& op);
+
+// The declared ops (dataplane/ops/declared/: each one file, registered by a
+// line of declared/ops.inc), in that file's order; and one by its name.
+const std::vector<OpEntry>& DeclaredOps();
+const OpEntry* FindDeclaredOp(absl::string_view name);
 
 // The entry's whole check of `op`, as Pipeline::Create runs it: the declared
 // defaults filled in, then the entry's own `check` (its rules between fields;

@@ -98,7 +98,7 @@ absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config) {
           absl::StrCat("pipeline[", i, "] ", PipelineToText({config.pipeline(i)}),
                        " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
     }
-    const OpEntry* entry = FindOp(config.pipeline(i).op_case());
+    const OpEntry* entry = FindOp(config.pipeline(i));
     if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pipeline[", i, "].", v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
@@ -244,7 +244,7 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
     v1::Op op = ops[i];
     const std::string where = absl::StrCat("prefix[", i, "]");
     if (auto s = p.CheckOpAt(where, i, op, fixed); !s.ok()) return s;
-    const OpEntry* entry = FindOp(op.op_case());
+    const OpEntry* entry = FindOp(op);
     if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) ||
         (entry != nullptr && entry->random(op))) {
       return absl::InvalidArgumentError(
@@ -349,7 +349,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   // only its region decoded, shrunk in the DCT domain where it allows.
   CropBox region;
   int scale = 8;  // eighths: full size
-  const OpEntry* first = first_op < ops_.size() ? FindOp(ops_[first_op].op_case()) : nullptr;
+  const OpEntry* first = first_op < ops_.size() ? FindOp(ops_[first_op]) : nullptr;
   const bool fused = first != nullptr && first->fused.plan != nullptr &&
                      first->fused.plan(ops_[first_op], info->height, info->width, rng, &region, &scale);
   absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
@@ -395,7 +395,7 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
         break;
       case v1::Op::OP_NOT_SET: break;
       default:  // op_registry.h
-        if (const OpEntry* entry = FindOp(op.op_case()); entry != nullptr && entry->apply != nullptr) {
+        if (const OpEntry* entry = FindOp(op); entry != nullptr && entry->apply != nullptr) {
           if (entry->limit != nullptr) {
             if (absl::Status s = entry->limit(op, image.size(), max_pixels); !s.ok()) return s;
           }
@@ -413,7 +413,7 @@ void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size 
   // An op that sets the size (or changes it) frees the user ops before it.
   int unused_h = 0, unused_w = 0;
   const bool plugin_fixed = op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
-  const OpEntry* entry = FindOp(op.op_case());  // op_entry.h: whether the op makes its size whatever its input's
+  const OpEntry* entry = FindOp(op);  // op_entry.h: whether the op makes its size whatever its input's
   const bool sets_size =
       (entry != nullptr && entry->sets_size) || plugin_fixed || !fixed_after || after != before || !fixed_before;
   if (sets_size) keeps_size_.clear();

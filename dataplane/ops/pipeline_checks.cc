@@ -4,6 +4,7 @@
 #include "dataplane/ops/pipeline_checks.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
@@ -56,8 +57,16 @@ absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, 
       return user.python->Check(where, op.python());  // the size stays as it was (checked when it runs)
     case v1::Op::kPlugin: return CheckPluginOp(where, op, fixed, h, w, user, plugin);
     case v1::Op::OP_NOT_SET: break;
+    case v1::Op::kDeclared:
+      if (FindOp(op) == nullptr) {
+        std::vector<std::string> names;
+        for (const OpEntry& e : DeclaredOps()) names.push_back(e.name);
+        return absl::InvalidArgumentError(absl::StrCat(where, ": unknown op '", op.declared().name(),
+                                                       "'; this server's declared ops: ", absl::StrJoin(names, ", ")));
+      }
+      [[fallthrough]];
     default:
-      if (const OpEntry* entry = FindOp(op.op_case())) {  // op_registry.h
+      if (const OpEntry* entry = FindOp(op)) {  // op_registry.h
         OpShape shape{fixed, h, w};
         absl::Status s = CheckOp(*entry, where, op, &shape);
         fixed = shape.fixed;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/pipeline_text_internal.h"
 
@@ -51,9 +52,14 @@ std::vector<OpGrammar> PipelineGrammar() {
     const FieldDescriptor* which = op->field(i);
     if (which->containing_oneof() == nullptr || which->message_type() == nullptr) continue;
     const std::string& name = which->name();
-    if (name == "python" || name == "plugin") continue;
+    if (name == "python" || name == "plugin" || name == "declared") continue;
     OpGrammar g{name, which->message_type()->name(), {}};
     for (const TextParam& p : OpParams(which)) g.arguments.push_back(ArgumentOf(p));
+    out.push_back(std::move(g));
+  }
+  for (const OpEntry& e : DeclaredOps()) {  // their arguments are their declared parameters
+    OpGrammar g{e.name, "DeclaredOp", {}};
+    for (const OpParam& p : e.params) g.arguments.push_back({p.field, "float", {p.field}});
     out.push_back(std::move(g));
   }
   return out;

@@ -1,10 +1,12 @@
 // The text form of the registered ops (every op but python and plugin ops),
 // read and printed by each op's OpText in the op registry (op_registry.h):
 // its arguments in positional order, each one field of its stoker.proto
-// message or a range of two. User ops: pipeline_text_user_ops.cc.
+// message or a range of two; a declared op's are its declared parameters.
+// User ops: pipeline_text_user_ops.cc.
 #include "dataplane/ops/pipeline_text.h"
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "absl/strings/ascii.h"
@@ -228,49 +230,92 @@ std::string DeclaredRange(const FieldDescriptor* which, const TextParam& param) 
   return "";
 }
 
-// `open` is the position of '(' in `text`, or npos (no arguments).
-absl::StatusOr<v1::Op> ParseRegisteredOp(const std::string& name, absl::string_view text, size_t open,
-                                         const FieldDescriptor* which) {
-  v1::Op op;
-  google::protobuf::Message* m = op.GetReflection()->MutableMessage(&op, which);  // set even with no arguments
-  if (open == absl::string_view::npos) return op;
+// The arguments of "NAME(a, b, key=c)" (`open`: the position of '(' in
+// `text`, or npos: none): each one's parameter, by position or by its key
+// among `names`, and its text.
+absl::StatusOr<std::vector<std::pair<size_t, absl::string_view>>> SplitArguments(
+    const std::string& name, absl::string_view text, size_t open, const std::vector<std::string>& names) {
+  std::vector<std::pair<size_t, absl::string_view>> out;
+  if (open == absl::string_view::npos) return out;
   if (text.back() != ')') {
     return absl::InvalidArgumentError(absl::StrCat("pipeline: op '", text, "' lacks a closing ')'"));
   }
-  const std::vector<TextParam> params = OpParams(which);
   absl::string_view args = text.substr(open + 1, text.size() - open - 2);
-  if (absl::StripAsciiWhitespace(args).empty()) return op;
+  if (absl::StripAsciiWhitespace(args).empty()) return out;
   size_t position = 0;
-  std::vector<std::string> names;
-  for (const TextParam& p : params) names.push_back(p.name);
   for (absl::string_view arg : absl::StrSplit(args, ',')) {
     arg = absl::StripAsciiWhitespace(arg);
-    const TextParam* param = nullptr;
+    size_t index = position;
     absl::string_view value = arg;
     const size_t eq = arg.find('=');
     if (eq != absl::string_view::npos) {
       const absl::string_view key = absl::StripAsciiWhitespace(arg.substr(0, eq));
       value = absl::StripAsciiWhitespace(arg.substr(eq + 1));
-      for (const TextParam& p : params) {
-        if (p.name == key) param = &p;
-      }
-      if (param == nullptr) {
+      index = std::find(names.begin(), names.end(), key) - names.begin();
+      if (index == names.size()) {
         return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, " has no argument '", key, "'; it takes ",
                                                        names.empty() ? "none" : absl::StrJoin(names, ", ")));
       }
-    } else if (position < params.size()) {
-      param = &params[position];
-    } else {
+    } else if (position >= names.size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("pipeline: ", name, " takes at most ", params.size(), " arguments"));
+          absl::StrCat("pipeline: ", name, " takes at most ", names.size(), " arguments"));
     }
     ++position;
-    if (absl::Status s = SetParam(value, *param, m); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pipeline: ", name, ".", param->name, ": ", s.message(), DeclaredRange(which, *param)));
+    out.emplace_back(index, value);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Op> ParseRegisteredOp(const std::string& name, absl::string_view text, size_t open,
+                                         const FieldDescriptor* which) {
+  v1::Op op;
+  google::protobuf::Message* m = op.GetReflection()->MutableMessage(&op, which);  // set even with no arguments
+  const std::vector<TextParam> params = OpParams(which);
+  std::vector<std::string> names;
+  for (const TextParam& p : params) names.push_back(p.name);
+  auto args = SplitArguments(name, text, open, names);
+  if (!args.ok()) return args.status();
+  for (const auto& [index, value] : *args) {
+    if (absl::Status s = SetParam(value, params[index], m); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline: ", name, ".", params[index].name, ": ", s.message(),
+                                                     DeclaredRange(which, params[index])));
     }
   }
   return op;
+}
+
+// A declared op (OpEntry::name): its values by position or by field, each
+// a number; the others stay NaN, which CheckOp fills with their defaults.
+absl::StatusOr<v1::Op> ParseDeclaredOp(const OpEntry& entry, absl::string_view text, size_t open) {
+  std::vector<std::string> names;
+  for (const OpParam& p : entry.params) names.push_back(p.field);
+  auto args = SplitArguments(entry.name, text, open, names);
+  if (!args.ok()) return args.status();
+  std::vector<double> values(names.size(), std::nan(""));
+  for (const auto& [index, value] : *args) {
+    if (!absl::SimpleAtod(value, &values[index])) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline: ", entry.name, ".", names[index], ": '", value,
+                                                     "' is not a number; allowed range is ",
+                                                     ParamRange(entry.params[index])));
+    }
+  }
+  v1::Op op;
+  op.mutable_declared()->set_name(entry.name);
+  for (double v : values) op.mutable_declared()->add_values(v);
+  return op;
+}
+
+// NAME(field=v, ...): a declared op's values that are set, by name.
+std::string DeclaredOpText(const v1::DeclaredOp& d) {
+  const OpEntry* entry = FindDeclaredOp(d.name());
+  std::vector<std::string> args;
+  for (int i = 0; i < d.values_size(); ++i) {
+    if (std::isnan(d.values(i))) continue;
+    const bool named = entry != nullptr && i < static_cast<int>(entry->params.size());
+    args.push_back(
+        absl::StrCat(named ? entry->params[i].field : absl::StrCat("value", i), "=", DoubleText(d.values(i))));
+  }
+  return absl::StrCat(d.name(), "(", absl::StrJoin(args, ", "), ")");
 }
 
 // Splits at commas that are not inside parentheses.
@@ -294,14 +339,17 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   const size_t open = text.find('(');
   std::string name(absl::StripAsciiWhitespace(text.substr(0, open)));
   if (name == "python" || IsPluginOpName(name)) return ParseUserOp(name, text, open);
-  if (const FieldDescriptor* which = OpField(name); which != nullptr && name != "plugin") {
+  if (const FieldDescriptor* which = OpField(name); which != nullptr && name != "plugin" && name != "declared") {
     return ParseRegisteredOp(name, text, open, which);
   }
+  if (const OpEntry* entry = FindDeclaredOp(name)) return ParseDeclaredOp(*entry, text, open);
   std::vector<std::string> known;
   for (int i = 0; i < v1::Op::descriptor()->field_count(); ++i) {
     known.push_back(v1::Op::descriptor()->field(i)->name());
   }
+  for (const OpEntry& e : DeclaredOps()) known.push_back(e.name);
   known.erase(std::remove(known.begin(), known.end(), "plugin"), known.end());
+  known.erase(std::remove(known.begin(), known.end(), "declared"), known.end());
   std::sort(known.begin(), known.end());
   return absl::InvalidArgumentError(absl::StrCat("pipeline: unknown op '", name,
                                                  "'; known ops: ", absl::StrJoin(known, ", "),
@@ -330,6 +378,7 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
       case v1::Op::kPython:
       case v1::Op::kPlugin: parts.push_back(UserOpText(op)); break;
       case v1::Op::OP_NOT_SET: parts.push_back("<unset>"); break;
+      case v1::Op::kDeclared: parts.push_back(DeclaredOpText(op.declared())); break;
       default: parts.push_back(OpToText(op, v1::Op::descriptor()->FindFieldByNumber(op.op_case()))); break;
     }
   }

@@ -42,7 +42,8 @@ struct OpGrammar {
   std::string message;
   std::vector<Argument> arguments;
 };
-// Every op but the user ops (python(...) and plugin ops), in stoker.proto's order.
+// Every op but the user ops (python(...) and plugin ops), in stoker.proto's order, then the declared ops (message
+// "DeclaredOp").
 std::vector<OpGrammar> PipelineGrammar();
 
 }  // namespace stoker

@@ -1,4 +1,5 @@
 #include "dataplane/ops/pipeline_text.h"
+#include "dataplane/ops/op_registry.h"
 
 #include <algorithm>
 #include <limits>
@@ -207,12 +208,14 @@ TEST(PipelineGrammarTest, ListsEveryOpWithItsArgumentsInTheOrderTheParserReadsTh
   const std::vector<OpGrammar> grammar = PipelineGrammar();
   std::set<std::string> names;
   for (const OpGrammar& g : grammar) names.insert(g.name);
-  // Every op of the Op message but the user ops.
+  // Every op of the Op message but the user ops (and `declared`, the
+  // carrier of the declared ops), then every declared op by its name.
   const google::protobuf::Descriptor* op = v1::Op::descriptor();
   for (int i = 0; i < op->field_count(); ++i) {
     const std::string& name = op->field(i)->name();
-    EXPECT_EQ(names.count(name), name == "python" || name == "plugin" ? 0u : 1u) << name;
+    EXPECT_EQ(names.count(name), name == "python" || name == "plugin" || name == "declared" ? 0u : 1u) << name;
   }
+  for (const OpEntry& e : DeclaredOps()) EXPECT_EQ(names.count(e.name), 1u) << e.name;
   auto find = [&](const std::string& name) {
     return *std::find_if(grammar.begin(), grammar.end(), [&](const OpGrammar& g) { return g.name == name; });
   };

@@ -75,7 +75,7 @@ absl::StatusOr<std::vector<StoredField>> ReadStoredFields(const SampleSource& so
 int64_t EstimatedStoredBytes(const Pipeline& prefix) {
   int64_t pixels = int64_t{1024} * 768;
   for (const v1::Op& op : prefix.ops()) {
-    const OpEntry* entry = FindOp(op.op_case());  // op_entry.h: each op's estimate
+    const OpEntry* entry = FindOp(op);  // op_entry.h: each op's estimate
     if (entry != nullptr && entry->pixels != nullptr) pixels = entry->pixels(op, pixels);
   }
   return pixels * 3 * (prefix.normalizes() ? 4 : 1) + 128;  // + the .npy header

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<stoker::v1::Op>> ops = stoker::ParsePipelineText(absl::GetFlag(FLAGS_policy));
   if (!ops.ok() || ops->size() != 1) return Fail("--policy must be one op");
   stoker::v1::Op op = (*ops)[0];
-  const stoker::OpEntry* entry = stoker::FindOp(op.op_case());
+  const stoker::OpEntry* entry = stoker::FindOp(op);
   stoker::OpShape shape;
   if (entry == nullptr) return Fail("not a policy op");
   if (absl::Status s = stoker::CheckOp(*entry, "policy", op, &shape); !s.ok()) return Fail(std::string(s.message()));
