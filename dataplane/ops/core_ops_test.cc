@@ -36,11 +36,19 @@ TEST(CoreOpsTest, EveryOpButTheUserOpsHasOneEntry) {
     const google::protobuf::FieldDescriptor* f = oneof->field(i);
     const auto which = static_cast<v1::Op::OpCase>(f->number());
     const OpEntry* e = FindOp(which);
-    if (f->name() == "python" || f->name() == "plugin" || f->name() == "declared") {
-      EXPECT_EQ(e, nullptr) << f->name() << " is a user op (its stage or plugin checks and runs it) or the declared "
-                            << "ops' carrier (each found by its name)";
+    if (f->name() == "declared") {
+      EXPECT_EQ(e, nullptr) << "the declared ops' carrier: each is found by its name";
       continue;
     }
+    if (f->name() == "python" || f->name() == "plugin") {  // user ops: entries whose hooks check and run them
+      ASSERT_NE(e, nullptr) << f->name();
+      ASSERT_NE(e->user, nullptr) << f->name();
+      EXPECT_TRUE(e->user->reads(f->name() == "python" ? "python" : "team.op")) << f->name();
+      EXPECT_EQ(e->targets, OpTargets::kRefused) << f->name();
+      EXPECT_TRUE(e->random(v1::Op())) << f->name() << ": random without the server's user ops";
+      continue;
+    }
+    if (e != nullptr) EXPECT_EQ(e->user, nullptr) << f->name();
     if (e == nullptr) {
       missing.insert(f->name());
       continue;

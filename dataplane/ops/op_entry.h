@@ -9,12 +9,15 @@
 #define STOKER_DATAPLANE_OPS_OP_ENTRY_H_
 
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/rng.h"
 #include "dataplane/base/crop_box.h"
 #include "dataplane/sample/geometry.h"
@@ -95,6 +98,33 @@ struct OpParam {
   const char* help = "";
 };
 
+struct UserOps;        // user_ops.h: the server's Python stage and plugins
+struct UserOpIo;       // user_ops.h
+class PluginInstance;  // op_plugins.h
+
+// A user op's part of its entry (python(...) and plugin ops): what the
+// server loaded for it (its Python stage, its plugin) checks and runs it,
+// and its text form is its own. The pipeline holds the per-op state a run
+// needs (`plugin`: the instance the check made).
+struct UserOpHooks {
+  // Whether the text form's op `name` is this user op's (python; team.op).
+  bool (*reads)(absl::string_view name);
+  // `open`: the position of '(' in `text`, or npos (no arguments).
+  absl::StatusOr<v1::Op> (*parse)(const std::string& name, absl::string_view text, size_t open);
+  std::string (*print)(const v1::Op& op);
+  // Checks `op` against `user`, updating `shape`; a plugin op's instance goes to *plugin.
+  absl::Status (*check)(const std::string& where, v1::Op& op, OpShape* shape, const UserOps& user,
+                        std::shared_ptr<const PluginInstance>* plugin);
+  // Whether the (checked) op draws random numbers, as `user` says.
+  bool (*random)(const v1::Op& op, const UserOps& user);
+  // Runs the op (its gate included; `position`: its place in the pipeline)
+  // on `image`, within `max_pixels`: its result, or none when the gate
+  // skipped it.
+  absl::StatusOr<std::optional<cv::Mat>> (*run)(const v1::Op& op, const UserOps& user, const PluginInstance* plugin,
+                                                size_t position, const cv::Mat& image, Rng& rng, int64_t max_pixels,
+                                                UserOpIo* io);
+};
+
 struct OpEntry {
   v1::Op::OpCase op;
   const char* torchvision;  // the counterpart, for documentation
@@ -153,6 +183,9 @@ struct OpEntry {
   // it does, for the reference page. Null for the ops stoker.proto names.
   const char* name = nullptr;
   const char* about = nullptr;
+  // A user op's hooks (user_op_entries.cc); null for every other op, whose
+  // entry's own functions check and run it.
+  const UserOpHooks* user = nullptr;
 };
 
 // A checked declared op's value of its `index`th parameter (CheckOp has

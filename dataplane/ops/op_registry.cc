@@ -175,7 +175,7 @@ const OpEntry* FindOp(v1::Op::OpCase op) {
   static const auto* table = [] {
     auto* t = new std::map<v1::Op::OpCase, OpEntry>();
     for (const auto* family :
-         {&CoreOps(), &MediaOps(), &PhotometricOps(), &ErasingOps(), &GeometricOps(), &PolicyOps()}) {
+         {&CoreOps(), &MediaOps(), &PhotometricOps(), &ErasingOps(), &GeometricOps(), &PolicyOps(), &UserOpEntries()}) {
       for (const OpEntry& e : *family) t->emplace(e.op, e);
     }
     return t;
@@ -198,6 +198,11 @@ const OpEntry* FindDeclaredOp(absl::string_view name) {
     if (name == e.name) return &e;
   }
   return nullptr;
+}
+
+bool IsUserOp(const v1::Op& op) {
+  const OpEntry* entry = FindOp(op);
+  return entry != nullptr && entry->user != nullptr;
 }
 
 const OpEntry* FindOp(const v1::Op& op) {

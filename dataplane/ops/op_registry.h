@@ -1,5 +1,4 @@
-// Every op a pipeline names, but the user ops (python(...) and plugin ops,
-// which their stage or plugin checks and runs): one entry per op says how the
+// Every op a pipeline names: one entry per op says how the
 // text form reads and prints it (pipeline_text.h), how Pipeline::Create
 // checks it and fills its defaults, whether it draws random numbers (the
 // materialiser stores only ops that do not), how Pipeline::Apply runs it, and
@@ -7,7 +6,9 @@
 // family of ops registers its entries, one file per family with its tests:
 // core_ops.cc (crops, resizes, flips, color_jitter, normalize, the detection
 // crop), photometric_ops.h, erasing_ops.h, geometric_ops.h, policy_ops.h and
-// media_ops.cc (video_clip, audio, mel_spectrogram); a declared op is one
+// media_ops.cc (video_clip, audio, mel_spectrogram), user_op_entries.cc
+// (python(...) and plugin ops, which the server's Python stage or plugin
+// checks and runs through the entry's UserOpHooks); a declared op is one
 // file in declared/ with one line in declared/ops.inc, its declaration its
 // whole schema (v1::DeclaredOp carries its values). The table is immutable;
 // thread-safe. What an entry holds is op_entry.h; the registry gathers the
@@ -27,12 +28,16 @@
 
 namespace stoker {
 
-// The entry for `op`, or null for python(...), plugin ops and OP_NOT_SET
-// (and kDeclared: a declared op is found by its name).
+// The entry for `op`, or null for OP_NOT_SET (and kDeclared: a declared op
+// is found by its name). python(...) and plugin ops have entries whose
+// UserOpHooks (`user`) hold their checks and runs.
 const OpEntry* FindOp(v1::Op::OpCase op);
 // The entry for the op `op` is: by its case, or a declared op's by its name
 // (null: a user op, none set, or a declared op this build does not have).
 const OpEntry* FindOp(const v1::Op& op);
+
+// Whether `op` is a user op (python(...), a plugin op): its entry has UserOpHooks.
+bool IsUserOp(const v1::Op& op);
 
 // The declared ops (dataplane/ops/declared/: each one file, registered by a
 // line of declared/ops.inc), in that file's order; and one by its name.
@@ -65,6 +70,7 @@ const std::vector<OpEntry>& PhotometricOps();
 const std::vector<OpEntry>& ErasingOps();
 const std::vector<OpEntry>& GeometricOps();
 const std::vector<OpEntry>& PolicyOps();
+const std::vector<OpEntry>& UserOpEntries();  // python(...) and plugin ops: user_op_entries.cc
 
 }  // namespace stoker
 

@@ -93,12 +93,12 @@ absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pipeline[", i, "].random_iou_crop chooses its crop by the boxes: the session needs a field of kind boxes"));
     }
-    if (has_targets && (config.pipeline(i).has_python() || config.pipeline(i).has_plugin())) {
+    const OpEntry* entry = FindOp(config.pipeline(i));
+    if (has_targets && entry != nullptr && entry->user != nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("pipeline[", i, "] ", PipelineToText({config.pipeline(i)}),
                        " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
     }
-    const OpEntry* entry = FindOp(config.pipeline(i));
     if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pipeline[", i, "].", v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
@@ -245,8 +245,7 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
     const std::string where = absl::StrCat("prefix[", i, "]");
     if (auto s = p.CheckOpAt(where, i, op, fixed); !s.ok()) return s;
     const OpEntry* entry = FindOp(op);
-    if (op.has_python() || (op.has_plugin() && PluginOpIsRandom(op, p.user_)) ||
-        (entry != nullptr && entry->random(op))) {
+    if (entry != nullptr && (entry->user != nullptr ? entry->user->random(op, p.user_) : entry->random(op))) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, " ", PipelineToText({op}), " is random: random ops stay online (after the prefix)"));
     }
@@ -373,7 +372,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
 }
 
 bool Pipeline::has_user_ops() const {
-  return std::any_of(ops_.begin(), ops_.end(), [](const v1::Op& op) { return op.has_python() || op.has_plugin(); });
+  return std::any_of(ops_.begin(), ops_.end(), [](const v1::Op& op) { return IsUserOp(op); });
 }
 
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
@@ -388,20 +387,15 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
   for (size_t i = first_op; i < ops_.size(); ++i) {
     if (absl::Status s = SampleWatch::Check(); !s.ok()) return s;  // a cancelled stream, a sample past its CPU time
     const v1::Op& op = ops_[i];
-    switch (op.op_case()) {
-      case v1::Op::kPython:
-      case v1::Op::kPlugin:
-        if (absl::Status s = ApplyUserOp(i, image, rng, max_pixels, io); !s.ok()) return s;
-        break;
-      case v1::Op::OP_NOT_SET: break;
-      default:  // op_registry.h
-        if (const OpEntry* entry = FindOp(op); entry != nullptr && entry->apply != nullptr) {
-          if (entry->limit != nullptr) {
-            if (absl::Status s = entry->limit(op, image.size(), max_pixels); !s.ok()) return s;
-          }
-          entry->apply(op, image, rng, context, geometry);
-        }
-        break;
+    const OpEntry* entry = FindOp(op);  // op_registry.h
+    if (entry == nullptr) continue;     // none set
+    if (entry->user != nullptr) {       // run with what the pipeline holds for it
+      if (absl::Status s = ApplyUserOp(i, *entry->user, image, rng, max_pixels, io); !s.ok()) return s;
+    } else if (entry->apply != nullptr) {
+      if (entry->limit != nullptr) {
+        if (absl::Status s = entry->limit(op, image.size(), max_pixels); !s.ok()) return s;
+      }
+      entry->apply(op, image, rng, context, geometry);
     }
   }
   if (absl::Status s = SampleWatch::Check(); !s.ok()) return s;  // a kernel that stopped early left no result
@@ -419,7 +413,7 @@ void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size 
   if (sets_size) keeps_size_.clear();
   // A user op must make the size the checks assumed: its declared size (a
   // plugin's fixed output), or the size it was given when that was fixed.
-  if ((op.has_python() || op.has_plugin()) && fixed_after && (fixed_before || plugin_fixed)) keeps_size_[i] = after;
+  if (IsUserOp(op) && fixed_after && (fixed_before || plugin_fixed)) keeps_size_[i] = after;
 }
 
 absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed) {
@@ -432,28 +426,23 @@ absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op,
   return absl::OkStatus();
 }
 
-absl::Status Pipeline::ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const {
+absl::Status Pipeline::ApplyUserOp(size_t i, const UserOpHooks& hooks, cv::Mat& image, Rng& rng, int64_t max_pixels,
+                                   UserOpIo* io) const {
   const v1::Op& op = ops_[i];
   const int64_t limit = max_pixels > 0 ? max_pixels : int64_t{1} << 28;
-  absl::StatusOr<cv::Mat> out;
-  if (op.has_python()) {
-    if (!PassesGate(op.python().has_p(), op.python().p(), 1, rng)) return absl::OkStatus();
-    if (user_.python == nullptr) return DecodeError(DecodeFailure::kTransform, "python ops need a Python stage");
-    const absl::Time t0 = absl::Now();
-    out = user_.python->Run(op.python(), i, rng.origin(), image, limit, io);
-    if (io != nullptr) io->python_time += absl::Now() - t0;
-  } else {
-    if (!PassesGate(op.plugin().has_p(), op.plugin().p(), 1, rng)) return absl::OkStatus();
-    out = plugin_ops_.at(i)->Apply(image, rng, limit, io);
-  }
-  if (!out.ok()) return out.status();
+  const auto plugin = plugin_ops_.find(i);  // the instance its check made (plugin ops)
+  absl::StatusOr<std::optional<cv::Mat>> ran =
+      hooks.run(op, user_, plugin != plugin_ops_.end() ? plugin->second.get() : nullptr, i, image, rng, limit, io);
+  if (!ran.ok()) return ran.status();
+  if (!ran->has_value()) return absl::OkStatus();  // the gate skipped it
+  cv::Mat* out = &**ran;
   if (auto keep = keeps_size_.find(i); keep != keeps_size_.end() && out->size() != keep->second) {
     return DecodeError(DecodeFailure::kTransform,
                        absl::StrCat(PipelineToText({op}), " returned ", out->cols, "x", out->rows,
                                     " pixels; the pipeline's output size is fixed at ", keep->second.width, "x",
                                     keep->second.height, " before it and no later op sets a size"));
   }
-  image = *std::move(out);
+  image = std::move(*out);
   return absl::OkStatus();
 }
 

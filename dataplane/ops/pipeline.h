@@ -28,6 +28,8 @@
 
 namespace stoker {
 
+struct UserOpHooks;  // op_entry.h
+
 class PluginInstance;
 
 // Limits on session parameters; part of the documented contract.
@@ -158,7 +160,8 @@ class Pipeline {
   absl::Status CheckImageOps(const v1::SessionConfig& config, bool& fixed);
   absl::Status CheckVideoSession(const v1::SessionConfig& config);
   // Runs a python(...) or plugin op (ops_[i]) on the image.
-  absl::Status ApplyUserOp(size_t i, cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) const;
+  absl::Status ApplyUserOp(size_t i, const UserOpHooks& hooks, cv::Mat& image, Rng& rng, int64_t max_pixels,
+                           UserOpIo* io) const;
 
   std::vector<v1::Op> ops_;  // with defaults filled in
   std::shared_ptr<const AudioPipeline> audio_;

@@ -19,9 +19,6 @@ namespace stoker {
 absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
                              std::shared_ptr<const PluginInstance>* plugin);
 
-// Whether a (checked) plugin op draws random numbers.
-bool PluginOpIsRandom(const v1::Op& op, const UserOps& user);
-
 }  // namespace stoker
 
 #endif  // STOKER_DATAPLANE_OPS_PIPELINE_CHECKS_H_

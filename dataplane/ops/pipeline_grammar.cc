@@ -52,7 +52,8 @@ std::vector<OpGrammar> PipelineGrammar() {
     const FieldDescriptor* which = op->field(i);
     if (which->containing_oneof() == nullptr || which->message_type() == nullptr) continue;
     const std::string& name = which->name();
-    if (name == "python" || name == "plugin" || name == "declared") continue;
+    const OpEntry* entry = FindOp(static_cast<v1::Op::OpCase>(which->number()));
+    if (name == "declared" || (entry != nullptr && entry->user != nullptr)) continue;  // their own grammars
     OpGrammar g{name, which->message_type()->name(), {}};
     for (const TextParam& p : OpParams(which)) g.arguments.push_back(ArgumentOf(p));
     out.push_back(std::move(g));

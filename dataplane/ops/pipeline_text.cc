@@ -338,7 +338,9 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
   const size_t open = text.find('(');
   std::string name(absl::StripAsciiWhitespace(text.substr(0, open)));
-  if (name == "python" || IsPluginOpName(name)) return ParseUserOp(name, text, open);
+  for (const OpEntry& user : UserOpEntries()) {  // python(...), team.op(...): their own text form
+    if (user.user->reads(name)) return user.user->parse(name, text, open);
+  }
   if (const FieldDescriptor* which = OpField(name); which != nullptr && name != "plugin" && name != "declared") {
     return ParseRegisteredOp(name, text, open, which);
   }
@@ -375,11 +377,15 @@ std::string PipelineToText(const std::vector<v1::Op>& ops) {
   std::vector<std::string> parts;
   for (const v1::Op& op : ops) {
     switch (op.op_case()) {
-      case v1::Op::kPython:
-      case v1::Op::kPlugin: parts.push_back(UserOpText(op)); break;
       case v1::Op::OP_NOT_SET: parts.push_back("<unset>"); break;
       case v1::Op::kDeclared: parts.push_back(DeclaredOpText(op.declared())); break;
-      default: parts.push_back(OpToText(op, v1::Op::descriptor()->FindFieldByNumber(op.op_case()))); break;
+      default:
+        if (const OpEntry* entry = FindOp(op); entry != nullptr && entry->user != nullptr) {
+          parts.push_back(entry->user->print(op));
+        } else {
+          parts.push_back(OpToText(op, v1::Op::descriptor()->FindFieldByNumber(op.op_case())));
+        }
+        break;
     }
   }
   return absl::StrJoin(parts, ", ");

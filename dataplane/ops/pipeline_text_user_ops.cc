@@ -1,7 +1,7 @@
 // The text form of the user ops (pipeline_text.h): python(module:function,
 // name=value, ...) and plugin ops (team.op(value, name=value, ...)), whose
-// arguments are checked by their Python stage or plugin, not by the op
-// registry.
+// arguments are checked by their Python stage or plugin (their entries in
+// the op registry, user_op_entries.cc, read and print them with these).
 #include <string>
 #include <utility>
 #include <vector>

@@ -70,6 +70,8 @@ CASES = [
     ("autocontrast()", F.autocontrast),
     ("adjust_sharpness(2.5)", lambda t: F.adjust_sharpness(t, 2.5)),
     ("adjust_sharpness(0.3)", lambda t: F.adjust_sharpness(t, 0.3)),
+    # A declared op (dataplane/ops/declared/random_sharpness.cc) at one factor, always applied.
+    ("random_sharpness(1.7, 1.7, p=1)", lambda t: F.adjust_sharpness(t, 1.7)),
     ("invert()", F.invert),
     ("grayscale()", lambda t: F.rgb_to_grayscale(t, num_output_channels=3)),
     ("gaussian_blur(5, sigma=1.3:1.3)", lambda t: F.gaussian_blur(t, [5, 5], [1.3, 1.3])),
