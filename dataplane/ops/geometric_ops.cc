@@ -263,7 +263,23 @@ cv::Scalar FillOf(const google::protobuf::RepeatedField<float>& fill) {
   return FillColour(fill).value_or(cv::Scalar::all(0));  // the transforms' default fill, 0
 }
 
-absl::Status CheckRange(const std::string& where, float lo, float hi, float min, float max) {
+// The pairs' ranges (each end of a pair is declared with its pair's range,
+// Ends), which their order check's message states too.
+constexpr OpParam kDegrees{"degrees", -360, 360};
+constexpr OpParam kScale{"scale", 0.01, 100};
+constexpr OpParam kShear{"shear", -89, 89};
+
+// The declarations of a pair's two fields NAME_min, NAME_max, in `range`.
+OpParam End(const OpParam& range, const char* field) {
+  OpParam p = range;
+  p.field = field;
+  return p;
+}
+
+// A pair lo:hi in order and in its declared `range` (compared as floats, as
+// the fields are).
+absl::Status CheckRange(const std::string& where, float lo, float hi, const OpParam& range) {
+  const float min = static_cast<float>(range.lo), max = static_cast<float>(range.hi);
   if (!(lo >= min && lo <= hi && hi <= max)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s = %g:%g; need %g <= min <= max <= %g", where, lo, hi, min, max));
@@ -295,7 +311,7 @@ void Step(GeometrySink* geometry, const GeometryStep& step) {
 absl::Status CheckRotate(const std::string& where, v1::Op& op, OpShape*) {
   const auto& o = op.rotate();
   const std::string w = where + ".rotate";
-  if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), kDegrees); !s.ok()) return s;
   if (auto s = CheckWarpInterpolation(w, o.has_interpolation(), o.interpolation()); !s.ok()) return s;
   return CheckFill(w, o.fill());
 }
@@ -304,10 +320,10 @@ absl::Status CheckAffine(const std::string& where, v1::Op& op, OpShape*) {
   auto& o = *op.mutable_affine();
   const std::string w = where + ".affine";
   if (o.scale_min() == 0 && o.scale_max() == 0) o.set_scale_min(1), o.set_scale_max(1);
-  if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), -360, 360); !s.ok()) return s;
-  if (auto s = CheckRange(w + ".scale", o.scale_min(), o.scale_max(), 0.01f, 100); !s.ok()) return s;
-  if (auto s = CheckRange(w + ".shear_x", o.shear_x_min(), o.shear_x_max(), -89, 89); !s.ok()) return s;
-  if (auto s = CheckRange(w + ".shear_y", o.shear_y_min(), o.shear_y_max(), -89, 89); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".degrees", o.degrees_min(), o.degrees_max(), kDegrees); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".scale", o.scale_min(), o.scale_max(), kScale); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".shear_x", o.shear_x_min(), o.shear_x_max(), kShear); !s.ok()) return s;
+  if (auto s = CheckRange(w + ".shear_y", o.shear_y_min(), o.shear_y_max(), kShear); !s.ok()) return s;
   if (!(o.translate_x() >= 0 && o.translate_x() <= 1 && o.translate_y() >= 0 && o.translate_y() <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s.translate = %g, %g; each 0..1 of the side", w, o.translate_x(), o.translate_y()));
@@ -329,9 +345,8 @@ const std::vector<OpEntry>& GeometricOps() {
   // The declared ranges (OpParam); the pairs' order, the counts of fill and
   // padding and the warps' interpolation are checked by the entries.
   const OpParam kPadding{"padding", 0, kMaxImageSide};
-  auto degrees = [](const char* field) { return OpParam{field, -360, 360}; };
   static const auto* ops = new std::vector<OpEntry>{
-      WithParams({degrees("degrees_min"), degrees("degrees_max"), kFillParam, kGateParam},
+      WithParams({End(kDegrees, "degrees_min"), End(kDegrees, "degrees_max"), kFillParam, kGateParam},
                  {v1::Op::kRotate, "transforms.RandomRotation / F.rotate", CheckRotate,
                   [](const v1::Op& op) {
                     const auto& o = op.rotate();
@@ -346,16 +361,16 @@ const std::vector<OpEntry>& GeometricOps() {
                                              FillOf(o.fill()), true, geometry);
                   },
                   OpTargets::kMoved}),
-      WithParams({degrees("degrees_min"),
-                  degrees("degrees_max"),
+      WithParams({End(kDegrees, "degrees_min"),
+                  End(kDegrees, "degrees_max"),
                   {"translate_x", 0, 1},
                   {"translate_y", 0, 1},
-                  {"scale_min", 0.01, 100},
-                  {"scale_max", 0.01, 100},
-                  {"shear_x_min", -89, 89},
-                  {"shear_x_max", -89, 89},
-                  {"shear_y_min", -89, 89},
-                  {"shear_y_max", -89, 89},
+                  End(kScale, "scale_min"),
+                  End(kScale, "scale_max"),
+                  End(kShear, "shear_x_min"),
+                  End(kShear, "shear_x_max"),
+                  End(kShear, "shear_y_min"),
+                  End(kShear, "shear_y_max"),
                   kFillParam,
                   kGateParam},
                  {v1::Op::kAffine, "transforms.RandomAffine", CheckAffine,
