@@ -1,8 +1,8 @@
 // The training loader's options, written once in loader_options.inc (name,
 // type, default, unit, Python name, help), and the client's configuration made
 // from them: every value checked, the pipeline text parsed once. The Python
-// binding, the Loader's docstring, the reference page and the C API read the
-// same table. Value types and pure functions; thread-compatible.
+// binding, the Loader's docstring and the reference page read the same
+// table. Value types and pure functions; thread-compatible.
 #ifndef STOKER_CLIENT_LOADER_OPTIONS_H_
 #define STOKER_CLIENT_LOADER_OPTIONS_H_
 
@@ -40,7 +40,7 @@ struct OptionInfo {
 absl::Span<const OptionInfo> LoaderOptionTable();
 
 // Calls f(info, &LoaderOptions::member) for every option, in the table's
-// order: how the binding declares its fields and the C API its setters.
+// order: how the binding declares its fields.
 template <typename F>
 void ForEachOptionMember(F&& f) {
   const OptionInfo* info = LoaderOptionTable().data();

@@ -138,6 +138,9 @@ absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op,
   if (which == nullptr || op.op_case() != entry.op || (entry.name != nullptr && op.declared().name() != entry.name)) {
     return absl::InternalError(absl::StrCat(where, ": not an op of this entry"));
   }
+  if (entry.user != nullptr) {  // its hooks check it, with the server's user ops (UserOpHooks::check)
+    return absl::InternalError(absl::StrCat(where, ": a user op is checked by its hooks, not CheckOp"));
+  }
   if (entry.name != nullptr) return CheckDeclared(entry, where, op, shape);
   Message& m = *op.GetReflection()->MutableMessage(&op, which);
   const Reflection& r = *m.GetReflection();

@@ -12,7 +12,8 @@
 // file in declared/ with one line in declared/ops.inc, its declaration its
 // whole schema (v1::DeclaredOp carries its values). The table is immutable;
 // thread-safe. What an entry holds is op_entry.h; the registry gathers the
-// families' tables (it includes none of them, and nothing of the text form),
+// families' tables (it includes none of them, and nothing of the text form:
+// a user op's entry holds its hooks into it),
 // finds an op's entry and checks an op by it (CheckOp: its declared
 // parameters and its own rules), so that a session's op is found and checked
 // in this one file.
@@ -33,7 +34,7 @@ namespace stoker {
 // UserOpHooks (`user`) hold their checks and runs.
 const OpEntry* FindOp(v1::Op::OpCase op);
 // The entry for the op `op` is: by its case, or a declared op's by its name
-// (null: a user op, none set, or a declared op this build does not have).
+// (null: none set, or a declared op this build does not have).
 const OpEntry* FindOp(const v1::Op& op);
 
 // Whether `op` is a user op (python(...), a plugin op): its entry has UserOpHooks.

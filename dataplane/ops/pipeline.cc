@@ -101,7 +101,9 @@ absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config) {
     }
     if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline[", i, "].", v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
+          "pipeline[", i, "].",
+          entry->name != nullptr ? entry->name
+                                 : v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
           " cannot move boxes, masks or keypoints (it blends differently warped copies): a session with target fields"
           " cannot use it"));
     }

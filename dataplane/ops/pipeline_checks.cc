@@ -15,8 +15,11 @@ namespace stoker {
 absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
                              std::shared_ptr<const PluginInstance>* plugin) {
   if (op.op_case() == v1::Op::OP_NOT_SET) return absl::InvalidArgumentError(absl::StrCat(where, " has no op set"));
-  const OpEntry* entry = FindOp(op);  // op_registry.h
-  if (entry == nullptr) {             // a declared op this build does not have
+  const OpEntry* entry = FindOp(op);                            // op_registry.h
+  if (entry == nullptr && op.op_case() != v1::Op::kDeclared) {  // never: every other case has an entry
+    return absl::InternalError(absl::StrCat(where, ": op ", op.op_case(), " has no entry in the op registry"));
+  }
+  if (entry == nullptr) {  // a declared op this build does not have
     std::vector<std::string> names;
     for (const OpEntry& e : DeclaredOps()) names.push_back(e.name);
     return absl::InvalidArgumentError(absl::StrCat(where, ": unknown op '", op.declared().name(),

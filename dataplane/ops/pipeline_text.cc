@@ -1,8 +1,8 @@
-// The text form of the registered ops (every op but python and plugin ops),
+// The text form of the ops (python and plugin ops: their own, below),
 // read and printed by each op's OpText in the op registry (op_registry.h):
 // its arguments in positional order, each one field of its stoker.proto
 // message or a range of two; a declared op's are its declared parameters.
-// User ops: pipeline_text_user_ops.cc.
+// User ops: pipeline_text_user_ops.cc, through their entries' hooks.
 #include "dataplane/ops/pipeline_text.h"
 
 #include <algorithm>
@@ -293,9 +293,9 @@ absl::StatusOr<v1::Op> ParseDeclaredOp(const OpEntry& entry, absl::string_view t
   if (!args.ok()) return args.status();
   std::vector<double> values(names.size(), std::nan(""));
   for (const auto& [index, value] : *args) {
-    if (!absl::SimpleAtod(value, &values[index])) {
+    if (!absl::SimpleAtod(value, &values[index]) || !std::isfinite(values[index])) {
       return absl::InvalidArgumentError(absl::StrCat("pipeline: ", entry.name, ".", names[index], ": '", value,
-                                                     "' is not a number; allowed range is ",
+                                                     "' is not a finite number; allowed range is ",
                                                      ParamRange(entry.params[index])));
     }
   }

@@ -73,6 +73,7 @@ absl::StatusOr<std::optional<cv::Mat>> RunPython(const v1::Op& op, const UserOps
 absl::StatusOr<std::optional<cv::Mat>> RunPlugin(const v1::Op& op, const UserOps&, const PluginInstance* plugin, size_t,
                                                  const cv::Mat& image, Rng& rng, int64_t max_pixels, UserOpIo* io) {
   if (!PassesGate(op.plugin().has_p(), op.plugin().p(), 1, rng)) return std::nullopt;
+  if (plugin == nullptr) return absl::InternalError("a plugin op run without the instance its check made");
   absl::StatusOr<cv::Mat> out = plugin->Apply(image, rng, max_pixels, io);
   if (!out.ok()) return out.status();
   return *std::move(out);

@@ -82,7 +82,8 @@ def _arguments_doc(width=79):
     lines = ["Arguments (a keyword's unit in brackets):"]
     for name, unit, text in entries:
         head = f"{name} [{unit}]: " if unit else f"{name}: "
-        lines += textwrap.wrap(head + text, width - 4, initial_indent="  ", subsequent_indent="    ")
+        lines += textwrap.wrap(head + text, width - 4, initial_indent="  ", subsequent_indent="    ",
+                               break_on_hyphens=False)
     return "\n".join(lines)
 
 
@@ -92,6 +93,7 @@ def _options(a):
     its keyword, converted; the device, normalisation and defaults of None as
     the keywords' help says. Checks nothing the C++ side checks."""
     o = _ext.Options()
+    o.device, o.gpu = _frameworks.parse_device(a["device"])
     o.servers = _servers_list(a["servers"] or [])
     o.local_workers = int(a["local_workers"])
     o.data_root = os.fspath(a["data_root"])
@@ -138,7 +140,6 @@ def _options(a):
     o.resolve_interval_s = float(a["resolve_interval"])
     o.bad_sample_policy = a["bad_sample_policy"]
     o.cache_mode = a["cache_mode"] or "none"
-    o.device, o.gpu = _frameworks.parse_device(a["device"])
     o.dtype = _frameworks.dtype_name(a["dtype"])
     o.layout = a["layout"]
     normalize = a["normalize"]
@@ -187,15 +188,14 @@ class Loader:
             rank = auto_rank if rank is None else rank
             world_size = auto_world if world_size is None else world_size
         self._framework = _frameworks.make(framework)
-        o = _options(locals())
-        gpu = o.gpu
+        _frameworks.parse_device(device)  # the first check, as it always was
         # (name, kind) of each field, checked here before any connection.
-        self._fields = _ext.parse_fields(o.fields, o.pipeline)
+        self._fields = _ext.parse_fields(_fields_text(fields), pipeline)
         self._mixup = bool(mixup_alpha or cutmix_alpha)
         if self._mixup:
             if self._fields:
                 raise ValueError("mixup_alpha / cutmix_alpha mix (images, labels) batches; the loader names fields")
-            if o.dtype == "uint8":
+            if _frameworks.dtype_name(dtype) == "uint8":
                 raise ValueError("MixUp and CutMix mix float images: give dtype float32, float16 or bfloat16")
             from .mixup import Mixup
 
@@ -204,6 +204,8 @@ class Loader:
             # conversion: a CUDA kernel on a GPU, the CPU otherwise.
             Mixup(mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
                   num_classes if num_classes is not None else 1, seed)
+        o = _options(locals())
+        gpu = o.gpu
         self._options = o
         self._client = _ext.Client.connect(o)
         unlabeled = self._client.unlabeled_samples
@@ -481,4 +483,5 @@ class Loader:
         self.close()
 
 
-Loader.__doc__ = Loader.__doc__.split("\n\n")[0] + "\n\n" + textwrap.indent(_arguments_doc(), "    ") + "\n"
+if Loader.__doc__:  # None under python -OO
+    Loader.__doc__ = Loader.__doc__.split("\n\n")[0] + "\n\n" + textwrap.indent(_arguments_doc(), "    ") + "\n"

@@ -22,8 +22,11 @@ absl::Status Check(const std::string& where, v1::Op& op, OpShape*) {
   return absl::OkStatus();
 }
 
-// Random unless it always runs (p = 1) with one factor (lo = hi).
-bool Random(const v1::Op& op) { return DeclaredValue(op, kP) < 1 || DeclaredValue(op, kLo) != DeclaredValue(op, kHi); }
+// Random unless it always runs (p = 1, as the gate compares it: a float)
+// with one factor (lo = hi).
+bool Random(const v1::Op& op) {
+  return static_cast<float>(DeclaredValue(op, kP)) < 1 || DeclaredValue(op, kLo) != DeclaredValue(op, kHi);
+}
 
 void Apply(const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
   if (!PassesGate(true, static_cast<float>(DeclaredValue(op, kP)), 1, rng)) return;

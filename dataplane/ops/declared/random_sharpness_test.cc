@@ -42,7 +42,10 @@ TEST(RandomSharpnessTest, TheTextFormReadsItsDeclarationAndPrintsWhatIsSet) {
   EXPECT_EQ(ParsePipelineText("random_sharpness(1, 2, 0.5, 4)").status().message(),
             "pipeline: random_sharpness takes at most 3 arguments");
   EXPECT_EQ(ParsePipelineText("random_sharpness(hi=big)").status().message(),
-            "pipeline: random_sharpness.hi: 'big' is not a number; allowed range is 0..1000");
+            "pipeline: random_sharpness.hi: 'big' is not a finite number; allowed range is 0..1000");
+  // NaN would read as "the default": refused as the text of any value.
+  EXPECT_EQ(ParsePipelineText("random_sharpness(p=nan)").status().message(),
+            "pipeline: random_sharpness.p: 'nan' is not a finite number; allowed range is 0..1");
   EXPECT_NE(ParsePipelineText("no_such_op()").status().message().find("random_sharpness"), std::string::npos);
 }
 
