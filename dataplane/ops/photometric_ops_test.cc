@@ -7,6 +7,7 @@
 
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_test_util.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 
@@ -65,14 +66,7 @@ TEST(PhotometricOpsTest, SharpnessOfOneAndBlurOfOneTapAreTheIdentity) {
   EXPECT_GT(cv::norm(b, m, cv::NORM_INF), 0);
 }
 
-absl::StatusOr<Pipeline> Make(const std::string& text) {
-  v1::SessionConfig c;
-  c.set_batch_size(1);
-  const absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(text);
-  if (!ops.ok()) return ops.status();
-  for (const v1::Op& op : *ops) *c.add_pipeline() = op;
-  return Pipeline::Create(c);
-}
+absl::StatusOr<Pipeline> Make(const std::string& text) { return PipelineFromText(text); }
 
 TEST(PhotometricOpsTest, ADeterministicOpDrawsNothingAndAGatedOneDrawsOnce) {
   cv::Mat image(8, 8, CV_8UC3, cv::Scalar(10, 20, 30));

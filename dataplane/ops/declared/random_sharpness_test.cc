@@ -7,20 +7,14 @@
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/photometric_ops.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/ops/pipeline_test_util.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "gtest/gtest.h"
 
 namespace stoker {
 namespace {
 
-absl::StatusOr<Pipeline> Make(const std::string& text) {
-  v1::SessionConfig c;
-  c.set_batch_size(1);
-  const absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(text);
-  if (!ops.ok()) return ops.status();
-  for (const v1::Op& op : *ops) *c.add_pipeline() = op;
-  return Pipeline::Create(c);
-}
+absl::StatusOr<Pipeline> Make(const std::string& text) { return PipelineFromText(text); }
 
 cv::Mat Stripes() {
   cv::Mat m(16, 16, CV_8UC3);
