@@ -56,14 +56,25 @@ void SetValue(Message& m, const FieldDescriptor* f, double v) {
 }
 
 // A value as the messages write it: an integer field's as an integer, a
-// float's as %g.
+// float's (or a declared op's, `f` null) as %g.
 std::string Written(const FieldDescriptor* f, double v) {
+  if (f == nullptr) return absl::StrFormat("%g", v);
   const bool integer =
       f->cpp_type() != FieldDescriptor::CPPTYPE_FLOAT && f->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE;
   if (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 || f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64) {
     return absl::StrFormat("%.0f", v);  // no cast: a uint64 may not fit an int64
   }
   return integer ? absl::StrCat(static_cast<int64_t>(v)) : absl::StrFormat("%g", v);
+}
+
+// The message for a value `v` of the parameter `param` (at `at`) outside its
+// range: "AT = V; allowed range is R", or for a repeated field "AT has V;
+// each in R". `f`: the message field (null: a declared op's value).
+absl::Status OutOfRange(const std::string& at, const FieldDescriptor* f, double v, const OpParam& param) {
+  if (f != nullptr && f->is_repeated()) {
+    return absl::InvalidArgumentError(absl::StrCat(at, " has ", Written(f, v), "; each in ", ParamRange(param)));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(at, " = ", Written(f, v), "; allowed range is ", ParamRange(param)));
 }
 
 // Whether `v` is in the declared range or is the default (a float field's
@@ -99,9 +110,8 @@ absl::Status CheckDeclared(const OpEntry& entry, const std::string& where, v1::O
   }
   for (int i = 0; i < count; ++i) {
     const OpParam& param = entry.params[i];
-    if (Allowed(nullptr, d.values(i), param)) continue;
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s.%s = %g; allowed range is %s", at, param.field, d.values(i), ParamRange(param)));
+    if (!Allowed(nullptr, d.values(i), param))
+      return OutOfRange(absl::StrCat(at, ".", param.field), nullptr, d.values(i), param);
   }
   return absl::OkStatus();
 }
@@ -165,10 +175,7 @@ absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op,
     for (int j = repeated ? 0 : -1; j < (repeated ? r.FieldSize(m, f) : 0); ++j) {
       const double v = Value(m, f, j);
       if (Allowed(f, v, param)) continue;
-      const std::string at = absl::StrCat(where, ".", which->name(), ".", f->name());
-      return absl::InvalidArgumentError(
-          repeated ? absl::StrCat(at, " has ", Written(f, v), "; each in ", ParamRange(param))
-                   : absl::StrCat(at, " = ", Written(f, v), "; allowed range is ", ParamRange(param)));
+      return OutOfRange(absl::StrCat(where, ".", which->name(), ".", f->name()), f, v, param);
     }
   }
   return absl::OkStatus();

@@ -161,9 +161,10 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
 
 absl::Status Pipeline::CreateAudio(const v1::SessionConfig& config) {
   if (absl::Status s = CheckAudioFields(config); !s.ok()) return s;
-  ops_.assign(config.pipeline().begin(), config.pipeline().end());
-  absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&ops_, config.batch_size());
+  std::vector<v1::Op> ops(config.pipeline().begin(), config.pipeline().end());
+  absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&ops, config.batch_size());
   if (!audio.ok()) return audio.status();
+  for (v1::Op& op : ops) AddOp(std::move(op));
   if (config.cache_mode() == v1::CACHE_DECODED) {
     return absl::InvalidArgumentError(
         "cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
@@ -199,7 +200,7 @@ absl::Status Pipeline::CheckImageOps(const v1::SessionConfig& config, bool& fixe
         std_[c] = op.normalize().std(c);
       }
     }
-    ops_.push_back(std::move(op));
+    AddOp(std::move(op));
   }
   return absl::OkStatus();
 }
@@ -262,7 +263,7 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
         p.std_[c] = op.normalize().std(c);
       }
     }
-    p.ops_.push_back(std::move(op));
+    p.AddOp(std::move(op));
   }
   return p;
 }
@@ -350,7 +351,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   // only its region decoded, shrunk in the DCT domain where it allows.
   CropBox region;
   int scale = 8;  // eighths: full size
-  const OpEntry* first = first_op < ops_.size() ? FindOp(ops_[first_op]) : nullptr;
+  const OpEntry* first = first_op < ops_.size() ? entries_[first_op] : nullptr;
   const bool fused = first != nullptr && first->fused.plan != nullptr &&
                      first->fused.plan(ops_[first_op], info->height, info->width, rng, &region, &scale);
   absl::StatusOr<cv::Mat> decoded = DecodeImage(encoded, region, scale, max_pixels);
@@ -373,8 +374,11 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   return applied;
 }
 
-bool Pipeline::has_user_ops() const {
-  return std::any_of(ops_.begin(), ops_.end(), [](const v1::Op& op) { return IsUserOp(op); });
+void Pipeline::AddOp(v1::Op op) {
+  const OpEntry* entry = FindOp(op);  // op_registry.h
+  has_user_ops_ = has_user_ops_ || (entry != nullptr && entry->user != nullptr);
+  entries_.push_back(entry);
+  ops_.push_back(std::move(op));
 }
 
 absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op, int64_t max_pixels,
@@ -389,9 +393,9 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
   for (size_t i = first_op; i < ops_.size(); ++i) {
     if (absl::Status s = SampleWatch::Check(); !s.ok()) return s;  // a cancelled stream, a sample past its CPU time
     const v1::Op& op = ops_[i];
-    const OpEntry* entry = FindOp(op);  // op_registry.h
-    if (entry == nullptr) continue;     // none set
-    if (entry->user != nullptr) {       // run with what the pipeline holds for it
+    const OpEntry* entry = entries_[i];
+    if (entry == nullptr) continue;  // none set
+    if (entry->user != nullptr) {    // run with what the pipeline holds for it
       if (absl::Status s = ApplyUserOp(i, *entry->user, image, rng, max_pixels, io); !s.ok()) return s;
     } else if (entry->apply != nullptr) {
       if (entry->limit != nullptr) {
@@ -415,7 +419,9 @@ void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size 
   if (sets_size) keeps_size_.clear();
   // A user op must make the size the checks assumed: its declared size (a
   // plugin's fixed output), or the size it was given when that was fixed.
-  if (IsUserOp(op) && fixed_after && (fixed_before || plugin_fixed)) keeps_size_[i] = after;
+  if (entry != nullptr && entry->user != nullptr && fixed_after && (fixed_before || plugin_fixed)) {
+    keeps_size_[i] = after;
+  }
 }
 
 absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed) {

@@ -28,6 +28,7 @@
 
 namespace stoker {
 
+struct OpEntry;      // op_entry.h
 struct UserOpHooks;  // op_entry.h
 
 class PluginInstance;
@@ -130,7 +131,7 @@ class Pipeline {
   absl::StatusOr<cv::Mat> Apply(cv::Mat image, Rng& rng, size_t first_op = 0, int64_t max_pixels = 0,
                                 GeometrySink* geometry = nullptr, UserOpIo* io = nullptr) const;
   // Whether any op is python(...) or a plugin's.
-  bool has_user_ops() const;
+  bool has_user_ops() const { return has_user_ops_; }
 
   // Writes an out_height x out_width RGB image to dst in the session's layout
   // and dtype, normalizing if the last op is normalize. The image is 8-bit,
@@ -143,6 +144,9 @@ class Pipeline {
   bool normalizes() const { return normalize_; }
 
  private:
+  // Appends a checked op with its registry entry (found once here, read per
+  // sample by Apply and DecodeAndApply).
+  void AddOp(v1::Op op);
   // Records, after checking op i, whether user ops must keep the size.
   void NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after, cv::Size after);
   // Fills defaults and validates op i (at `where`), updating `fixed` and the
@@ -163,7 +167,9 @@ class Pipeline {
   absl::Status ApplyUserOp(size_t i, const UserOpHooks& hooks, cv::Mat& image, Rng& rng, int64_t max_pixels,
                            UserOpIo* io) const;
 
-  std::vector<v1::Op> ops_;  // with defaults filled in
+  std::vector<v1::Op> ops_;              // with defaults filled in
+  std::vector<const OpEntry*> entries_;  // ops_[i]'s registry entry (null: no op set)
+  bool has_user_ops_ = false;
   std::shared_ptr<const AudioPipeline> audio_;
   bool video_ = false;
   std::vector<int64_t> audio_track_shape_;  // [K,] C, L

@@ -51,10 +51,9 @@ std::vector<OpGrammar> PipelineGrammar() {
   for (int i = 0; i < op->field_count(); ++i) {
     const FieldDescriptor* which = op->field(i);
     if (which->containing_oneof() == nullptr || which->message_type() == nullptr) continue;
-    const std::string& name = which->name();
     const OpEntry* entry = FindOp(static_cast<v1::Op::OpCase>(which->number()));
-    if (name == "declared" || (entry != nullptr && entry->user != nullptr)) continue;  // their own grammars
-    OpGrammar g{name, which->message_type()->name(), {}};
+    if (!NamedByField(which) || entry->user != nullptr) continue;  // carriers and user ops: their own grammars
+    OpGrammar g{which->name(), which->message_type()->name(), {}};
     for (const TextParam& p : OpParams(which)) g.arguments.push_back(ArgumentOf(p));
     out.push_back(std::move(g));
   }

@@ -341,17 +341,16 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
   for (const OpEntry& user : UserOpEntries()) {  // python(...), team.op(...): their own text form
     if (user.user->reads(name)) return user.user->parse(name, text, open);
   }
-  if (const FieldDescriptor* which = OpField(name); which != nullptr && name != "plugin" && name != "declared") {
+  if (const FieldDescriptor* which = OpField(name); which != nullptr && NamedByField(which)) {
     return ParseRegisteredOp(name, text, open, which);
   }
   if (const OpEntry* entry = FindDeclaredOp(name)) return ParseDeclaredOp(*entry, text, open);
   std::vector<std::string> known;
   for (int i = 0; i < v1::Op::descriptor()->field_count(); ++i) {
-    known.push_back(v1::Op::descriptor()->field(i)->name());
+    const FieldDescriptor* which = v1::Op::descriptor()->field(i);
+    if (NamedByField(which)) known.push_back(which->name());
   }
   for (const OpEntry& e : DeclaredOps()) known.push_back(e.name);
-  known.erase(std::remove(known.begin(), known.end(), "plugin"), known.end());
-  known.erase(std::remove(known.begin(), known.end(), "declared"), known.end());
   std::sort(known.begin(), known.end());
   return absl::InvalidArgumentError(absl::StrCat("pipeline: unknown op '", name,
                                                  "'; known ops: ", absl::StrJoin(known, ", "),
@@ -359,6 +358,11 @@ absl::StatusOr<v1::Op> ParseOp(absl::string_view text) {
 }
 
 }  // namespace
+
+bool NamedByField(const FieldDescriptor* which) {
+  const OpEntry* entry = FindOp(static_cast<v1::Op::OpCase>(which->number()));
+  return entry != nullptr && (entry->user == nullptr || entry->user->reads(which->name()));
+}
 
 absl::StatusOr<std::vector<v1::Op>> ParsePipelineText(absl::string_view text) {
   std::vector<v1::Op> ops;

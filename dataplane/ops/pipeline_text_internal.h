@@ -24,6 +24,11 @@ struct TextParam {
 // in positional order: its OpText's (op_registry.h), else its message's.
 std::vector<TextParam> OpParams(const google::protobuf::FieldDescriptor* which);
 
+// Whether the text form names the op of `which` (a field of v1::Op) by the
+// field's own name: a registered op, or python. Not the carriers, whose ops
+// go by other names: declared (each by its entry's) and plugin (team.op).
+bool NamedByField(const google::protobuf::FieldDescriptor* which);
+
 absl::StatusOr<float> ParseFloat(absl::string_view v);
 // The shortest %g form (6, 9 digits) that reads back as the same float.
 std::string FloatText(float f);

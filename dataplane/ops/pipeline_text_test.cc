@@ -76,6 +76,28 @@ TEST(PipelineTextTest, ErrorsNameTheProblem) {
   }
 }
 
+// The unknown-op message lists every op the text form reads by name: each
+// registered message op and python by its field, each declared op by its
+// own name; not the carriers (declared, plugin), which no text names.
+TEST(PipelineTextTest, AnUnknownOpIsToldTheOpsTheTextFormReads) {
+  auto ops = ParsePipelineText("blur(3)");
+  ASSERT_FALSE(ops.ok());
+  const std::string message(ops.status().message());
+  const size_t begin = message.find("known ops: ") + 11;
+  const std::string list = message.substr(begin, message.find(" (and plugin ops") - begin) + ",";
+  for (const char* named : {"center_crop", "random_resized_crop", "normalize", "python", "random_sharpness"}) {
+    EXPECT_NE(list.find(std::string(named) + ","), std::string::npos) << named << " missing from: " << message;
+  }
+  for (const char* carrier : {" plugin,", " declared,"}) {
+    EXPECT_EQ(list.find(carrier), std::string::npos) << carrier << " listed in: " << message;
+  }
+  for (const char* carrier : {"plugin()", "declared()", "declared(1)"}) {
+    auto parsed = ParsePipelineText(carrier);
+    ASSERT_FALSE(parsed.ok()) << carrier;
+    EXPECT_NE(parsed.status().message().find("unknown op"), std::string::npos) << carrier << " -> " << parsed.status();
+  }
+}
+
 TEST(PipelineTextTest, RoundTripsThroughText) {
   auto ops = ParsePipelineText("resize(256), center_crop(224), random_horizontal_flip(0.25)");
   ASSERT_TRUE(ops.ok());

@@ -87,13 +87,15 @@ def _arguments_doc(width=79):
     return "\n".join(lines)
 
 
-def _options(a):
+def _options(a, device, fields_text):
     """The extension's Options from the Loader's keyword arguments `a` (a dict
-    of every keyword, rank and world_size resolved): each table option from
-    its keyword, converted; the device, normalisation and defaults of None as
-    the keywords' help says. Checks nothing the C++ side checks."""
+    of every keyword, rank and world_size resolved), with the device as
+    _frameworks.parse_device read it and the fields as _fields_text wrote them
+    (the Loader's checks made both first): each table option from its
+    keyword, converted; normalisation and defaults of None as the keywords'
+    help says. Checks nothing the C++ side checks."""
     o = _ext.Options()
-    o.device, o.gpu = _frameworks.parse_device(a["device"])
+    o.device, o.gpu = device
     o.servers = _servers_list(a["servers"] or [])
     o.local_workers = int(a["local_workers"])
     o.data_root = os.fspath(a["data_root"])
@@ -111,7 +113,7 @@ def _options(a):
     o.job, o.tls_server_name, o.dataset = a["job"] or "", a["tls_server_name"] or "", a["dataset"] or ""
     o.weight = float(a["weight"])
     o.pipeline = a["pipeline"]
-    o.fields = _fields_text(a["fields"])
+    o.fields = fields_text
     o.max_field_bytes = int(a["max_field_bytes"])
     o.box_min_visibility = float(a["box_min_visibility"])
     o.max_tokens = int(a["max_tokens"])
@@ -188,9 +190,10 @@ class Loader:
             rank = auto_rank if rank is None else rank
             world_size = auto_world if world_size is None else world_size
         self._framework = _frameworks.make(framework)
-        _frameworks.parse_device(device)  # the first check, as it always was
+        parsed_device = _frameworks.parse_device(device)  # the first check, as it always was
         # (name, kind) of each field, checked here before any connection.
-        self._fields = _ext.parse_fields(_fields_text(fields), pipeline)
+        fields_text = _fields_text(fields)
+        self._fields = _ext.parse_fields(fields_text, pipeline)
         self._mixup = bool(mixup_alpha or cutmix_alpha)
         if self._mixup:
             if self._fields:
@@ -204,7 +207,7 @@ class Loader:
             # conversion: a CUDA kernel on a GPU, the CPU otherwise.
             Mixup(mixup_alpha, cutmix_alpha, mix_prob, switch_prob, label_smoothing,
                   num_classes if num_classes is not None else 1, seed)
-        o = _options(locals())
+        o = _options(locals(), parsed_device, fields_text)
         gpu = o.gpu
         self._options = o
         self._client = _ext.Client.connect(o)

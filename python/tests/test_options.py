@@ -35,7 +35,9 @@ def made(**changes):
     args = signature_defaults()
     args.update(rank=0, world_size=1)  # as the Loader resolves them outside torch.distributed
     args.update(changes)
-    return loader_module._options(args)
+    # The device and fields as the Loader reads them before its options.
+    device = loader_module._frameworks.parse_device(args["device"])
+    return loader_module._options(args, device, loader_module._fields_text(args["fields"]))
 
 
 def test_the_table_describes_every_option_once():
