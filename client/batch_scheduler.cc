@@ -149,10 +149,6 @@ void BatchScheduler::Rechoose(absl::Time now) {
   }
 }
 
-void BatchScheduler::SetDemand(double batches_per_second) {
-  if (fanout_) fanout_->SetDemand(batches_per_second);
-}
-
 std::vector<std::string> BatchScheduler::ServersInUse() const {
   std::vector<std::string> out;
   for (const auto& [address, server] : servers_) {
@@ -200,54 +196,51 @@ void BatchScheduler::OnDraining(StreamId id) {
   MaybeHalfClose(id);
 }
 
-void BatchScheduler::OnStreamEnded(StreamId id, const absl::Status& status, bool from_server, absl::Time now,
-                                   int64_t failed_batch, int64_t failed_epoch) {
+void BatchScheduler::OnStreamEnded(StreamId id, const StreamEnd& end, absl::Time now) {
   Stream& s = streams_.at(id);
+  Server& server = servers_[s.address];
+  const absl::Status& status = end.status;
+  const bool first = server.last_error != status.message();
+  switch (end.kind) {
+    case StreamEnd::Kind::kEnded: break;
+    case StreamEnd::Kind::kSessionRefused:
+      Retire(s, status, /*from_server=*/false, now);
+      server.retry_at = now + options_.refused_retry;
+      if (metrics_) metrics_->SessionRefusals(s.address).Increment();
+      if (first) LOG(ERROR) << "server " << s.address << " refused the session and gets no work: " << status;
+      return;
+    case StreamEnd::Kind::kServerFull:
+      Retire(s, absl::OkStatus(), /*from_server=*/false, now);  // an orderly end: nothing blamed
+      // No new stream before the hint; the server's live lanes (if any were
+      // admitted) keep getting work.
+      server.full_until = std::max(server.full_until, now + end.retry_after);
+      server.last_error = std::string(status.message());
+      if (metrics_) metrics_->ServerFull(s.address).Increment();
+      if (first) LOG(WARNING) << "server " << s.address << " is full; using the others: " << status;
+      return;
+    case StreamEnd::Kind::kLocalFailure:
+      Retire(s, absl::OkStatus(), /*from_server=*/false, now);  // no server blamed
+      Fail(absl::Status(status.code(), status.message()));      // the caller's error, without the marker
+      return;
+  }
   absl::Status why = status;
+  bool from_server = end.from_server;
   if (why.ok() && !s.requested.empty()) {
     why = absl::DataLossError(absl::StrCat("stream closed with ", s.requested.size(), " batches outstanding"));
     from_server = false;
   }
   // The batch the server named: -1 blames every outstanding one, -2 none.
   int64_t failed_seq = -1;
-  if (failed_batch >= 0) {
+  if (end.failed_batch >= 0) {
     failed_seq = -2;
     for (int64_t seq : s.requested) {  // lowest first
-      if (BatchOf(seq) == failed_batch && (failed_epoch < 0 || EpochOf(seq) == failed_epoch)) {
+      if (BatchOf(seq) == end.failed_batch && (end.failed_epoch < 0 || EpochOf(seq) == end.failed_epoch)) {
         failed_seq = seq;
         break;
       }
     }
   }
   Retire(s, why, from_server, now, failed_seq);
-}
-
-void BatchScheduler::OnSessionRefused(StreamId id, const absl::Status& status, absl::Time now) {
-  Stream& s = streams_.at(id);
-  Server& server = servers_[s.address];
-  const bool first = server.last_error != status.message();
-  Retire(s, status, /*from_server=*/false, now);
-  server.retry_at = now + options_.refused_retry;
-  if (metrics_) metrics_->SessionRefusals(s.address).Increment();
-  if (first) LOG(ERROR) << "server " << s.address << " refused the session and gets no work: " << status;
-}
-
-void BatchScheduler::OnServerFull(StreamId id, const absl::Status& status, absl::Duration retry_after, absl::Time now) {
-  Stream& s = streams_.at(id);
-  Server& server = servers_[s.address];
-  const bool first = server.last_error != status.message();
-  Retire(s, absl::OkStatus(), /*from_server=*/false, now);  // an orderly end: nothing blamed
-  // No new stream before the hint; the server's live lanes (if any were
-  // admitted) keep getting work.
-  server.full_until = std::max(server.full_until, now + retry_after);
-  server.last_error = std::string(status.message());
-  if (metrics_) metrics_->ServerFull(s.address).Increment();
-  if (first) LOG(WARNING) << "server " << s.address << " is full; using the others: " << status;
-}
-
-void BatchScheduler::OnLocalFailure(StreamId id, const absl::Status& status, absl::Time now) {
-  Retire(streams_.at(id), absl::OkStatus(), /*from_server=*/false, now);  // no server blamed
-  Fail(absl::Status(status.code(), status.message()));                    // the caller's error, without the marker
 }
 
 void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool from_server, absl::Time now,
@@ -268,7 +261,7 @@ void BatchScheduler::Retire(Stream& stream, const absl::Status& status, bool fro
     assigned_.erase(b);
     requested_at_.erase(b);
     pending_.insert(b);  // asked again from the others; same content
-    ++reassigned_;
+    ++counts_.reassigned;
     if (metrics_) {
       metrics_->reassigned_batches->Increment();
       metrics_->inflight_batches->Decrement();

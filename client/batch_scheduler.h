@@ -33,7 +33,7 @@
 //   The error ends the run (every armed epoch).
 // - No live server for `unavailable_timeout`: the epoch ends UNAVAILABLE
 //   naming each server and its last error. A server that refuses as full
-//   (OnServerFull) answered: the run waits for room.
+//   (StreamEnd::ServerFull) answered: the run waits for room.
 //
 // Thread-compatible: EpochRun serializes every call under its own lock.
 #ifndef STOKER_CLIENT_BATCH_SCHEDULER_H_
@@ -112,6 +112,60 @@ struct Assignment {
   int64_t batch;
 };
 
+// How a stream ended, as its transport saw it: one event for the scheduler
+// (BatchScheduler::OnStreamEnded), made by one of the four constructors.
+struct StreamEnd {
+  enum class Kind {
+    kEnded,           // closed or failed: the batches outstanding go elsewhere
+    kSessionRefused,  // the server refused the session itself
+    kServerFull,      // the server is full (its --max-sessions or --max-streams)
+    kLocalFailure,    // this process could not take a batch the stream sent
+  };
+  // `status`: the stream's final status; `from_server`: the status is the
+  // server's own answer (not a cancellation or a check of ours);
+  // `failed_batch`: the batch the server named as the cause (-1: none named,
+  // then every batch outstanding on the stream shares the blame), of
+  // `failed_epoch` (-1: the oldest outstanding batch of that index).
+  static StreamEnd Ended(absl::Status status, bool from_server, int64_t failed_batch = -1, int64_t failed_epoch = -1) {
+    return {Kind::kEnded, std::move(status), from_server, failed_batch, failed_epoch, absl::ZeroDuration()};
+  }
+  // Another copy of the dataset (FAILED_PRECONDITION naming both
+  // fingerprints): the stream's batches go elsewhere with no blame; the
+  // server gets no work for `refused_retry` and is named in a log line and a
+  // metric.
+  static StreamEnd SessionRefused(absl::Status status) {
+    return {Kind::kSessionRefused, std::move(status), false, -1, -1, absl::ZeroDuration()};
+  }
+  // The stream's batches go elsewhere with no blame and no attempt counted,
+  // the server is not counted as failed (no backoff growth) and gets no new
+  // stream for `retry_after` (the server's hint).
+  static StreamEnd ServerFull(absl::Status status, absl::Duration retry_after) {
+    return {Kind::kServerFull, std::move(status), false, -1, -1, retry_after};
+  }
+  // The batch's buffer could not be allocated (an address-space or memory
+  // limit): no server is to blame and asking again would fail the same way,
+  // so the run ends with `status` (RESOURCE_EXHAUSTED naming the size).
+  static StreamEnd LocalFailure(absl::Status status) {
+    return {Kind::kLocalFailure, std::move(status), false, -1, -1, absl::ZeroDuration()};
+  }
+
+  Kind kind = Kind::kEnded;
+  absl::Status status;
+  bool from_server = false;
+  int64_t failed_batch = -1;
+  int64_t failed_epoch = -1;
+  absl::Duration retry_after;
+};
+
+// What the scheduler counted, for tests and metrics.
+struct SchedulerCounts {
+  int64_t reassigned = 0;  // batches given back to pending when their stream ended
+  // Batches of the shard-aware order given to their window's preferred
+  // server, and to another one (busy, gone, or refused it).
+  int64_t affinity_hits = 0;
+  int64_t affinity_misses = 0;
+};
+
 class BatchScheduler {
  public:
   // Starts with `plan`'s epoch armed and current (options.already_delivered
@@ -153,29 +207,8 @@ class BatchScheduler {
   int lane(StreamId stream) const { return streams_.at(stream).lane; }
   // The server said it is shutting down: no new work on this stream.
   void OnDraining(StreamId stream);
-  // The stream ended. `status`: its final status; `from_server`: the status
-  // is the server's own answer (not a cancellation or a check of ours);
-  // `failed_batch`: the batch the server named as the cause (-1: none named,
-  // then every batch outstanding on the stream shares the blame), of
-  // `failed_epoch` (-1: the oldest outstanding batch of that index).
-  void OnStreamEnded(StreamId stream, const absl::Status& status, bool from_server, absl::Time now,
-                     int64_t failed_batch = -1, int64_t failed_epoch = -1);
-
-  // The server refused the session itself (it has another copy of the
-  // dataset: FAILED_PRECONDITION naming both fingerprints). The stream's
-  // batches go elsewhere with no blame; the server gets no work for
-  // `refused_retry` and is named in a log line and a metric.
-  void OnSessionRefused(StreamId stream, const absl::Status& status, absl::Time now);
-  // The server is full (its --max-sessions or --max-streams): the stream's
-  // batches go elsewhere with no blame and no attempt counted, the server is
-  // not counted as failed (no backoff growth) and gets no new stream for
-  // `retry_after` (the server's hint).
-  void OnServerFull(StreamId stream, const absl::Status& status, absl::Duration retry_after, absl::Time now);
-  // This process could not take a batch the stream sent (its buffer could
-  // not be allocated: an address-space or memory limit): no server is to
-  // blame and asking again would fail the same way, so the epoch ends with
-  // `status` (RESOURCE_EXHAUSTED naming the batch's size).
-  void OnLocalFailure(StreamId stream, const absl::Status& status, absl::Time now);
+  // The stream ended (StreamEnd says how and who is to blame).
+  void OnStreamEnded(StreamId stream, const StreamEnd& end, absl::Time now);
 
   // --- batches ---
   // Requests to send now.
@@ -211,30 +244,18 @@ class BatchScheduler {
   // epoch is being dropped).
   void ReleaseGauges();
 
-  // --- fan-out ---
-  // The rank's demand, in batches per second (<= 0: not known); with a
-  // meter, Tick reads it from the meter's demand instead.
-  void SetDemand(double batches_per_second);
-  // Batches of the shard-aware order given to their window's preferred
-  // server, and to another one (busy, gone, or refused it).
-  int64_t affinity_hits() const { return affinity_hits_; }
-  int64_t affinity_misses() const { return affinity_misses_; }
-  // The servers' capacities as they reported them (Fanout::SetCapacities).
-  void SetCapacities(std::map<std::string, double> capacities) {
-    if (fanout_) fanout_->SetCapacities(std::move(capacities));
-  }
-  // The caller waited this long for a batch (the fan-out's starvation signal).
-  void OnCallerWait(absl::Duration waited) {
-    if (fanout_) fanout_->OnWait(waited);
-  }
+  // --- fan-out and counts ---
   // The servers that get new work now (with fan-out, the chosen subset; else
   // every member) and the prefetch depth in batches.
   std::vector<std::string> ServersInUse() const;
   int prefetch() const { return fanout_ ? fanout_->prefetch() : options_.prefetch; }
+  // The bounded fan-out (options.fanout set), else null. Its inputs come
+  // from the transport: the rank's demand (Fanout::SetDemand; with a meter,
+  // Tick reads it from the meter instead), the servers' capacities as they
+  // reported them, and how long the caller waited for a batch (OnWait).
+  Fanout* fanout() { return fanout_ ? &*fanout_ : nullptr; }
   const Fanout* fanout() const { return fanout_ ? &*fanout_ : nullptr; }
-
-  // For tests and metrics.
-  int64_t reassigned() const { return reassigned_; }
+  const SchedulerCounts& counts() const { return counts_; }
 
  private:
   struct Stream {
@@ -252,7 +273,7 @@ class BatchScheduler {
     std::vector<StreamId> live;  // at most streams_per_server, one per lane
     int failures = 0;            // in a row
     absl::Time retry_at = absl::InfinitePast();
-    // Full (OnServerFull): no new stream before this; live lanes keep their
+    // Full (StreamEnd::ServerFull): no new stream before this; live lanes keep their
     // work, and the server counts as answering for the unavailable check.
     absl::Time full_until = absl::InfinitePast();
     std::string last_error;
@@ -312,7 +333,6 @@ class BatchScheduler {
   // The preferred server is up and this rank's: a batch may be held for it.
   bool CanWaitFor(const std::string& preferred, absl::Time now) const;
   void Assign(int64_t seq, const Choice& c, bool shard_aware, absl::Time now, std::vector<Assignment>* out);
-  int64_t affinity_hits_ = 0, affinity_misses_ = 0;
   // The shard-aware order: (epoch, window) -> the servers that were sent
   // batches of that window (and so read its shards), the first of them its
   // owner (preferred for the window's other batches); armed epochs only.
@@ -340,7 +360,7 @@ class BatchScheduler {
   std::vector<StreamId> half_close_;
   int64_t next_to_deliver_ = 0;
   StreamId next_stream_ = 0;
-  int64_t reassigned_ = 0;
+  SchedulerCounts counts_;
   int64_t assignments_ = 0;  // batches dispatched so far (orders ties between servers)
   absl::Time no_server_since_ = absl::InfiniteFuture();
   absl::Status error_;

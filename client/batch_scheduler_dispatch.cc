@@ -110,7 +110,7 @@ void BatchScheduler::Assign(int64_t b, const Choice& c, bool shard_aware, absl::
     WindowReaders& readers = windows_[{EpochOf(b), PlanOf(EpochOf(b)).BatchWindow(BatchOf(b))}];
     if (readers.servers.empty()) readers.owner = *c.address;
     readers.servers.insert(*c.address);
-    ++(c.preferred ? affinity_hits_ : affinity_misses_);
+    ++(c.preferred ? counts_.affinity_hits : counts_.affinity_misses);
     if (metrics_) (c.preferred ? metrics_->affinity_hits : metrics_->affinity_misses)->Increment();
   }
   c.stream->requested.insert(b);

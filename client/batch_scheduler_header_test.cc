@@ -118,7 +118,7 @@ TEST(BatchSchedulerTest, ALateCopyOnTheOldStreamIsRefusedAndTheBatchIsDeliveredO
   now += absl::Seconds(121);
   std::vector<StreamId> cancelled = s.Tick(now);
   ASSERT_EQ(cancelled.size(), 1u);
-  EXPECT_GT(s.reassigned(), 0);
+  EXPECT_GT(s.counts().reassigned, 0);
   // The old stream's copy arrives late: refused.
   EXPECT_FALSE(s.CheckHeader(cancelled[0], Header(s, first.batch)).ok());
   EXPECT_FALSE(s.OnBatchReceived(cancelled[0], BatchFor(s, first.batch), now).ok());

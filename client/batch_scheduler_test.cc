@@ -27,14 +27,14 @@ TEST(BatchSchedulerTest, BatchRefusedByThreeServersEndsTheEpochWithItsError) {
     // Whichever stream got batch 0 fails with the batch's error.
     for (const Assignment& a : as) {
       if (a.batch != 0) continue;
-      s.OnStreamEnded(a.stream, bad, /*from_server=*/true, now, /*failed_batch=*/0);
+      s.OnStreamEnded(a.stream, StreamEnd::Ended(bad, /*from_server=*/true, /*failed_batch=*/0), now);
     }
     now += absl::Seconds(5);  // past every backoff
   }
   ASSERT_FALSE(s.error().ok());
   EXPECT_EQ(s.error().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(s.error().message().find("batch 0 of epoch 0 failed on 3 servers"), std::string::npos)
-      << s.error() << " " << s.reassigned();
+      << s.error() << " " << s.counts().reassigned;
   EXPECT_NE(s.error().message().find("x.jpg"), std::string::npos);
   Batch batch;
   bool end = false;
@@ -133,13 +133,13 @@ TEST(BatchSchedulerTest, AFailedLanesBatchesGoToOtherServersAndTheServerBacksOff
   }
   ASSERT_GT(load[a0], 0);
   const int lost = load[a0];
-  s.OnStreamEnded(a0, absl::UnavailableError("connection reset"), false, kT0);
-  EXPECT_EQ(s.reassigned(), lost);
+  s.OnStreamEnded(a0, StreamEnd::Ended(absl::UnavailableError("connection reset"), false), kT0);
+  EXPECT_EQ(s.counts().reassigned, lost);
   for (const Assignment& a : s.Dispatch(kT0)) {
     EXPECT_EQ(server_of.at(a.stream), "b:1") << "batch " << a.batch << " went back to the failing server";
   }
   // The whole server goes: its other lane fails at the same moment.
-  s.OnStreamEnded(a1, absl::UnavailableError("connection reset"), false, kT0);
+  s.OnStreamEnded(a1, StreamEnd::Ended(absl::UnavailableError("connection reset"), false), kT0);
   // One failure, one backoff of at most reconnect_min (100 ms, jittered);
   // counting each lane would have doubled it.
   EXPECT_TRUE(s.OnMembership({"a:1", "b:1"}, kT0).empty());
@@ -155,7 +155,8 @@ TEST(BatchSchedulerTest, WithOneServerTheFirstRefusalEndsTheEpoch) {
   for (const std::string& a : s.OnMembership({"a:1"}, kT0)) s.OnStreamOpened(a, kT0);
   std::vector<Assignment> as = s.Dispatch(kT0);
   ASSERT_FALSE(as.empty());
-  s.OnStreamEnded(as[0].stream, absl::InvalidArgumentError("sample index 99 out of range"), true, kT0);
+  s.OnStreamEnded(as[0].stream, StreamEnd::Ended(absl::InvalidArgumentError("sample index 99 out of range"), true),
+                  kT0);
   EXPECT_EQ(s.error().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -168,7 +169,8 @@ TEST(BatchSchedulerTest, ABatchAttemptedTooOftenEndsTheEpoch) {
   for (int round = 0; round < 10 && s.error().ok(); ++round) {
     for (const std::string& a : s.OnMembership({"a:1", "b:1"}, now)) s.OnStreamOpened(a, now);
     for (const Assignment& a : s.Dispatch(now)) {
-      if (a.batch == 0) s.OnStreamEnded(a.stream, absl::UnavailableError("connection reset"), false, now);
+      if (a.batch == 0)
+        s.OnStreamEnded(a.stream, StreamEnd::Ended(absl::UnavailableError("connection reset"), false), now);
     }
     now += absl::Seconds(5);
   }
@@ -185,8 +187,8 @@ TEST(BatchSchedulerTest, DrainingServerFinishesItsBatchesWithoutReassignment) {
   EXPECT_TRUE(s.Dispatch(kT0).empty());  // no new work
   for (const Assignment& a : as) ASSERT_TRUE(s.OnBatchReceived(a.stream, BatchFor(s, a.batch), kT0).ok());
   EXPECT_EQ(s.TakeHalfCloses(), std::vector<StreamId>{as[0].stream});
-  s.OnStreamEnded(as[0].stream, absl::OkStatus(), true, kT0);
-  EXPECT_EQ(s.reassigned(), 0);
+  s.OnStreamEnded(as[0].stream, StreamEnd::Ended(absl::OkStatus(), true), kT0);
+  EXPECT_EQ(s.counts().reassigned, 0);
 }
 
 TEST(BatchSchedulerTest, NoLiveServerForTheTimeoutIsUnavailableNamingThem) {
@@ -301,7 +303,7 @@ TEST(BatchSchedulerTest, UnorderedCurrentBatchIsRequestedWhenTheNextEpochFillsTh
     }
   }
   ASSERT_GE(lost_stream, 0);
-  s.OnStreamEnded(lost_stream, absl::UnavailableError("connection reset"), false, now);
+  s.OnStreamEnded(lost_stream, StreamEnd::Ended(absl::UnavailableError("connection reset"), false), now);
   bool requested_again = false;
   for (const Assignment& a : s.Dispatch(now)) requested_again |= a.epoch == 0 && a.batch == 4;
   EXPECT_TRUE(requested_again);
@@ -314,6 +316,28 @@ TEST(BatchSchedulerTest, UnorderedCurrentBatchIsRequestedWhenTheNextEpochFillsTh
 namespace stoker {
 namespace batch_scheduler_test {  // the shared fixtures (batch_scheduler_test_util.h)
 namespace {
+
+// A server with another copy of the dataset refuses the session: its
+// batches go to the others at once, and it gets no new stream before
+// refused_retry.
+TEST(BatchSchedulerTest, AServerThatRefusesTheSessionGetsNoStreamBeforeRefusedRetry) {
+  SchedulerOptions o = Options();
+  o.refused_retry = absl::Seconds(30);
+  BatchScheduler s(Plan(), o, nullptr);
+  std::map<std::string, StreamId> stream;
+  for (const std::string& a : s.OnMembership({"a:1", "b:1"}, kT0)) stream[a] = s.OnStreamOpened(a, kT0);
+  ASSERT_EQ(stream.size(), 2u);
+  std::vector<Assignment> first = s.Dispatch(kT0);
+  const auto on_a =
+      std::count_if(first.begin(), first.end(), [&](const Assignment& x) { return x.stream == stream["a:1"]; });
+  ASSERT_GT(on_a, 0);
+  s.OnStreamEnded(stream["a:1"], StreamEnd::SessionRefused(absl::FailedPreconditionError("another copy: 1234 != 5678")),
+                  kT0);
+  for (const Assignment& x : s.Dispatch(kT0)) EXPECT_EQ(x.stream, stream["b:1"]) << "batch " << x.batch;
+  EXPECT_TRUE(s.OnMembership({"a:1", "b:1"}, kT0 + absl::Seconds(29)).empty()) << "no new stream before refused_retry";
+  EXPECT_EQ(s.OnMembership({"a:1", "b:1"}, kT0 + absl::Seconds(31)), std::vector<std::string>{"a:1"});
+  EXPECT_TRUE(s.error().ok()) << s.error();
+}
 
 // A full server (admission) turns a lane away: its live lane keeps getting
 // work, no new stream opens before the hint, nothing is blamed however often
@@ -333,7 +357,7 @@ TEST(BatchSchedulerTest, AFullServerKeepsItsLiveLaneAndIsAskedAgainAfterTheHint)
   const absl::Status full = absl::ResourceExhaustedError("server full: 1 streams open (--max-streams 1)");
   std::vector<Assignment> redispatched;
   for (int round = 0; round < 5; ++round) {  // lane 1 refused again and again
-    s.OnServerFull(lanes[1], full, absl::Seconds(2), now);
+    s.OnStreamEnded(lanes[1], StreamEnd::ServerFull(full, absl::Seconds(2)), now);
     if (round == 0) {
       // Lane 1's batch goes to lane 0 at once: the server is not backing off.
       redispatched = s.Dispatch(now);
@@ -375,7 +399,7 @@ TEST(BatchSchedulerTest, AFullServerKeepsItsLiveLaneAndIsAskedAgainAfterTheHint)
   now = kT0;
   for (int round = 0; round < 10; ++round) {
     for (const std::string& a : t.OnMembership({"a:1"}, now)) {
-      t.OnServerFull(t.OnStreamOpened(a, now), full, absl::Seconds(2), now);
+      t.OnStreamEnded(t.OnStreamOpened(a, now), StreamEnd::ServerFull(full, absl::Seconds(2)), now);
     }
     t.Tick(now);
     now += absl::Seconds(1);
@@ -433,7 +457,7 @@ TEST(BatchSchedulerTest, ABatchThisProcessCannotAllocateEndsTheEpochWithoutAskin
   ASSERT_FALSE(as.empty());
   const absl::Status oom =
       absl::ResourceExhaustedError("this process cannot allocate batch 0 (1073741824 bytes and 0 of fields)");
-  s.OnLocalFailure(as[0].stream, oom, kT0);
+  s.OnStreamEnded(as[0].stream, StreamEnd::LocalFailure(oom), kT0);
   ASSERT_FALSE(s.error().ok());
   EXPECT_EQ(s.error().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(s.error().message().find("cannot allocate batch 0"), std::string::npos) << s.error();
@@ -485,7 +509,7 @@ TEST(BatchSchedulerTest, ShardAwareBatchesGoToTheirLanesServerAndNeverWaitForAGo
     if (!killed && taken.size() >= 32 && address_of[a.stream] == "d:1") {
       // d dies with its batches; they and its lanes' later ones go elsewhere.
       killed = true;
-      s.OnStreamEnded(a.stream, absl::UnavailableError("killed"), false, now);
+      s.OnStreamEnded(a.stream, StreamEnd::Ended(absl::UnavailableError("killed"), false), now);
       outstanding.erase(std::remove_if(outstanding.begin(), outstanding.end(),
                                        [&](const Assignment& x) { return address_of[x.stream] == "d:1"; }),
                         outstanding.end());
@@ -507,8 +531,8 @@ TEST(BatchSchedulerTest, ShardAwareBatchesGoToTheirLanesServerAndNeverWaitForAGo
   EXPECT_TRUE(killed);
   // Before the kill nearly every batch went to its lane's server; after it,
   // d's two lanes went to the others.
-  EXPECT_GT(s.affinity_hits(), 4 * s.affinity_misses()) << s.affinity_hits() << " hits";
-  EXPECT_GT(s.affinity_misses(), 0) << "d's batches after it died";
+  EXPECT_GT(s.counts().affinity_hits, 4 * s.counts().affinity_misses) << s.counts().affinity_hits << " hits";
+  EXPECT_GT(s.counts().affinity_misses, 0) << "d's batches after it died";
   // Each of the 8 lanes had one server making most of its batches (servers
   // finishing in random order sometimes leave the head batch's server busy),
   // and the 4 servers two lanes each.

@@ -378,16 +378,16 @@ void EpochRun::OnStreamDone(StreamId id, const absl::Status& status, bool from_s
   std::vector<StreamId> half_closes;
   {
     absl::MutexLock lock(&mu_);
+    StreamEnd end = StreamEnd::Ended(status, from_server, failed_batch, failed_epoch);
     if (IsLocalOutOfMemory(status)) {
-      scheduler_.OnLocalFailure(id, status, clock_->Now());
+      end = StreamEnd::LocalFailure(status);
     } else if (session_refused && status.code() == absl::StatusCode::kResourceExhausted &&
                retry_after > absl::ZeroDuration()) {
-      scheduler_.OnServerFull(id, status, retry_after, clock_->Now());
+      end = StreamEnd::ServerFull(status, retry_after);
     } else if (session_refused) {
-      scheduler_.OnSessionRefused(id, status, clock_->Now());
-    } else {
-      scheduler_.OnStreamEnded(id, status, from_server, clock_->Now(), failed_batch, failed_epoch);
+      end = StreamEnd::SessionRefused(status);
     }
+    scheduler_.OnStreamEnded(id, end, clock_->Now());
     assignments = scheduler_.Dispatch(clock_->Now());
     half_closes = scheduler_.TakeHalfCloses();
   }
@@ -404,7 +404,9 @@ absl::Status EpochRun::Next(Batch* batch, bool* end_of_epoch) {
         +[](BatchScheduler* s) { return s->CanTake(); }, &scheduler_));
     absl::Status status = scheduler_.Take(batch, end_of_epoch);
     if (*end_of_epoch && options_.meter) options_.meter->demand().Pause();  // between epochs is no step
-    if (status.ok() && !*end_of_epoch) scheduler_.OnCallerWait(clock_->Now() - start);
+    if (Fanout* fanout = scheduler_.fanout(); fanout != nullptr && status.ok() && !*end_of_epoch) {
+      fanout->OnWait(clock_->Now() - start);  // its starvation signal
+    }
     if (!status.ok() || *end_of_epoch) return status;
     assignments = scheduler_.Dispatch(clock_->Now());
     half_closes = scheduler_.TakeHalfCloses();

@@ -145,7 +145,7 @@ class PoolSimulation {
       const char* exp = std::getenv("STOKER_FANOUT_CAPACITY_EXP");  // experiments: 0 = unweighted
       for (const SimServer& srv : servers_)
         capacities[srv.address] = std::pow(srv.capacity, exp ? std::atof(exp) : 1.0);
-      rank.scheduler->SetCapacities(capacities);
+      rank.scheduler->fanout()->SetCapacities(capacities);
     }
     SetDemand(0.7);
     for (int r = 0; r < size.ranks; ++r) {
@@ -168,7 +168,7 @@ class PoolSimulation {
     for (int w : weight_) weights += w;
     for (size_t r = 0; r < ranks_.size(); ++r) {
       ranks_[r].demand = load * capacity * weight_[r] / weights;
-      ranks_[r].scheduler->SetDemand(ranks_[r].demand);
+      ranks_[r].scheduler->fanout()->SetDemand(ranks_[r].demand);
     }
   }
 
@@ -336,7 +336,7 @@ class PoolSimulation {
     r.held -= s.outstanding;
     s.outstanding = 0;
     servers_[static_cast<size_t>(s.server)].streams.erase({rank, id});
-    r.scheduler->OnStreamEnded(id, status, /*from_server=*/false, At(now_));
+    r.scheduler->OnStreamEnded(id, StreamEnd::Ended(status, /*from_server=*/false), At(now_));
   }
 
   void Dispatch(int rank) {
@@ -402,7 +402,7 @@ class PoolSimulation {
       r.waiting = true;
       return;
     }
-    if (r.waiting) r.scheduler->OnCallerWait(absl::Seconds(now_ - r.wait_start));
+    if (r.waiting) r.scheduler->fanout()->OnWait(absl::Seconds(now_ - r.wait_start));
     r.waiting = false;
     Batch b;
     bool end = false;

@@ -108,7 +108,7 @@ class Simulation {
     }
     ordered_ = o.ordered;
     scheduler_ = std::make_unique<BatchScheduler>(plans_[0], o, nullptr);
-    if (fanout_) scheduler_->SetDemand(0.5 + Uniform(40));  // batches/s: the subset grows and shrinks
+    if (fanout_) scheduler_->fanout()->SetDemand(0.5 + Uniform(40));  // batches/s: the subset grows and shrinks
     if (arm_early_ && epochs_ > 1) {
       EXPECT_TRUE(scheduler_->ArmEpoch(plans_[1]).ok());
     }
@@ -145,7 +145,8 @@ class Simulation {
         Batch batch;
         bool end = false;
         if (!scheduler_->CanTake()) {
-          scheduler_->OnCallerWait(absl::Milliseconds(Uniform(50)));
+          const absl::Duration waited = absl::Milliseconds(Uniform(50));
+          if (Fanout* f = scheduler_->fanout()) f->OnWait(waited);
           continue;
         }
         absl::Status st = scheduler_->Take(&batch, &end);
@@ -175,9 +176,9 @@ class Simulation {
         Advance(absl::Milliseconds(1 + Uniform(400)));
       }
     }
-    out.reassigned = scheduler_->reassigned();
-    out.affinity_hits = scheduler_->affinity_hits();
-    out.affinity_misses = scheduler_->affinity_misses();
+    out.reassigned = scheduler_->counts().reassigned;
+    out.affinity_hits = scheduler_->counts().affinity_hits;
+    out.affinity_misses = scheduler_->counts().affinity_misses;
     return out;
   }
 
@@ -250,7 +251,7 @@ class Simulation {
     SimStream& s = streams_.at(id);
     if (s.ended) return;
     s.ended = true;
-    scheduler_->OnStreamEnded(id, status, from_server, now_, failed_batch, failed_epoch);
+    scheduler_->OnStreamEnded(id, StreamEnd::Ended(status, from_server, failed_batch, failed_epoch), now_);
   }
 
   v1::BatchHeader HeaderFor(int64_t epoch, int64_t b) {
@@ -354,7 +355,7 @@ class Simulation {
     for (auto& [id, s] : streams_) {
       if (s.cancelling && !s.ended) {
         s.ended = true;  // already retired by the scheduler; its end is reported once more
-        scheduler_->OnStreamEnded(id, absl::CancelledError("cancelled"), false, now_);
+        scheduler_->OnStreamEnded(id, StreamEnd::Ended(absl::CancelledError("cancelled"), false), now_);
       }
     }
     for (SimServer& srv : servers_) {
