@@ -96,6 +96,10 @@ struct OpParam {
   // What the parameter means: a declared op's (OpEntry::name) reference
   // page reads it; the others' meanings are stoker.proto's comments.
   const char* help = "";
+  // A declared op's value type (a message op's is its field's): kInteger
+  // refuses a value that is not whole, and the grammar calls it "int".
+  enum Type { kReal, kInteger };
+  Type type = kReal;
 };
 
 struct UserOps;        // user_ops.h: the server's Python stage and plugins

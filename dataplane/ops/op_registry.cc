@@ -105,13 +105,21 @@ absl::Status CheckDeclared(const OpEntry& entry, const std::string& where, v1::O
     }
     d.set_values(i, entry.params[i].fallback);
   }
+  for (int i = 0; i < count; ++i) {  // the types, before the entry's check compares values
+    const OpParam& param = entry.params[i];
+    if (param.type == OpParam::kInteger && d.values(i) != std::trunc(d.values(i))) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s.%s = %g is not an integer; allowed range is %s", at,
+                                                        param.field, d.values(i), ParamRange(param)));
+    }
+  }
   if (entry.check != nullptr) {
     if (absl::Status s = entry.check(where, op, shape); !s.ok()) return s;
   }
   for (int i = 0; i < count; ++i) {
     const OpParam& param = entry.params[i];
-    if (!Allowed(nullptr, d.values(i), param))
+    if (!Allowed(nullptr, d.values(i), param)) {
       return OutOfRange(absl::StrCat(at, ".", param.field), nullptr, d.values(i), param);
+    }
   }
   return absl::OkStatus();
 }

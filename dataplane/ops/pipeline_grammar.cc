@@ -59,7 +59,9 @@ std::vector<OpGrammar> PipelineGrammar() {
   }
   for (const OpEntry& e : DeclaredOps()) {  // their arguments are their declared parameters
     OpGrammar g{e.name, "DeclaredOp", {}};
-    for (const OpParam& p : e.params) g.arguments.push_back({p.field, "float", {p.field}});
+    for (const OpParam& p : e.params) {
+      g.arguments.push_back({p.field, p.type == OpParam::kInteger ? "int" : "float", {p.field}});
+    }
     out.push_back(std::move(g));
   }
   return out;

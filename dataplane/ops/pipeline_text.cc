@@ -293,10 +293,12 @@ absl::StatusOr<v1::Op> ParseDeclaredOp(const OpEntry& entry, absl::string_view t
   if (!args.ok()) return args.status();
   std::vector<double> values(names.size(), std::nan(""));
   for (const auto& [index, value] : *args) {
-    if (!absl::SimpleAtod(value, &values[index]) || !std::isfinite(values[index])) {
+    const bool integer = entry.params[index].type == OpParam::kInteger;
+    if (!absl::SimpleAtod(value, &values[index]) || !std::isfinite(values[index]) ||
+        (integer && values[index] != std::trunc(values[index]))) {
       return absl::InvalidArgumentError(absl::StrCat("pipeline: ", entry.name, ".", names[index], ": '", value,
-                                                     "' is not a finite number; allowed range is ",
-                                                     ParamRange(entry.params[index])));
+                                                     integer ? "' is not an integer" : "' is not a finite number",
+                                                     "; allowed range is ", ParamRange(entry.params[index])));
     }
   }
   v1::Op op;

@@ -88,6 +88,24 @@ def test_each_op_is_within_one_level_of_torchvision(root, text, reference):
         assert diff.max() <= 1, (text, indices[k], diff.max(), (diff > 1).mean())
 
 
+@pytest.mark.parametrize("quality", [15, 75])
+def test_jpeg_is_pillows_jpeg_round_trip(root, quality):
+    """jpeg(q, q), a declared op (dataplane/ops/declared/jpeg.cc), against
+    Pillow's JPEG (libjpeg-turbo, 4:2:0) saved at quality q and read back:
+    torchvision 0.14 has no JPEG transform (v2.JPEG came later)."""
+    import io
+
+    out, indices = _run(root, f"jpeg({quality}, {quality})")
+    for k, t in enumerate(_inputs(indices)):
+        buf = io.BytesIO()
+        Image.fromarray(_hwc(t)).save(buf, "JPEG", quality=quality)
+        expected = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
+        diff = np.abs(out[k].astype(int) - expected.astype(int))
+        changed = np.abs(out[k].astype(int) - _hwc(t).astype(int)).mean()
+        assert diff.max() <= 1, (quality, indices[k], diff.mean(), diff.max())  # here: byte-identical
+        assert changed > 1, (quality, changed)  # the compression is there
+
+
 def test_the_probability_gate_applies_an_op_to_about_p_of_the_samples(root):
     applied = total = 0
     for epoch in range(25):
