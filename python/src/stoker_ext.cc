@@ -231,14 +231,32 @@ NB_MODULE(_stoker_ext, m) {
       },
       "The loader's options as client/loader_options.inc describes them: name, type, default, unit, python, help");
 
-  nb::class_<TrainingLoader>(m, "Client")
+  // The options read once (ToConfig: the pipeline text and the fields text
+  // parsed here and nowhere else on the client), then connected.
+  nb::class_<LoaderConfig>(m, "Config")
       .def_static(
-          "connect",
+          "from_options",
           [](const LoaderOptions& o) {
             absl::StatusOr<LoaderConfig> config = ToConfig(o);
             if (!config.ok()) Raise(config.status());
+            return *std::move(config);
+          },
+          "The client's configuration from Options; raises naming a bad option (the pipeline or fields text too)")
+      .def_prop_ro(
+          "fields",
+          [](const LoaderConfig& c) {
+            std::vector<std::pair<std::string, std::string>> out;
+            for (const v1::FieldSpec& f : c.client.session.fields()) out.emplace_back(f.name(), FieldKindName(f.kind()));
+            return out;
+          },
+          "(name, kind) of each field the session asks for, in order");
+
+  nb::class_<TrainingLoader>(m, "Client")
+      .def_static(
+          "connect",
+          [](const LoaderConfig& config) {
             absl::StatusOr<std::unique_ptr<TrainingLoader>> loader =
-                WithoutGil([&] { return TrainingLoader::Create(*std::move(config)); });
+                WithoutGil([&] { return TrainingLoader::Create(config); });
             if (!loader.ok()) Raise(loader.status());
             return loader->release();
           },
@@ -301,20 +319,6 @@ NB_MODULE(_stoker_ext, m) {
     for (const LadderStep& s : LadderSteps()) out.emplace_back(s.name, s.adds);
     return out;
   });
-  m.def(
-      "parse_fields",
-      [](const std::string& text, const std::string& pipeline) {
-        auto ops = ParsePipelineText(pipeline.empty() ? std::string(kDefaultTrainPipeline) : pipeline);
-        absl::StatusOr<std::vector<v1::FieldSpec>> fields =
-            ParseFieldsText(text, ops.ok() && !ops->empty() && (*ops)[0].has_audio());
-        if (!fields.ok()) Raise(fields.status());
-        std::vector<std::pair<std::string, std::string>> out;
-        for (const v1::FieldSpec& f : *fields) out.emplace_back(f.name(), FieldKindName(f.kind()));
-        return out;
-      },
-      nb::arg("text"), nb::arg("pipeline") = "",
-      "(name, kind) of each field in a fields text (README 'Fields') for a pipeline text, in order; raises "
-      "InvalidArgument");
   m.def(
       "epoch_order",
       [](uint64_t seed, int64_t epoch, int64_t num_samples, int64_t batch_size, const std::string& shuffle,

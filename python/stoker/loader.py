@@ -191,12 +191,10 @@ class Loader:
             world_size = auto_world if world_size is None else world_size
         self._framework = _frameworks.make(framework)
         parsed_device = _frameworks.parse_device(device)  # the first check, as it always was
-        # (name, kind) of each field, checked here before any connection.
         fields_text = _fields_text(fields)
-        self._fields = _ext.parse_fields(fields_text, pipeline)
         self._mixup = bool(mixup_alpha or cutmix_alpha)
         if self._mixup:
-            if self._fields:
+            if fields_text:
                 raise ValueError("mixup_alpha / cutmix_alpha mix (images, labels) batches; the loader names fields")
             if _frameworks.dtype_name(dtype) == "uint8":
                 raise ValueError("MixUp and CutMix mix float images: give dtype float32, float16 or bfloat16")
@@ -210,7 +208,11 @@ class Loader:
         o = _options(locals(), parsed_device, fields_text)
         gpu = o.gpu
         self._options = o
-        self._client = _ext.Client.connect(o)
+        # Every option checked (the pipeline and fields texts parsed, once)
+        # before any connection; (name, kind) of each field.
+        config = _ext.Config.from_options(o)
+        self._fields = config.fields
+        self._client = _ext.Client.connect(config)
         unlabeled = self._client.unlabeled_samples
         if unlabeled and not self._fields:  # (images, labels) batches: say what their labels are
             warnings.warn(f"dataset {o.dataset!r}: {unlabeled} of {self._client.num_samples} samples have no class "

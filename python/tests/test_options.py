@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import stoker
 from stoker import _stoker_ext as ext
 from stoker import loader as loader_module
 
@@ -94,3 +95,20 @@ def test_the_docstring_is_the_tables():
         assert f"{keyword}{unit}: {' '.join(option['help'].split())}" in doc, keyword
     for keyword, text in loader_module._PYTHON_ONLY.items():
         assert f"{keyword}: {text}" in doc, keyword
+
+
+def test_the_config_reads_the_fields_once_for_its_pipeline():
+    """Config.from_options parses the pipeline and fields texts (the only
+    place the client does): the fields' kinds follow the pipeline's first op,
+    and a bad text is refused there, before any connection."""
+    base = dict(dataset="ds", servers="127.0.0.1:1")  # never dialled: nothing connects
+    config = ext.Config.from_options(made(fields="image, caption=txt, cls", **base))
+    assert config.fields == [("image", "image"), ("caption", "text"), ("cls", "class")]
+    # After audio(...), an audio member is the sample itself (kind image); an
+    # image pipeline has no field of kind image in the same text.
+    audio = ext.Config.from_options(made(pipeline="audio(16000, 1)", fields="audio=flac, cls", **base))
+    assert audio.fields == [("audio", "image"), ("cls", "class")]
+    with pytest.raises(stoker.InvalidArgument, match="exactly one field must be of kind image"):
+        ext.Config.from_options(made(fields="audio=flac, cls", **base))
+    with pytest.raises(stoker.InvalidArgument, match="unknown op 'no_such_op'"):
+        ext.Config.from_options(made(pipeline="no_such_op()", **base))
