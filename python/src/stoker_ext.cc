@@ -246,7 +246,8 @@ NB_MODULE(_stoker_ext, m) {
           "fields",
           [](const LoaderConfig& c) {
             std::vector<std::pair<std::string, std::string>> out;
-            for (const v1::FieldSpec& f : c.client.session.fields()) out.emplace_back(f.name(), FieldKindName(f.kind()));
+            for (const v1::FieldSpec& f : c.client.session.fields())
+              out.emplace_back(f.name(), FieldKindName(f.kind()));
             return out;
           },
           "(name, kind) of each field the session asks for, in order");
