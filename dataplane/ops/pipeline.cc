@@ -413,7 +413,7 @@ void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size 
   // An op that sets the size (or changes it) frees the user ops before it.
   int unused_h = 0, unused_w = 0;
   const bool plugin_fixed = op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
-  const OpEntry* entry = FindOp(op);  // op_entry.h: whether the op makes its size whatever its input's
+  const OpEntry* entry = FindOp(op);  // op_registry.h; sets_size: the op makes its size whatever its input's
   const bool sets_size =
       (entry != nullptr && entry->sets_size) || plugin_fixed || !fixed_after || after != before || !fixed_before;
   if (sets_size) keeps_size_.clear();
