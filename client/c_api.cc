@@ -1,5 +1,5 @@
 // include/stoker/c_api.h over the training loader: options set by name from
-// the one table (loader_options.inc), a client that starts epochs as the
+// the one table (include/stoker/client_options.inc), a client that starts epochs as the
 // Python Loader does, and batches handed out as plain C structs. Nothing
 // thrown crosses the boundary: each call catches and answers INTERNAL.
 #include "stoker/c_api.h"
@@ -65,7 +65,7 @@ stoker_code Guarded(const char* call, F&& f) {
   }
 }
 
-// Reading an option's text as its type (the types loader_options.inc uses).
+// Reading an option's text as its type (the types include/stoker/client_options.inc uses).
 bool Read(absl::string_view text, int* v) { return absl::SimpleAtoi(text, v); }
 bool Read(absl::string_view text, int64_t* v) { return absl::SimpleAtoi(text, v); }
 bool Read(absl::string_view text, uint64_t* v) { return absl::SimpleAtoi(text, v); }

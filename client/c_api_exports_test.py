@@ -1,7 +1,8 @@
 """libstoker_client.so exports the C ABI and nothing else: `nm -D
 --defined-only` lists exactly the functions include/stoker/c_api.h declares
-(each at the version node STOKER_CLIENT_1) and the node itself; the header
-compiles alone as C99 and as C++17 with no include path but its own folder.
+(each at the version node STOKER_CLIENT_1) and the node itself; c_api.h
+compiles alone as C99 and C++17, client.h as C++17 with either standard
+library ABI, with no include path but their own folder.
 
 Usage: c_api_exports_test.py LIBRARY HEADER"""
 
@@ -46,19 +47,29 @@ def main():
         problems.append(f"not at version STOKER_CLIENT_1: {unversioned}")
     include = header.rsplit("/stoker/", 1)[0]
     with tempfile.TemporaryDirectory() as tmp:
-        for compiler, flags, source in (("cc", ["-std=c99", "-x", "c"], "a.c"), ("c++", ["-std=c++17", "-x", "c++"], "a.cc")):
-            path = f"{tmp}/{source}"
+        cases = (("cc", ["-std=c99", "-x", "c"], "c_api.h"), ("c++", ["-std=c++17", "-x", "c++"], "c_api.h"),
+                 ("c++", ["-std=c++17", "-x", "c++"], "client.h"),
+                 ("c++", ["-std=c++17", "-x", "c++", "-D_GLIBCXX_USE_CXX11_ABI=0"], "client.h"))
+        for n, (compiler, flags, name) in enumerate(cases):
+            path = f"{tmp}/a{n}.{'c' if compiler == 'cc' else 'cc'}"
             with open(path, "w") as f:
-                f.write('#include "stoker/c_api.h"\nint check(void) { return STOKER_ABI_VERSION; }\n')
+                f.write(f'#include "stoker/{name}"\nint check(void) {{ return STOKER_ABI_VERSION; }}\n')
             r = subprocess.run([compiler, *flags, "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only",
                                 "-I" + include, path],
                                capture_output=True, text=True)
             if r.returncode != 0:
-                problems.append(f"{compiler} {' '.join(flags)}: the header does not compile alone:\n{r.stderr}")
+                problems.append(f"{compiler} {' '.join(flags)}: stoker/{name} does not compile alone:\n{r.stderr}")
+                continue
+            # Its include closure: the standard library's and its own folder's only.
+            deps = subprocess.run([compiler, *flags, "-M", "-I" + include, path], capture_output=True,
+                                  text=True).stdout
+            foreign = sorted({w for w in deps.split() if re.search(r"grpc|google/protobuf|/absl/|opencv|nlohmann", w)})
+            if foreign:
+                problems.append(f"stoker/{name} pulls in {foreign[:5]}")
     if problems:
         print("\n".join(problems))
         return 1
-    print(f"ok: {len(functions)} ABI functions exported at STOKER_CLIENT_1, nothing else; the header compiles alone")
+    print(f"ok: {len(functions)} ABI functions exported at STOKER_CLIENT_1, nothing else; c_api.h and client.h compile alone")
     return 0
 
 

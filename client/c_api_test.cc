@@ -3,8 +3,11 @@
 // exactly once in local mode and from real stoker-server processes (one of
 // them SIGKILLed mid-epoch), fields, a resume from stoker_client_state equal
 // to an uninterrupted run, and the C example (examples/c_epoch/epoch.c,
-// compiled as C) running an epoch.
+// compiled as C) running an epoch; the C++ API over it (stoker/client.h) in
+// the shape the docs give, and its example built with either standard
+// library ABI.
 #include "stoker/c_api.h"
+#include "stoker/client.h"
 
 #include <signal.h>
 
@@ -329,6 +332,117 @@ TEST_F(CApiTest, TheCExampleRunsAnEpochFromAServer) {
   }
   EXPECT_EQ(epochs_counted, 2) << *out;
   EXPECT_NE(out->find("\nstats {\"batches\":10,"), std::string::npos) << *out;
+}
+
+// The shape of docs/how-to/use-from-cpp.md: Open, SetEpoch, Next until null,
+// the batch released with its object; State and Restore; errors as Status.
+TEST_F(CApiTest, TheCppApiRunsAnEpochResumesAndNamesErrors) {
+  stoker::ClientOptions o;
+  o.local_workers = 2;
+  o.data_root = root_->path().string();
+  o.dataset = "ds";
+  o.batch_size = 4;
+  o.seed = 5;
+  o.pipeline = "random_resized_crop(24)";
+  o.dtype = "uint8";
+  o.layout = "nhwc";
+  o.device = "cpu";
+  o.metrics_port = -1;
+  o.mean = std::vector<float>{0.5f, 0.5f, 0.5f};  // a list option from its type
+  auto c = stoker::Client::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ((*c)->num_samples(), kSamples);
+  ASSERT_TRUE((*c)->SetEpoch(2).ok());
+  std::map<int64_t, std::vector<int64_t>> whole;
+  std::multiset<int64_t> seen;
+  while (true) {
+    auto b = (*c)->Next();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    if (!*b) break;
+    EXPECT_EQ((*b)->epoch(), 2);
+    EXPECT_EQ((*b)->image().shape[0], (*b)->size());
+    EXPECT_EQ((*b)->image().dtype, STOKER_UINT8);
+    for (int64_t k = 0; k < (*b)->size(); ++k) {
+      seen.insert((*b)->sample_indices()[k]);
+      EXPECT_GE((*b)->labels()[k], 0);
+      EXPECT_LT((*b)->labels()[k], kClasses);
+    }
+    whole[(*b)->index()].assign((*b)->sample_indices(), (*b)->sample_indices() + (*b)->size());
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kSamples));
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), static_cast<size_t>(kSamples));
+
+  // Two batches of epoch 2 again, a checkpoint, and the rest from a new client.
+  ASSERT_TRUE((*c)->SetEpoch(2).ok());
+  std::map<int64_t, std::vector<int64_t>> resumed;
+  for (int n = 0; n < 2; ++n) {
+    auto b = (*c)->Next();
+    ASSERT_TRUE(b.ok() && *b);
+    resumed[(*b)->index()].assign((*b)->sample_indices(), (*b)->sample_indices() + (*b)->size());
+  }
+  auto state = (*c)->State();
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  auto d = stoker::Client::Open(o);
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE((*d)->Restore(*state).ok());
+  while (true) {
+    auto b = (*d)->Next();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    if (!*b) break;
+    EXPECT_FALSE(resumed.count((*b)->index())) << "batch " << (*b)->index() << " twice";
+    resumed[(*b)->index()].assign((*b)->sample_indices(), (*b)->sample_indices() + (*b)->size());
+  }
+  EXPECT_EQ(resumed, whole);
+  auto stats = (*d)->StatsJson();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_NE(stats->find("\"bottleneck\""), std::string::npos);
+
+  // Errors carry the library's code and message.
+  stoker::Status bad = (*d)->Restore("junk");
+  EXPECT_EQ(bad.code(), STOKER_INVALID_ARGUMENT);
+  EXPECT_NE(bad.message().find("not a state"), std::string::npos) << bad.message();
+  stoker::ClientOptions wrong = o;
+  wrong.batch_size = "four";
+  auto refused = stoker::Client::Open(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), STOKER_INVALID_ARGUMENT);
+  EXPECT_EQ(refused.status().message(), "option batch_size: 'four' is not a int");
+  EXPECT_TRUE(wrong.Set("seed", "9"));
+  EXPECT_FALSE(wrong.Set("no_such_option", "1"));
+}
+
+// The C++ example, built against the header and the library only, with the
+// new and the old (_GLIBCXX_USE_CXX11_ABI=0) standard library ABI: each runs
+// two epochs exactly once in local mode.
+TEST_F(CApiTest, TheCppExampleRunsWithEitherStandardLibraryAbi) {
+  for (const char* binary : {STOKER_CPP_EPOCH_BIN, STOKER_CPP_EPOCH_OLD_ABI_BIN}) {
+    auto run = Subprocess::Start({binary, "--epochs", "2", "local_workers=2",
+                                  absl::StrCat("data_root=", root_->path().string()), "dataset=ds", "batch_size=8",
+                                  "pipeline=center_crop(32)", "device=cpu", "metrics_port=-1"});
+    ASSERT_TRUE(run.ok()) << run.status();
+    absl::StatusOr<std::string> last = (*run)->WaitForLine("stats {", absl::Seconds(90));
+    const std::string& out = (*run)->output();
+    ASSERT_TRUE(last.ok()) << binary << ": " << last.status() << "\n" << out;
+    absl::StatusOr<int> code = (*run)->Wait(absl::Seconds(30));
+    ASSERT_TRUE(code.ok());
+    EXPECT_EQ(*code, 0) << out;
+    std::map<int64_t, std::set<int64_t>> samples;
+    size_t count = 0;
+    for (absl::string_view line : absl::StrSplit(out, '\n')) {
+      if (!absl::ConsumePrefix(&line, "batch ")) continue;
+      std::vector<std::string> parts = absl::StrSplit(line, absl::ByAnyChar(" :"), absl::SkipEmpty());
+      int64_t epoch = -1, v = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(parts[0], &epoch));
+      for (size_t k = 3; k < parts.size(); ++k) {
+        ASSERT_TRUE(absl::SimpleAtoi(parts[k], &v));
+        samples[epoch].insert(v);
+        ++count;
+      }
+    }
+    EXPECT_EQ(count, 2u * kSamples) << binary;
+    EXPECT_EQ(samples[0].size(), static_cast<size_t>(kSamples)) << binary;
+    EXPECT_EQ(samples[1].size(), static_cast<size_t>(kSamples)) << binary;
+  }
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ std::string ValueText(const std::vector<T>& v) {
 absl::Span<const OptionInfo> LoaderOptionTable() {
   static constexpr OptionInfo kTable[] = {
 #define STOKER_OPTION(type, name, default_value, unit, python, help) {#type, #name, unit, python, help},
-#include "client/loader_options.inc"
+#include "stoker/client_options.inc"
 #undef STOKER_OPTION
   };
   return kTable;

@@ -1,4 +1,4 @@
-// The training loader's options, written once in loader_options.inc (name,
+// The training loader's options, written once in include/stoker/client_options.inc (name,
 // type, default, unit, Python name, help), and the client's configuration made
 // from them: every value checked, the pipeline text parsed once. The Python
 // binding, the Loader's docstring and the reference page read the same
@@ -19,14 +19,14 @@
 
 namespace stoker {
 
-// The options, one member per line of loader_options.inc, with its default.
+// The options, one member per line of include/stoker/client_options.inc, with its default.
 struct LoaderOptions {
 #define STOKER_OPTION(type, name, default_value, unit, python, help) type name = default_value;
-#include "client/loader_options.inc"
+#include "stoker/client_options.inc"
 #undef STOKER_OPTION
 };
 
-// One option as loader_options.inc describes it. `type` is the C++ type's
+// One option as include/stoker/client_options.inc describes it. `type` is the C++ type's
 // name as written there; `python` the Loader's keyword ("": set from another).
 struct OptionInfo {
   const char* type;
@@ -36,7 +36,7 @@ struct OptionInfo {
   const char* help;
 };
 
-// Every option, in loader_options.inc's order.
+// Every option, in include/stoker/client_options.inc's order.
 absl::Span<const OptionInfo> LoaderOptionTable();
 
 // Calls f(info, &LoaderOptions::member) for every option, in the table's
@@ -45,7 +45,7 @@ template <typename F>
 void ForEachOptionMember(F&& f) {
   const OptionInfo* info = LoaderOptionTable().data();
 #define STOKER_OPTION(type, name, default_value, unit, python, help) f(*info++, &LoaderOptions::name);
-#include "client/loader_options.inc"
+#include "stoker/client_options.inc"
 #undef STOKER_OPTION
 }
 

@@ -15,7 +15,9 @@ TEST(LoaderOptionsTest, TheTableNamesEveryMemberOnceInItsOrder) {
     EXPECT_STREQ(info.name, LoaderOptionTable()[visited].name);
     ++visited;
     EXPECT_TRUE(names.insert(info.name).second) << info.name << " described twice";
-    if (*info.python) EXPECT_TRUE(keywords.insert(info.python).second) << info.python << " names two options";
+    if (*info.python) {
+      EXPECT_TRUE(keywords.insert(info.python).second) << info.python << " names two options";
+    }
     EXPECT_NE(std::string(info.help), "") << info.name;
     (void)member;
   });

@@ -255,7 +255,7 @@ def python_page(build):
         out.append(block(doc(loader.__init__)))
     out.append("### The loader's options\n\nEach keyword above but " +
                ", ".join(f"`{k}`" for k in stoker.loader._PYTHON_ONLY) + " is one of the loader's options, described "
-               "once in `client/loader_options.inc` (the C++ name is `stoker::LoaderOptions`' member).\n\n"
+               "once in `include/stoker/client_options.inc` (the C++ name is `stoker::LoaderOptions`' member).\n\n"
                "| Python keyword | C++ option | type | default | unit |\n|---|---|---|---|---|\n")
     for o in stoker._stoker_ext.option_table():
         out.append(f"| {cell(o['python'] or '(none)')} | `{o['name']}` | `{o['type']}` | `{o['default']}` | "

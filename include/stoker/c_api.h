@@ -69,7 +69,7 @@ void stoker_free(void* p);
 
 /* --- options ---
  * The loader's options, as docs/reference/python.md's options table lists
- * them (client/loader_options.inc is the one description): each by its C++
+ * them (include/stoker/client_options.inc is the one description): each by its C++
  * name, e.g. "servers", "dataset", "pipeline", "fields", "batch_size",
  * "seed", "rank", "world_size", "device", "prefetch". Unset options keep
  * their defaults. */

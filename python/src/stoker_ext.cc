@@ -209,7 +209,7 @@ NB_MODULE(_stoker_ext, m) {
   m.doc() = "Stoker's client as a Python extension (see the stoker package)";
   AddErrorClasses(m);
 
-  // The options' fields and their table, both from client/loader_options.inc.
+  // The options' fields and their table, both from include/stoker/client_options.inc.
   auto options = nb::class_<LoaderOptions>(m, "Options").def(nb::init<>());
   ForEachOptionMember([&](const OptionInfo& info, auto member) { options.def_rw(info.name, member); });
   m.def(
@@ -229,7 +229,7 @@ NB_MODULE(_stoker_ext, m) {
         }
         return table;
       },
-      "The loader's options as client/loader_options.inc describes them: name, type, default, unit, python, help");
+      "The loader's options as include/stoker/client_options.inc describes them: name, type, default, unit, python, help");
 
   // The options read once (ToConfig: the pipeline text and the fields text
   // parsed here and nowhere else on the client), then connected.

@@ -62,7 +62,7 @@ def _servers_list(servers):
 
 
 # The Loader's keywords that are not options of the C++ loader
-# (client/loader_options.inc, where every other keyword is described once).
+# (include/stoker/client_options.inc, where every other keyword is described once).
 _PYTHON_ONLY = {
     "normalize": '"imagenet" (the default), None (value / 255), or (mean, std) per channel. Ignored for uint8.',
     "framework": '"torch", "jax", "numpy", or "dlpack" (plain objects with __dlpack__); only "torch" imports torch.',

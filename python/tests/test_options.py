@@ -1,5 +1,5 @@
 """The Loader's keywords against the one description of the loader's options
-(client/loader_options.inc, read through _stoker_ext.option_table()): every
+(include/stoker/client_options.inc, read through _stoker_ext.option_table()): every
 keyword is an option or named Python-only, the defaults make the C++
 defaults, every keyword reaches its option, and the docstring is the table's.
 No server is needed: the options are made without connecting."""
