@@ -229,8 +229,7 @@ NB_MODULE(_stoker_ext, m) {
         }
         return table;
       },
-      "The loader's options as include/stoker/client_options.inc describes them: name, type, default, unit, python, "
-      "help");
+      "The loader's options as stoker/client_options.inc describes them: name, type, default, unit, python, help");
 
   // The options read once (ToConfig: the pipeline text and the fields text
   // parsed here and nowhere else on the client), then connected.
