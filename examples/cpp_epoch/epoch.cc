@@ -4,13 +4,21 @@
 // libstoker_client.so only, so it builds with any standard library ABI
 // (the tests build it with -D_GLIBCXX_USE_CXX11_ABI=0 too).
 //
-//   epoch [--epochs N] name=value...
+//   epoch [--epochs N] [--first-epoch E] [--restore FILE]
+//         [--stop-after B --save-state FILE] [--print-field NAME] name=value...
 //
-// Output: "batch EPOCH INDEX SIZE: i0 i1 ..." per batch, "images N" per
-// epoch, then "stats {json}". Exit status 0, or 1 with the message.
+// --restore continues from a state saved by --save-state, which is written
+// after B batches (the program then stops, as a job checkpointing and
+// exiting would). Output: "batch EPOCH INDEX SIZE: i0 i1 ..." per batch
+// (flushed at once), "field NAME SAMPLE: VALUE" per sample with
+// --print-field (a text field's value), "images N" per epoch, then "stats {json}". Exit status
+// 0, or 1 with the message.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <string>
 
 #include "stoker/client.h"
@@ -26,11 +34,18 @@ int Fail(const std::string& what, const stoker::Status& status) {
 
 int main(int argc, char** argv) {
   stoker::ClientOptions options;
-  long epochs = 1;
+  long epochs = 1, first_epoch = 0, stop_after = -1;
+  std::string restore, save, print_field;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--epochs" && i + 1 < argc) {
-      epochs = std::strtol(argv[++i], nullptr, 10);
+    if (i + 1 < argc && (arg == "--epochs" || arg == "--first-epoch" || arg == "--stop-after")) {
+      (arg == "--epochs"        ? epochs
+       : arg == "--first-epoch" ? first_epoch
+                                : stop_after) = std::strtol(argv[++i], nullptr, 10);
+      continue;
+    }
+    if (i + 1 < argc && (arg == "--restore" || arg == "--save-state" || arg == "--print-field")) {
+      (arg == "--restore" ? restore : arg == "--save-state" ? save : print_field) = argv[++i];
       continue;
     }
     const size_t eq = arg.find('=');
@@ -41,10 +56,23 @@ int main(int argc, char** argv) {
   }
   auto client = stoker::Client::Open(options);
   if (!client.ok()) return Fail("open", client.status());
-  for (long epoch = 0; epoch < epochs; ++epoch) {
+  if (!restore.empty()) {
+    std::ifstream in(restore, std::ios::binary);
+    const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (stoker::Status s = (*client)->Restore(state); !s.ok()) return Fail("restore", s);
+  }
+  long taken = 0;
+  for (long epoch = first_epoch; epoch < first_epoch + epochs; ++epoch) {
     if (stoker::Status s = (*client)->SetEpoch(epoch); !s.ok()) return Fail("set_epoch", s);
     long images = 0;
     while (true) {
+      if (taken == stop_after) {  // a checkpoint, then stop
+        auto state = (*client)->State();
+        if (!state.ok()) return Fail("state", state.status());
+        std::ofstream(save, std::ios::binary) << *state;
+        std::cout << "saved after " << taken << " batches" << std::endl;
+        return 0;
+      }
       auto batch = (*client)->Next();
       if (!batch.ok()) return Fail("next", batch.status());
       if (!*batch) break;  // the epoch's end
@@ -55,8 +83,18 @@ int main(int argc, char** argv) {
       }
       std::cout << "batch " << b.epoch() << " " << b.index() << " " << b.size() << ":";
       for (int64_t k = 0; k < b.size(); ++k) std::cout << " " << b.sample_indices()[k];
-      std::cout << "\n";
+      std::cout << std::endl;
+      if (!print_field.empty()) {
+        const std::optional<stoker_field> f = b.field(print_field);
+        if (!f) return Fail("field", stoker::Status(STOKER_NOT_FOUND, "no field " + print_field));
+        for (int64_t k = 0; k < b.size(); ++k) {
+          const char* text = static_cast<const char*>(f->values) + f->offsets[k];
+          std::cout << "field " << print_field << " " << b.sample_indices()[k] << ": "
+                    << std::string(text, static_cast<size_t>(f->offsets[k + 1] - f->offsets[k])) << "\n";
+        }
+      }
       images += static_cast<long>(b.size());
+      ++taken;
     }
     std::cout << "images " << images << "\n";
   }
