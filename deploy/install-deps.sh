@@ -42,6 +42,8 @@ PACKAGES=(
   patchelf
   # references of the audio parity tests: PyAV (on the same FFmpeg) and torchaudio
   python3-av python3-torchaudio
+  # libtorch's C++ API for examples/cpp_train, the C++ client in a training loop
+  libtorch-dev
   # the per-batch timeline plot (tests/bench/plot_timeline.py)
   python3-matplotlib
   # deployment files: systemd-analyze checks the unit; PyYAML reads manifests;
