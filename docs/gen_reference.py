@@ -6,6 +6,8 @@ drift from it:
   docs/reference/metrics.md  the metric families the server and the client
                              register (tools/stoker-metrics-reference)
   docs/reference/python.md   the Python package's API, from its docstrings
+  docs/reference/cpp-api.md  the C and C++ client API, from the public headers
+                             (gen_header_reference.py)
   docs/reference/pipeline.md every pipeline op the text form reads, its
                              arguments, kinds and counterpart
                              (tools/stoker-pipeline-reference), with
@@ -25,6 +27,8 @@ import os
 import re
 import subprocess
 import sys
+
+import gen_header_reference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "reference")
@@ -303,7 +307,7 @@ def main():
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     pages = {"flags.md": flags_page(build), "metrics.md": metrics_page(build), "pipeline.md": pipeline_page(build),
-             "python.md": python_page(build)}
+             "python.md": python_page(build), "cpp-api.md": gen_header_reference.page(GENERATED)}
     stale = []
     for name, text in pages.items():
         path = os.path.join(REFERENCE, name)
