@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -28,14 +29,14 @@ struct stoker_options {
 
 struct stoker_client {
   std::unique_ptr<stoker::TrainingLoader> loader;
-  stoker_layout layout = STOKER_NCHW;
-  int64_t epoch = 0;     // the epoch the next start runs
+  int32_t layout = STOKER_NCHW;
+  int64_t epoch = 0;     // the epoch the next start runs (or the running one's)
   bool running = false;  // an epoch (or a restored one) was started and has not ended
 };
 
 struct stoker_batch {
   stoker::DeviceTensor tensor;
-  stoker_layout layout = STOKER_NCHW;
+  int32_t layout = STOKER_NCHW;  // stoker_layout
 };
 
 namespace stoker {
@@ -91,10 +92,12 @@ bool Read(absl::string_view text, std::vector<T>* v) {
 
 absl::Status SetOption(LoaderOptions& o, absl::string_view name, absl::string_view value) {
   if (name == "device" && absl::ConsumePrefix(&value, "cuda:")) {  // the device's number, as Python's "cuda:N"
-    if (!absl::SimpleAtoi(value, &o.gpu) || o.gpu < 0) {
+    int gpu = -1;
+    if (!absl::SimpleAtoi(value, &gpu) || gpu < 0) {
       return absl::InvalidArgumentError(absl::StrCat("device 'cuda:", value, "'; expected cpu, cuda or cuda:N"));
     }
     o.device = "cuda";
+    o.gpu = gpu;
     return absl::OkStatus();
   }
   bool known = false, read = false;
@@ -103,7 +106,9 @@ absl::Status SetOption(LoaderOptions& o, absl::string_view name, absl::string_vi
     if (info.name != name) return;
     known = true;
     type = info.type;
-    read = Read(value, &(o.*member));
+    auto parsed = o.*member;  // the option keeps its value when the text does not read
+    read = Read(value, &parsed);
+    if (read) o.*member = std::move(parsed);
   });
   if (!known) {
     return absl::InvalidArgumentError(
@@ -113,7 +118,7 @@ absl::Status SetOption(LoaderOptions& o, absl::string_view name, absl::string_vi
   return absl::OkStatus();
 }
 
-stoker_layout LayoutOf(const LoaderConfig& config) {
+int32_t LayoutOf(const LoaderConfig& config) {
   const v1::SessionConfig& s = config.client.session;
   if (!s.pipeline().empty() && (s.pipeline(0).has_audio() || s.pipeline(0).has_video_clip())) {
     return STOKER_LAYOUT_OTHER;
@@ -221,14 +226,19 @@ int64_t stoker_client_batches_per_epoch(const stoker_client* client) {
   return client ? client->loader->BatchesPerEpoch() : -1;
 }
 
+int64_t stoker_client_epoch(const stoker_client* client) { return client ? client->epoch : -1; }
+
 stoker_code stoker_client_set_epoch(stoker_client* client, int64_t epoch) {
-  if (client == nullptr || epoch < 0) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("stoker_client_set_epoch: epoch ", epoch, " (need >= 0)")));
-  }
-  if (client->running && epoch == client->loader->Position().epoch()) return STOKER_OK;  // a restored epoch is kept
-  client->epoch = epoch;
-  client->running = false;  // the next call to next starts it
-  return STOKER_OK;
+  return Guarded("stoker_client_set_epoch", [&] {
+    if (client == nullptr) return Fail(absl::InvalidArgumentError("stoker_client_set_epoch: null client"));
+    if (epoch < 0) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("stoker_client_set_epoch: epoch ", epoch, " (need >= 0)")));
+    }
+    if (client->running && epoch == client->epoch) return STOKER_OK;  // the running (or restored) epoch continues
+    client->epoch = epoch;
+    client->running = false;  // the next call to next starts it
+    return STOKER_OK;
+  });
 }
 
 stoker_code stoker_client_next(stoker_client* client, void* cuda_stream, stoker_batch** out) {
@@ -278,6 +288,9 @@ stoker_code stoker_client_restore(stoker_client* client, const void* data, size_
     if (client == nullptr || (data == nullptr && size > 0)) {
       return Fail(absl::InvalidArgumentError("stoker_client_restore: null"));
     }
+    if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("stoker_client_restore: ", size, " bytes is not a state")));
+    }
     stoker::v1::ClientPosition p;
     if (!p.ParseFromArray(data, static_cast<int>(size))) {
       return Fail(
@@ -304,21 +317,39 @@ int64_t stoker_batch_size(const stoker_batch* batch) {
 int64_t stoker_batch_epoch(const stoker_batch* batch) { return batch ? batch->tensor.batch.epoch : -1; }
 int64_t stoker_batch_index(const stoker_batch* batch) { return batch ? batch->tensor.batch.batch_index : -1; }
 
-stoker_code stoker_batch_image(const stoker_batch* batch, stoker_tensor* out) {
-  if (batch == nullptr || out == nullptr) return Fail(absl::InvalidArgumentError("stoker_batch_image: null"));
-  const stoker::DeviceTensor& t = batch->tensor;
-  if (t.shape.size() > STOKER_MAX_DIMS) {
-    return Fail(absl::InternalError(absl::StrCat("stoker_batch_image: ", t.shape.size(), " dimensions")));
+static stoker_code Describe(const char* call, void* data, int32_t dtype, int32_t layout,
+                            const std::vector<int64_t>& shape, const stoker::DeviceTensor& t, stoker_tensor* out) {
+  if (shape.size() > STOKER_MAX_DIMS) {
+    return Fail(absl::InternalError(absl::StrCat(call, ": ", shape.size(), " dimensions")));
   }
   *out = stoker_tensor{};
-  out->data = t.data;
-  out->dtype = static_cast<stoker_dtype>(t.type);
-  out->layout = batch->layout;
-  out->ndim = static_cast<int>(t.shape.size());
-  for (size_t i = 0; i < t.shape.size(); ++i) out->shape[i] = t.shape[i];
+  out->data = data;
+  out->dtype = dtype;
+  out->layout = layout;
+  out->ndim = static_cast<int32_t>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out->shape[i] = shape[i];
   out->device = t.device;
   out->cuda_event = t.ready_event;
   return STOKER_OK;
+}
+
+stoker_code stoker_batch_image(const stoker_batch* batch, stoker_tensor* out) {
+  return Guarded("stoker_batch_image", [&] {
+    if (batch == nullptr || out == nullptr) return Fail(absl::InvalidArgumentError("stoker_batch_image: null"));
+    const stoker::DeviceTensor& t = batch->tensor;
+    return Describe("stoker_batch_image", t.data, static_cast<int32_t>(t.type), batch->layout, t.shape, t, out);
+  });
+}
+
+stoker_code stoker_batch_targets(const stoker_batch* batch, stoker_tensor* out) {
+  return Guarded("stoker_batch_targets", [&] {
+    if (batch == nullptr || out == nullptr) return Fail(absl::InvalidArgumentError("stoker_batch_targets: null"));
+    const stoker::DeviceTensor& t = batch->tensor;
+    if (t.targets == nullptr) {
+      return Fail(absl::NotFoundError("stoker_batch_targets: no MixUp or CutMix (options mixup_alpha, cutmix_alpha)"));
+    }
+    return Describe("stoker_batch_targets", t.targets, STOKER_FLOAT32, STOKER_LAYOUT_OTHER, t.targets_shape, t, out);
+  });
 }
 
 const int32_t* stoker_batch_labels(const stoker_batch* batch) {
@@ -331,7 +362,7 @@ int stoker_batch_field_count(const stoker_batch* batch) {
   return batch ? static_cast<int>(batch->tensor.batch.fields.size()) : 0;
 }
 
-stoker_code stoker_batch_field(const stoker_batch* batch, int i, stoker_field* out) {
+static stoker_code BatchField(const stoker_batch* batch, int i, stoker_field* out) {
   if (batch == nullptr || out == nullptr || i < 0 || i >= stoker_batch_field_count(batch)) {
     return Fail(
         absl::OutOfRangeError(absl::StrCat("stoker_batch_field: field ", i, " of ", stoker_batch_field_count(batch))));
@@ -348,6 +379,10 @@ stoker_code stoker_batch_field(const stoker_batch* batch, int i, stoker_field* o
   out->item_ndim = f.item_shape_size();
   out->item_shape = f.item_shape().data();
   return STOKER_OK;
+}
+
+stoker_code stoker_batch_field(const stoker_batch* batch, int i, stoker_field* out) {
+  return Guarded("stoker_batch_field", [&] { return BatchField(batch, i, out); });
 }
 
 void stoker_batch_release(stoker_batch* batch, void* cuda_stream) {

@@ -11,6 +11,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -409,6 +410,88 @@ TEST_F(CApiTest, TheCppApiRunsAnEpochResumesAndNamesErrors) {
   EXPECT_EQ(refused.status().message(), "option batch_size: 'four' is not a int");
   EXPECT_TRUE(wrong.Set("seed", "9"));
   EXPECT_FALSE(wrong.Set("no_such_option", "1"));
+}
+
+// MixUp through the ABI: soft targets [N, classes] beside the images; none
+// without it.
+TEST_F(CApiTest, MixUpTargetsComeWithTheBatch) {
+  stoker_client* c = Open({{"local_workers", "1"},
+                           {"data_root", root_->path().string()},
+                           {"dtype", "float32"},
+                           {"mixup_alpha", "0.4"},
+                           {"num_classes", "3"}});
+  ASSERT_NE(c, nullptr);
+  stoker_batch* b = nullptr;
+  ASSERT_EQ(stoker_client_next(c, nullptr, &b), STOKER_OK) << stoker_last_error();
+  ASSERT_NE(b, nullptr);
+  stoker_tensor targets;
+  ASSERT_EQ(stoker_batch_targets(b, &targets), STOKER_OK) << stoker_last_error();
+  EXPECT_EQ(targets.dtype, STOKER_FLOAT32);
+  ASSERT_EQ(targets.ndim, 2);
+  EXPECT_EQ(targets.shape[0], stoker_batch_size(b));
+  EXPECT_EQ(targets.shape[1], 3);
+  const auto* t = static_cast<const float*>(targets.data);
+  int mixed = 0;
+  for (int64_t i = 0; i < targets.shape[0]; ++i) {
+    float sum = 0, top = 0;
+    for (int k = 0; k < 3; ++k) sum += t[i * 3 + k], top = std::max(top, t[i * 3 + k]);
+    EXPECT_NEAR(sum, 1.0f, 1e-5) << "row " << i;
+    mixed += top < 0.999f;
+  }
+  EXPECT_GT(mixed, 0) << "no row was mixed";
+  stoker_batch_release(b, nullptr);
+  stoker_client_close(c);
+
+  stoker_client* plain = Open(Local());
+  ASSERT_EQ(stoker_client_next(plain, nullptr, &b), STOKER_OK);
+  EXPECT_EQ(stoker_batch_targets(b, &targets), STOKER_NOT_FOUND);
+  stoker_batch_release(b, nullptr);
+  stoker_client_close(plain);
+}
+
+// Every option takes a value of its own type (each Setting<T> instantiated),
+// and a batch keeps its client open after the Client object is gone; after a
+// Restore, epoch() says which epoch continues.
+TEST_F(CApiTest, EveryOptionTakesItsTypeAndABatchOutlivesItsClient) {
+  stoker::ClientOptions all;
+#define STOKER_OPTION(type, name, default_value, unit, python, help) \
+  all.name = type{};                                                 \
+  EXPECT_TRUE(all.name.set()) << #name;
+#include "stoker/client_options.inc"
+#undef STOKER_OPTION
+  all.drop_last = true;
+  EXPECT_EQ(all.drop_last.text(), "true");
+  all.mean = std::vector<float>{0.25f, 0.5f};
+  EXPECT_EQ(all.mean.text(), "0.25,0.5");
+  all.servers = std::vector<std::string>{"", "b:1"};
+  EXPECT_EQ(all.servers.text(), ",b:1");
+
+  stoker::ClientOptions o;
+  o.local_workers = 1;
+  o.data_root = root_->path().string();
+  o.dataset = "ds";
+  o.batch_size = 4;
+  o.device = "cpu";
+  o.metrics_port = -1;
+  std::unique_ptr<stoker::Batch> kept;
+  std::string state;
+  {
+    auto c = stoker::Client::Open(o);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    ASSERT_TRUE((*c)->SetEpoch(6).ok());
+    auto b = (*c)->Next();
+    ASSERT_TRUE(b.ok() && *b);
+    kept = std::move(*b);
+    state = *(*c)->State();
+  }  // the Client object goes first
+  EXPECT_EQ(kept->size(), 4);
+  EXPECT_EQ(kept->epoch(), 6);
+  kept.reset();  // the slot, then the client
+  auto d = stoker::Client::Open(o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->epoch(), 0);
+  ASSERT_TRUE((*d)->Restore(state).ok());
+  EXPECT_EQ((*d)->epoch(), 6);
 }
 
 // The C++ example, built against the header and the library only, with the

@@ -7,7 +7,8 @@
 //   epoch [--epochs N] [--first-epoch E] [--restore FILE]
 //         [--stop-after B --save-state FILE] [--print-field NAME] name=value...
 //
-// --restore continues from a state saved by --save-state, which is written
+// --restore continues from a state saved by --save-state (in its epoch,
+// whatever --first-epoch says), which is written
 // after B batches (the program then stops, as a job checkpointing and
 // exiting would). Output: "batch EPOCH INDEX SIZE: i0 i1 ..." per batch
 // (flushed at once), "field NAME SAMPLE: VALUE" per sample with
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
     std::ifstream in(restore, std::ios::binary);
     const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (stoker::Status s = (*client)->Restore(state); !s.ok()) return Fail("restore", s);
+    first_epoch = (*client)->epoch();  // the saved epoch continues
   }
   long taken = 0;
   for (long epoch = first_epoch; epoch < first_epoch + epochs; ++epoch) {

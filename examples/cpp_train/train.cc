@@ -43,6 +43,10 @@ struct Net : torch::nn::Module {
 // as it is (no copy), then converted where it lives.
 torch::Tensor Images(const stoker::Batch& batch) {
   const stoker_tensor t = batch.image();
+  if (t.dtype != STOKER_UINT8 || t.ndim != 4) {  // the conversion below is uint8 images'
+    std::cerr << "stoker_train: give dtype=uint8 (the images are converted on the device)\n";
+    std::exit(2);
+  }
   const auto device = t.device >= 0 ? torch::Device(torch::kCUDA, t.device) : torch::Device(torch::kCPU);
   torch::Tensor slot = torch::from_blob(t.data, {t.shape[0], t.shape[1], t.shape[2], t.shape[3]},
                                         torch::TensorOptions().dtype(torch::kUInt8).device(device));
@@ -88,7 +92,7 @@ int main(int argc, char** argv) {
     std::ifstream in(checkpoint + "/loader.state", std::ios::binary);
     const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (stoker::Status s = (*client)->Restore(state); !s.ok()) return Fail("restore", s);
-    std::ifstream(checkpoint + "/epoch") >> first_epoch;
+    first_epoch = (*client)->epoch();  // the epoch the state was saved in
   }
   long trained = 0;
   for (long epoch = first_epoch; epoch < epochs; ++epoch) {
@@ -101,7 +105,6 @@ int main(int argc, char** argv) {
         if (!state.ok()) return Fail("state", state.status());
         torch::save(model, checkpoint + "/model.pt");
         std::ofstream(checkpoint + "/loader.state", std::ios::binary) << *state;
-        std::ofstream(checkpoint + "/epoch") << epoch;
         std::cout << "checkpoint after " << trained << " batches" << std::endl;
         return 0;
       }

@@ -94,12 +94,16 @@ const char* stoker_option_help(int i);
 /* Checks every option (the pipeline and fields texts included), connects to
  * the servers and/or starts the local workers and opens the session. */
 stoker_code stoker_client_open(const stoker_options* options, stoker_client** out);
-/* Stops the streams and frees the client. Batches not yet released must be
- * released before. */
+/* Stops the streams and frees the client. Every batch it handed out must be
+ * released before (stoker/client.h's Batch keeps its client open). */
 void stoker_client_close(stoker_client* client);
 
 int64_t stoker_client_num_samples(const stoker_client* client);
 int64_t stoker_client_batches_per_epoch(const stoker_client* client);
+/* The epoch the next batches come from: the running one (a restored
+ * state's after stoker_client_restore), else the selected one. A job that
+ * resumes reads it to continue its own epoch loop there. */
+int64_t stoker_client_epoch(const stoker_client* client);
 
 /* Selects the epoch the next batches come from (its order and
  * augmentation); the first is 0 unless set, and each epoch's end selects the
@@ -143,13 +147,15 @@ typedef enum stoker_layout { STOKER_NCHW = 0, STOKER_NHWC = 1, STOKER_LAYOUT_OTH
 
 #define STOKER_MAX_DIMS 8
 
+/* Fields of fixed width (an enum's size is the compiler's choice): dtype
+ * holds a stoker_dtype, layout a stoker_layout. */
 typedef struct stoker_tensor {
-  void* data; /* the slot: host memory, or device memory on CUDA */
-  stoker_dtype dtype;
-  stoker_layout layout; /* images: NCHW or NHWC; audio and video: OTHER */
-  int ndim;
+  void* data;     /* the slot: host memory, or device memory on CUDA */
+  int32_t dtype;  /* stoker_dtype */
+  int32_t layout; /* stoker_layout: images NCHW or NHWC; audio, video and targets OTHER */
+  int32_t ndim;
   int64_t shape[STOKER_MAX_DIMS];
-  int device;       /* CUDA device ordinal; -1: host memory */
+  int32_t device;   /* CUDA device ordinal; -1: host memory */
   void* cuda_event; /* cudaEvent_t recorded when data is ready; NULL on the host */
 } stoker_tensor;
 
@@ -164,7 +170,7 @@ typedef struct stoker_field {
    * and masks, the member's bytes for text and bytes). */
   const int64_t* offsets;
   int64_t num_offsets;
-  int item_ndim; /* the shape of one item (e.g. {4} for a box); 0: scalar */
+  int32_t item_ndim; /* the shape of one item (e.g. {4} for a box); 0: scalar */
   const int64_t* item_shape;
 } stoker_field;
 
@@ -173,7 +179,12 @@ int64_t stoker_batch_epoch(const stoker_batch* batch);
 int64_t stoker_batch_index(const stoker_batch* batch);
 /* The image tensor (the batch's sample, whatever the pipeline makes). */
 stoker_code stoker_batch_image(const stoker_batch* batch, stoker_tensor* out);
-/* stoker_batch_size labels (class ids) and sample indices. */
+/* With MixUp or CutMix (options mixup_alpha, cutmix_alpha): the mixed soft
+ * targets, float32 [N, num_classes] on the image's device and ready with it,
+ * which replace the labels for the loss. NOT_FOUND without MixUp/CutMix. */
+stoker_code stoker_batch_targets(const stoker_batch* batch, stoker_tensor* out);
+/* stoker_batch_size labels (class ids; before MixUp/CutMix's mixing) and
+ * sample indices. */
 const int32_t* stoker_batch_labels(const stoker_batch* batch);
 const int64_t* stoker_batch_sample_indices(const stoker_batch* batch);
 /* The fields the options asked for, in their order. */

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <locale>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -57,8 +58,12 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit, as absl::StatusOr
-  Result(Status status) : status_(std::move(status)) {}  // NOLINT
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit, as absl::StatusOr
+  // A failure; an ok Status without a value would be a Result with none:
+  // it becomes UNKNOWN.
+  Result(Status status)  // NOLINT
+      : status_(status.ok() ? Status(STOKER_UNKNOWN, "a Result made from an ok Status has no value")
+                            : std::move(status)) {}
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
   T& operator*() { return *value_; }
@@ -98,12 +103,13 @@ class Setting {
   template <typename U>
   static std::string Text(const std::vector<U>& v) {
     std::string out;
-    for (const U& item : v) out += (out.empty() ? "" : ",") + Text(item);
+    for (size_t i = 0; i < v.size(); ++i) out += (i > 0 ? "," : "") + Text(v[i]);
     return out;
   }
   template <typename U, typename = std::enable_if_t<std::is_arithmetic_v<U>>>
   static std::string Text(U v) {
     std::ostringstream out;
+    out.imbue(std::locale::classic());  // "1800", "0.5": whatever the program's global locale
     out.precision(17);
     out << v;
     return out.str();
@@ -138,10 +144,11 @@ namespace internal {
 inline Status LastError(stoker_code code) { return Status(code, stoker_last_error()); }
 }  // namespace internal
 
-// One batch, holding its slot until destroyed (or Release).
+// One batch, holding its slot until destroyed (or Release); it keeps its
+// client open until then, whatever is destroyed first.
 class Batch {
  public:
-  explicit Batch(stoker_batch* batch) : batch_(batch) {}
+  Batch(std::shared_ptr<stoker_client> client, stoker_batch* batch) : client_(std::move(client)), batch_(batch) {}
   ~Batch() { Release(); }
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
@@ -154,6 +161,13 @@ class Batch {
   stoker_tensor image() const {
     stoker_tensor t{};
     stoker_batch_image(batch_, &t);
+    return t;
+  }
+  // With MixUp or CutMix: the soft targets, float32 [N, num_classes] on the
+  // image's device (stoker_batch_targets); nullopt without them.
+  std::optional<stoker_tensor> targets() const {
+    stoker_tensor t{};
+    if (stoker_batch_targets(batch_, &t) != STOKER_OK) return std::nullopt;
     return t;
   }
   // size() class ids and sample indices, valid while the batch lives.
@@ -181,6 +195,7 @@ class Batch {
   }
 
  private:
+  std::shared_ptr<stoker_client> client_;  // closed after its last batch is released
   stoker_batch* batch_;
 };
 
@@ -202,45 +217,49 @@ class Client {
     if (stoker_code c = stoker_client_open(o.get(), &client)) return internal::LastError(c);
     return std::unique_ptr<Client>(new Client(client));
   }
-  ~Client() { stoker_client_close(client_); }
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  int64_t num_samples() const { return stoker_client_num_samples(client_); }
-  int64_t batches_per_epoch() const { return stoker_client_batches_per_epoch(client_); }
+  int64_t num_samples() const { return stoker_client_num_samples(client_.get()); }
+  int64_t batches_per_epoch() const { return stoker_client_batches_per_epoch(client_.get()); }
+  // The epoch the next batches come from: the running one (a restored
+  // state's after Restore), else the one selected.
+  int64_t epoch() const { return stoker_client_epoch(client_.get()); }
 
   // Selects the epoch the next batches come from (stoker_client_set_epoch).
-  Status SetEpoch(int64_t epoch) { return Check(stoker_client_set_epoch(client_, epoch)); }
+  Status SetEpoch(int64_t epoch) { return Check(stoker_client_set_epoch(client_.get(), epoch)); }
   // The next batch of the running epoch; null once it has ended (the next
   // call starts the epoch after it).
   Result<std::unique_ptr<Batch>> Next(void* cuda_stream = nullptr) {
     stoker_batch* b = nullptr;
-    if (stoker_code c = stoker_client_next(client_, cuda_stream, &b)) return internal::LastError(c);
-    return b == nullptr ? std::unique_ptr<Batch>() : std::make_unique<Batch>(b);
+    if (stoker_code c = stoker_client_next(client_.get(), cuda_stream, &b)) return internal::LastError(c);
+    return b == nullptr ? std::unique_ptr<Batch>() : std::make_unique<Batch>(client_, b);
   }
   // Where this rank stands, for a checkpoint; Restore continues from it.
   Result<std::string> State() const {
     void* data = nullptr;
     size_t size = 0;
-    if (stoker_code c = stoker_client_state(client_, &data, &size)) return internal::LastError(c);
+    if (stoker_code c = stoker_client_state(client_.get(), &data, &size)) return internal::LastError(c);
     std::string bytes(static_cast<const char*>(data), size);
     stoker_free(data);
     return bytes;
   }
-  Status Restore(std::string_view state) { return Check(stoker_client_restore(client_, state.data(), state.size())); }
+  Status Restore(std::string_view state) {
+    return Check(stoker_client_restore(client_.get(), state.data(), state.size()));
+  }
   // The run's statistics and bottleneck verdict, as JSON.
   Result<std::string> StatsJson() const {
     char* json = nullptr;
-    if (stoker_code c = stoker_client_stats_json(client_, &json)) return internal::LastError(c);
+    if (stoker_code c = stoker_client_stats_json(client_.get(), &json)) return internal::LastError(c);
     std::string out(json);
     stoker_free(json);
     return out;
   }
 
  private:
-  explicit Client(stoker_client* client) : client_(client) {}
+  explicit Client(stoker_client* client) : client_(client, stoker_client_close) {}
   static Status Check(stoker_code c) { return c == STOKER_OK ? Status() : internal::LastError(c); }
-  stoker_client* client_;
+  std::shared_ptr<stoker_client> client_;  // shared with the batches handed out
 };
 
 }  // namespace stoker

@@ -81,7 +81,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
-    return 0
+    return 0 if result["ratio"] >= 0.97 else 1
 
 
 if __name__ == "__main__":

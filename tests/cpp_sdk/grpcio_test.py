@@ -34,7 +34,19 @@ def ready(address):
     channel.close()
 
 
+def pypi_grpcio():
+    """grpcio's extension carries its own gRPC core (PyPI's wheel), not the
+    system's libgrpc (Debian's python3-grpcio would share Stoker's)."""
+    import glob
+    import subprocess
+    cygrpc = glob.glob(os.path.join(os.path.dirname(grpc.__file__), "_cython", "cygrpc*.so"))
+    assert cygrpc, f"no cygrpc extension beside {grpc.__file__}"
+    needed = subprocess.run(["readelf", "-d", cygrpc[0]], capture_output=True, text=True, check=True).stdout
+    assert "libgrpc" not in needed, f"{cygrpc[0]} links the system's gRPC: not PyPI's grpcio\n{needed}"
+
+
 def main():
+    pypi_grpcio()
     tmp = tempfile.mkdtemp(prefix="stoker-grpcio-")
     procs = Procs(tmp, BUILD)
     try:
