@@ -26,6 +26,11 @@ for p in "${programs[@]}"; do
   [ -x "$build/$p" ] || { echo "build_wheels: $build/$p is missing (make build first)" >&2; exit 1; }
   program_args+=(--program "$build/$p")
 done
+# The client's C ABI (libstoker_client.so.1), repaired with the rest for
+# `make dist`, which carries it with its libraries.
+client=$build/client/libstoker_client.so.1
+[ -e "$client" ] || { echo "build_wheels: $client is missing (make build first)" >&2; exit 1; }
+program_args+=(--library "$(readlink -f "$client")=libstoker_client.so.1")
 if [ -s "$build/media_modules.txt" ]; then
   while read -r spec; do media_args+=(--media-module "$spec"); done < "$build/media_modules.txt"
 else
@@ -47,7 +52,8 @@ done
 # allows (GLIBCXX_3.4.30) for symbols it also has under an older version:
 # rebound copies, grafted in their place (pin_symbol_versions.py says which).
 pinned=$raw/pinned
-for p in "${programs[@]}"; do ldd "$build/$p"; done | awk '/=>/ {print $3}' | sort -u | while read -r lib; do
+for p in "${programs[@]}" client/libstoker_client.so.1; do ldd "$build/$p"; done | awk '/=>/ {print $3}' | sort -u |
+  while read -r lib; do
   if objdump -T "$lib" 2>/dev/null | grep 'UND.*(GLIBCXX_3\.4\.3[0-9])' >/dev/null; then  # not -q: pipefail
     "$python" "$here/pin_symbol_versions.py" "$lib" "$pinned"
   fi

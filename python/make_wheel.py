@@ -14,10 +14,13 @@ wheel under their own names and gives it a manylinux tag. What goes in:
   stoker/stoker-server, ...           the programs (stoker/_programs.py starts
                                       them as the console commands of the same
                                       names), sharing the extension's libraries
+  stoker/libstoker_client.so.1        the C ABI for C and C++ training jobs,
+                                      repaired here so that `make dist` carries
+                                      it with its libraries
   stoker-<version>.dist-info/         METADATA, WHEEL, top_level.txt,
                                       entry_points.txt, RECORD
 
-Usage: make_wheel.py --extension PATH [--spm-module PATH] [--program PATH ...]
+Usage: make_wheel.py --extension PATH [--spm-module PATH] [--program PATH ...] [--library PATH=NAME ...]
                      [--media-module PATH=NAME ...] --out DIR
                      [--python-tag cp311 --abi-tag cp311]
 The tags default to those of the extension's file name (an abi3 extension,
@@ -98,6 +101,8 @@ def main():
                         help="a built program (stoker-server, ...), a console command of the package")
     parser.add_argument("--media-module", action="append", default=[], metavar="PATH=NAME",
                         help="a built media module and the name it takes in the package (libstoker_media_ffmpeg5.so)")
+    parser.add_argument("--library", action="append", default=[], metavar="PATH=NAME",
+                        help="a built shared library and its name in the package (libstoker_client.so.1)")
     parser.add_argument("--out", required=True, help="folder the wheel is written to")
     parser.add_argument("--python-tag")
     parser.add_argument("--abi-tag")
@@ -128,6 +133,9 @@ def main():
             files.append((f"stoker/{target or os.path.basename(source)}", stripped(source, tmp)))
         for program in args.program:
             files.append((f"stoker/{os.path.basename(program)}", stripped(program, tmp)))
+        for spec in args.library:
+            source, _, target = spec.partition("=")
+            files.append((f"stoker/{target or os.path.basename(source)}", stripped(source, tmp)))
     programs = [os.path.basename(p) for p in args.program]
     files.append((f"{dist_info}/METADATA", metadata(meta).encode()))
     files.append((f"{dist_info}/WHEEL", (
@@ -146,7 +154,7 @@ def main():
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as whl:
         for arcname, data in files:
             info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
-            executable = arcname.endswith(".so") or os.path.basename(arcname) in programs
+            executable = re.search(r"\.so(\.\d+)*$", arcname) is not None or os.path.basename(arcname) in programs
             info.external_attr = (0o755 if executable else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             whl.writestr(info, data)

@@ -134,6 +134,20 @@ leaks=$(grep -rl -F -e "$repo" -e "$build" "$site/stoker" "$site"/stoker.libs "$
   || fail "files name the build machine's paths" "$leaks"
 
 "$build/tests/stoker-make-images" --out="$work/data/ds" --classes=4 --per-class=16 --min-side=48 --max-side=96 --seed=1
+# The tarball's client library (the C ABI) with the libraries it carries: a C
+# program built here against it with pkg-config runs an epoch in local mode.
+tdir=$(ls -d "$work"/tarball/stoker-*-linux-x86_64)
+check_ldd "$(ldd "$tdir/lib/libstoker_client.so.1" 2>&1)" "$tdir/lib" "the tarball's lib/libstoker_client.so.1"
+cflags=$(PKG_CONFIG_PATH=$tdir/lib/pkgconfig pkg-config --cflags --libs stoker-client)
+if cc -std=c99 -O2 -o "$work/c_epoch" "$repo/examples/c_epoch/epoch.c" $cflags 2>"$work/cc.log"; then
+  out=$("$work/c_epoch" local_workers=2 data_root="$work/data" dataset=ds batch_size=8 device=cpu metrics_port=-1 \
+        'pipeline=center_crop(32)' 2>&1)
+  echo "$out" | grep -q '^images 64$' \
+    && ok "a C program built against the tarball's libstoker_client.so (pkg-config) ran an epoch of 64 images" \
+    || fail "the C program on the tarball's client library" "$out"
+else
+  fail "cc against the tarball's client library (pkg-config stoker-client)" "$(cat "$work/cc.log")"
+fi
 # Audio and video, two classes of two each.
 for c in a b; do
   mkdir -p "$work/data/clips/$c" "$work/data/videos/$c"
@@ -284,6 +298,19 @@ for tool in stoker-bench stoker-diagnose stoker-materialize stoker-profile stoke
   echo "$out" | grep -q "Flags from" && helped=$((helped + 1)) || fail "trixie: $tool --help from the tarball" "$out"
 done
 [ "$helped" -eq 6 ] && ok "trixie: the tarball's six tools load and print their --help"
+# The tarball's client library in trixie (none of bookworm's gRPC, protobuf
+# or Abseil there): the C program, built here, finds it beside itself.
+if cc -std=c99 -O2 -o "$root$t/c_epoch" "$repo/examples/c_epoch/epoch.c" -I"$root$dir/include" -L"$root$dir/lib" \
+     -lstoker_client -Wl,-rpath-link,"$root$dir/lib" -Wl,-rpath,"\$ORIGIN/$(basename "$dir")/lib" \
+     2>"$work/cc-trixie.log"; then
+  out=$(in_root "$t/c_epoch" local_workers=2 data_root=$t/data dataset=ds batch_size=8 device=cpu metrics_port=-1 \
+        'pipeline=center_crop(32)' 2>&1)
+  echo "$out" | grep -q '^images 64$' \
+    && ok "trixie: a C program on the tarball's libstoker_client.so ran an epoch of 64 images in local mode" \
+    || fail "trixie: the C program on the tarball's client library" "$out"
+else
+  fail "cc against the tarball's client library for the trixie root" "$(cat "$work/cc-trixie.log")"
+fi
 out=$(in_root env DATA=$t/data WORK=$t sh $t/serve_and_read.sh $dir/bin/stoker-server $t/server.log \
         $t/venv/bin/python --frameworks numpy --media --expect-site $tsite 2>&1) \
   && ok "trixie: the tarball's stoker-server served images, audio and video there ($(echo "$out" | grep -c '^ok') checks)" \

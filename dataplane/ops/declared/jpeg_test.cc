@@ -97,18 +97,9 @@ TEST(JpegTest, ItDrawsOnlyWhenRandomAndMakesTheCodecsPixels) {
 
 TEST(JpegTest, BoxesStayWhereThePixelsAre) {
   EXPECT_EQ(FindDeclaredOp("jpeg")->targets, OpTargets::kUntouched);
-  absl::StatusOr<Pipeline> p = PipelineFromText("center_crop(32), jpeg(20, 90)");
-  ASSERT_TRUE(p.ok());
-  SampleTargets targets;
-  targets.boxes = {1, 2, 9, 10};
-  targets.labels = {3};
-  targets.crowd = {0};
-  GeometrySink sink;
-  sink.targets = &targets;
-  ASSERT_TRUE(sink.Start(32, 32).ok());
-  Rng rng(1);
-  ASSERT_TRUE(p->Apply(Gradient(), rng, 0, 0, &sink).ok());
-  EXPECT_EQ(targets.boxes, (std::vector<float>{1, 2, 9, 10}));
+  absl::StatusOr<std::vector<float>> boxes = BoxesAfter("center_crop(32), jpeg(20, 90)", Gradient());
+  ASSERT_TRUE(boxes.ok()) << boxes.status();
+  EXPECT_EQ(*boxes, (std::vector<float>{1, 2, 9, 10}));
 }
 
 }  // namespace

@@ -91,18 +91,9 @@ TEST(RandomSharpnessTest, BoxesStayWhereThePixelsAre) {
   const OpEntry* entry = FindDeclaredOp("random_sharpness");
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ(entry->targets, OpTargets::kUntouched);
-  absl::StatusOr<Pipeline> p = Make("center_crop(16), random_sharpness(0.5, 2, p=1)");
-  ASSERT_TRUE(p.ok());
-  SampleTargets targets;
-  targets.boxes = {1, 2, 9, 10};
-  targets.labels = {3};
-  targets.crowd = {0};
-  GeometrySink sink;
-  sink.targets = &targets;
-  ASSERT_TRUE(sink.Start(16, 16).ok());
-  Rng rng(1);
-  ASSERT_TRUE(p->Apply(Stripes(), rng, 0, 0, &sink).ok());
-  EXPECT_EQ(targets.boxes, (std::vector<float>{1, 2, 9, 10}));
+  absl::StatusOr<std::vector<float>> boxes = BoxesAfter("center_crop(16), random_sharpness(0.5, 2, p=1)", Stripes());
+  ASSERT_TRUE(boxes.ok()) << boxes.status();
+  EXPECT_EQ(*boxes, (std::vector<float>{1, 2, 9, 10}));
 }
 
 }  // namespace
