@@ -164,7 +164,10 @@ absl::Status Pipeline::CreateAudio(const v1::SessionConfig& config) {
   std::vector<v1::Op> ops(config.pipeline().begin(), config.pipeline().end());
   absl::StatusOr<AudioPipeline> audio = AudioPipeline::Create(&ops, config.batch_size());
   if (!audio.ok()) return audio.status();
-  for (v1::Op& op : ops) AddOp(std::move(op));
+  for (v1::Op& op : ops) {
+    const OpEntry* entry = FindOp(op);  // op_registry.h: checked by AudioPipeline::Create
+    AddOp(std::move(op), entry);
+  }
   if (config.cache_mode() == v1::CACHE_DECODED) {
     return absl::InvalidArgumentError(
         "cache_mode CACHE_DECODED keeps decoded images; an audio session can use "
@@ -183,7 +186,8 @@ absl::Status Pipeline::CheckImageOps(const v1::SessionConfig& config, bool& fixe
       return absl::InvalidArgumentError(
           absl::StrCat("pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
     }
-    if (auto s = CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed); !s.ok()) {
+    const OpEntry* entry = nullptr;
+    if (auto s = CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed, &entry); !s.ok()) {
       return s;
     }
     if (op.has_normalize()) {
@@ -200,7 +204,7 @@ absl::Status Pipeline::CheckImageOps(const v1::SessionConfig& config, bool& fixe
         std_[c] = op.normalize().std(c);
       }
     }
-    AddOp(std::move(op));
+    AddOp(std::move(op), entry);
   }
   return absl::OkStatus();
 }
@@ -246,8 +250,8 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
   for (size_t i = 0; i < ops.size(); ++i) {
     v1::Op op = ops[i];
     const std::string where = absl::StrCat("prefix[", i, "]");
-    if (auto s = p.CheckOpAt(where, i, op, fixed); !s.ok()) return s;
-    const OpEntry* entry = FindOp(op);
+    const OpEntry* entry = nullptr;
+    if (auto s = p.CheckOpAt(where, i, op, fixed, &entry); !s.ok()) return s;
     if (entry != nullptr && (entry->user != nullptr ? entry->user->random(op, p.user_) : entry->random(op))) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, " ", PipelineToText({op}), " is random: random ops stay online (after the prefix)"));
@@ -263,7 +267,7 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
         p.std_[c] = op.normalize().std(c);
       }
     }
-    p.AddOp(std::move(op));
+    p.AddOp(std::move(op), entry);
   }
   return p;
 }
@@ -374,8 +378,7 @@ absl::StatusOr<cv::Mat> Pipeline::DecodeAndApply(absl::string_view encoded, Rng&
   return applied;
 }
 
-void Pipeline::AddOp(v1::Op op) {
-  const OpEntry* entry = FindOp(op);  // op_registry.h
+void Pipeline::AddOp(v1::Op op, const OpEntry* entry) {
   has_user_ops_ = has_user_ops_ || (entry != nullptr && entry->user != nullptr);
   entries_.push_back(entry);
   ops_.push_back(std::move(op));
@@ -408,12 +411,12 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
   return image;
 }
 
-void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after,
-                        cv::Size after) {
+void Pipeline::NoteSize(size_t i, const v1::Op& op, const OpEntry* entry, bool fixed_before, cv::Size before,
+                        bool fixed_after, cv::Size after) {
   // An op that sets the size (or changes it) frees the user ops before it.
   int unused_h = 0, unused_w = 0;
   const bool plugin_fixed = op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
-  const OpEntry* entry = FindOp(op);  // op_registry.h; sets_size: the op makes its size whatever its input's
+  // entry->sets_size: the op makes its size whatever its input's.
   const bool sets_size =
       (entry != nullptr && entry->sets_size) || plugin_fixed || !fixed_after || after != before || !fixed_before;
   if (sets_size) keeps_size_.clear();
@@ -424,13 +427,15 @@ void Pipeline::NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size 
   }
 }
 
-absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed) {
+absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed, const OpEntry** entry) {
   const bool fixed_before = fixed;
   const cv::Size before(out_width_, out_height_);
   std::shared_ptr<const PluginInstance> plugin;
-  if (absl::Status s = CheckPipelineOp(where, op, fixed, out_height_, out_width_, user_, &plugin); !s.ok()) return s;
+  if (absl::Status s = CheckPipelineOp(where, op, fixed, out_height_, out_width_, user_, &plugin, entry); !s.ok()) {
+    return s;
+  }
   if (plugin != nullptr) plugin_ops_[i] = std::move(plugin);
-  NoteSize(i, op, fixed_before, before, fixed, cv::Size(out_width_, out_height_));
+  NoteSize(i, op, *entry, fixed_before, before, fixed, cv::Size(out_width_, out_height_));
   return absl::OkStatus();
 }
 

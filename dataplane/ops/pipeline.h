@@ -144,15 +144,16 @@ class Pipeline {
   bool normalizes() const { return normalize_; }
 
  private:
-  // Appends a checked op with its registry entry (found once here, read per
-  // sample by Apply and DecodeAndApply).
-  void AddOp(v1::Op op);
+  // Appends a checked op with its registry entry (found once, by its check;
+  // read per sample by Apply and DecodeAndApply).
+  void AddOp(v1::Op op, const OpEntry* entry);
   // Records, after checking op i, whether user ops must keep the size.
-  void NoteSize(size_t i, const v1::Op& op, bool fixed_before, cv::Size before, bool fixed_after, cv::Size after);
+  void NoteSize(size_t i, const v1::Op& op, const OpEntry* entry, bool fixed_before, cv::Size before, bool fixed_after,
+                cv::Size after);
   // Fills defaults and validates op i (at `where`), updating `fixed` and the
   // output size; keeps a plugin op's instance and notes the sizes user ops
-  // must keep.
-  absl::Status CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed);
+  // must keep. *entry: the op's registry entry.
+  absl::Status CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed, const OpEntry** entry);
   // A video session's AUDIO_TRACK field (at most one, no member, a window
   // length): fills in the op's audio defaults and audio_track_shape_.
   absl::Status CheckAudioTrack(const v1::SessionConfig& config);

@@ -13,7 +13,7 @@
 namespace stoker {
 
 absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
-                             std::shared_ptr<const PluginInstance>* plugin) {
+                             std::shared_ptr<const PluginInstance>* plugin, const OpEntry** found) {
   if (op.op_case() == v1::Op::OP_NOT_SET) return absl::InvalidArgumentError(absl::StrCat(where, " has no op set"));
   const OpEntry* entry = FindOp(op);                            // op_registry.h
   if (entry == nullptr && op.op_case() != v1::Op::kDeclared) {  // never: every other case has an entry
@@ -31,6 +31,7 @@ absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, 
   fixed = shape.fixed;
   h = shape.height;
   w = shape.width;
+  *found = entry;
   return s;
 }
 

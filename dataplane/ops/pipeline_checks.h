@@ -15,9 +15,10 @@ namespace stoker {
 
 // Fills defaults and validates one op; INVALID_ARGUMENT names `where` and
 // the allowed range. `fixed` tells whether the output size (h x w) is fixed
-// after this op; a plugin op's instance goes to *plugin.
+// after this op; a plugin op's instance goes to *plugin, and the op's
+// registry entry to *entry (for the pipeline to keep: found once).
 absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
-                             std::shared_ptr<const PluginInstance>* plugin);
+                             std::shared_ptr<const PluginInstance>* plugin, const OpEntry** entry);
 
 }  // namespace stoker
 
