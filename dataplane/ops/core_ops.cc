@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/kernels/resample.h"
+#include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/detection_ops.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
-#include "dataplane/ops/resample.h"
-#include "dataplane/ops/transforms.h"
 
 namespace stoker {
 namespace {

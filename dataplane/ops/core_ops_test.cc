@@ -5,8 +5,8 @@
 #include <string>
 
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/op_registry.h"
-#include "dataplane/ops/transforms.h"
 #include "gtest/gtest.h"
 
 namespace stoker {

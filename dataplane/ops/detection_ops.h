@@ -9,7 +9,7 @@
 
 #include <opencv2/core.hpp>
 #include "common/rng.h"
-#include "dataplane/ops/transforms.h"
+#include "dataplane/kernels/transforms.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "common/rng.h"
-#include "dataplane/ops/transforms.h"
+#include "dataplane/kernels/transforms.h"
 
 namespace stoker {
 

@@ -7,11 +7,11 @@
 #include <opencv2/imgproc.hpp>
 #include "absl/strings/str_format.h"
 #include "dataplane/decode/image_decoder.h"
+#include "dataplane/kernels/simd.h"
+#include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/ops/simd.h"
-#include "dataplane/ops/transforms.h"
 
 namespace stoker {
 

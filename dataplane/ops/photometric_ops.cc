@@ -7,10 +7,10 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_format.h"
+#include "dataplane/kernels/simd.h"
+#include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/op_registry.h"
-#include "dataplane/ops/sample_watch.h"
-#include "dataplane/ops/simd.h"
-#include "dataplane/ops/transforms.h"
+#include "dataplane/sample/sample_watch.h"
 
 namespace stoker {
 

@@ -9,13 +9,13 @@
 #include "dataplane/decode/file_kinds.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/decode/media_loader.h"
+#include "dataplane/kernels/resample.h"
+#include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_checks.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/ops/python_stage.h"
-#include "dataplane/ops/resample.h"
-#include "dataplane/ops/sample_watch.h"
-#include "dataplane/ops/transforms.h"
+#include "dataplane/sample/sample_watch.h"
+#include "dataplane/user_ops/python_stage.h"
 
 namespace stoker {
 

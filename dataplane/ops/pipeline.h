@@ -22,8 +22,8 @@
 #include "common/rng.h"
 #include "dataplane/decode/video_decoder.h"
 #include "dataplane/ops/audio_ops.h"
-#include "dataplane/ops/user_ops.h"
 #include "dataplane/sample/geometry.h"
+#include "dataplane/user_ops/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/pipeline.h"
+#include "dataplane/user_ops/op_plugins.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {

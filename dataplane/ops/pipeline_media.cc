@@ -12,8 +12,8 @@
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/decode/media_loader.h"
 #include "dataplane/decode/video_decoder.h"
+#include "dataplane/kernels/resample.h"
 #include "dataplane/ops/pipeline.h"
-#include "dataplane/ops/resample.h"
 #include "dataplane/ops/video_ops.h"
 
 namespace stoker {

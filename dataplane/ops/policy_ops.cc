@@ -4,11 +4,11 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/erasing_ops.h"
 #include "dataplane/ops/geometric_ops.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/photometric_ops.h"
-#include "dataplane/ops/transforms.h"
 
 namespace stoker {
 namespace {

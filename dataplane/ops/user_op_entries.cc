@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/decode/image_decoder.h"
-#include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/pipeline_text_internal.h"
-#include "dataplane/ops/python_stage.h"
+#include "dataplane/user_ops/op_plugins.h"
+#include "dataplane/user_ops/python_stage.h"
 
 namespace stoker {
 namespace {

@@ -16,7 +16,7 @@
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/sample_fields.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/ops/sample_watch.h"
+#include "dataplane/sample/sample_watch.h"
 #include "dataplane/sample/stored_sample.h"
 #include "dataplane/sessions/batch_session_internal.h"
 #include "dataplane/sessions/store_output.h"

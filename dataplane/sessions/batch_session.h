@@ -24,9 +24,7 @@
 #include "dataplane/base/worker_pool.h"
 #include "dataplane/fields/target_fields.h"
 #include "dataplane/fields/tokenizer.h"
-#include "dataplane/ops/op_plugins.h"
 #include "dataplane/ops/pipeline.h"
-#include "dataplane/ops/python_stage.h"
 #include "dataplane/sample/stored_sample.h"
 #include "dataplane/sessions/admission.h"
 #include "dataplane/sessions/batch_cache.h"
@@ -34,6 +32,8 @@
 #include "dataplane/sessions/session_caches.h"
 #include "dataplane/sessions/stream_session.h"
 #include "dataplane/sources/dataset.h"
+#include "dataplane/user_ops/op_plugins.h"
+#include "dataplane/user_ops/python_stage.h"
 #include "proto/stoker/v1/stoker.pb.h"
 
 namespace stoker {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/field_spec.h"
 #include "dataplane/decode/image_decoder.h"
-#include "dataplane/ops/sample_watch.h"
+#include "dataplane/sample/sample_watch.h"
 
 namespace stoker {
 namespace batch_session_internal {

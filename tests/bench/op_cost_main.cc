@@ -19,8 +19,8 @@
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/ops/python_stage.h"
-#include "dataplane/ops/user_ops.h"
+#include "dataplane/user_ops/python_stage.h"
+#include "dataplane/user_ops/user_ops.h"
 #include "tests/testdata/image_set.h"
 
 ABSL_FLAG(std::string, dir, "", "Photos (.jpg, searched recursively) to cut 224x224 inputs from; empty: synthetic");

@@ -1,4 +1,4 @@
-# One Python transform worker process (dataplane/ops/python_stage.h starts it):
+# One Python transform worker process (dataplane/user_ops/python_stage.h starts it):
 # imports the operator's modules, then calls the functions sessions name, one
 # sample at a time. The pixels cross by shared memory (fd 3), never by
 # pickling; requests arrive and replies leave on the socket at fd 4, each a

@@ -8,8 +8,8 @@
 // loader relocates the program, before the sanitizer runtime is up, and
 // ThreadSanitizer's instrumented resolver crashes there. Those builds check
 // the plain loop, which is the same source.
-#ifndef STOKER_DATAPLANE_OPS_SIMD_H_
-#define STOKER_DATAPLANE_OPS_SIMD_H_
+#ifndef STOKER_DATAPLANE_KERNELS_SIMD_H_
+#define STOKER_DATAPLANE_KERNELS_SIMD_H_
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define STOKER_NO_CLONES 1
@@ -27,4 +27,4 @@
 #define STOKER_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 
-#endif  // STOKER_DATAPLANE_OPS_SIMD_H_
+#endif  // STOKER_DATAPLANE_KERNELS_SIMD_H_

@@ -8,8 +8,8 @@
 // box; INTER_LINEAR samples four pixels whatever the scale), hence this file.
 // Enlarging, or antialias off, is OpenCV's cv::resize (the bytes of before).
 // Pure functions; thread-safe.
-#ifndef STOKER_DATAPLANE_OPS_RESAMPLE_H_
-#define STOKER_DATAPLANE_OPS_RESAMPLE_H_
+#ifndef STOKER_DATAPLANE_KERNELS_RESAMPLE_H_
+#define STOKER_DATAPLANE_KERNELS_RESAMPLE_H_
 
 #include <opencv2/core.hpp>
 
@@ -26,4 +26,4 @@ void SetResampleSimdForTesting(bool enabled);
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_RESAMPLE_H_
+#endif  // STOKER_DATAPLANE_KERNELS_RESAMPLE_H_

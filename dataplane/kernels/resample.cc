@@ -1,4 +1,4 @@
-#include "dataplane/ops/resample.h"
+#include "dataplane/kernels/resample.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 #endif
 
 #include <opencv2/imgproc.hpp>
-#include "dataplane/ops/transforms.h"
+#include "dataplane/kernels/transforms.h"
 
 namespace stoker {
 namespace {

@@ -1,8 +1,8 @@
-#include "dataplane/ops/user_ops.h"
+#include "dataplane/user_ops/user_ops.h"
 
 #include "dataplane/base/server_metrics.h"
-#include "dataplane/ops/op_plugins.h"
-#include "dataplane/ops/python_stage.h"
+#include "dataplane/user_ops/op_plugins.h"
+#include "dataplane/user_ops/python_stage.h"
 
 namespace stoker {
 

@@ -3,8 +3,8 @@
 // of C++ plugins loaded at start (op_plugins.h). Either part may be null (the
 // server was started without it: a session naming such an op is refused).
 // Pipelines hold a copy, which keeps the parts alive; thread-safe as they are.
-#ifndef STOKER_DATAPLANE_OPS_USER_OPS_H_
-#define STOKER_DATAPLANE_OPS_USER_OPS_H_
+#ifndef STOKER_DATAPLANE_USER_OPS_USER_OPS_H_
+#define STOKER_DATAPLANE_USER_OPS_USER_OPS_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -54,4 +54,4 @@ struct UserOpIo {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_USER_OPS_H_
+#endif  // STOKER_DATAPLANE_USER_OPS_USER_OPS_H_

@@ -1,4 +1,4 @@
-#include "dataplane/ops/transforms.h"
+#include "dataplane/kernels/transforms.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "dataplane/ops/sample_watch.h"
+#include "dataplane/sample/sample_watch.h"
 
 #include <time.h>
 

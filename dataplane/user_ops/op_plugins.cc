@@ -1,4 +1,4 @@
-#include "dataplane/ops/op_plugins.h"
+#include "dataplane/user_ops/op_plugins.h"
 
 #include <dlfcn.h>
 

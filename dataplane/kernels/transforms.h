@@ -1,8 +1,8 @@
 // Image transforms with torchvision's parameter semantics, as pure functions
 // on 8-bit RGB cv::Mat images (height x width x 3). Thread-safe; inputs are
 // not modified unless the name says so.
-#ifndef STOKER_DATAPLANE_OPS_TRANSFORMS_H_
-#define STOKER_DATAPLANE_OPS_TRANSFORMS_H_
+#ifndef STOKER_DATAPLANE_KERNELS_TRANSFORMS_H_
+#define STOKER_DATAPLANE_KERNELS_TRANSFORMS_H_
 
 #include <opencv2/core.hpp>
 #include "common/rng.h"
@@ -67,4 +67,4 @@ void FlipHorizontalInPlace(cv::Mat& image);
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_TRANSFORMS_H_
+#endif  // STOKER_DATAPLANE_KERNELS_TRANSFORMS_H_

@@ -1,12 +1,12 @@
-#include "dataplane/ops/transforms.h"
+#include "dataplane/kernels/transforms.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include <opencv2/imgproc.hpp>
-#include "dataplane/ops/resample.h"
-#include "dataplane/ops/simd.h"
+#include "dataplane/kernels/resample.h"
+#include "dataplane/kernels/simd.h"
 
 namespace stoker {
 namespace {

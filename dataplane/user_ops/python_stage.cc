@@ -1,4 +1,4 @@
-#include "dataplane/ops/python_stage.h"
+#include "dataplane/user_ops/python_stage.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -23,8 +23,8 @@
 #include "absl/strings/str_join.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/fields/sample_fields.h"
-#include "dataplane/ops/python_protocol.h"
-#include "dataplane/ops/sample_watch.h"
+#include "dataplane/sample/sample_watch.h"
+#include "dataplane/user_ops/python_protocol.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 

@@ -5,8 +5,8 @@
 // a field of the wrong type reads as absent. Also how a worker's process and
 // what it started are found and ended. Internal to ops/. Functions of file
 // descriptors and processes; thread-compatible.
-#ifndef STOKER_DATAPLANE_OPS_PYTHON_PROTOCOL_H_
-#define STOKER_DATAPLANE_OPS_PYTHON_PROTOCOL_H_
+#ifndef STOKER_DATAPLANE_USER_OPS_PYTHON_PROTOCOL_H_
+#define STOKER_DATAPLANE_USER_OPS_PYTHON_PROTOCOL_H_
 
 #include <cstddef>
 #include <string>
@@ -55,4 +55,4 @@ void KillTokenHolders(const std::string& token);
 }  // namespace python_protocol
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_PYTHON_PROTOCOL_H_
+#endif  // STOKER_DATAPLANE_USER_OPS_PYTHON_PROTOCOL_H_

@@ -1,4 +1,4 @@
-#include "dataplane/ops/python_stage.h"
+#include "dataplane/user_ops/python_stage.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/pipeline_text.h"
-#include "dataplane/ops/sample_watch.h"
+#include "dataplane/sample/sample_watch.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 

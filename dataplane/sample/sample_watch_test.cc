@@ -1,7 +1,7 @@
 // Issue 49: a sample stops when its CPU time is spent or its session is
 // cancelled, between ops and inside the long kernels; the strips that make
 // gaussian_blur stoppable do not change its bytes.
-#include "dataplane/ops/sample_watch.h"
+#include "dataplane/sample/sample_watch.h"
 
 #include <thread>
 

@@ -4,7 +4,7 @@
 // 1/8, 3/8, 3/8, 1/8), and without antialias (or when enlarging) it is
 // OpenCV's resize byte for byte. PIL and torchvision themselves are the
 // references in python/tests/test_antialias.py.
-#include "dataplane/ops/resample.h"
+#include "dataplane/kernels/resample.h"
 
 #include <opencv2/imgproc.hpp>
 

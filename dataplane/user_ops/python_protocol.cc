@@ -1,6 +1,6 @@
 // The wire between the server and its Python worker processes
 // (python_protocol.h).
-#include "dataplane/ops/python_protocol.h"
+#include "dataplane/user_ops/python_protocol.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "dataplane/ops/sample_watch.h"
+#include "dataplane/sample/sample_watch.h"
 
 namespace stoker {
 namespace python_protocol {

@@ -11,8 +11,8 @@
 // replaced by another sample: TimerError marks the status, and the session
 // fails the whole batch as retryable (DEADLINE_EXCEEDED) for another server
 // to make. Thread-compatible: one per worker thread, on its stack.
-#ifndef STOKER_DATAPLANE_OPS_SAMPLE_WATCH_H_
-#define STOKER_DATAPLANE_OPS_SAMPLE_WATCH_H_
+#ifndef STOKER_DATAPLANE_SAMPLE_SAMPLE_WATCH_H_
+#define STOKER_DATAPLANE_SAMPLE_SAMPLE_WATCH_H_
 
 #include <atomic>
 #include <cstdint>
@@ -57,4 +57,4 @@ int64_t ThreadCpuNanos();
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_SAMPLE_WATCH_H_
+#endif  // STOKER_DATAPLANE_SAMPLE_SAMPLE_WATCH_H_

@@ -3,8 +3,8 @@
 // grammar ("team.op(args)"). OpPlugins is immutable after Load and
 // thread-safe; it keeps the libraries loaded for its lifetime. A
 // PluginInstance is one op of one pipeline with its parsed arguments.
-#ifndef STOKER_DATAPLANE_OPS_OP_PLUGINS_H_
-#define STOKER_DATAPLANE_OPS_OP_PLUGINS_H_
+#ifndef STOKER_DATAPLANE_USER_OPS_OP_PLUGINS_H_
+#define STOKER_DATAPLANE_USER_OPS_OP_PLUGINS_H_
 
 #include <filesystem>
 #include <map>
@@ -15,7 +15,7 @@
 #include <opencv2/core.hpp>
 #include "absl/status/statusor.h"
 #include "common/rng.h"
-#include "dataplane/ops/user_ops.h"
+#include "dataplane/user_ops/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
 #include "stoker/op_plugin.h"
 
@@ -64,4 +64,4 @@ class PluginInstance {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_OP_PLUGINS_H_
+#endif  // STOKER_DATAPLANE_USER_OPS_OP_PLUGINS_H_

@@ -11,8 +11,8 @@
 // Thread-safe: any worker thread may Run; a call holds one process for its
 // duration (callers wait for a free one). The stage owns its processes and
 // stops them when destroyed.
-#ifndef STOKER_DATAPLANE_OPS_PYTHON_STAGE_H_
-#define STOKER_DATAPLANE_OPS_PYTHON_STAGE_H_
+#ifndef STOKER_DATAPLANE_USER_OPS_PYTHON_STAGE_H_
+#define STOKER_DATAPLANE_USER_OPS_PYTHON_STAGE_H_
 
 #include <sys/types.h>
 
@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 #include "common/rng.h"
 #include "dataplane/base/server_metrics.h"
-#include "dataplane/ops/user_ops.h"
+#include "dataplane/user_ops/user_ops.h"
 #include "nlohmann/json_fwd.hpp"
 #include "proto/stoker/v1/stoker.pb.h"
 
@@ -133,4 +133,4 @@ class PythonStage {
 
 }  // namespace stoker
 
-#endif  // STOKER_DATAPLANE_OPS_PYTHON_STAGE_H_
+#endif  // STOKER_DATAPLANE_USER_OPS_PYTHON_STAGE_H_
