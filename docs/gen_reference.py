@@ -180,6 +180,31 @@ def stated_range_problems(op, fields):
     return problems
 
 
+STATED_DEFAULT = re.compile(rf"(?<![\w.])(0|unset|empty) means ({NUMBER})(?:/({NUMBER}))?(?![\w.])")
+
+
+def stated_default_problems(op, fields):
+    """A default stoker.proto's comment states for a field ("0 means 8", "unset means 31", "0 means 3/4") that is
+    not the default the op's entry declares (what CheckOp fills in). A default no declaration backs (a gate's p,
+    a list's) is filled by the op's own code and not checked here; nor is "0 means N" where the entry keeps 0 (it
+    declares 0: another step fills it in, as video_clip's audio track does)."""
+    declared = {p["field"]: p for p in op["params"]}
+    problems = []
+    for field, comment in fields.items():
+        stated = STATED_DEFAULT.findall(comment)
+        p = declared.get(field)
+        if not stated or p is None or "default" not in p or not any(field in a["fields"] for a in op["arguments"]):
+            continue
+        word, numerator, denominator = stated[0]
+        value = float(numerator) / (float(denominator) if denominator else 1)
+        if word == "0" and float(p["default"]) == 0:
+            continue
+        if abs(value - float(p["default"])) > 1e-6 * max(1, abs(value)):
+            problems.append(f"{op['name']}.{field}: stoker.proto states the default {number(value)}, its entry "
+                            f"declares {number(p['default'])}")
+    return problems
+
+
 def argument_cells(argument, declared):
     """The Range and Default cells of an argument (one field, or a pair lo:hi) from its fields' declarations."""
     params = [declared.get(f) for f in argument["fields"]]
@@ -200,9 +225,11 @@ def pipeline_page(build):
     ops = [json.loads(l) for l in lines]
     comments = proto_comments(os.path.join(HERE, "..", "proto", "stoker", "v1", "stoker.proto"))
     problems = [p for op in ops if op["message"] != "DeclaredOp"
-                for p in stated_range_problems(op, comments.get(op["message"], ("", {}))[1])]
+                for check in (stated_range_problems, stated_default_problems)
+                for p in check(op, comments.get(op["message"], ("", {}))[1])]
     if problems:
-        raise SystemExit("gen_reference: the ranges stoker.proto states disagree with the ops' declarations "
+        raise SystemExit("gen_reference: the ranges and defaults stoker.proto states disagree with the ops' "
+                         "declarations "
                          "(dataplane/ops, OpParam):\n  " + "\n  ".join(problems))
     out = ["# Pipeline ops\n\n", GENERATED,
            "Every op the pipeline text reads, in stoker.proto's order: its arguments in positional order (or "
@@ -284,7 +311,8 @@ def python_page(build):
 
 
 def self_test():
-    """stated_range_problems finds a stated range that its declaration contradicts or that none backs."""
+    """stated_range_problems and stated_default_problems find a stated range or default that its declaration
+    contradicts or that none backs."""
     op = {"name": "solarize", "arguments": [{"name": "threshold", "fields": ["threshold"]},
                                              {"name": "p", "fields": ["p"]}],
           "params": [{"field": "threshold", "lo": 0, "hi": 256, "range": "0..256"}]}
@@ -294,7 +322,15 @@ def self_test():
     assert "declares 0..256" in stated_range_problems(op, disagree)[0], stated_range_problems(op, disagree)
     undeclared = dict(agree, p="the probability, 0..1")
     assert "declares no range" in stated_range_problems(op, undeclared)[0], stated_range_problems(op, undeclared)
-    print("gen_reference self-test ok: stated ranges are checked against the declarations")
+    op["params"][0]["default"] = 128
+    defaults = dict(agree, threshold="pixels at or above it are inverted; 0 means 128")
+    assert stated_default_problems(op, defaults) == [], stated_default_problems(op, defaults)
+    wrong = dict(agree, threshold="pixels at or above it are inverted; 0 means 127")
+    assert "declares 128" in stated_default_problems(op, wrong)[0], stated_default_problems(op, wrong)
+    op["params"][0]["default"] = 0.75
+    assert stated_default_problems(op, dict(agree, threshold="0 means 3/4")) == []
+    assert "declares 0.75" in stated_default_problems(op, dict(agree, threshold="0 means 4/3"))[0]
+    print("gen_reference self-test ok: stated ranges and defaults are checked against the declarations")
     return 0
 
 

@@ -24,6 +24,37 @@ OpEntry Storable(int64_t (*pixels)(const v1::Op& op, int64_t pixels), OpEntry en
   return entry;
 }
 
+OpEntry OnlyFirst(const char* why, OpEntry entry) {
+  entry.rules.place = OpRules::kFirst;
+  entry.rules.place_why = why;
+  return entry;
+}
+
+OpEntry OnlyLast(OpEntry entry) {
+  entry.rules.place = OpRules::kLast;
+  return entry;
+}
+
+OpEntry NeedsBoxes(const char* why, OpEntry entry) {
+  entry.rules.boxes_why = why;
+  return entry;
+}
+
+OpEntry NeedsFloat(const char* why, OpEntry entry) {
+  entry.rules.float_why = why;
+  return entry;
+}
+
+OpEntry RefusesTargets(const char* why, OpEntry entry) {
+  entry.targets = OpTargets::kRefused;
+  entry.rules.refused_why = why;
+  return entry;
+}
+
+std::string OpName(const OpEntry& entry, const v1::Op& op) {
+  return entry.name != nullptr ? entry.name : v1::Op::descriptor()->FindFieldByNumber(op.op_case())->name();
+}
+
 absl::Status CheckFill(const std::string& where, const google::protobuf::RepeatedField<float>& fill) {
   if (fill.size() != 0 && fill.size() != 1 && fill.size() != 3) {
     return absl::InvalidArgumentError(

@@ -45,7 +45,7 @@ struct OpShape {
 enum class OpTargets {
   kUntouched,  // photometric: the pixels stay where they are
   kMoved,      // crops, pads, flips, warps and the policies: moved with the pixels (geometry.h)
-  kRefused,    // augmix (a blend of differently warped copies has no one place for a box): refused with targets
+  kRefused,    // augmix, the user ops: refused with targets (the entry's rules say why)
   kNone,       // audio and video ops: their samples carry no targets
 };
 
@@ -129,6 +129,19 @@ struct UserOpHooks {
                                                 UserOpIo* io);
 };
 
+// What an op asks of its place in the pipeline and of the session, each
+// rule with the reason its error gives (null: no such rule). Pipeline::Create
+// checks them in the entry's words; CreatePrefix checks the place (the last
+// op of the prefix).
+struct OpRules {
+  enum Place { kAnywhere, kFirst, kLast };
+  Place place = kAnywhere;
+  const char* place_why = nullptr;    // "pipeline[i].NAME must be the first op: WHY"
+  const char* boxes_why = nullptr;    // "pipeline[i].NAME WHY: the session needs a field of kind boxes"
+  const char* float_why = nullptr;    // "pipeline[i].NAME needs dtype FLOAT16 or FLOAT32 (WHY)"
+  const char* refused_why = nullptr;  // kRefused: "pipeline[i].NAME cannot move boxes, masks or keypoints (WHY): ..."
+};
+
 struct OpEntry {
   v1::Op::OpCase op;
   const char* torchvision;  // the counterpart, for documentation
@@ -181,6 +194,7 @@ struct OpEntry {
   // letterbox to a given size): the user ops before it are then free to
   // change the size (Pipeline::NoteSize).
   bool sets_size = false;
+  OpRules rules = {};
   // A declared op (dataplane/ops/declared/): `op` is kDeclared, `name` its
   // name in the text form and `params` its whole schema, the values a
   // v1::DeclaredOp carries in their order (DeclaredValue); `about` says what
@@ -202,6 +216,16 @@ OpEntry WithParams(std::vector<OpParam> params, OpEntry entry);
 OpEntry SetsSize(OpEntry entry);
 // `entry` as storable, with its pixel estimate (for the families' tables).
 OpEntry Storable(int64_t (*pixels)(const v1::Op& op, int64_t pixels), OpEntry entry);
+// `entry` with its rules (for the families' tables): only the first op
+// (`why`), only the last, needing a field of kind boxes or a float dtype, or
+// refusing targets (kRefused) for the reason `why`.
+OpEntry OnlyFirst(const char* why, OpEntry entry);
+OpEntry OnlyLast(OpEntry entry);
+OpEntry NeedsBoxes(const char* why, OpEntry entry);
+OpEntry NeedsFloat(const char* why, OpEntry entry);
+OpEntry RefusesTargets(const char* why, OpEntry entry);
+// The op's name in messages: a declared op's own, else its field's in v1::Op.
+std::string OpName(const OpEntry& entry, const v1::Op& op);
 
 // The parameters many ops declare alike: the gate's probability (unset: the
 // op's own default) and each level of a fill.

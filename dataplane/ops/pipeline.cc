@@ -81,34 +81,48 @@ absl::Status CheckAudioFields(const v1::SessionConfig& config) {
   return absl::OkStatus();
 }
 
-// The ops against the session's target fields: random_iou_crop needs boxes;
-// user ops and the ops that refuse targets (augmix) cannot move them.
-absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config) {
+// The ops (`entries`, one per op) against the session's target fields, by
+// their entries' rules: an op may need boxes; user ops and the ops that
+// refuse targets cannot move them.
+absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config, const std::vector<const OpEntry*>& entries) {
   const bool has_boxes = std::any_of(config.fields().begin(), config.fields().end(),
                                      [](const v1::FieldSpec& f) { return f.kind() == v1::BOXES; });
   const bool has_targets = std::any_of(config.fields().begin(), config.fields().end(),
                                        [](const v1::FieldSpec& f) { return IsTargetKind(f.kind()); });
-  for (int i = 0; i < config.pipeline_size(); ++i) {
-    if (config.pipeline(i).has_random_iou_crop() && !has_boxes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline[", i, "].random_iou_crop chooses its crop by the boxes: the session needs a field of kind boxes"));
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const OpEntry* entry = entries[i];
+    const v1::Op& op = config.pipeline(static_cast<int>(i));
+    if (entry == nullptr) continue;
+    if (entry->rules.boxes_why != nullptr && !has_boxes) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].", OpName(*entry, op), " ",
+                                                     entry->rules.boxes_why,
+                                                     ": the session needs a field of kind boxes"));
     }
-    const OpEntry* entry = FindOp(config.pipeline(i));
-    if (has_targets && entry != nullptr && entry->user != nullptr) {
+    if (has_targets && entry->user != nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("pipeline[", i, "] ", PipelineToText({config.pipeline(i)}),
+          absl::StrCat("pipeline[", i, "] ", PipelineToText({op}),
                        " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
     }
-    if (has_targets && entry != nullptr && entry->targets == OpTargets::kRefused) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline[", i, "].",
-          entry->name != nullptr ? entry->name
-                                 : v1::Op::descriptor()->FindFieldByNumber(config.pipeline(i).op_case())->name(),
-          " cannot move boxes, masks or keypoints (it blends differently warped copies): a session with target fields"
-          " cannot use it"));
+    if (has_targets && entry->targets == OpTargets::kRefused) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline[", i, "].", OpName(*entry, op), " cannot move boxes, masks or keypoints (",
+                       entry->rules.refused_why != nullptr ? entry->rules.refused_why : "",
+                       "): a session with target fields cannot use it"));
     }
   }
   return absl::OkStatus();
+}
+
+// The entry's place rule for the op at `i` of `count`: "SUBJECT must be the
+// first op SUFFIX: WHY" (`subject` names the op, `suffix` the sequence).
+absl::Status CheckPlace(const std::string& subject, absl::string_view suffix, const OpRules& rules, size_t i,
+                        size_t count) {
+  const bool misplaced =
+      (rules.place == OpRules::kFirst && i != 0) || (rules.place == OpRules::kLast && i + 1 != count);
+  if (!misplaced) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(subject, " must be the ", rules.place == OpRules::kFirst ? "first" : "last", " op", suffix,
+                   rules.place_why != nullptr ? ": " : "", rules.place_why != nullptr ? rules.place_why : ""));
 }
 
 absl::Status BatchTooLarge(const v1::SessionConfig& config, int64_t sample_bytes) {
@@ -155,7 +169,7 @@ absl::StatusOr<Pipeline> Pipeline::Create(const v1::SessionConfig& config, UserO
       }
     }
   }
-  if (absl::Status s = CheckOpsMoveTargets(config); !s.ok()) return s;
+  if (absl::Status s = CheckOpsMoveTargets(config, p.entries_); !s.ok()) return s;
   return p;
 }
 
@@ -182,28 +196,16 @@ absl::Status Pipeline::CreateAudio(const v1::SessionConfig& config) {
 absl::Status Pipeline::CheckImageOps(const v1::SessionConfig& config, bool& fixed) {
   for (int i = 0; i < config.pipeline_size(); ++i) {
     v1::Op op = config.pipeline(i);
-    if (op.has_video_clip() && i > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pipeline[", i, "].video_clip must be the first op: it decodes the sample's video into clips"));
-    }
+    const std::string where = absl::StrCat("pipeline[", i, "]");
     const OpEntry* entry = nullptr;
-    if (auto s = CheckOpAt(absl::StrCat("pipeline[", i, "]"), static_cast<size_t>(i), op, fixed, &entry); !s.ok()) {
-      return s;
+    if (auto s = CheckOpAt(where, static_cast<size_t>(i), op, fixed, &entry); !s.ok()) return s;
+    const std::string subject = absl::StrCat(where, ".", OpName(*entry, op));
+    if (auto s = CheckPlace(subject, "", entry->rules, i, config.pipeline_size()); !s.ok()) return s;
+    if (entry->rules.float_why != nullptr && dtype_ == v1::UINT8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(subject, " needs dtype FLOAT16 or FLOAT32 (", entry->rules.float_why, ")"));
     }
-    if (op.has_normalize()) {
-      if (i + 1 != config.pipeline_size()) {
-        return absl::InvalidArgumentError(absl::StrCat("pipeline[", i, "].normalize must be the last op"));
-      }
-      if (dtype_ == v1::UINT8) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pipeline[", i, "].normalize needs dtype FLOAT16 or FLOAT32 (or send uint8 and normalize on the GPU)"));
-      }
-      normalize_ = true;
-      for (int c = 0; c < 3; ++c) {
-        mean_[c] = op.normalize().mean(c);
-        std_[c] = op.normalize().std(c);
-      }
-    }
+    if (op.has_normalize()) TakeNormalize(op.normalize());
     AddOp(std::move(op), entry);
   }
   return absl::OkStatus();
@@ -256,20 +258,23 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
       return absl::InvalidArgumentError(
           absl::StrCat(where, " ", PipelineToText({op}), " is random: random ops stay online (after the prefix)"));
     }
+    const std::string subject = absl::StrCat(where, " ", OpName(*entry, op));
+    if (auto s = CheckPlace(subject, " of the prefix", entry->rules, i, ops.size()); !s.ok()) return s;
     if (op.has_normalize()) {
-      if (i + 1 != ops.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, " normalize must be the last op of the prefix"));
-      }
-      p.normalize_ = true;
+      p.TakeNormalize(op.normalize());
       p.dtype_ = v1::FLOAT32;
-      for (int c = 0; c < 3; ++c) {
-        p.mean_[c] = op.normalize().mean(c);
-        p.std_[c] = op.normalize().std(c);
-      }
     }
     p.AddOp(std::move(op), entry);
   }
   return p;
+}
+
+void Pipeline::TakeNormalize(const v1::Normalize& normalize) {
+  normalize_ = true;
+  for (int c = 0; c < 3; ++c) {
+    mean_[c] = normalize.mean(c);
+    std_[c] = normalize.std(c);
+  }
 }
 
 cv::Mat Pipeline::Normalized(const cv::Mat& rgb) const {

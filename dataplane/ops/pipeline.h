@@ -154,6 +154,8 @@ class Pipeline {
   // output size; keeps a plugin op's instance and notes the sizes user ops
   // must keep. *entry: the op's registry entry.
   absl::Status CheckOpAt(const std::string& where, size_t i, v1::Op& op, bool& fixed, const OpEntry** entry);
+  // The normalize op's mean and std, for Normalized and the client's OpContext.
+  void TakeNormalize(const v1::Normalize& normalize);
   // A video session's AUDIO_TRACK field (at most one, no member, a window
   // length): fills in the op's audio defaults and audio_track_shape_.
   absl::Status CheckAudioTrack(const v1::SessionConfig& config);

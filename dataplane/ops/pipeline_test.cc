@@ -3,6 +3,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
@@ -345,6 +346,46 @@ TEST(PipelineTest, StoreWritesNhwcAndNchw) {
   ASSERT_TRUE(nchw->Store(two, planar).ok());
   EXPECT_EQ(std::vector<uint8_t>(planar, planar + 12), (std::vector<uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
   EXPECT_EQ(nchw->SampleShape(), (std::vector<int64_t>{3, 2, 2}));
+}
+
+// The rules of place and of the session are their entries' (OpRules), and
+// the messages say them in the entries' words.
+TEST(PipelineTest, PlaceAndSessionRulesAreTheEntriesWords) {
+  const OpEntry* clip = FindOp(v1::Op::kVideoClip);
+  const OpEntry* normalize = FindOp(v1::Op::kNormalize);
+  const OpEntry* iou = FindOp(v1::Op::kRandomIouCrop);
+  const OpEntry* augmix = FindOp(v1::Op::kAugmix);
+  ASSERT_TRUE(clip != nullptr && normalize != nullptr && iou != nullptr && augmix != nullptr);
+  ASSERT_EQ(clip->rules.place, OpRules::kFirst);
+  ASSERT_EQ(normalize->rules.place, OpRules::kLast);
+  ASSERT_TRUE(clip->rules.place_why != nullptr && normalize->rules.float_why != nullptr &&
+              iou->rules.boxes_why != nullptr && augmix->rules.refused_why != nullptr);
+  EXPECT_EQ(augmix->targets, OpTargets::kRefused);
+  auto error = [](v1::SessionConfig c) {
+    absl::StatusOr<Pipeline> p = Pipeline::Create(c);
+    return p.ok() ? std::string("created") : std::string(p.status().message());
+  };
+  auto with_field = [](v1::SessionConfig c, v1::FieldKind kind) {
+    v1::FieldSpec* f = c.add_fields();
+    f->set_name("f");
+    f->set_kind(kind);
+    return c;
+  };
+  EXPECT_EQ(error(Config("center_crop(8), video_clip()")),
+            absl::StrCat("pipeline[1].video_clip must be the first op: ", clip->rules.place_why));
+  auto not_last = WithDtype(WithNormalize(Config("center_crop(8)"), {0, 0, 0}, {1, 1, 1}), v1::FLOAT32);
+  not_last.add_pipeline()->mutable_random_horizontal_flip();
+  EXPECT_EQ(error(not_last), "pipeline[1].normalize must be the last op");
+  EXPECT_EQ(error(WithNormalize(Config("center_crop(8)"), {0, 0, 0}, {1, 1, 1})),
+            absl::StrCat("pipeline[1].normalize needs dtype FLOAT16 or FLOAT32 (", normalize->rules.float_why, ")"));
+  EXPECT_EQ(
+      error(with_field(Config("random_iou_crop(), resize_pad(32)"), v1::CLASS)),
+      absl::StrCat("pipeline[0].random_iou_crop ", iou->rules.boxes_why, ": the session needs a field of kind boxes"));
+  EXPECT_EQ(error(with_field(Config("random_iou_crop(), resize_pad(32)"), v1::BOXES)), "created");
+  EXPECT_EQ(error(with_field(Config("center_crop(8), augmix()"), v1::BOXES)),
+            absl::StrCat("pipeline[1].augmix cannot move boxes, masks or keypoints (", augmix->rules.refused_why,
+                         "): a session with target fields cannot use it"));
+  EXPECT_EQ(error(Config("center_crop(8), augmix()")), "created");
 }
 
 TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {

@@ -376,24 +376,24 @@ const std::vector<OpEntry>& PolicyOps() {
                   {"alpha", 0, 1000, 1, "", true},
                   {"all_ops", 0, 1, 1},
                   kFillParam},
-                 {v1::Op::kAugmix, "transforms.AugMix",
-                  [](const std::string& where, v1::Op& op, OpShape*) {
-                    const auto& o = op.augmix();
-                    const std::string w = where + ".augmix";
-                    if (!(o.alpha() > 0 && o.alpha() <= 1000)) {
-                      return absl::InvalidArgumentError(
-                          absl::StrFormat("%s.alpha = %g; need 0 < alpha <= 1000", w, o.alpha()));
-                    }
-                    return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
-                  },
-                  [](const v1::Op&) { return true; },
-                  // A blend of chains warped differently has no one place for a box: refused with targets.
-                  [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
-                    const auto& o = op.augmix();
-                    ApplyAugMix(image, DrawAugMix(o, image.rows, image.cols, rng),
-                                Bilinear(o.has_interpolation(), o.interpolation()), PolicyFill(o.fill()));
-                  },
-                  OpTargets::kRefused}),
+                 RefusesTargets("it blends differently warped copies",
+                                {v1::Op::kAugmix, "transforms.AugMix",
+                                 [](const std::string& where, v1::Op& op, OpShape*) {
+                                   const auto& o = op.augmix();
+                                   const std::string w = where + ".augmix";
+                                   if (!(o.alpha() > 0 && o.alpha() <= 1000)) {
+                                     return absl::InvalidArgumentError(
+                                         absl::StrFormat("%s.alpha = %g; need 0 < alpha <= 1000", w, o.alpha()));
+                                   }
+                                   return CheckPolicyFill(w, o.fill(), o.has_interpolation(), o.interpolation());
+                                 },
+                                 [](const v1::Op&) { return true; },
+                                 [](const v1::Op& op, cv::Mat& image, Rng& rng, const OpContext&, GeometrySink*) {
+                                   const auto& o = op.augmix();
+                                   ApplyAugMix(image, DrawAugMix(o, image.rows, image.cols, rng),
+                                               Bilinear(o.has_interpolation(), o.interpolation()),
+                                               PolicyFill(o.fill()));
+                                 }})),
   };
   return *ops;
 }
