@@ -126,28 +126,6 @@ int32_t LayoutOf(const LoaderConfig& config) {
   return config.device.layout == TensorLayout::kNCHW ? STOKER_NCHW : STOKER_NHWC;
 }
 
-std::string StatsJson(const LoaderStats& s) {
-  nlohmann::json j;
-  j["batches"] = s.run.batches;
-  j["images"] = s.run.images;
-  j["bytes"] = s.run.bytes;
-  j["seconds"] = s.run.seconds;
-  j["images_per_second"] = s.run.images_per_second;
-  j["megabytes_per_second"] = s.run.megabytes_per_second;
-  j["starved_percent"] = s.run.starved_percent;
-  j["inter_batch_p50_ms"] = s.run.inter_batch_p50_ms;
-  j["inter_batch_p99_ms"] = s.run.inter_batch_p99_ms;
-  j["receive_latency_p50_ms"] = s.run.receive_latency_p50_ms;
-  j["batches_per_server"] = s.run.batches_per_server;
-  j["bottleneck"] = s.verdict.stage;
-  j["bottleneck_explanation"] = s.verdict.Explain();
-  j["device_path"] = s.device_path;
-  j["h2d_bytes"] = s.h2d_bytes;
-  j["h2d_seconds"] = s.h2d_seconds;
-  j["next_seconds"] = s.next_seconds;
-  return j.dump();
-}
-
 char* Copy(const std::string& s) {
   char* out = static_cast<char*>(std::malloc(s.size() + 1));
   if (out != nullptr) std::memcpy(out, s.c_str(), s.size() + 1);
@@ -306,7 +284,7 @@ stoker_code stoker_client_restore(stoker_client* client, const void* data, size_
 stoker_code stoker_client_stats_json(const stoker_client* client, char** json) {
   return Guarded("stoker_client_stats_json", [&] {
     if (client == nullptr || json == nullptr) return Fail(absl::InvalidArgumentError("stoker_client_stats_json: null"));
-    *json = stoker::Copy(stoker::StatsJson(client->loader->Stats()));
+    *json = stoker::Copy(stoker::LoaderStatsJson(client->loader->Stats()).dump());
     return *json != nullptr ? STOKER_OK : Fail(absl::ResourceExhaustedError("stoker_client_stats_json: out of memory"));
   });
 }

@@ -210,6 +210,8 @@ TEST_F(CApiTest, LocalModeRunsEachEpochExactlyOnceAndStartsTheNextByItself) {
   ASSERT_EQ(stoker_client_stats_json(c, &stats), STOKER_OK);
   EXPECT_NE(std::string(stats).find("\"images_per_second\""), std::string::npos) << stats;
   EXPECT_NE(std::string(stats).find("\"bottleneck\""), std::string::npos) << stats;
+  EXPECT_NE(std::string(stats).find("\"bottleneck_figures\":{"), std::string::npos) << stats;
+  EXPECT_NE(std::string(stats).find("\"batches_per_server\":{\"local\":"), std::string::npos) << stats;
   stoker_free(stats);
   // set_epoch selects an epoch again: the same batches as the first time.
   ASSERT_EQ(stoker_client_set_epoch(c, 0), STOKER_OK);

@@ -6,6 +6,37 @@
 
 namespace stoker {
 
+nlohmann::json LoaderStatsJson(const LoaderStats& s) {
+  nlohmann::json j;
+  j["batches"] = s.run.batches;
+  j["images"] = s.run.images;
+  j["bytes"] = s.run.bytes;
+  j["seconds"] = s.run.seconds;
+  j["images_per_second"] = s.run.images_per_second;
+  j["megabytes_per_second"] = s.run.megabytes_per_second;
+  j["starved_percent"] = s.run.starved_percent;
+  j["inter_batch_p50_ms"] = s.run.inter_batch_p50_ms;
+  j["inter_batch_p99_ms"] = s.run.inter_batch_p99_ms;
+  j["receive_latency_p50_ms"] = s.run.receive_latency_p50_ms;
+  j["batches_per_server"] = nlohmann::json::object();
+  for (const auto& [server, n] : s.run.batches_per_server) j["batches_per_server"][server] = n;
+  j["bottleneck"] = s.verdict.stage;
+  j["bottleneck_explanation"] = s.verdict.Explain();
+  j["bottleneck_figures"] = {{"starved_ratio", s.verdict.starved_ratio},
+                             {"storage_wait_ratio", s.verdict.storage_wait_ratio},
+                             {"h2d_ratio", s.verdict.h2d_ratio},
+                             {"transfer_seconds_per_batch", s.verdict.transfer_seconds},
+                             {"server_seconds_per_batch", s.verdict.server_seconds},
+                             {"read_seconds_per_batch", s.verdict.read_seconds},
+                             {"compute_seconds_per_batch", s.verdict.compute_seconds}};
+  j["device_path"] = s.device_path;
+  j["h2d_bytes"] = s.h2d_bytes;
+  j["h2d_seconds"] = s.h2d_seconds;
+  j["h2d_gb_per_second"] = s.h2d_seconds > 0 ? static_cast<double>(s.h2d_bytes) / 1e9 / s.h2d_seconds : 0.0;
+  j["next_seconds"] = s.next_seconds;
+  return j;
+}
+
 absl::StatusOr<std::unique_ptr<TrainingLoader>> TrainingLoader::Create(LoaderConfig config) {
   if (config.mixup.mixup_alpha != 0 || config.mixup.cutmix_alpha != 0) {  // before connecting
     if (absl::Status s = ValidateMixup(config.mixup); !s.ok()) return s;

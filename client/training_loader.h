@@ -18,6 +18,7 @@
 #include "client/run_stats.h"
 #include "client/stoker_client.h"
 #include "common/metrics_endpoint.h"
+#include "nlohmann/json.hpp"
 
 namespace stoker {
 
@@ -40,6 +41,10 @@ struct LoaderStats {
   double h2d_seconds = 0;   // copy + conversion time
   double next_seconds = 0;  // total time the caller spent inside Next
 };
+// The stats as one JSON object, the one list of their names: Python's
+// Loader.stats() (through the binding) and the C API's
+// stoker_client_stats_json give these keys.
+nlohmann::json LoaderStatsJson(const LoaderStats& s);
 
 class TrainingLoader {
  public:

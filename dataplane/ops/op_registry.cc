@@ -107,7 +107,7 @@ absl::Status CheckDeclared(const OpEntry& entry, const std::string& where, v1::O
   }
   for (int i = 0; i < count; ++i) {  // the types, before the entry's check compares values
     const OpParam& param = entry.params[i];
-    if (param.type == OpParam::kInteger && d.values(i) != std::trunc(d.values(i))) {
+    if (!HasParamType(param, d.values(i))) {
       return absl::InvalidArgumentError(absl::StrFormat("%s.%s = %g is not an integer; allowed range is %s", at,
                                                         param.field, d.values(i), ParamRange(param)));
     }
@@ -143,6 +143,10 @@ absl::StatusOr<const FieldDescriptor*> Field(const FieldDescriptor* which, const
 }
 
 }  // namespace
+
+bool HasParamType(const OpParam& param, double value) {
+  return param.type != OpParam::kInteger || value == std::trunc(value);
+}
 
 std::string ParamRange(const OpParam& param) {
   std::string out =

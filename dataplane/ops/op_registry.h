@@ -53,6 +53,9 @@ absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op,
 // "lo..hi unit" ("(lo, hi] unit" above lo) of a declared parameter, as the messages and the reference
 // page write it.
 std::string ParamRange(const OpParam& param);
+// Whether `value` has the parameter's type: a kInteger parameter's is whole
+// (the text form and CheckOp refuse it otherwise, "is not an integer").
+bool HasParamType(const OpParam& param, double value);
 
 // Checks `body`, the message of an op `which` (e.g. a v1::Audio for
 // kAudio), as its entry does (CheckOp), in place: for the callers that hold

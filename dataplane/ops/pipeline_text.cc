@@ -295,7 +295,7 @@ absl::StatusOr<v1::Op> ParseDeclaredOp(const OpEntry& entry, absl::string_view t
   for (const auto& [index, value] : *args) {
     const bool integer = entry.params[index].type == OpParam::kInteger;
     if (!absl::SimpleAtod(value, &values[index]) || !std::isfinite(values[index]) ||
-        (integer && values[index] != std::trunc(values[index]))) {
+        !HasParamType(entry.params[index], values[index])) {
       return absl::InvalidArgumentError(absl::StrCat("pipeline: ", entry.name, ".", names[index], ": '", value,
                                                      integer ? "' is not an integer" : "' is not a finite number",
                                                      "; allowed range is ", ParamRange(entry.params[index])));

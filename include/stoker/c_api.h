@@ -130,8 +130,10 @@ stoker_code stoker_client_state(const stoker_client* client, void** data, size_t
 stoker_code stoker_client_restore(stoker_client* client, const void* data, size_t size);
 
 /* The run's statistics and the bottleneck verdict as one JSON object
- * (*json from malloc: stoker_free): images_per_second, starved_percent,
- * bottleneck, bottleneck_explanation, device_path, ... */
+ * (*json from malloc: stoker_free), with the keys Python's Loader.stats()
+ * has from the client: images_per_second, starved_percent, bottleneck,
+ * bottleneck_explanation, bottleneck_figures, device_path, ... (a figure
+ * that is not a number is null). */
 stoker_code stoker_client_stats_json(const stoker_client* client, char** json);
 
 /* --- a batch --- */

@@ -29,6 +29,7 @@
 #include "common/malloc_tuning.h"
 #include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline_text.h"
+#include "nlohmann/json.hpp"
 
 namespace nb = nanobind;
 
@@ -148,38 +149,27 @@ nb::tuple BatchTuple(DeviceTensor tensor, void* consumer_stream) {
   return nb::make_tuple(images, labels, indices, info);
 }
 
-nb::dict StatsDict(const LoaderStats& s) {
-  nb::dict d;
-  d["batches"] = s.run.batches;
-  d["images"] = s.run.images;
-  d["bytes"] = s.run.bytes;
-  d["seconds"] = s.run.seconds;
-  d["images_per_second"] = s.run.images_per_second;
-  d["megabytes_per_second"] = s.run.megabytes_per_second;
-  d["starved_percent"] = s.run.starved_percent;
-  d["inter_batch_p50_ms"] = s.run.inter_batch_p50_ms;
-  d["inter_batch_p99_ms"] = s.run.inter_batch_p99_ms;
-  d["receive_latency_p50_ms"] = s.run.receive_latency_p50_ms;
-  nb::dict per_server;
-  for (const auto& [server, n] : s.run.batches_per_server) per_server[server.c_str()] = n;
-  d["batches_per_server"] = per_server;
-  d["bottleneck"] = s.verdict.stage;
-  d["bottleneck_explanation"] = s.verdict.Explain();
-  nb::dict figures;
-  figures["starved_ratio"] = s.verdict.starved_ratio;
-  figures["storage_wait_ratio"] = s.verdict.storage_wait_ratio;
-  figures["h2d_ratio"] = s.verdict.h2d_ratio;
-  figures["transfer_seconds_per_batch"] = s.verdict.transfer_seconds;
-  figures["server_seconds_per_batch"] = s.verdict.server_seconds;
-  figures["read_seconds_per_batch"] = s.verdict.read_seconds;
-  figures["compute_seconds_per_batch"] = s.verdict.compute_seconds;
-  d["bottleneck_figures"] = figures;
-  d["device_path"] = s.device_path;
-  d["h2d_bytes"] = s.h2d_bytes;
-  d["h2d_seconds"] = s.h2d_seconds;
-  d["h2d_gb_per_second"] = s.h2d_seconds > 0 ? static_cast<double>(s.h2d_bytes) / 1e9 / s.h2d_seconds : 0.0;
-  d["next_seconds"] = s.next_seconds;
-  return d;
+// A JSON value as Python's (dict, list, str, int, float, bool, None); a
+// number keeps its value (NaN stays NaN, as it would not through text).
+nb::object FromJson(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object: {
+      nb::dict d;
+      for (const auto& [key, value] : j.items()) d[key.c_str()] = FromJson(value);
+      return d;
+    }
+    case nlohmann::json::value_t::array: {
+      nb::list l;
+      for (const auto& value : j) l.append(FromJson(value));
+      return l;
+    }
+    case nlohmann::json::value_t::string: return nb::str(j.get_ref<const std::string&>().c_str());
+    case nlohmann::json::value_t::boolean: return nb::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return nb::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return nb::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float: return nb::float_(j.get<double>());
+    default: return nb::none();
+  }
 }
 
 void* StreamPointer(uintptr_t stream) { return reinterpret_cast<void*>(stream); }
@@ -311,7 +301,7 @@ NB_MODULE(_stoker_ext, m) {
             return BatchTuple(*std::move(t), StreamPointer(stream));
           },
           nb::arg("stream") = 0, nb::arg("wait") = false)
-      .def("stats", [](const TrainingLoader& l) { return StatsDict(l.Stats()); });
+      .def("stats", [](const TrainingLoader& l) { return FromJson(LoaderStatsJson(l.Stats())); });
 
   m.def("ladder_report", &LadderReport, nb::arg("rates"), nb::arg("servers"), nb::arg("pipeline"), nb::arg("title"),
         "The caching ladder's table, JSON and HTML for six measured rates (images/s)");

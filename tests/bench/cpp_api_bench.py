@@ -16,21 +16,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-
-
-def start_server(build, work):
-    log = f"{work}/server.log"
-    proc = subprocess.Popen([f"{build}/server/stoker-server", "--host=127.0.0.1", "--port=0", "--metrics-port=-1",
-                             "--workers=2", f"--data-root={work}"], stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    for _ in range(300):
-        m = re.search(r"listening on ([\d.]+:\d+)", open(log).read())
-        if m:
-            return proc, m.group(1)
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(open(log).read())
+from python_loader_bench import start_server  # the same server, as the Python loader's benchmark starts it
 
 
 def dataset(batches, warmup):
@@ -62,7 +49,7 @@ def main():
     parser.add_argument("--json", default="")
     a = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        proc, server = start_server(a.build, work)
+        proc, server = start_server(a.build, work, 2, f"{work}/server.log")
         try:
             bench, api = [], []
             bench_rate(a.build, server, a.batches, a.warmup)  # fills the cache
