@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "client/stoker_client.h"
 #include "dataplane/base/server_metrics.h"
+#include "dataplane/ops/op_registry.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/sources/dataset.h"
@@ -48,7 +49,7 @@ v1::SessionConfig JobSession(const ProfileConfig& config) {
   v1::SessionConfig session;
   session.set_batch_size(config.batch_size);
   for (const v1::Op& op : config.pipeline) *session.add_pipeline() = op;
-  if (config.pipeline.back().has_normalize()) session.set_dtype(v1::FLOAT32);  // normalize needs floats
+  if (MakesFloats(config.pipeline.back())) session.set_dtype(v1::FLOAT32);  // normalize needs floats
   return session;
 }
 

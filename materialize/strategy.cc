@@ -60,7 +60,7 @@ size_t DeterministicPrefixLength(const std::vector<v1::Op>& pipeline) {
     return entry != nullptr && entry->storable;
   };
   while (n < pipeline.size() && storable(pipeline[n])) ++n;
-  if (n < pipeline.size() && pipeline[n].has_normalize()) ++n;  // the last op: stored as float32 pixels
+  if (n < pipeline.size() && MakesFloats(pipeline[n])) ++n;  // normalize, the last op: stored as float32 pixels
   return n;
 }
 
@@ -74,7 +74,7 @@ std::vector<Strategy> EnumerateStrategies(const std::vector<v1::Op>& pipeline,
   for (size_t split = 0; split <= prefix; ++split) {
     std::vector<v1::Op> ops(pipeline.begin(), pipeline.begin() + static_cast<std::ptrdiff_t>(split));
     const std::string where = split == 0 ? "decoded" : PipelineToText(ops);
-    const bool floats = split > 0 && ops.back().has_normalize();
+    const bool floats = split > 0 && MakesFloats(ops.back());
     for (const StoredFormat& format : formats) {
       if (floats && format.encoding != StoredEncoding::kRaw) continue;  // float32 pixels are stored raw only
       Strategy s;

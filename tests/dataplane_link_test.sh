@@ -2,6 +2,9 @@
 # The folders' promise, checked on the built artefacts:
 # - the data plane's archives (dataplane/, one per part) refer to no gRPC
 #   symbol at all;
+# - no part's archive refers to a symbol that a part above it defines (the
+#   archives come bottom first, as tools/layers.txt orders the parts): a call
+#   into a part above fails here, whatever the linker would have pulled in;
 # - stoker-bench (the client) carries the data-plane core (local mode) but
 #   none of the server's gRPC service (server/: DataServiceImpl, the stream
 #   reactor, the stream state);
@@ -17,6 +20,24 @@ IFS=: read -r -a archives <<< "$dataplane"
 for archive in "${archives[@]}"; do
   grpc_refs=$(nm -C "$archive" | grep -c -E ' U .*(grpc::|grpc_)' || true)
   check "$(basename "$archive") refers to no gRPC symbol ($grpc_refs found)" '[ "$grpc_refs" -eq 0 ]'
+done
+
+# Each part's undefined symbols against what the parts above it define.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for i in "${!archives[@]}"; do
+  nm --defined-only "${archives[$i]}" 2>/dev/null | awk 'NF == 3 && $2 ~ /[TWDBRVu]/ {print $3}' | sort -u > "$tmp/def.$i"
+  nm -u "${archives[$i]}" 2>/dev/null | awk '{print $NF}' | sort -u > "$tmp/undef.$i"
+done
+for i in "${!archives[@]}"; do
+  : > "$tmp/above"
+  for ((j = i + 1; j < ${#archives[@]}; j++)); do cat "$tmp/def.$j" >> "$tmp/above"; done
+  sort -u -o "$tmp/above" "$tmp/above"
+  # A symbol the part defines itself (an inline function, a template) is not a call upward.
+  upward=$(comm -12 "$tmp/undef.$i" "$tmp/above" | comm -23 - "$tmp/def.$i" | c++filt | head -5)
+  count=$(comm -12 "$tmp/undef.$i" "$tmp/above" | comm -23 - "$tmp/def.$i" | wc -l)
+  check "$(basename "${archives[$i]}") calls nothing a part above defines ($count found${upward:+: $upward})" \
+    '[ "$count" -eq 0 ]'
 done
 
 service='stoker::DataServiceImpl::|stoker::StreamState::'

@@ -19,10 +19,29 @@
 #include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/detection_ops.h"
 #include "dataplane/ops/op_registry.h"
-#include "dataplane/ops/pipeline.h"
 
 namespace stoker {
 namespace {
+
+// The DCT scale, in eighths, for shrinking a crop to an output: the smallest
+// of 1/8, 2/8, 4/8 such that `crop` x M / 8 still covers `out` pixels (the
+// resize after it never enlarges), else 8/8: shrinking starts when the crop
+// is at least twice the output. Always 8/8 for an antialiased resize.
+int DctScaleFor(int crop, int out, bool antialias) {
+  // libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8 only; the
+  // other M/8 use slow C code that costs more than the pixels they save
+  // (measured with callgrind on the standard photo set).
+  //
+  // Not with antialias: a scaled IDCT is not the widened filter, and it put
+  // 3-5 % of the pixels more than 2 levels from PIL's antialiased resample
+  // even where 4x of the shrink was left to the filter (measured on the
+  // photo set; python/tests/test_antialias.py holds the bound).
+  if (antialias) return 8;
+  for (int m : {1, 2, 4}) {
+    if (int64_t{crop} * m >= int64_t{8} * out) return m;
+  }
+  return 8;
+}
 
 void ApplyColorJitter(const v1::ColorJitter& o, cv::Mat& image, Rng& rng) {
   // A random order of the four adjustments, then their factors in a fixed

@@ -10,7 +10,6 @@
 #include "dataplane/kernels/simd.h"
 #include "dataplane/kernels/transforms.h"
 #include "dataplane/ops/op_registry.h"
-#include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
 
 namespace stoker {

@@ -34,34 +34,39 @@ bool Never(const v1::Op&) { return false; }
 
 const std::vector<OpEntry>& MediaOps() {
   constexpr OpTargets kNone = OpTargets::kNone;
-  static const auto* ops = new std::vector<OpEntry>{
-      // The audio track's rate and channels: 0, their default, is filled in
-      // when a field asks for the track (pipeline_media.cc).
-      WithParams({{"frames", 1, 512, 8},
-                  {"stride", 1, 1000, 1},
-                  {"clips", 1, 64, 1},
-                  {"audio_rate", kMinAudioRate, kMaxAudioRate, 0, "Hz"},
-                  {"audio_channels", 1, kMaxAudioChannels, 0}},
-                 OnlyFirst("it decodes the sample's video into clips",
-                           {v1::Op::kVideoClip, "none (torchvision.io.read_video + clip sampling)", CheckClip,
-                            ClipIsRandom, nullptr, kNone, nullptr})),
-      WithParams({{"rate", kMinAudioRate, kMaxAudioRate, 16000, "Hz"},
-                  {"channels", 1, kMaxAudioChannels, 1},
-                  {"seconds", 0, kMaxAudioSeconds, 4, "s", true}},
-                 {v1::Op::kAudio, "torchaudio.load + transforms.Resample (libswresample), a window", CheckAudioOp,
-                  AudioIsRandom, nullptr, kNone, nullptr}),
-      // f_min and f_max are two arguments, as torchaudio names them, not one range f=lo:hi.
-      // Its n_fft is declared for the reference; AudioPipeline checks it with the rest (MelSpectrogram::Check).
-      WithParams({{"n_fft", kMinFft, kMaxFft, kDefaultFft}},
-                 {v1::Op::kMelSpectrogram, "torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)",
-                  CheckMelAlone, Never, nullptr, kNone, nullptr,
-                  OpText{{{"n_fft", "n_fft"},
-                          {"hop", "hop"},
-                          {"n_mels", "n_mels"},
-                          {"f_min", "f_min"},
-                          {"f_max", "f_max"},
-                          {"log", "log"}}}}),
-  };
+  static const auto* ops = [] {
+    auto* entries = new std::vector<OpEntry>{
+        // The audio track's rate and channels: 0, their default, is filled in
+        // when a field asks for the track (pipeline_media.cc).
+        WithParams({{"frames", 1, 512, 8},
+                    {"stride", 1, 1000, 1},
+                    {"clips", 1, 64, 1},
+                    {"audio_rate", kMinAudioRate, kMaxAudioRate, 0, "Hz"},
+                    {"audio_channels", 1, kMaxAudioChannels, 0}},
+                   OnlyFirst("it decodes the sample's video into clips",
+                             {v1::Op::kVideoClip, "none (torchvision.io.read_video + clip sampling)", CheckClip,
+                              ClipIsRandom, nullptr, kNone, nullptr})),
+        WithParams({{"rate", kMinAudioRate, kMaxAudioRate, 16000, "Hz"},
+                    {"channels", 1, kMaxAudioChannels, 1},
+                    {"seconds", 0, kMaxAudioSeconds, 4, "s", true}},
+                   {v1::Op::kAudio, "torchaudio.load + transforms.Resample (libswresample), a window", CheckAudioOp,
+                    AudioIsRandom, nullptr, kNone, nullptr}),
+        // f_min and f_max are two arguments, as torchaudio names them, not one range f=lo:hi.
+        // Its n_fft is declared for the reference; AudioPipeline checks it with the rest (MelSpectrogram::Check).
+        WithParams({{"n_fft", kMinFft, kMaxFft, kDefaultFft}},
+                   {v1::Op::kMelSpectrogram, "torchaudio.transforms.MelSpectrogram (+ AmplitudeToDB with log)",
+                    CheckMelAlone, Never, nullptr, kNone, nullptr,
+                    OpText{{{"n_fft", "n_fft"},
+                            {"hop", "hop"},
+                            {"n_mels", "n_mels"},
+                            {"f_min", "f_min"},
+                            {"f_max", "f_max"},
+                            {"log", "log"}}}}),
+    };
+    // They make their samples themselves, from the encoded file: no prefix of them is stored.
+    for (OpEntry& e : *entries) e.rules.prefix_why = "audio and video pipelines are not materialised";
+    return entries;
+  }();
   return *ops;
 }
 

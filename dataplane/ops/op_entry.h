@@ -25,6 +25,10 @@
 
 namespace stoker {
 
+// The largest side, in pixels, of every size argument (a session limit, part
+// of the documented contract; pipeline.h lists the others).
+inline constexpr int kMaxImageSide = 8192;
+
 // What an op may need to know about the pipeline it runs in.
 struct OpContext {
   // The pipeline's normalize op (mean, std per channel, 0..1 units), or
@@ -127,12 +131,16 @@ struct UserOpHooks {
   absl::StatusOr<std::optional<cv::Mat>> (*run)(const v1::Op& op, const UserOps& user, const PluginInstance* plugin,
                                                 size_t position, const cv::Mat& image, Rng& rng, int64_t max_pixels,
                                                 UserOpIo* io);
+  // Whether the op declares its output's size (a plugin's fixed output;
+  // `plugin`: the instance its check made, or null): the user ops before it
+  // are then free to change the size (null: never).
+  bool (*fixes_size)(const PluginInstance* plugin) = nullptr;
 };
 
 // What an op asks of its place in the pipeline and of the session, each
 // rule with the reason its error gives (null: no such rule). Pipeline::Create
 // checks them in the entry's words; CreatePrefix checks the place (the last
-// op of the prefix).
+// op of the prefix) and whether the op may be in a prefix at all.
 struct OpRules {
   enum Place { kAnywhere, kFirst, kLast };
   Place place = kAnywhere;
@@ -140,6 +148,7 @@ struct OpRules {
   const char* boxes_why = nullptr;    // "pipeline[i].NAME WHY: the session needs a field of kind boxes"
   const char* float_why = nullptr;    // "pipeline[i].NAME needs dtype FLOAT16 or FLOAT32 (WHY)"
   const char* refused_why = nullptr;  // kRefused: "pipeline[i].NAME cannot move boxes, masks or keypoints (WHY): ..."
+  const char* prefix_why = nullptr;   // never in a materialised prefix: "prefix[i] TEXT: WHY"
 };
 
 struct OpEntry {

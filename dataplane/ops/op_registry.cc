@@ -144,6 +144,11 @@ absl::StatusOr<const FieldDescriptor*> Field(const FieldDescriptor* which, const
 
 }  // namespace
 
+bool MakesFloats(const v1::Op& op) {
+  const OpEntry* entry = FindOp(op);
+  return entry != nullptr && entry->rules.float_why != nullptr;
+}
+
 bool HasParamType(const OpParam& param, double value) {
   return param.type != OpParam::kInteger || value == std::trunc(value);
 }

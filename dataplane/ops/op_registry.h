@@ -50,6 +50,11 @@ const OpEntry* FindDeclaredOp(absl::string_view name);
 // null: none), then the declared ranges. INVALID_ARGUMENT names `where`.
 absl::Status CheckOp(const OpEntry& entry, const std::string& where, v1::Op& op, OpShape* shape);
 
+// Whether the op's output is float pixels: its entry needs a float dtype
+// (OpRules::float_why: normalize). A stored prefix that ends in it stores
+// float32 pixels; a session that ends in it needs FLOAT16 or FLOAT32.
+bool MakesFloats(const v1::Op& op);
+
 // "lo..hi unit" ("(lo, hi] unit" above lo) of a declared parameter, as the messages and the reference
 // page write it.
 std::string ParamRange(const OpParam& param);

@@ -241,9 +241,10 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
         absl::StrCat("the stored prefix has ", ops.size(), " ops; at most ", kMaxPipelineOps, " are allowed"));
   }
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].has_audio() || ops[i].has_mel_spectrogram() || ops[i].has_video_clip()) {
-      return absl::InvalidArgumentError(absl::StrCat("prefix[", i, "] ", PipelineToText({ops[i]}),
-                                                     ": audio and video pipelines are not materialised"));
+    const OpEntry* entry = FindOp(ops[i]);
+    if (entry != nullptr && entry->rules.prefix_why != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefix[", i, "] ", PipelineToText({ops[i]}), ": ", entry->rules.prefix_why));
     }
   }
   Pipeline p;
@@ -260,10 +261,8 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
     }
     const std::string subject = absl::StrCat(where, " ", OpName(*entry, op));
     if (auto s = CheckPlace(subject, " of the prefix", entry->rules, i, ops.size()); !s.ok()) return s;
-    if (op.has_normalize()) {
-      p.TakeNormalize(op.normalize());
-      p.dtype_ = v1::FLOAT32;
-    }
+    if (entry->rules.float_why != nullptr) p.dtype_ = v1::FLOAT32;  // stored as float32 pixels
+    if (op.has_normalize()) p.TakeNormalize(op.normalize());
     p.AddOp(std::move(op), entry);
   }
   return p;
@@ -285,22 +284,6 @@ cv::Mat Pipeline::Normalized(const cv::Mat& rgb) const {
     cv::divide(f, cv::Scalar(std_[0], std_[1], std_[2]), f);
   }
   return f;
-}
-
-int DctScaleFor(int crop, int out, bool antialias) {
-  // libjpeg-turbo has SIMD inverse DCTs for 8/8, 4/8, 2/8 and 1/8 only; the
-  // other M/8 use slow C code that costs more than the pixels they save
-  // (measured with callgrind on the standard photo set).
-  //
-  // Not with antialias: a scaled IDCT is not the widened filter, and it put
-  // 3-5 % of the pixels more than 2 levels from PIL's antialiased resample
-  // even where 4x of the shrink was left to the filter (measured on the
-  // photo set; python/tests/test_antialias.py holds the bound).
-  if (antialias) return 8;
-  for (int m : {1, 2, 4}) {
-    if (int64_t{crop} * m >= int64_t{8} * out) return m;
-  }
-  return 8;
 }
 
 int64_t Pipeline::frame_bytes() const {
@@ -416,18 +399,19 @@ absl::StatusOr<cv::Mat> Pipeline::Apply(cv::Mat image, Rng& rng, size_t first_op
   return image;
 }
 
-void Pipeline::NoteSize(size_t i, const v1::Op& op, const OpEntry* entry, bool fixed_before, cv::Size before,
-                        bool fixed_after, cv::Size after) {
+void Pipeline::NoteSize(size_t i, const OpEntry* entry, bool fixed_before, cv::Size before, bool fixed_after,
+                        cv::Size after) {
   // An op that sets the size (or changes it) frees the user ops before it.
-  int unused_h = 0, unused_w = 0;
-  const bool plugin_fixed = op.has_plugin() && plugin_ops_.at(i)->OutputSize(&unused_h, &unused_w) == STOKER_SIZE_FIXED;
+  const auto plugin = plugin_ops_.find(i);
+  const bool user_fixed = entry != nullptr && entry->user != nullptr && entry->user->fixes_size != nullptr &&
+                          entry->user->fixes_size(plugin != plugin_ops_.end() ? plugin->second.get() : nullptr);
   // entry->sets_size: the op makes its size whatever its input's.
   const bool sets_size =
-      (entry != nullptr && entry->sets_size) || plugin_fixed || !fixed_after || after != before || !fixed_before;
+      (entry != nullptr && entry->sets_size) || user_fixed || !fixed_after || after != before || !fixed_before;
   if (sets_size) keeps_size_.clear();
   // A user op must make the size the checks assumed: its declared size (a
   // plugin's fixed output), or the size it was given when that was fixed.
-  if (entry != nullptr && entry->user != nullptr && fixed_after && (fixed_before || plugin_fixed)) {
+  if (entry != nullptr && entry->user != nullptr && fixed_after && (fixed_before || user_fixed)) {
     keeps_size_[i] = after;
   }
 }
@@ -440,7 +424,7 @@ absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op,
     return s;
   }
   if (plugin != nullptr) plugin_ops_[i] = std::move(plugin);
-  NoteSize(i, op, *entry, fixed_before, before, fixed, cv::Size(out_width_, out_height_));
+  NoteSize(i, *entry, fixed_before, before, fixed, cv::Size(out_width_, out_height_));
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 #include "common/rng.h"
 #include "dataplane/decode/video_decoder.h"
 #include "dataplane/ops/audio_ops.h"
+#include "dataplane/ops/op_entry.h"
 #include "dataplane/sample/geometry.h"
 #include "dataplane/user_ops/user_ops.h"
 #include "proto/stoker/v1/stoker.pb.h"
@@ -34,7 +35,7 @@ struct UserOpHooks;  // op_entry.h
 class PluginInstance;
 
 // Limits on session parameters; part of the documented contract.
-inline constexpr int kMaxImageSide = 8192;                   // pixels, for every size argument
+// kMaxImageSide (op_entry.h): pixels, for every size argument.
 inline constexpr int kMaxBatchSize = 65536;                  // samples
 inline constexpr int64_t kMaxBatchBytes = int64_t{2} << 30;  // one batch's image buffer
 // Most ops a pipeline may have: each is checked, copied and kept per
@@ -148,8 +149,7 @@ class Pipeline {
   // read per sample by Apply and DecodeAndApply).
   void AddOp(v1::Op op, const OpEntry* entry);
   // Records, after checking op i, whether user ops must keep the size.
-  void NoteSize(size_t i, const v1::Op& op, const OpEntry* entry, bool fixed_before, cv::Size before, bool fixed_after,
-                cv::Size after);
+  void NoteSize(size_t i, const OpEntry* entry, bool fixed_before, cv::Size before, bool fixed_after, cv::Size after);
   // Fills defaults and validates op i (at `where`), updating `fixed` and the
   // output size; keeps a plugin op's instance and notes the sizes user ops
   // must keep. *entry: the op's registry entry.
@@ -190,12 +190,6 @@ class Pipeline {
   float mean_[3] = {0, 0, 0};
   float std_[3] = {1, 1, 1};
 };
-
-// The DCT scale, in eighths, for shrinking a crop to an output: the smallest
-// of 1/8, 2/8, 4/8 such that `crop` x M / 8 still covers `out` pixels (the
-// resize after it never enlarges), else 8/8: shrinking starts when the crop
-// is at least twice the output. Always 8/8 for an antialiased resize.
-int DctScaleFor(int crop, int out, bool antialias = false);
 
 }  // namespace stoker
 

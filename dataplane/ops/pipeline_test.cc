@@ -386,6 +386,16 @@ TEST(PipelineTest, PlaceAndSessionRulesAreTheEntriesWords) {
             absl::StrCat("pipeline[1].augmix cannot move boxes, masks or keypoints (", augmix->rules.refused_why,
                          "): a session with target fields cannot use it"));
   EXPECT_EQ(error(Config("center_crop(8), augmix()")), "created");
+  // The media ops are never in a stored prefix, and normalize makes floats.
+  for (v1::Op::OpCase media : {v1::Op::kVideoClip, v1::Op::kAudio, v1::Op::kMelSpectrogram}) {
+    ASSERT_NE(FindOp(media), nullptr);
+    EXPECT_NE(FindOp(media)->rules.prefix_why, nullptr) << media;
+  }
+  v1::Op op;
+  op.mutable_normalize();
+  EXPECT_TRUE(MakesFloats(op));
+  op.mutable_center_crop();
+  EXPECT_FALSE(MakesFloats(op));
 }
 
 TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {
@@ -398,7 +408,9 @@ TEST(PipelineTest, APrefixRefusesRandomOpsAndNormalizeNamingThem) {
                          {"center_crop(224), color_jitter(0.4)", "prefix[1] color_jitter"},
                          {"resize(256), normalize(mean=0.485:0.456:0.406, std=0.229:0.224:0.225), center_crop(224)",
                           "prefix[1] normalize must be the last op of the prefix"},
-                         {"resize(0)", "prefix[0].resize.shorter_side = 0"}}) {
+                         {"resize(0)", "prefix[0].resize.shorter_side = 0"},
+                         {"video_clip(4)", ": audio and video pipelines are not materialised"},
+                         {"center_crop(8), audio()", "prefix[1] audio("}}) {
     absl::StatusOr<std::vector<v1::Op>> ops = ParsePipelineText(c.text);
     ASSERT_TRUE(ops.ok()) << c.text << ": " << ops.status();
     absl::StatusOr<Pipeline> p = Pipeline::CreatePrefix(*ops);

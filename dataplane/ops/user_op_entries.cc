@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "dataplane/decode/image_decoder.h"
 #include "dataplane/ops/op_registry.h"
-#include "dataplane/ops/pipeline.h"
 #include "dataplane/ops/pipeline_text.h"
 #include "dataplane/ops/pipeline_text_internal.h"
 #include "dataplane/user_ops/op_plugins.h"
@@ -86,7 +85,13 @@ bool Unknown(const v1::Op&) { return true; }
 const UserOpHooks kPythonHooks{
     [](absl::string_view name) { return name == "python"; }, ParseUserOp, UserOpText, CheckPython,
     [](const v1::Op&, const UserOps&) { return true; },      RunPython};
-const UserOpHooks kPluginHooks{IsPluginOpName, ParseUserOp, UserOpText, CheckPlugin, PluginIsRandom, RunPlugin};
+bool PluginFixesSize(const PluginInstance* plugin) {
+  int height = 0, width = 0;
+  return plugin != nullptr && plugin->OutputSize(&height, &width) == STOKER_SIZE_FIXED;
+}
+
+const UserOpHooks kPluginHooks{IsPluginOpName, ParseUserOp, UserOpText,     CheckPlugin,
+                               PluginIsRandom, RunPlugin,   PluginFixesSize};
 
 OpEntry UserEntry(v1::Op::OpCase op, const char* counterpart, const UserOpHooks* hooks) {
   // kRefused: a session with target fields cannot use them (Pipeline::Create says why).

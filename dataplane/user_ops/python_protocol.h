@@ -3,7 +3,7 @@
 // framed by a 4-byte little-endian length, JSON bodies, read against a
 // deadline and the sample's stop (SampleWatch); the child is not trusted, so
 // a field of the wrong type reads as absent. Also how a worker's process and
-// what it started are found and ended. Internal to ops/. Functions of file
+// what it started are found and ended. Internal to user_ops/. Functions of file
 // descriptors and processes; thread-compatible.
 #ifndef STOKER_DATAPLANE_USER_OPS_PYTHON_PROTOCOL_H_
 #define STOKER_DATAPLANE_USER_OPS_PYTHON_PROTOCOL_H_
