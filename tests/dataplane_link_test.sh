@@ -26,16 +26,20 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for i in "${!archives[@]}"; do
-  nm --defined-only "${archives[$i]}" 2>/dev/null | awk 'NF == 3 && $2 ~ /[TWDBRVu]/ {print $3}' | sort -u > "$tmp/def.$i"
-  nm -u "${archives[$i]}" 2>/dev/null | awk '{print $NF}' | sort -u > "$tmp/undef.$i"
+  # Defined: text (also ifunc, as the AVX2 clones are), weak, data, bss, read-only and unique symbols.
+  nm --defined-only "${archives[$i]}" | awk 'NF == 3 && $2 ~ /^[TWDBRVGSiu]$/ {print $3}' \
+    | sort -u > "$tmp/def.$i" || { echo "FAIL: nm cannot read ${archives[$i]}"; exit 1; }
+  nm -u "${archives[$i]}" | awk 'NF >= 2 {print $NF}' | sort -u > "$tmp/undef.$i" \
+    || { echo "FAIL: nm cannot read ${archives[$i]}"; exit 1; }
 done
 for i in "${!archives[@]}"; do
   : > "$tmp/above"
   for ((j = i + 1; j < ${#archives[@]}; j++)); do cat "$tmp/def.$j" >> "$tmp/above"; done
   sort -u -o "$tmp/above" "$tmp/above"
   # A symbol the part defines itself (an inline function, a template) is not a call upward.
-  upward=$(comm -12 "$tmp/undef.$i" "$tmp/above" | comm -23 - "$tmp/def.$i" | c++filt | head -5)
-  count=$(comm -12 "$tmp/undef.$i" "$tmp/above" | comm -23 - "$tmp/def.$i" | wc -l)
+  comm -12 "$tmp/undef.$i" "$tmp/above" | comm -23 - "$tmp/def.$i" > "$tmp/upward.$i"
+  count=$(wc -l < "$tmp/upward.$i")
+  upward=$(c++filt < "$tmp/upward.$i" | sed -n 1,5p)
   check "$(basename "${archives[$i]}") calls nothing a part above defines ($count found${upward:+: $upward})" \
     '[ "$count" -eq 0 ]'
 done

@@ -49,7 +49,7 @@ struct OpShape {
 enum class OpTargets {
   kUntouched,  // photometric: the pixels stay where they are
   kMoved,      // crops, pads, flips, warps and the policies: moved with the pixels (geometry.h)
-  kRefused,    // augmix, the user ops: refused with targets (the entry's rules say why)
+  kRefused,    // augmix (its rules say why), the user ops (their own message): refused with targets
   kNone,       // audio and video ops: their samples carry no targets
 };
 

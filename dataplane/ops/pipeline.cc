@@ -104,25 +104,24 @@ absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config, const std::vec
                        " cannot move boxes, masks or keypoints yet: a session with target fields cannot use user ops"));
     }
     if (has_targets && entry->targets == OpTargets::kRefused) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pipeline[", i, "].", OpName(*entry, op), " cannot move boxes, masks or keypoints (",
-                       entry->rules.refused_why != nullptr ? entry->rules.refused_why : "",
-                       "): a session with target fields cannot use it"));
+      const char* why = entry->rules.refused_why;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline[", i, "].", OpName(*entry, op), " cannot move boxes, masks or keypoints",
+          why != nullptr ? absl::StrCat(" (", why, ")") : "", ": a session with target fields cannot use it"));
     }
   }
   return absl::OkStatus();
 }
 
-// The entry's place rule for the op at `i` of `count`: "SUBJECT must be the
-// first op SUFFIX: WHY" (`subject` names the op, `suffix` the sequence).
-absl::Status CheckPlace(const std::string& subject, absl::string_view suffix, const OpRules& rules, size_t i,
-                        size_t count) {
-  const bool misplaced =
-      (rules.place == OpRules::kFirst && i != 0) || (rules.place == OpRules::kLast && i + 1 != count);
-  if (!misplaced) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(subject, " must be the ", rules.place == OpRules::kFirst ? "first" : "last", " op", suffix,
-                   rules.place_why != nullptr ? ": " : "", rules.place_why != nullptr ? rules.place_why : ""));
+// The entry's rule "only last" for the op at `i` of `count`: "SUBJECT must
+// be the last op SUFFIX" (`subject` names the op, `suffix` the sequence).
+// "Only first" is CheckPipelineOp's, before the op's own checks.
+absl::Status CheckLast(const std::string& subject, absl::string_view suffix, const OpRules& rules, size_t i,
+                       size_t count) {
+  if (rules.place != OpRules::kLast || i + 1 == count) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(subject, " must be the last op", suffix,
+                                                 rules.place_why != nullptr ? ": " : "",
+                                                 rules.place_why != nullptr ? rules.place_why : ""));
 }
 
 absl::Status BatchTooLarge(const v1::SessionConfig& config, int64_t sample_bytes) {
@@ -200,7 +199,7 @@ absl::Status Pipeline::CheckImageOps(const v1::SessionConfig& config, bool& fixe
     const OpEntry* entry = nullptr;
     if (auto s = CheckOpAt(where, static_cast<size_t>(i), op, fixed, &entry); !s.ok()) return s;
     const std::string subject = absl::StrCat(where, ".", OpName(*entry, op));
-    if (auto s = CheckPlace(subject, "", entry->rules, i, config.pipeline_size()); !s.ok()) return s;
+    if (auto s = CheckLast(subject, "", entry->rules, i, config.pipeline_size()); !s.ok()) return s;
     if (entry->rules.float_why != nullptr && dtype_ == v1::UINT8) {
       return absl::InvalidArgumentError(
           absl::StrCat(subject, " needs dtype FLOAT16 or FLOAT32 (", entry->rules.float_why, ")"));
@@ -260,7 +259,7 @@ absl::StatusOr<Pipeline> Pipeline::CreatePrefix(const std::vector<v1::Op>& ops, 
           absl::StrCat(where, " ", PipelineToText({op}), " is random: random ops stay online (after the prefix)"));
     }
     const std::string subject = absl::StrCat(where, " ", OpName(*entry, op));
-    if (auto s = CheckPlace(subject, " of the prefix", entry->rules, i, ops.size()); !s.ok()) return s;
+    if (auto s = CheckLast(subject, " of the prefix", entry->rules, i, ops.size()); !s.ok()) return s;
     if (entry->rules.float_why != nullptr) p.dtype_ = v1::FLOAT32;  // stored as float32 pixels
     if (op.has_normalize()) p.TakeNormalize(op.normalize());
     p.AddOp(std::move(op), entry);
@@ -420,7 +419,7 @@ absl::Status Pipeline::CheckOpAt(const std::string& where, size_t i, v1::Op& op,
   const bool fixed_before = fixed;
   const cv::Size before(out_width_, out_height_);
   std::shared_ptr<const PluginInstance> plugin;
-  if (absl::Status s = CheckPipelineOp(where, op, fixed, out_height_, out_width_, user_, &plugin, entry); !s.ok()) {
+  if (absl::Status s = CheckPipelineOp(where, i, op, fixed, out_height_, out_width_, user_, &plugin, entry); !s.ok()) {
     return s;
   }
   if (plugin != nullptr) plugin_ops_[i] = std::move(plugin);

@@ -12,8 +12,9 @@
 
 namespace stoker {
 
-absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
-                             std::shared_ptr<const PluginInstance>* plugin, const OpEntry** found) {
+absl::Status CheckPipelineOp(const std::string& where, size_t position, v1::Op& op, bool& fixed, int& h, int& w,
+                             const UserOps& user, std::shared_ptr<const PluginInstance>* plugin,
+                             const OpEntry** found) {
   if (op.op_case() == v1::Op::OP_NOT_SET) return absl::InvalidArgumentError(absl::StrCat(where, " has no op set"));
   const OpEntry* entry = FindOp(op);                            // op_registry.h
   if (entry == nullptr && op.op_case() != v1::Op::kDeclared) {  // never: every other case has an entry
@@ -24,6 +25,11 @@ absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, 
     for (const OpEntry& e : DeclaredOps()) names.push_back(e.name);
     return absl::InvalidArgumentError(absl::StrCat(where, ": unknown op '", op.declared().name(),
                                                    "'; this server's declared ops: ", absl::StrJoin(names, ", ")));
+  }
+  if (entry->rules.place == OpRules::kFirst && position != 0) {  // before its own checks (OpRules)
+    return absl::InvalidArgumentError(absl::StrCat(where, ".", OpName(*entry, op), " must be the first op",
+                                                   entry->rules.place_why != nullptr ? ": " : "",
+                                                   entry->rules.place_why != nullptr ? entry->rules.place_why : ""));
   }
   OpShape shape{fixed, h, w};
   absl::Status s =

@@ -13,12 +13,14 @@
 
 namespace stoker {
 
-// Fills defaults and validates one op; INVALID_ARGUMENT names `where` and
-// the allowed range. `fixed` tells whether the output size (h x w) is fixed
-// after this op; a plugin op's instance goes to *plugin, and the op's
-// registry entry to *entry (for the pipeline to keep: found once).
-absl::Status CheckPipelineOp(const std::string& where, v1::Op& op, bool& fixed, int& h, int& w, const UserOps& user,
-                             std::shared_ptr<const PluginInstance>* plugin, const OpEntry** entry);
+// Fills defaults and validates one op, the `position`th of its pipeline;
+// INVALID_ARGUMENT names `where` and the allowed range. An op whose entry
+// allows it only first is refused elsewhere before its own checks. `fixed`
+// tells whether the output size (h x w) is fixed after this op; a plugin
+// op's instance goes to *plugin, and the op's registry entry to *entry (for
+// the pipeline to keep: found once).
+absl::Status CheckPipelineOp(const std::string& where, size_t position, v1::Op& op, bool& fixed, int& h, int& w,
+                             const UserOps& user, std::shared_ptr<const PluginInstance>* plugin, const OpEntry** entry);
 
 }  // namespace stoker
 

@@ -373,6 +373,10 @@ TEST(PipelineTest, PlaceAndSessionRulesAreTheEntriesWords) {
   };
   EXPECT_EQ(error(Config("center_crop(8), video_clip()")),
             absl::StrCat("pipeline[1].video_clip must be the first op: ", clip->rules.place_why));
+  // Before its own checks: a misplaced video_clip with a bad argument is told its place.
+  auto bad_clip = Config("center_crop(8)");
+  bad_clip.add_pipeline()->mutable_video_clip()->set_frames(100000);
+  EXPECT_EQ(error(bad_clip), absl::StrCat("pipeline[1].video_clip must be the first op: ", clip->rules.place_why));
   auto not_last = WithDtype(WithNormalize(Config("center_crop(8)"), {0, 0, 0}, {1, 1, 1}), v1::FLOAT32);
   not_last.add_pipeline()->mutable_random_horizontal_flip();
   EXPECT_EQ(error(not_last), "pipeline[1].normalize must be the last op");
