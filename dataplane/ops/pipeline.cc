@@ -119,9 +119,7 @@ absl::Status CheckOpsMoveTargets(const v1::SessionConfig& config, const std::vec
 absl::Status CheckLast(const std::string& subject, absl::string_view suffix, const OpRules& rules, size_t i,
                        size_t count) {
   if (rules.place != OpRules::kLast || i + 1 == count) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(subject, " must be the last op", suffix,
-                                                 rules.place_why != nullptr ? ": " : "",
-                                                 rules.place_why != nullptr ? rules.place_why : ""));
+  return Misplaced(subject, suffix, rules);
 }
 
 absl::Status BatchTooLarge(const v1::SessionConfig& config, int64_t sample_bytes) {

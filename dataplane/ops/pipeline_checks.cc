@@ -12,6 +12,12 @@
 
 namespace stoker {
 
+absl::Status Misplaced(const std::string& subject, absl::string_view suffix, const OpRules& rules) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(subject, " must be the ", rules.place == OpRules::kFirst ? "first" : "last", " op", suffix,
+                   rules.place_why != nullptr ? ": " : "", rules.place_why != nullptr ? rules.place_why : ""));
+}
+
 absl::Status CheckPipelineOp(const std::string& where, size_t position, v1::Op& op, bool& fixed, int& h, int& w,
                              const UserOps& user, std::shared_ptr<const PluginInstance>* plugin,
                              const OpEntry** found) {
@@ -27,9 +33,7 @@ absl::Status CheckPipelineOp(const std::string& where, size_t position, v1::Op& 
                                                    "'; this server's declared ops: ", absl::StrJoin(names, ", ")));
   }
   if (entry->rules.place == OpRules::kFirst && position != 0) {  // before its own checks (OpRules)
-    return absl::InvalidArgumentError(absl::StrCat(where, ".", OpName(*entry, op), " must be the first op",
-                                                   entry->rules.place_why != nullptr ? ": " : "",
-                                                   entry->rules.place_why != nullptr ? entry->rules.place_why : ""));
+    return Misplaced(absl::StrCat(where, ".", OpName(*entry, op)), "", entry->rules);
   }
   OpShape shape{fixed, h, w};
   absl::Status s =

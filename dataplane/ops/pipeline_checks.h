@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "dataplane/ops/pipeline.h"
 #include "dataplane/user_ops/op_plugins.h"
 #include "proto/stoker/v1/stoker.pb.h"
@@ -19,6 +20,11 @@ namespace stoker {
 // tells whether the output size (h x w) is fixed after this op; a plugin
 // op's instance goes to *plugin, and the op's registry entry to *entry (for
 // the pipeline to keep: found once).
+// The error for an op its entry's place rule (OpRules: only first, only
+// last) refuses where it stands: "SUBJECT must be the first op SUFFIX: WHY"
+// (`subject` names the op, `suffix` the sequence, e.g. " of the prefix").
+absl::Status Misplaced(const std::string& subject, absl::string_view suffix, const OpRules& rules);
+
 absl::Status CheckPipelineOp(const std::string& where, size_t position, v1::Op& op, bool& fixed, int& h, int& w,
                              const UserOps& user, std::shared_ptr<const PluginInstance>* plugin, const OpEntry** entry);
 
